@@ -1,0 +1,46 @@
+/* reprise.h — public API of the Reprise on-device LLM serving engine. */
+#ifndef REPRISE_H
+#define REPRISE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------
+ * Status codes. Every fallible call returns one; RP_OK is 0. A human-readable
+ * detail (naming the field, byte offset, or argument that was wrong) is kept
+ * per thread and read with rp_last_error() right after the failing call.
+ * ------------------------------------------------------------------------- */
+typedef enum rp_status {
+    RP_OK = 0,
+    RP_ERR_INVALID_ARG,   /* caller passed something out of contract */
+    RP_ERR_IO,            /* open/read/write/mmap failed */
+    RP_ERR_FORMAT,        /* file or payload is malformed / corrupt */
+    RP_ERR_UNSUPPORTED,   /* well-formed but not something we implement */
+    RP_ERR_NOMEM,         /* allocation failed or a size would overflow */
+    RP_ERR_NOT_FOUND,     /* key / tensor / token not present */
+    RP_ERR_RANGE,         /* index, position or count out of range */
+    RP_ERR_FULL,          /* output buffer or cache too small; retry bigger */
+    RP_ERR_INTERNAL,      /* a bug: an invariant did not hold */
+    RP_ERR_CANCELLED,     /* the caller asked to stop */
+    RP_STATUS_COUNT
+} rp_status;
+
+/* Static name of a status code ("invalid argument", ...). Never NULL. */
+const char *rp_strerror(rp_status st);
+
+/* Detail message of the last error set on this thread ("" if none). The
+ * pointer stays valid until the next failing call on the same thread. */
+const char *rp_last_error(void);
+
+/* Library version string, e.g. "0.1.0". */
+const char *rp_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* REPRISE_H */

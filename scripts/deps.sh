@@ -1,0 +1,22 @@
+#!/bin/sh
+# deps.sh — installs the Debian 12 packages Reprise needs to build and test, when it can.
+# As root (or with passwordless sudo) it runs apt-get; otherwise it prints the exact command.
+set -e
+PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev libpcre2-dev libjansson-dev libutf8proc-dev \
+libxxhash-dev libsqlite3-dev libzstd-dev libmicrohttpd-dev libcmocka-dev"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "reprise: installing missing build dependencies:$missing" >&2
+if [ "$(id -u)" = 0 ]; then SUDO=""
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"
+else
+  echo "reprise: cannot install packages (not root, no passwordless sudo). Run:" >&2
+  echo "  sudo apt-get update && sudo apt-get install -y$missing" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >&2
+$SUDO apt-get install -y -qq $missing >&2

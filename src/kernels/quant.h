@@ -1,0 +1,36 @@
+/* quant.h — scalar reference conversion, (de)quantization and dot products per weight type. */
+#ifndef RP_KERNELS_QUANT_H
+#define RP_KERNELS_QUANT_H
+
+#include "kernels/types.h"
+
+/* IEEE half and bfloat16 conversions (round-to-nearest-even, NaN kept). */
+float rp_fp16_to_fp32(uint16_t h);
+uint16_t rp_fp32_to_fp16(float f);
+float rp_bf16_to_fp32(uint16_t h);
+uint16_t rp_fp32_to_bf16(float f);
+
+/* Dequantize k elements (k a multiple of the type's block size) of type `t`
+ * from `src` into `dst`. Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K,
+ * Q8_K. Returns false for other types (dst untouched). */
+bool rp_dequantize_row(rp_type t, const void *src, float *dst, int64_t k);
+
+/* Quantize k floats into `dst` (row_size(t, k) bytes) with ggml's reference
+ * rounding, so our files are bit-identical to ggml's quantize of the same data.
+ * Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q8_K. */
+bool rp_quantize_row(rp_type t, const float *src, void *dst, int64_t k);
+
+/* The activation type a weight type's integer dot product consumes
+ * (ggml's vec_dot_type): Q8_0 for Q4_0/Q8_0, Q8_K for Q4_K/Q6_K, F32 for
+ * F32/F16/BF16. */
+rp_type rp_type_vec_dot_type(rp_type t);
+
+/* Reference dot product of one weight row `w` (type t, n elements) with one
+ * activation row `a` already in rp_type_vec_dot_type(t) layout. n is a
+ * multiple of the block size. Returns NaN for unsupported types. */
+float rp_vec_dot_ref(rp_type t, int64_t n, const void *w, const void *a);
+
+/* Plain float dot product (reference). */
+float rp_dot_f32_ref(int64_t n, const float *a, const float *b);
+
+#endif /* RP_KERNELS_QUANT_H */

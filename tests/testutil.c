@@ -1,0 +1,45 @@
+/* testutil.c — helpers shared by the cmocka tests. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *rp_test_shared(const char *rel) {
+    static char buf[4096];
+    const char *dir = getenv("RP_SHARED_DIR");
+    if (!dir || !*dir) dir = "../shared";
+    snprintf(buf, sizeof buf, "%s/%s", dir, rel);
+    struct stat st;
+    if (stat(buf, &st) != 0) return NULL;
+    return buf;
+}
+
+const char *rp_test_tmpdir(void) {
+    static char dir[4096];
+    if (dir[0]) return dir;
+    const char *base = getenv("RP_TEST_TMP");
+    if (!base || !*base) base = "/tmp";
+    mkdir(base, 0700);
+    snprintf(dir, sizeof dir, "%s/rp-test-%d", base, (int)getpid());
+    mkdir(dir, 0700);
+    return dir;
+}
+
+char *rp_test_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return NULL; }
+    long n = ftell(f);
+    if (n < 0) { fclose(f); return NULL; }
+    rewind(f);
+    char *b = malloc((size_t)n + 1);
+    if (!b) { fclose(f); return NULL; }
+    size_t got = fread(b, 1, (size_t)n, f);
+    fclose(f);
+    b[got] = '\0';
+    if (len) *len = got;
+    return b;
+}
