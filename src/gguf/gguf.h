@@ -87,6 +87,11 @@ rp_status rp_gguf_get_arr(const rp_gguf *g, const char *key, rp_gguf_vtype *elem
 /* Human-readable rendering of a value (arrays abbreviated), for `reprise inspect`. */
 void rp_gguf_kv_format(const rp_gguf *g, uint64_t i, char *buf, size_t cap);
 
+/* Encoded bytes of value `i` exactly as stored (just after its type id; for
+ * arrays this starts at the element type), *len set to their count. Used to
+ * copy a value verbatim (rp_gguf_writer_copy_kv). NULL if i is out of range. */
+const void *rp_gguf_kv_raw(const rp_gguf *g, uint64_t i, uint64_t *len);
+
 /* ---- tensors ---- */
 uint64_t rp_gguf_n_tensors(const rp_gguf *g);
 const rp_gguf_tensor *rp_gguf_tensor_at(const rp_gguf *g, uint64_t i);
@@ -104,6 +109,10 @@ rp_status rp_gguf_writer_set_u64(rp_gguf_writer *w, const char *key, uint64_t v)
 rp_status rp_gguf_writer_set_f32(rp_gguf_writer *w, const char *key, float v);
 rp_status rp_gguf_writer_set_bool(rp_gguf_writer *w, const char *key, bool v);
 rp_status rp_gguf_writer_set_str(rp_gguf_writer *w, const char *key, const char *v);
+/* Any scalar type (not STRING/ARRAY): `v` points to one value of that C type
+ * (uint8_t, int16_t, ..., bool for BOOL, double for F64). */
+rp_status rp_gguf_writer_set_scalar(rp_gguf_writer *w, const char *key, rp_gguf_vtype type,
+                                    const void *v);
 /* Numeric array (elem_type not STRING/ARRAY); data copied. */
 rp_status rp_gguf_writer_set_arr(rp_gguf_writer *w, const char *key, rp_gguf_vtype elem_type,
                                  const void *data, uint64_t n);

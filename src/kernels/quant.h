@@ -33,4 +33,19 @@ float rp_vec_dot_ref(rp_type t, int64_t n, const void *w, const void *a);
 /* Plain float dot product (reference). */
 float rp_dot_f32_ref(int64_t n, const float *a, const float *b);
 
+/* Unpacks the 6-bit scale and 6-bit min of sub-block j (0..7, 32 elements
+ * each) from a Q4_K block's 12-byte `scales` field (ggml's get_scale_min_k4):
+ * for j < 4 they are the low 6 bits of bytes j and j+4; for j >= 4 the low 4
+ * bits come from the nibbles of byte j+4 and the high 2 bits from the top
+ * bits of bytes j-4 (scale) and j (min). Inline so SIMD kernels share it. */
+static inline void rp_q4_k_scale_min(int j, const uint8_t *scales, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = scales[j] & 63;
+        *m = scales[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4));
+        *m = (uint8_t)((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
+    }
+}
+
 #endif /* RP_KERNELS_QUANT_H */

@@ -52,6 +52,14 @@ typedef struct rp_chat_opts {
 rp_status rp_chat_apply(rp_chat_format f, const rp_chat_msg *msgs, size_t n_msgs,
                         const rp_chat_opts *opts, char **out);
 
+/* Re-serializes JSON text exactly as Jinja's `tojson` in HF chat templates
+ * (Python json.dumps, ensure_ascii=False) would: keys in input order, UTF-8
+ * kept, floats in Python repr. indent < 0 gives one line with ", " / ": "
+ * separators (or "," / ":" when compact); indent >= 0 puts each item on its
+ * own line indented by that many spaces per level. *out is malloc'd.
+ * Malformed JSON -> RP_ERR_FORMAT. */
+rp_status rp_chat_tojson(const char *json_text, int indent, bool compact, char **out);
+
 /* Parses tool calls out of generated assistant text. On success *calls is a
  * malloc'd array of *n_calls entries (each field malloc'd; free with
  * rp_tool_calls_free) and *content (malloc'd, may be "") is the text with the

@@ -100,4 +100,15 @@ int rp_detok_push(rp_detok *d, rp_token id, char *out, size_t cap);
 /* Emits held-back bytes at end of stream (invalid partial sequences as U+FFFD). */
 int rp_detok_flush(rp_detok *d, char *out, size_t cap);
 
+/* ---- additions (append-only) ---- */
+
+/* Longest piece any single token renders to (render_special = true), bytes.
+ * Llama 3 / Qwen3 have 128-byte whitespace tokens, so fixed 64-byte buffers
+ * are not enough for them. */
+size_t rp_tokenizer_max_piece_len(const rp_tokenizer *t);
+/* A cap for rp_detok_push / rp_detok_flush that always suffices for this
+ * tokenizer. rp_detok_push with a smaller cap that cannot hold the output
+ * returns -(bytes needed) and leaves the detokenizer unchanged (retry). */
+size_t rp_detok_bound(const rp_tokenizer *t);
+
 #endif /* RP_TOKENIZER_H */

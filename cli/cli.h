@@ -1,0 +1,38 @@
+/* cli.h — shared pieces of the `reprise` command-line tool: subcommands and option parsing. */
+#ifndef RP_CLI_H
+#define RP_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+
+/* Option parsing: each subcommand walks argv with these. They print a clear
+ * message and return false on a missing or malformed value. */
+typedef struct cli_args {
+    int argc, i;
+    char **argv;
+    const char *cmd;
+} cli_args;
+
+bool cli_is(cli_args *a, const char *s1, const char *s2);   /* current arg is s1 or s2 */
+bool cli_str(cli_args *a, const char **out);                /* value after the current option */
+bool cli_int(cli_args *a, long lo, long hi, long *out);
+bool cli_float(cli_args *a, double lo, double hi, double *out);
+bool cli_u64(cli_args *a, uint64_t *out);
+int cli_unknown(cli_args *a);                               /* reports and returns 2 */
+
+/* Prints "reprise <cmd>: <what>: <rp_last_error>" and returns 1. */
+int cli_fail(const char *cmd, const char *what, int status);
+
+/* Reads a whole file into a malloc'd NUL-terminated buffer; NULL with a message on error. */
+char *cli_read_file(const char *cmd, const char *path, size_t *len);
+
+double cli_now(void);   /* monotonic seconds */
+
+#endif

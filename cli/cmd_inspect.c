@@ -1,0 +1,79 @@
+/* cmd_inspect.c — `reprise inspect MODEL.gguf`: metadata, tensor table and the derived hyper-parameters. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "gguf/gguf.h"
+#include "kernels/types.h"
+#include "model/model.h"
+
+int cmd_inspect(int argc, char **argv) {
+    cli_args a = {argc, 1, argv, "inspect"};
+    const char *path = NULL;
+    bool no_tensors = false;
+    for (; a.i < argc; a.i++) {
+        if (cli_is(&a, "-h", "--help")) {
+            printf("usage: reprise inspect [--no-tensors] MODEL.gguf\n");
+            return 0;
+        } else if (cli_is(&a, "--no-tensors", NULL)) no_tensors = true;
+        else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &path)) return 2; }
+        else if (argv[a.i][0] == '-') return cli_unknown(&a);
+        else path = argv[a.i];
+    }
+    if (!path) { fprintf(stderr, "reprise inspect: a GGUF file is required\n"); return 2; }
+    rp_gguf *g = NULL;
+    rp_status st = rp_gguf_open(path, &g);
+    if (st != RP_OK) return cli_fail("inspect", path, st);
+    printf("file: %s\nversion: %u  size: %llu bytes  data offset: %llu  alignment: %u\n", path, rp_gguf_version(g),
+           (unsigned long long)rp_gguf_file_size(g), (unsigned long long)rp_gguf_data_offset(g), rp_gguf_alignment(g));
+    printf("\nmetadata (%llu keys):\n", (unsigned long long)rp_gguf_n_kv(g));
+    char buf[512];
+    for (uint64_t i = 0; i < rp_gguf_n_kv(g); i++) {
+        rp_str k = rp_gguf_kv_key(g, i);
+        rp_gguf_kv_format(g, i, buf, sizeof buf);
+        printf("  %-48.*s %-6s %s\n", (int)k.len, k.ptr, rp_gguf_vtype_name(rp_gguf_kv_type(g, i)), buf);
+    }
+    uint64_t nt = rp_gguf_n_tensors(g), total = 0;
+    if (!no_tensors) printf("\ntensors (%llu):\n  %-40s %-6s %-28s %12s %12s\n", (unsigned long long)nt, "name", "type",
+                            "shape (ne0 first)", "offset", "bytes");
+    for (uint64_t i = 0; i < nt; i++) {
+        const rp_gguf_tensor *t = rp_gguf_tensor_at(g, i);
+        total += t->nbytes;
+        if (no_tensors) continue;
+        char shape[96] = "";
+        size_t o = 0;
+        for (uint32_t d = 0; d < t->n_dims; d++)
+            o += (size_t)snprintf(shape + o, sizeof shape - o, d ? " x %lld" : "%lld", (long long)t->ne[d]);
+        const rp_type_traits *tr = rp_type_get_traits((int)t->type);
+        printf("  %-40.*s %-6s %-28s %12llu %12llu\n", (int)t->name.len, t->name.ptr, tr ? tr->name : "?", shape,
+               (unsigned long long)t->offset, (unsigned long long)t->nbytes);
+    }
+    printf("\ntotal tensor bytes: %llu (%.2f MiB)\n", (unsigned long long)total, total / 1048576.0);
+    rp_gguf_close(g);
+
+    /* derived view, when it is a model we can load */
+    rp_model *m = NULL;
+    rp_model_params mp = rp_model_default_params();
+    mp.vocab_only = nt == 0;
+    st = rp_model_load(path, mp, &m);
+    if (st != RP_OK) {
+        printf("\nmodel: not loadable by Reprise: %s: %s\n", rp_strerror(st), rp_last_error());
+        return 0;
+    }
+    if (!mp.vocab_only) {
+        const rp_hparams *hp = &m->hp;
+        printf("\nmodel: arch %s, n_vocab %d, n_embd %d, n_ff %d, n_layer %d, n_head %d, n_head_kv %d, head_dim %d, "
+               "n_rot %d, rope %s base %g%s, rms_eps %g, %s output, n_ctx_train %d\n",
+               rp_arch_name(hp->arch), hp->n_vocab, hp->n_embd, hp->n_ff, hp->n_layer, hp->n_head, hp->n_head_kv,
+               hp->head_dim, hp->n_rot, hp->rope_kind == RP_ROPE_NEOX ? "neox" : "norm", hp->rope_base,
+               hp->rope_llama3 ? " (llama3 scaling)" : "", hp->rms_eps, m->tied_output ? "tied" : "separate",
+               hp->n_ctx_train);
+        printf("fingerprint: %016llx\n", (unsigned long long)m->fingerprint);
+    }
+    if (m->tok)
+        printf("tokenizer: %s, %d tokens, bos %d, eos %d, eot %d, chat template: %s\n",
+               rp_tokenizer_kind(m->tok) == RP_TOK_SPM ? "spm" : "bpe", rp_tokenizer_n_vocab(m->tok),
+               rp_tokenizer_bos(m->tok), rp_tokenizer_eos(m->tok), rp_tokenizer_eot(m->tok), rp_chat_format_name(m->chat));
+    rp_model_free(m);
+    return 0;
+}

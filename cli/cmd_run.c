@@ -1,0 +1,147 @@
+/* cmd_run.c — `reprise run`: one prompt in, generated text on stdout, timings on stderr. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "kernels/types.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "model/session.h"
+#include "tokenizer/tokenizer.h"
+
+static void run_usage(void) {
+    printf("usage: reprise run -m MODEL.gguf (-p PROMPT | -f PROMPT_FILE) [options]\n"
+           "  -m, --model PATH        GGUF model\n"
+           "  -p, --prompt TEXT       prompt text (special tokens like <|im_start|> are parsed)\n"
+           "  -f, --file PATH         read the prompt from a file\n"
+           "  -n, --n-predict N       tokens to generate (default 128; stops early at end-of-generation)\n"
+           "  -t, --threads N         compute threads (default 2)\n"
+           "  -c, --ctx-size N        context size in tokens (default: prompt + n, at most the model's)\n"
+           "  -b, --batch-size N      max tokens per forward call (default 512)\n"
+           "      --temp T            temperature; 0 = greedy (default 0.8)\n"
+           "      --top-k K           (default 40; 0 = off)\n"
+           "      --top-p P           (default 0.95; 1 = off)\n"
+           "      --min-p P           (default 0.05; 0 = off)\n"
+           "      --repeat-penalty R  (default 1.0 = off)\n"
+           "      --repeat-last-n N   (default 64)\n"
+           "      --seed S            RNG seed (default 0x1234)\n"
+           "      --kv-type T         KV cache type: f16 (default), q8_0, f32\n"
+           "      --ignore-eos        keep generating past end-of-generation tokens\n");
+}
+
+int cmd_run(int argc, char **argv) {
+    cli_args a = {argc, 1, argv, "run"};
+    const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *kv_name = "f16";
+    long n_predict = 128, threads = 2, n_ctx = 0, n_batch = 512;
+    bool ignore_eos = false;
+    rp_sampler_params sp = rp_sampler_default_params();
+    for (; a.i < argc; a.i++) {
+        double d;
+        long l;
+        if (cli_is(&a, "-h", "--help")) { run_usage(); return 0; }
+        else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
+        else if (cli_is(&a, "-p", "--prompt")) { if (!cli_str(&a, &prompt)) return 2; }
+        else if (cli_is(&a, "-f", "--file")) { if (!cli_str(&a, &prompt_file)) return 2; }
+        else if (cli_is(&a, "-n", "--n-predict")) { if (!cli_int(&a, 0, 1 << 24, &n_predict)) return 2; }
+        else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &threads)) return 2; }
+        else if (cli_is(&a, "-c", "--ctx-size")) { if (!cli_int(&a, 1, 1 << 24, &n_ctx)) return 2; }
+        else if (cli_is(&a, "-b", "--batch-size")) { if (!cli_int(&a, 1, 65536, &n_batch)) return 2; }
+        else if (cli_is(&a, "--temp", NULL)) { if (!cli_float(&a, 0, 100, &d)) return 2; sp.temp = (float)d; }
+        else if (cli_is(&a, "--top-k", NULL)) { if (!cli_int(&a, 0, 1 << 30, &l)) return 2; sp.top_k = (int32_t)l; }
+        else if (cli_is(&a, "--top-p", NULL)) { if (!cli_float(&a, 1e-6, 1, &d)) return 2; sp.top_p = (float)d; }
+        else if (cli_is(&a, "--min-p", NULL)) { if (!cli_float(&a, 0, 1, &d)) return 2; sp.min_p = (float)d; }
+        else if (cli_is(&a, "--repeat-penalty", NULL)) { if (!cli_float(&a, 1e-3, 100, &d)) return 2; sp.repeat_penalty = (float)d; }
+        else if (cli_is(&a, "--repeat-last-n", NULL)) { if (!cli_int(&a, 0, 1 << 20, &l)) return 2; sp.repeat_last_n = (int32_t)l; }
+        else if (cli_is(&a, "--seed", "-s")) { if (!cli_u64(&a, &sp.seed)) return 2; }
+        else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }
+        else if (cli_is(&a, "--ignore-eos", NULL)) ignore_eos = true;
+        else return cli_unknown(&a);
+    }
+    if (!model_path) { fprintf(stderr, "reprise run: -m MODEL.gguf is required\n"); return 2; }
+    if (!prompt && !prompt_file) { fprintf(stderr, "reprise run: a prompt is required (-p TEXT or -f FILE)\n"); return 2; }
+    int kv_type = rp_type_from_name(kv_name);
+    if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_Q8_0 && kv_type != RP_TYPE_F32) {
+        fprintf(stderr, "reprise run: --kv-type must be f16, q8_0 or f32, got '%s'\n", kv_name);
+        return 2;
+    }
+    char *file_text = NULL;
+    if (prompt_file) {
+        if (!(file_text = cli_read_file("run", prompt_file, NULL))) return 1;
+        prompt = file_text;
+    }
+
+    int rc = 1;
+    rp_model *m = NULL;
+    rp_ctx *ctx = NULL;
+    rp_session *s = NULL;
+    rp_token *toks = NULL;
+    double t0 = cli_now();
+    rp_status st = rp_model_load(model_path, rp_model_default_params(), &m);
+    if (st != RP_OK) { rc = cli_fail("run", model_path, st); goto done; }
+    if (!m->tok) { fprintf(stderr, "reprise run: '%s' has no tokenizer\n", model_path); goto done; }
+    double t_load = cli_now() - t0;
+
+    size_t plen = strlen(prompt), cap = plen + 8, ntok = 0;
+    toks = malloc(sizeof *toks * cap);
+    if (!toks) { fprintf(stderr, "reprise run: out of memory\n"); goto done; }
+    rp_tokenize_opts to = {.add_bos = rp_tokenizer_add_bos(m->tok), .parse_special = true};
+    st = rp_tokenizer_encode(m->tok, prompt, plen, to, toks, cap, &ntok);
+    if (st != RP_OK) { rc = cli_fail("run", "tokenize", st); goto done; }
+    if (ntok == 0) { fprintf(stderr, "reprise run: the prompt tokenizes to nothing\n"); goto done; }
+
+    long want_ctx = (long)ntok + n_predict;
+    if (n_ctx == 0) n_ctx = want_ctx < m->hp.n_ctx_train ? want_ctx : m->hp.n_ctx_train;
+    if ((long)ntok >= n_ctx) {
+        fprintf(stderr, "reprise run: prompt is %zu tokens, context is %ld (raise -c)\n", ntok, n_ctx);
+        goto done;
+    }
+    rp_ctx_params cp = rp_ctx_default_params();
+    cp.n_threads = (int)threads;
+    cp.n_batch = (int32_t)n_batch;
+    cp.n_outputs = 1;
+    cp.n_ctx_max = (int32_t)n_ctx;
+    if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK) { rc = cli_fail("run", "context", st); goto done; }
+    rp_session_params spp = rp_session_default_params();
+    spp.n_ctx = (int32_t)n_ctx;
+    spp.kv_type = (rp_type)kv_type;
+    spp.sampler = sp;
+    if ((st = rp_session_create(ctx, spp, &s)) != RP_OK) { rc = cli_fail("run", "session", st); goto done; }
+
+    double t1 = cli_now();
+    if ((st = rp_session_feed(s, toks, (int32_t)ntok)) != RP_OK) { rc = cli_fail("run", "prompt", st); goto done; }
+    double t_prompt = cli_now() - t1;
+
+    rp_detok dt;
+    rp_detok_init(&dt, m->tok, false);
+    dt.at_start = false;   /* a continuation keeps its leading space */
+    char out[256];
+    long n_gen = 0;
+    double t2 = cli_now();
+    while (n_gen < n_predict) {
+        rp_token t = rp_session_sample(s);
+        n_gen++;
+        if (!ignore_eos && rp_tokenizer_is_eog(m->tok, t)) break;
+        int w = rp_detok_push(&dt, t, out, sizeof out);
+        if (w > 0) { fwrite(out, 1, (size_t)w, stdout); fflush(stdout); }
+        if (n_gen >= n_predict) break;
+        if (rp_session_n_past(s) >= n_ctx) { fprintf(stderr, "\nreprise run: context full\n"); break; }
+        if ((st = rp_session_feed(s, &t, 1)) != RP_OK) { rc = cli_fail("run", "decode", st); goto done; }
+    }
+    int w = rp_detok_flush(&dt, out, sizeof out);
+    if (w > 0) fwrite(out, 1, (size_t)w, stdout);
+    fputc('\n', stdout);
+    double t_gen = cli_now() - t2;
+    fprintf(stderr, "load: %.1f ms\n", t_load * 1e3);
+    fprintf(stderr, "prompt: %zu tokens, %.1f ms, %.2f tok/s\n", ntok, t_prompt * 1e3, ntok / (t_prompt > 0 ? t_prompt : 1e-9));
+    fprintf(stderr, "generated: %ld tokens, %.1f ms, %.2f tok/s\n", n_gen, t_gen * 1e3, n_gen / (t_gen > 0 ? t_gen : 1e-9));
+    rc = 0;
+done:
+    rp_session_free(s);
+    rp_ctx_free(ctx);
+    rp_model_free(m);
+    free(toks);
+    free(file_text);
+    return rc;
+}

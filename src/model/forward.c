@@ -1,0 +1,355 @@
+/* forward.c — the transformer forward pass (llama / qwen3) over a multi-sequence batch. */
+#include "model/forward.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+
+rp_status rp_batch_init(rp_batch *b, int32_t cap) {
+    memset(b, 0, sizeof *b);
+    if (cap <= 0) return rp_errorf(RP_ERR_INVALID_ARG, "batch: capacity %d must be positive", cap);
+    b->cap = cap;
+    b->token = malloc(sizeof *b->token * (size_t)cap);
+    b->seq = malloc(sizeof *b->seq * (size_t)cap);
+    b->pos = malloc(sizeof *b->pos * (size_t)cap);
+    b->cell = malloc(sizeof *b->cell * (size_t)cap);
+    b->logits = malloc(sizeof *b->logits * (size_t)cap);
+    if (!b->token || !b->seq || !b->pos || !b->cell || !b->logits) {
+        rp_batch_free(b);
+        return rp_errorf(RP_ERR_NOMEM, "batch: out of memory");
+    }
+    return RP_OK;
+}
+
+void rp_batch_free(rp_batch *b) {
+    free(b->token);
+    free(b->seq);
+    free(b->pos);
+    free(b->cell);
+    free(b->logits);
+    memset(b, 0, sizeof *b);
+}
+
+rp_status rp_batch_add(rp_batch *b, rp_token tok, int32_t seq, int32_t pos, int32_t cell, bool logits) {
+    if (b->n >= b->cap) return rp_errorf(RP_ERR_FULL, "batch: full at %d rows", b->cap);
+    int32_t i = b->n++;
+    b->token[i] = tok;
+    b->seq[i] = seq;
+    b->pos[i] = pos;
+    b->cell[i] = cell;
+    b->logits[i] = logits;
+    return RP_OK;
+}
+
+rp_ctx_params rp_ctx_default_params(void) {
+    rp_ctx_params p = {.n_batch = 512, .n_outputs = 64, .n_ctx_max = 4096, .n_threads = 2};
+    return p;
+}
+
+struct rp_ctx {
+    const rp_model *m;
+    rp_ctx_params p;
+    rp_pool *pool;
+    /* activations, [n_batch x dim] each */
+    float *x, *xb, *q, *k, *v, *att, *gate, *up;
+    float *xo;            /* [n_outputs x n_embd] final hidden of output rows */
+    float *logits;        /* [n_outputs x n_vocab] */
+    int32_t n_out;
+    float *rope_cs;       /* [n_batch x n_rot] cos | sin per row */
+    uint8_t *mark;        /* [n_ctx_max] validation scratch */
+    /* per-thread scratch */
+    float **mm_scratch;   /* matmul tiles */
+    float **att_scores;   /* [n_ctx_max] */
+    float **att_tmp;      /* [3 * kv_dim + head_dim] head loads */
+};
+
+static void *xalloc(size_t n_floats, bool *ok) {
+    void *p = malloc(n_floats * sizeof(float) + 64);
+    if (!p) *ok = false;
+    return p;
+}
+
+rp_status rp_ctx_create(const rp_model *m, rp_ctx_params p, rp_ctx **out) {
+    *out = NULL;
+    if (!m || !m->layers) return rp_errorf(RP_ERR_INVALID_ARG, "ctx: model has no weights (vocab-only?)");
+    if (p.n_batch <= 0 || p.n_batch > 65536 || p.n_outputs <= 0 || p.n_outputs > p.n_batch || p.n_ctx_max <= 0 ||
+        p.n_threads <= 0 || p.n_threads > 256)
+        return rp_errorf(RP_ERR_INVALID_ARG,
+                         "ctx: bad params (n_batch %d, n_outputs %d, n_ctx_max %d, n_threads %d)", p.n_batch,
+                         p.n_outputs, p.n_ctx_max, p.n_threads);
+    rp_ctx *c = calloc(1, sizeof *c);
+    if (!c) return rp_errorf(RP_ERR_NOMEM, "ctx: out of memory");
+    c->m = m;
+    c->p = p;
+    rp_status st = rp_pool_create(p.n_threads, &c->pool);
+    if (st != RP_OK) { free(c); return st; }
+    const rp_hparams *hp = &m->hp;
+    const size_t B = (size_t)p.n_batch, E = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
+    const size_t QD = (size_t)hp->n_head * (size_t)hp->head_dim, KD = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
+    bool ok = true;
+    c->x = xalloc(B * E, &ok);
+    c->xb = xalloc(B * E, &ok);
+    c->q = xalloc(B * QD, &ok);
+    c->k = xalloc(B * KD, &ok);
+    c->v = xalloc(B * KD, &ok);
+    c->att = xalloc(B * QD, &ok);
+    c->gate = xalloc(B * F, &ok);
+    c->up = xalloc(B * F, &ok);
+    c->xo = xalloc((size_t)p.n_outputs * E, &ok);
+    c->logits = xalloc((size_t)p.n_outputs * (size_t)hp->n_vocab, &ok);
+    c->rope_cs = xalloc(B * (size_t)hp->n_rot, &ok);
+    c->mark = malloc((size_t)p.n_ctx_max);
+    if (!c->mark) ok = false;
+    int T = p.n_threads;
+    c->mm_scratch = calloc((size_t)T, sizeof(float *));
+    c->att_scores = calloc((size_t)T, sizeof(float *));
+    c->att_tmp = calloc((size_t)T, sizeof(float *));
+    if (!c->mm_scratch || !c->att_scores || !c->att_tmp) ok = false;
+    size_t maxc = E > F ? E : F;
+    if (QD > maxc) maxc = QD;
+    for (int t = 0; ok && t < T; t++) {
+        c->mm_scratch[t] = xalloc(rp_matmul_scratch_floats((int64_t)maxc), &ok);
+        c->att_scores[t] = xalloc((size_t)p.n_ctx_max, &ok);
+        c->att_tmp[t] = xalloc(3 * KD + (size_t)hp->head_dim + 64, &ok);
+    }
+    if (!ok) {
+        rp_ctx_free(c);
+        return rp_errorf(RP_ERR_NOMEM, "ctx: cannot allocate scratch for n_batch %d", p.n_batch);
+    }
+    *out = c;
+    return RP_OK;
+}
+
+void rp_ctx_free(rp_ctx *c) {
+    if (!c) return;
+    rp_pool_free(c->pool);
+    free(c->x); free(c->xb); free(c->q); free(c->k); free(c->v); free(c->att);
+    free(c->gate); free(c->up); free(c->xo); free(c->logits); free(c->rope_cs); free(c->mark);
+    for (int t = 0; t < c->p.n_threads; t++) {
+        if (c->mm_scratch) free(c->mm_scratch[t]);
+        if (c->att_scores) free(c->att_scores[t]);
+        if (c->att_tmp) free(c->att_tmp[t]);
+    }
+    free(c->mm_scratch); free(c->att_scores); free(c->att_tmp);
+    free(c);
+}
+
+const rp_model *rp_ctx_model(const rp_ctx *c) { return c->m; }
+rp_ctx_params rp_ctx_get_params(const rp_ctx *c) { return c->p; }
+int32_t rp_ctx_n_outputs(const rp_ctx *c) { return c->n_out; }
+const float *rp_ctx_logits(const rp_ctx *c, int32_t i) {
+    if (i < 0 || i >= c->n_out) return NULL;
+    return c->logits + (size_t)i * (size_t)c->m->hp.n_vocab;
+}
+
+/* ---- elementwise pieces ---- */
+
+static void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float scale = (float)(1.0 / sqrt(ss / (double)n + eps));
+    for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
+}
+
+/* Rotates the first n_rot dims of one head vector. NORM pairs (2i, 2i+1);
+ * NEOX pairs (i, i + n_rot/2). */
+static void rope_apply(float *h, const float *cs, const float *sn, int32_t n_rot, rp_rope_kind kind) {
+    int32_t half = n_rot / 2;
+    if (kind == RP_ROPE_NEOX) {
+        for (int32_t i = 0; i < half; i++) {
+            float a = h[i], b = h[i + half];
+            h[i] = a * cs[i] - b * sn[i];
+            h[i + half] = a * sn[i] + b * cs[i];
+        }
+    } else {
+        for (int32_t i = 0; i < half; i++) {
+            float a = h[2 * i], b = h[2 * i + 1];
+            h[2 * i] = a * cs[i] - b * sn[i];
+            h[2 * i + 1] = a * sn[i] + b * cs[i];
+        }
+    }
+}
+
+/* ---- attention ---- */
+
+typedef struct {
+    rp_ctx *c;
+    const rp_batch *b;
+    rp_kv *const *kvs;
+    int32_t layer;
+} att_job;
+
+/* One item = (batch row, query head). Softmax over cells [0, cell] of the
+ * row's sequence; GQA maps query head h to KV head h / (n_head / n_head_kv). */
+static void att_body(void *vp, int64_t ib, int64_t ie, int tid) {
+    const att_job *j = vp;
+    rp_ctx *c = j->c;
+    const rp_hparams *hp = &c->m->hp;
+    const int32_t H = hp->n_head, HD = hp->head_dim, G = hp->n_head / hp->n_head_kv;
+    const size_t QD = (size_t)H * HD;
+    float *scores = c->att_scores[tid];
+    float *tmp = c->att_tmp[tid];
+    float *kh = tmp + 2 * (size_t)j->kvs[0]->kv_dim + 32;   /* head_dim floats after the dequant area */
+    const float scale = 1.0f / sqrtf((float)HD);
+    for (int64_t it = ib; it < ie; it++) {
+        int32_t row = (int32_t)(it / H), h = (int32_t)(it % H);
+        const rp_kv *kv = j->kvs[j->b->seq[row]];
+        int32_t ncell = j->b->cell[row] + 1;
+        const float *q = c->q + (size_t)row * QD + (size_t)h * HD;
+        int32_t g = h / G;
+        float mx = -INFINITY;
+        for (int32_t t = 0; t < ncell; t++) {
+            rp_kv_load_head(kv, rp_kv_k_row(kv, j->layer, t), g, kh, tmp);
+            float s = 0;
+            for (int32_t d = 0; d < HD; d++) s += q[d] * kh[d];
+            s *= scale;
+            scores[t] = s;
+            if (s > mx) mx = s;
+        }
+        double sum = 0;
+        for (int32_t t = 0; t < ncell; t++) {
+            scores[t] = expf(scores[t] - mx);
+            sum += scores[t];
+        }
+        float inv = (float)(1.0 / sum);
+        float *o = c->att + (size_t)row * QD + (size_t)h * HD;
+        memset(o, 0, sizeof(float) * (size_t)HD);
+        for (int32_t t = 0; t < ncell; t++) {
+            rp_kv_load_head(kv, rp_kv_v_row(kv, j->layer, t), g, kh, tmp);
+            float p = scores[t] * inv;
+            for (int32_t d = 0; d < HD; d++) o[d] += p * kh[d];
+        }
+    }
+}
+
+/* ---- the pass ---- */
+
+static rp_status validate(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_kvs) {
+    const rp_hparams *hp = &c->m->hp;
+    if (b->n <= 0) return rp_errorf(RP_ERR_INVALID_ARG, "forward: empty batch");
+    if (b->n > c->p.n_batch)
+        return rp_errorf(RP_ERR_RANGE, "forward: batch of %d rows exceeds n_batch %d", b->n, c->p.n_batch);
+    int32_t n_out = 0;
+    for (int32_t i = 0; i < b->n; i++) {
+        if (b->token[i] < 0 || b->token[i] >= hp->n_vocab)
+            return rp_errorf(RP_ERR_RANGE, "forward: row %d token id %d not in [0, %d)", i, b->token[i], hp->n_vocab);
+        if (b->seq[i] < 0 || b->seq[i] >= n_kvs || !kvs[b->seq[i]])
+            return rp_errorf(RP_ERR_RANGE, "forward: row %d sequence %d not in [0, %d)", i, b->seq[i], n_kvs);
+        const rp_kv *kv = kvs[b->seq[i]];
+        if (kv->n_layer != hp->n_layer || kv->kv_dim != hp->n_head_kv * hp->head_dim)
+            return rp_errorf(RP_ERR_INVALID_ARG, "forward: sequence %d cache was made for another model", b->seq[i]);
+        if (b->cell[i] < 0 || b->cell[i] >= kv->n_ctx)
+            return rp_errorf(RP_ERR_RANGE, "forward: row %d cell %d not in [0, %d) (context full?)", i, b->cell[i],
+                             kv->n_ctx);
+        if (b->cell[i] >= c->p.n_ctx_max)
+            return rp_errorf(RP_ERR_RANGE, "forward: row %d cell %d beyond the context's n_ctx_max %d", i,
+                             b->cell[i], c->p.n_ctx_max);
+        if (b->pos[i] < 0) return rp_errorf(RP_ERR_RANGE, "forward: row %d position %d negative", i, b->pos[i]);
+        if (b->logits[i]) n_out++;
+    }
+    /* Every attended cell must be filled already or written by this batch:
+     * per sequence, cells [kv->n, max cell written] must all be covered.
+     * O(n * distinct sequences) with a mark array, no allocation. */
+    for (int32_t i = 0; i < b->n; i++) {
+        int32_t s = b->seq[i];
+        bool first = true;
+        for (int32_t r = 0; r < i && first; r++) first = b->seq[r] != s;
+        if (!first) continue;
+        const rp_kv *kv = kvs[s];
+        int32_t hi = -1;
+        for (int32_t r = i; r < b->n; r++)
+            if (b->seq[r] == s && b->cell[r] > hi) hi = b->cell[r];
+        if (hi < kv->n) continue;
+        memset(c->mark + kv->n, 0, (size_t)(hi - kv->n + 1));
+        for (int32_t r = i; r < b->n; r++)
+            if (b->seq[r] == s && b->cell[r] >= kv->n) c->mark[b->cell[r]] = 1;
+        for (int32_t cc = kv->n; cc <= hi; cc++)
+            if (!c->mark[cc])
+                return rp_errorf(RP_ERR_RANGE, "forward: sequence %d: cell %d is attended but neither cached nor in the batch",
+                                 s, cc);
+    }
+    if (n_out > c->p.n_outputs)
+        return rp_errorf(RP_ERR_RANGE, "forward: %d output rows exceed n_outputs %d", n_out, c->p.n_outputs);
+    return RP_OK;
+}
+
+rp_status rp_forward(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_kvs) {
+    RP_TRY(validate(c, b, kvs, n_kvs));
+    const rp_model *m = c->m;
+    const rp_hparams *hp = &m->hp;
+    const int32_t n = b->n, E = hp->n_embd, F = hp->n_ff, H = hp->n_head, HK = hp->n_head_kv, HD = hp->head_dim;
+    const int32_t QD = H * HD, KD = HK * HD, R = hp->n_rot;
+
+    /* embeddings */
+    for (int32_t i = 0; i < n; i++) {
+        const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)b->token[i] * m->tok_embd.row_bytes;
+        rp_dequantize_row(m->tok_embd.type, row, c->x + (size_t)i * E, E);
+    }
+    /* RoPE tables per row */
+    for (int32_t i = 0; i < n; i++)
+        rp_model_rope_cs(m, b->pos[i], c->rope_cs + (size_t)i * R, c->rope_cs + (size_t)i * R + R / 2);
+
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        const rp_layer *L = &m->layers[l];
+        for (int32_t i = 0; i < n; i++)
+            rmsnorm(c->xb + (size_t)i * E, c->x + (size_t)i * E, L->attn_norm, E, hp->rms_eps);
+        rp_matmul(c->pool, &L->wq, 0, L->wq.rows, c->xb, n, E, c->q, QD, c->mm_scratch);
+        rp_matmul(c->pool, &L->wk, 0, L->wk.rows, c->xb, n, E, c->k, KD, c->mm_scratch);
+        rp_matmul(c->pool, &L->wv, 0, L->wv.rows, c->xb, n, E, c->v, KD, c->mm_scratch);
+        for (int32_t i = 0; i < n; i++) {
+            const float *cs = c->rope_cs + (size_t)i * R, *sn = cs + R / 2;
+            for (int32_t h = 0; h < H; h++) {
+                float *qh = c->q + (size_t)i * QD + (size_t)h * HD;
+                if (L->q_norm) rmsnorm(qh, qh, L->q_norm, HD, hp->rms_eps);
+                rope_apply(qh, cs, sn, R, hp->rope_kind);
+            }
+            for (int32_t h = 0; h < HK; h++) {
+                float *kh = c->k + (size_t)i * KD + (size_t)h * HD;
+                if (L->k_norm) rmsnorm(kh, kh, L->k_norm, HD, hp->rms_eps);
+                rope_apply(kh, cs, sn, R, hp->rope_kind);
+            }
+            rp_kv *kv = kvs[b->seq[i]];
+            rp_kv_store_row(kv, rp_kv_k_row(kv, l, b->cell[i]), c->k + (size_t)i * KD);
+            rp_kv_store_row(kv, rp_kv_v_row(kv, l, b->cell[i]), c->v + (size_t)i * KD);
+            if (l == 0) kv->pos[b->cell[i]] = b->pos[i];
+        }
+        if (l == 0) {
+            for (int32_t i = 0; i < n; i++) {
+                rp_kv *kv = kvs[b->seq[i]];
+                if (b->cell[i] + 1 > kv->n) kv->n = b->cell[i] + 1;
+            }
+        }
+        att_job aj = {c, b, kvs, l};
+        rp_pool_parallel_for(c->pool, (int64_t)n * H, 1, att_body, &aj);
+        /* x += att · Woᵀ  (xb reused as the projection output) */
+        rp_matmul(c->pool, &L->wo, 0, L->wo.rows, c->att, n, QD, c->xb, E, c->mm_scratch);
+        for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->xb[i];
+
+        for (int32_t i = 0; i < n; i++)
+            rmsnorm(c->xb + (size_t)i * E, c->x + (size_t)i * E, L->ffn_norm, E, hp->rms_eps);
+        rp_matmul(c->pool, &L->w_gate, 0, L->w_gate.rows, c->xb, n, E, c->gate, F, c->mm_scratch);
+        rp_matmul(c->pool, &L->w_up, 0, L->w_up.rows, c->xb, n, E, c->up, F, c->mm_scratch);
+        for (size_t i = 0; i < (size_t)n * F; i++) {
+            float g = c->gate[i];
+            c->gate[i] = g / (1.0f + expf(-g)) * c->up[i];
+        }
+        rp_matmul(c->pool, &L->w_down, 0, L->w_down.rows, c->gate, n, F, c->xb, E, c->mm_scratch);
+        for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->xb[i];
+    }
+
+    /* output rows */
+    int32_t no = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (!b->logits[i]) continue;
+        rmsnorm(c->xo + (size_t)no * E, c->x + (size_t)i * E, m->out_norm, E, hp->rms_eps);
+        no++;
+    }
+    c->n_out = no;
+    if (no > 0)
+        rp_matmul(c->pool, &m->output, 0, m->output.rows, c->xo, no, E, c->logits, hp->n_vocab, c->mm_scratch);
+    return RP_OK;
+}

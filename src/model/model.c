@@ -1,0 +1,353 @@
+/* model.c — loads llama / qwen3 GGUF models: hyper-parameters, tensor shape checks, RoPE tables. */
+#include "model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "core/error.h"
+#include "kernels/quant.h"
+
+const char *rp_arch_name(rp_arch a) {
+    switch (a) {
+    case RP_ARCH_LLAMA: return "llama";
+    case RP_ARCH_QWEN3: return "qwen3";
+    }
+    return "?";
+}
+
+rp_model_params rp_model_default_params(void) {
+    rp_model_params p = {.vocab_only = false};
+    return p;
+}
+
+/* ---- metadata helpers: "<arch>.<suffix>" keys ---- */
+
+static rp_status get_arch_u32(const rp_gguf *g, const char *arch, const char *suffix, bool required,
+                              uint32_t def, int32_t *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    uint32_t v;
+    rp_status st = rp_gguf_get_u32(g, key, &v);
+    if (st == RP_ERR_NOT_FOUND) {
+        if (required) return rp_errorf(RP_ERR_FORMAT, "model: required key '%s' missing", key);
+        v = def;
+    } else if (st != RP_OK) {
+        return st;
+    }
+    if (v > (uint32_t)INT32_MAX) return rp_errorf(RP_ERR_FORMAT, "model: key '%s' = %u too large", key, v);
+    *out = (int32_t)v;
+    return RP_OK;
+}
+
+static rp_status get_arch_f32(const rp_gguf *g, const char *arch, const char *suffix, float def, float *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    rp_status st = rp_gguf_get_f32(g, key, out);
+    if (st == RP_ERR_NOT_FOUND) { *out = def; return RP_OK; }
+    return st;
+}
+
+/* ---- tensors ---- */
+
+/* Finds `name`, checks it is 2-D [cols x rows] (ggml order) of a computable
+ * type, and fills *w. */
+static rp_status bind_matrix(const rp_gguf *g, const char *name, int64_t cols, int64_t rows, bool required,
+                             rp_weight *w) {
+    memset(w, 0, sizeof *w);
+    const rp_gguf_tensor *t = rp_gguf_find_tensor(g, name);
+    if (!t) {
+        if (!required) return RP_ERR_NOT_FOUND;
+        return rp_errorf(RP_ERR_FORMAT, "model: tensor '%s' missing", name);
+    }
+    if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1)
+        return rp_errorf(RP_ERR_FORMAT,
+                         "model: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name,
+                         (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+                         (long long)cols, (long long)rows);
+    const rp_type_traits *tr = rp_type_get_traits((int)t->type);
+    if (!tr || !tr->can_compute)
+        return rp_errorf(RP_ERR_UNSUPPORTED, "model: tensor '%s' has type %s, which Reprise cannot compute yet", name,
+                         tr ? tr->name : "?");
+    w->data = t->data;
+    w->type = t->type;
+    w->rows = rows;
+    w->cols = cols;
+    w->row_bytes = rp_type_row_size(t->type, cols);
+    return RP_OK;
+}
+
+/* A 1-D vector of n floats; non-F32 storage is converted into `store` (which
+ * must have room for n floats) and *out points there. */
+static rp_status bind_vector(const rp_gguf *g, const char *name, int64_t n, bool required, float *store,
+                             const float **out) {
+    *out = NULL;
+    const rp_gguf_tensor *t = rp_gguf_find_tensor(g, name);
+    if (!t) {
+        if (!required) return RP_ERR_NOT_FOUND;
+        return rp_errorf(RP_ERR_FORMAT, "model: tensor '%s' missing", name);
+    }
+    if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return rp_errorf(RP_ERR_FORMAT, "model: tensor '%s' has %lld elements (dims %u), expected a vector of %lld",
+                         name, (long long)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]), t->n_dims, (long long)n);
+    if (t->type == RP_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
+        *out = (const float *)t->data;
+        return RP_OK;
+    }
+    if (!rp_dequantize_row(t->type, t->data, store, n))
+        return rp_errorf(RP_ERR_UNSUPPORTED, "model: tensor '%s' has an unsupported vector type", name);
+    *out = store;
+    return RP_OK;
+}
+
+static rp_status load_hparams(const rp_gguf *g, rp_model *m) {
+    rp_hparams *hp = &m->hp;
+    rp_str arch;
+    rp_status st = rp_gguf_get_str(g, "general.architecture", &arch);
+    if (st == RP_ERR_NOT_FOUND) return rp_errorf(RP_ERR_FORMAT, "model: key 'general.architecture' missing");
+    if (st != RP_OK) return st;
+    const char *an;
+    if (rp_str_eq(arch, "llama")) { hp->arch = RP_ARCH_LLAMA; an = "llama"; }
+    else if (rp_str_eq(arch, "qwen3")) { hp->arch = RP_ARCH_QWEN3; an = "qwen3"; }
+    else
+        return rp_errorf(RP_ERR_UNSUPPORTED, "model: unknown architecture '%.*s' (supported: llama, qwen3)",
+                         (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+
+    rp_str name;
+    if (rp_gguf_get_str(g, "general.name", &name) == RP_OK)
+        snprintf(m->name, sizeof m->name, "%.*s", (int)(name.len > 120 ? 120 : name.len), name.ptr);
+
+    RP_TRY(get_arch_u32(g, an, "context_length", false, 2048, &hp->n_ctx_train));
+    RP_TRY(get_arch_u32(g, an, "embedding_length", true, 0, &hp->n_embd));
+    RP_TRY(get_arch_u32(g, an, "feed_forward_length", true, 0, &hp->n_ff));
+    RP_TRY(get_arch_u32(g, an, "block_count", true, 0, &hp->n_layer));
+    RP_TRY(get_arch_u32(g, an, "attention.head_count", true, 0, &hp->n_head));
+    RP_TRY(get_arch_u32(g, an, "attention.head_count_kv", false, (uint32_t)hp->n_head, &hp->n_head_kv));
+    if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_ff <= 0 || hp->n_head_kv <= 0)
+        return rp_errorf(RP_ERR_FORMAT, "model: zero dimension (n_embd %d, n_ff %d, n_layer %d, n_head %d, n_head_kv %d)",
+                         hp->n_embd, hp->n_ff, hp->n_layer, hp->n_head, hp->n_head_kv);
+    if (hp->n_layer > 1024 || hp->n_embd > 65536 || hp->n_head > 1024 || hp->n_ff > 1 << 20)
+        return rp_errorf(RP_ERR_FORMAT, "model: implausible dimensions (n_embd %d, n_layer %d, n_head %d, n_ff %d)",
+                         hp->n_embd, hp->n_layer, hp->n_head, hp->n_ff);
+    if (hp->n_head % hp->n_head_kv != 0)
+        return rp_errorf(RP_ERR_FORMAT, "model: head_count %d not a multiple of head_count_kv %d", hp->n_head,
+                         hp->n_head_kv);
+    int32_t def_hd = hp->n_embd / hp->n_head;
+    RP_TRY(get_arch_u32(g, an, "attention.key_length", false, (uint32_t)def_hd, &hp->head_dim));
+    int32_t vlen;
+    RP_TRY(get_arch_u32(g, an, "attention.value_length", false, (uint32_t)hp->head_dim, &vlen));
+    if (vlen != hp->head_dim)
+        return rp_errorf(RP_ERR_UNSUPPORTED, "model: key_length %d != value_length %d", hp->head_dim, vlen);
+    if (hp->head_dim <= 0 || hp->head_dim > 1024 || hp->head_dim % 2)
+        return rp_errorf(RP_ERR_FORMAT, "model: head_dim %d invalid", hp->head_dim);
+    RP_TRY(get_arch_u32(g, an, "rope.dimension_count", false, (uint32_t)hp->head_dim, &hp->n_rot));
+    if (hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2)
+        return rp_errorf(RP_ERR_FORMAT, "model: rope.dimension_count %d invalid for head_dim %d", hp->n_rot,
+                         hp->head_dim);
+    RP_TRY(get_arch_f32(g, an, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->rms_eps));
+    RP_TRY(get_arch_f32(g, an, "rope.freq_base", hp->arch == RP_ARCH_QWEN3 ? 1000000.0f : 10000.0f,
+                        &hp->rope_base));
+    hp->rope_kind = hp->arch == RP_ARCH_QWEN3 ? RP_ROPE_NEOX : RP_ROPE_NORM;
+    hp->rope_freq_scale = 1.0f;
+
+    char key[128];
+    rp_str stype = {0};
+    snprintf(key, sizeof key, "%s.rope.scaling.type", an);
+    rp_status sst = rp_gguf_get_str(g, key, &stype);
+    if (sst != RP_OK && sst != RP_ERR_NOT_FOUND) return sst;
+    float factor = 1.0f;
+    RP_TRY(get_arch_f32(g, an, "rope.scaling.factor", 1.0f, &factor));
+    if (sst == RP_OK && rp_str_eq(stype, "linear")) {
+        if (!(factor > 0)) return rp_errorf(RP_ERR_FORMAT, "model: rope.scaling.factor %g invalid", factor);
+        hp->rope_freq_scale = 1.0f / factor;
+    } else if (sst == RP_OK && rp_str_eq(stype, "llama3")) {
+        hp->rope_llama3 = true;
+        hp->rope_factor = factor;
+        RP_TRY(get_arch_f32(g, an, "rope.scaling.low_freq_factor", 1.0f, &hp->rope_low_freq));
+        RP_TRY(get_arch_f32(g, an, "rope.scaling.high_freq_factor", 4.0f, &hp->rope_high_freq));
+        RP_TRY(get_arch_u32(g, an, "rope.scaling.original_context_length", false, 8192, &hp->rope_orig_ctx));
+    } else if (sst == RP_OK && !rp_str_eq(stype, "none")) {
+        return rp_errorf(RP_ERR_UNSUPPORTED, "model: rope scaling type '%.*s' not supported (none, linear, llama3)",
+                         (int)(stype.len > 32 ? 32 : stype.len), stype.ptr);
+    }
+    return RP_OK;
+}
+
+/* inv_freq[i] = base^(-2i/n_rot) * freq_scale / factor_i, computed in double.
+ * factor_i comes from a rope_freqs.weight tensor (how llama.cpp's converter
+ * stores Llama 3.1+ scaling) or from the llama3 formula on the metadata. */
+static rp_status build_rope(const rp_gguf *g, rp_model *m) {
+    const rp_hparams *hp = &m->hp;
+    int half = hp->n_rot / 2;
+    m->rope_inv_freq = malloc(sizeof(float) * (size_t)half);
+    if (!m->rope_inv_freq) return rp_errorf(RP_ERR_NOMEM, "model: out of memory");
+    const float *ff = NULL;
+    const rp_gguf_tensor *t = rp_gguf_find_tensor(g, "rope_freqs.weight");
+    if (t) {
+        if (t->type != RP_TYPE_F32 || t->ne[0] != half || t->ne[1] != 1)
+            return rp_errorf(RP_ERR_FORMAT, "model: tensor 'rope_freqs.weight' must be f32 [%d]", half);
+        ff = (const float *)t->data;
+    }
+    for (int i = 0; i < half; i++) {
+        double f = pow((double)hp->rope_base, -2.0 * i / hp->n_rot) * hp->rope_freq_scale;
+        if (ff) {
+            if (!(ff[i] > 0)) return rp_errorf(RP_ERR_FORMAT, "model: rope_freqs[%d] = %g invalid", i, ff[i]);
+            f /= ff[i];
+        } else if (hp->rope_llama3) {
+            double wavelen = 2.0 * M_PI / f;
+            double lo_wl = hp->rope_orig_ctx / hp->rope_low_freq;
+            double hi_wl = hp->rope_orig_ctx / hp->rope_high_freq;
+            if (wavelen > lo_wl) {
+                f = f / hp->rope_factor;
+            } else if (wavelen >= hi_wl) {
+                double smooth = (hp->rope_orig_ctx / wavelen - hp->rope_low_freq) /
+                                (hp->rope_high_freq - hp->rope_low_freq);
+                f = (1.0 - smooth) * f / hp->rope_factor + smooth * f;
+            }
+        }
+        m->rope_inv_freq[i] = (float)f;
+    }
+    return RP_OK;
+}
+
+void rp_model_rope_cs(const rp_model *m, int32_t pos, float *c, float *s) {
+    int half = m->hp.n_rot / 2;
+    for (int i = 0; i < half; i++) {
+        double th = (double)pos * (double)m->rope_inv_freq[i];
+        c[i] = (float)cos(th);
+        s[i] = (float)sin(th);
+    }
+}
+
+static rp_status bind_weights(const rp_gguf *g, rp_model *m) {
+    const rp_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, F = hp->n_ff, HD = hp->head_dim;
+    const int64_t QD = (int64_t)hp->n_head * HD, KD = (int64_t)hp->n_head_kv * HD;
+
+    const rp_gguf_tensor *te = rp_gguf_find_tensor(g, "token_embd.weight");
+    if (!te) return rp_errorf(RP_ERR_FORMAT, "model: tensor 'token_embd.weight' missing");
+    if (te->ne[0] != E)
+        return rp_errorf(RP_ERR_FORMAT, "model: token_embd.weight row length %lld != embedding_length %d",
+                         (long long)te->ne[0], hp->n_embd);
+    /* Converters may pad the embedding beyond the tokenizer (Qwen pads to a
+     * multiple of 128); fewer rows than tokens would index out of bounds. */
+    if (te->ne[1] <= 0 || te->ne[1] > INT32_MAX || (m->tok && te->ne[1] < rp_tokenizer_n_vocab(m->tok)))
+        return rp_errorf(RP_ERR_FORMAT, "model: token_embd.weight has %lld rows, vocabulary has %d tokens",
+                         (long long)te->ne[1], m->tok ? rp_tokenizer_n_vocab(m->tok) : 0);
+    m->hp.n_vocab = (int32_t)te->ne[1];
+    RP_TRY(bind_matrix(g, "token_embd.weight", E, hp->n_vocab, true, &m->tok_embd));
+
+    /* room for every non-F32 norm vector: 2 per layer + q/k norms + output */
+    size_t store_n = (size_t)E * (2 * (size_t)hp->n_layer + 1) + 2 * (size_t)HD * hp->n_layer;
+    m->norm_store = malloc(store_n * sizeof(float));
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->norm_store || !m->layers) return rp_errorf(RP_ERR_NOMEM, "model: out of memory");
+    float *ns = m->norm_store;
+
+    RP_TRY(bind_vector(g, "output_norm.weight", E, true, ns, &m->out_norm));
+    ns += E;
+    rp_status st = bind_matrix(g, "output.weight", E, hp->n_vocab, false, &m->output);
+    if (st == RP_ERR_NOT_FOUND) {
+        m->output = m->tok_embd;
+        m->tied_output = true;
+    } else if (st != RP_OK) {
+        return st;
+    }
+
+    char nm[96];
+#define LNAME(fmt) (snprintf(nm, sizeof nm, "blk.%d." fmt, l), nm)
+    for (int l = 0; l < hp->n_layer; l++) {
+        rp_layer *L = &m->layers[l];
+        RP_TRY(bind_vector(g, LNAME("attn_norm.weight"), E, true, ns, &L->attn_norm)); ns += E;
+        RP_TRY(bind_matrix(g, LNAME("attn_q.weight"), E, QD, true, &L->wq));
+        RP_TRY(bind_matrix(g, LNAME("attn_k.weight"), E, KD, true, &L->wk));
+        RP_TRY(bind_matrix(g, LNAME("attn_v.weight"), E, KD, true, &L->wv));
+        RP_TRY(bind_matrix(g, LNAME("attn_output.weight"), QD, E, true, &L->wo));
+        if (hp->arch == RP_ARCH_QWEN3) {
+            RP_TRY(bind_vector(g, LNAME("attn_q_norm.weight"), HD, true, ns, &L->q_norm)); ns += HD;
+            RP_TRY(bind_vector(g, LNAME("attn_k_norm.weight"), HD, true, ns, &L->k_norm)); ns += HD;
+        }
+        RP_TRY(bind_vector(g, LNAME("ffn_norm.weight"), E, true, ns, &L->ffn_norm)); ns += E;
+        RP_TRY(bind_matrix(g, LNAME("ffn_gate.weight"), E, F, true, &L->w_gate));
+        RP_TRY(bind_matrix(g, LNAME("ffn_up.weight"), E, F, true, &L->w_up));
+        RP_TRY(bind_matrix(g, LNAME("ffn_down.weight"), F, E, true, &L->w_down));
+    }
+#undef LNAME
+    return RP_OK;
+}
+
+/* Fingerprint: architecture, hyper-parameters, every tensor's name/type/shape,
+ * and a strided sample of weight bytes (4 KiB of every 1 MiB plus each tensor's
+ * head and tail). Sampling keeps load instant on multi-GB files while any two
+ * real checkpoints still differ with overwhelming probability. */
+static void compute_fingerprint(const rp_gguf *g, rp_model *m) {
+    XXH3_state_t *s = XXH3_createState();
+    if (!s) return;
+    XXH3_64bits_reset_withSeed(s, 0x5265707269736521ULL);
+    XXH3_64bits_update(s, &m->hp, sizeof m->hp);
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < rp_gguf_n_tensors(g); i++) {
+        const rp_gguf_tensor *t = rp_gguf_tensor_at(g, i);
+        XXH3_64bits_update(s, t->name.ptr, t->name.len);
+        XXH3_64bits_update(s, &t->type, sizeof t->type);
+        XXH3_64bits_update(s, t->ne, sizeof t->ne);
+        const unsigned char *d = t->data;
+        uint64_t nb = t->nbytes;
+        total += nb;
+        if (!d) continue;
+        const uint64_t win = 4096, stride = 1 << 20;
+        for (uint64_t off = 0; off < nb; off += stride)
+            XXH3_64bits_update(s, d + off, nb - off < win ? nb - off : win);
+        if (nb > win) XXH3_64bits_update(s, d + nb - win, win);
+    }
+    m->fingerprint = XXH3_64bits_digest(s);
+    m->weight_bytes = total;
+    XXH3_freeState(s);
+}
+
+rp_status rp_model_load(const char *path, rp_model_params params, rp_model **out) {
+    *out = NULL;
+    rp_model *m = calloc(1, sizeof *m);
+    if (!m) return rp_errorf(RP_ERR_NOMEM, "model: out of memory");
+    rp_status st = rp_gguf_open(path, &m->gguf);
+    if (st != RP_OK) { free(m); return st; }
+    const rp_gguf *g = m->gguf;
+
+    if ((st = load_hparams(g, m)) != RP_OK) goto fail;
+    if (rp_gguf_find_key(g, "tokenizer.ggml.model") >= 0) {
+        if ((st = rp_tokenizer_load(g, &m->tok)) != RP_OK) goto fail;
+        m->hp.n_vocab = rp_tokenizer_n_vocab(m->tok);   /* refined from token_embd below */
+        rp_str tmpl;
+        if (rp_gguf_get_str(g, "tokenizer.chat_template", &tmpl) == RP_OK) {
+            char *ts = strndup(tmpl.ptr, tmpl.len);
+            if (ts) { m->chat = rp_chat_detect(ts); free(ts); }
+        }
+        if (m->chat == RP_CHAT_UNKNOWN && rp_tokenizer_kind(m->tok) == RP_TOK_SPM)
+            m->chat = RP_CHAT_LLAMA2;
+    }
+    if (params.vocab_only) {
+        if (!m->tok) { st = rp_errorf(RP_ERR_FORMAT, "model: no tokenizer in '%s'", path); goto fail; }
+        *out = m;
+        return RP_OK;
+    }
+    if ((st = bind_weights(g, m)) != RP_OK) goto fail;
+    if ((st = build_rope(g, m)) != RP_OK) goto fail;
+    compute_fingerprint(g, m);
+    *out = m;
+    return RP_OK;
+fail:
+    rp_model_free(m);
+    return st;
+}
+
+void rp_model_free(rp_model *m) {
+    if (!m) return;
+    rp_tokenizer_free(m->tok);
+    free(m->layers);
+    free(m->norm_store);
+    free(m->rope_inv_freq);
+    rp_gguf_close(m->gguf);
+    free(m);
+}

@@ -1,0 +1,95 @@
+/* model.h — immutable model: hyper-parameters and weights (llama, qwen3) mapped from a GGUF file. */
+#ifndef RP_MODEL_H
+#define RP_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "reprise.h"
+#include "gguf/gguf.h"
+#include "kernels/matmul.h"
+#include "kernels/types.h"
+#include "tokenizer/chat.h"
+#include "tokenizer/tokenizer.h"
+
+typedef enum rp_arch {
+    RP_ARCH_LLAMA = 1,   /* Llama 2, 3, 3.1, 3.2 (and llama2.c / TinyStories conversions) */
+    RP_ARCH_QWEN3 = 2,   /* Qwen3 dense: per-head q_norm/k_norm, NEOX RoPE */
+} rp_arch;
+
+const char *rp_arch_name(rp_arch a);
+
+typedef enum rp_rope_kind {
+    RP_ROPE_NORM = 0,   /* rotate adjacent pairs (x[2i], x[2i+1]) — ggml mode 0, llama */
+    RP_ROPE_NEOX = 2,   /* rotate (x[i], x[i + n_rot/2]) — ggml mode 2, qwen */
+} rp_rope_kind;
+
+typedef struct rp_hparams {
+    rp_arch arch;
+    int32_t n_vocab;
+    int32_t n_ctx_train;
+    int32_t n_embd;
+    int32_t n_ff;
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t head_dim;     /* key/value length per head (n_embd / n_head unless the file says) */
+    int32_t n_rot;        /* rotated dims per head (<= head_dim) */
+    float rms_eps;
+    float rope_base;
+    float rope_freq_scale;   /* linear scaling: 1 / factor */
+    rp_rope_kind rope_kind;
+    /* llama3-type scaling (Llama 3.1/3.2), applied as per-pair frequency factors */
+    bool rope_llama3;
+    float rope_factor, rope_low_freq, rope_high_freq;
+    int32_t rope_orig_ctx;
+} rp_hparams;
+
+
+typedef struct rp_layer {
+    const float *attn_norm;   /* [n_embd] */
+    rp_weight wq;             /* [n_head*head_dim x n_embd] */
+    rp_weight wk;             /* [n_head_kv*head_dim x n_embd] */
+    rp_weight wv;             /* [n_head_kv*head_dim x n_embd] */
+    rp_weight wo;             /* [n_embd x n_head*head_dim] */
+    const float *q_norm;      /* [head_dim] qwen3 only, else NULL */
+    const float *k_norm;      /* [head_dim] qwen3 only, else NULL */
+    const float *ffn_norm;    /* [n_embd] */
+    rp_weight w_gate;         /* [n_ff x n_embd] */
+    rp_weight w_up;           /* [n_ff x n_embd] */
+    rp_weight w_down;         /* [n_embd x n_ff] */
+} rp_layer;
+
+typedef struct rp_model {
+    rp_gguf *gguf;            /* owns the mapping the weights point into */
+    rp_hparams hp;
+    char name[128];
+    rp_weight tok_embd;       /* [n_vocab x n_embd] */
+    const float *out_norm;    /* [n_embd] */
+    rp_weight output;         /* [n_vocab x n_embd]; == tok_embd when tied */
+    bool tied_output;
+    rp_layer *layers;         /* [n_layer] */
+    float *rope_inv_freq;     /* [n_rot/2] theta_i = pos * inv_freq[i] (scaling folded in) */
+    float *norm_store;        /* F32 copies of non-F32 norm vectors (owned) */
+    rp_tokenizer *tok;        /* NULL only when the file has no tokenizer */
+    rp_chat_format chat;
+    uint64_t fingerprint;     /* digest of architecture, shapes and weights — salts cache keys */
+    uint64_t weight_bytes;    /* bytes of all weight data (for bandwidth ceilings) */
+} rp_model;
+
+typedef struct rp_model_params {
+    bool vocab_only;          /* load tokenizer + metadata, no weights (tokenize on vocab GGUFs) */
+} rp_model_params;
+
+rp_model_params rp_model_default_params(void);
+
+/* Loads and validates a model: architecture known, every tensor present with
+ * the shape the hyper-parameters imply, weight types computable. Errors name
+ * the tensor / key at fault. */
+rp_status rp_model_load(const char *path, rp_model_params params, rp_model **out);
+void rp_model_free(rp_model *m);
+
+/* RoPE angles for `pos`: writes cos/sin for each of n_rot/2 pairs. */
+void rp_model_rope_cs(const rp_model *m, int32_t pos, float *cos_out, float *sin_out);
+
+#endif /* RP_MODEL_H */

@@ -1,0 +1,50 @@
+/* sampler.h — token sampling: greedy, temperature, top-k, top-p, min-p, repetition penalty, logit bias, seed. */
+#ifndef RP_SAMPLER_H
+#define RP_SAMPLER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "reprise.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct rp_logit_bias {
+    rp_token token;
+    float bias;          /* added to the logit; -INFINITY bans the token */
+} rp_logit_bias;
+
+typedef struct rp_sampler_params {
+    float temp;              /* <= 0: greedy (argmax, ties to the lowest id) */
+    int32_t top_k;           /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off; keeps tokens with p >= min_p * p_max */
+    float repeat_penalty;    /* 1: off; llama.cpp semantics (divide positive, multiply negative logits) */
+    int32_t repeat_last_n;   /* how many recent tokens the penalty looks at */
+    uint64_t seed;
+    const rp_logit_bias *bias;   /* copied at create */
+    int32_t n_bias;
+} rp_sampler_params;
+
+rp_sampler_params rp_sampler_default_params(void);
+
+typedef struct rp_sampler rp_sampler;
+
+rp_status rp_sampler_create(rp_sampler_params p, int32_t n_vocab, rp_sampler **out);
+void rp_sampler_free(rp_sampler *s);
+void rp_sampler_reset(rp_sampler *s);                 /* clears history, reseeds */
+void rp_sampler_accept(rp_sampler *s, rp_token tok);  /* appends to the penalty history */
+
+/* Samples from logits[n_vocab] (not modified). Allocates nothing. */
+rp_token rp_sampler_sample(rp_sampler *s, const float *logits);
+
+/* Writes the distribution sample() draws from (after bias, penalty,
+ * temperature and truncation) into probs[n_vocab]; greedy gives a one-hot.
+ * Used by speculative decoding's rejection rule. */
+void rp_sampler_dist(rp_sampler *s, const float *logits, float *probs);
+
+/* Draws from an explicit distribution (sums to ~1) with the sampler's RNG. */
+rp_token rp_sampler_draw(rp_sampler *s, const float *probs, int32_t n);
+/* Uniform [0, 1) from the sampler's RNG. */
+double rp_sampler_uniform(rp_sampler *s);
+
+#endif /* RP_SAMPLER_H */

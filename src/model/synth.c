@@ -1,0 +1,369 @@
+/* synth.c — random-weight GGUF writer for real architecture shapes (speed work, embedded default). */
+#include "model/synth.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "core/error.h"
+#include "core/threadpool.h"
+#include "gguf/gguf.h"
+#include "kernels/quant.h"
+
+typedef struct preset {
+    const char *name;
+    rp_arch arch;
+    int32_t n_embd, n_ff, n_layer, n_head, n_head_kv, head_dim, n_vocab, n_ctx;
+    float rope_base, rms_eps;
+    bool llama3_rope;    /* writes rope_freqs.weight with Llama 3.2's scaling (factor 32, 1, 4, 8192) */
+} preset;
+
+/* Shapes from the published configs of each model. */
+static const preset k_presets[] = {
+    {"tiny", RP_ARCH_LLAMA, 256, 768, 4, 8, 4, 32, 512, 2048, 10000.0f, 1e-5f, false},
+    {"tiny", RP_ARCH_QWEN3, 256, 768, 4, 4, 2, 64, 512, 2048, 1000000.0f, 1e-6f, false},
+    {"llama-3.2-1b", RP_ARCH_LLAMA, 2048, 8192, 16, 32, 8, 64, 128256, 131072, 500000.0f, 1e-5f, true},
+    {"llama-3.2-3b", RP_ARCH_LLAMA, 3072, 8192, 28, 24, 8, 128, 128256, 131072, 500000.0f, 1e-5f, true},
+    {"qwen3-0.6b", RP_ARCH_QWEN3, 1024, 3072, 28, 16, 8, 128, 151936, 40960, 1000000.0f, 1e-6f, false},
+    {"qwen3-1.7b", RP_ARCH_QWEN3, 2048, 6144, 28, 16, 8, 128, 151936, 40960, 1000000.0f, 1e-6f, false},
+    {"qwen3-4b", RP_ARCH_QWEN3, 2560, 9728, 36, 32, 8, 128, 151936, 40960, 1000000.0f, 1e-6f, false},
+};
+
+const char *const rp_synth_preset_names[] = {"tiny", "llama-3.2-1b", "llama-3.2-3b", "qwen3-0.6b",
+                                             "qwen3-1.7b", "qwen3-4b", NULL};
+
+rp_synth_params rp_synth_default_params(void) {
+    rp_synth_params p = {.arch = RP_ARCH_LLAMA, .preset = "tiny", .type = "q8_0", .seed = 1, .n_threads = 2};
+    return p;
+}
+
+/* ---- deterministic values: each row has its own generator seeded by
+ * (seed, tensor name, row), so threads can fill rows in any order ---- */
+
+static inline uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+typedef enum { FILL_UNIFORM, FILL_NORM, FILL_ROPE } fill_kind;
+
+typedef struct tensor_spec {
+    char name[64];
+    rp_type type;
+    int64_t ne[2];
+    fill_kind kind;
+    float scale;          /* uniform half-width */
+    uint64_t seed;
+    const preset *pr;
+} tensor_spec;
+
+typedef struct {
+    const tensor_spec *ts;
+    uint8_t *dst;
+    size_t row_bytes;
+    float **rowbuf;       /* per thread [ne0] */
+    bool ok;
+} fill_job;
+
+static void fill_rows(void *vp, int64_t rb, int64_t re, int tid) {
+    fill_job *j = vp;
+    const tensor_spec *ts = j->ts;
+    float *buf = j->rowbuf[tid];
+    for (int64_t r = rb; r < re; r++) {
+        uint64_t st = mix64(ts->seed ^ mix64((uint64_t)r + 0x51ed27));
+        for (int64_t i = 0; i < ts->ne[0]; i++) {
+            st += 0x9e3779b97f4a7c15ULL;
+            double u = (double)(mix64(st) >> 11) * 0x1.0p-53;   /* [0, 1) */
+            float v = (float)(2.0 * u - 1.0) * ts->scale;
+            buf[i] = ts->kind == FILL_NORM ? 1.0f + v : v;
+        }
+        if (!rp_quantize_row(ts->type, buf, j->dst + (size_t)r * j->row_bytes, ts->ne[0])) j->ok = false;
+    }
+}
+
+typedef struct {
+    rp_pool *pool;
+    float **rowbuf;
+    tensor_spec *specs;
+    size_t n_specs;
+} synth_ctx;
+
+static rp_status fill_cb(void *user, const char *name, void *dst, uint64_t nbytes) {
+    synth_ctx *sc = user;
+    const tensor_spec *ts = NULL;
+    for (size_t i = 0; i < sc->n_specs && !ts; i++)
+        if (strcmp(sc->specs[i].name, name) == 0) ts = &sc->specs[i];
+    if (!ts) return rp_errorf(RP_ERR_INTERNAL, "synth: no spec for tensor '%s'", name);
+    if (ts->kind == FILL_ROPE) {
+        /* Llama 3.2's llama3 scaling as per-pair frequency factors, the way
+         * llama.cpp's converter stores it (rope_freqs.weight). */
+        const preset *pr = ts->pr;
+        float *f = dst;
+        int half = pr->head_dim / 2;
+        const double factor = 32, lo = 1, hi = 4, orig = 8192;
+        for (int i = 0; i < half; i++) {
+            double freq = pow((double)pr->rope_base, -2.0 * i / pr->head_dim);
+            double wl = 2 * M_PI / freq;
+            double ff;
+            if (wl < orig / hi) ff = 1;
+            else if (wl > orig / lo) ff = factor;
+            else {
+                double smooth = (orig / wl - lo) / (hi - lo);
+                ff = 1.0 / ((1 - smooth) / factor + smooth);
+            }
+            f[i] = (float)ff;
+        }
+        return RP_OK;
+    }
+    size_t rb = rp_type_row_size(ts->type, ts->ne[0]);
+    if (rb * (size_t)ts->ne[1] != nbytes) return rp_errorf(RP_ERR_INTERNAL, "synth: size mismatch for '%s'", name);
+    fill_job j = {ts, dst, rb, sc->rowbuf, true};
+    rp_pool_parallel_for(sc->pool, ts->ne[1], 16, fill_rows, &j);
+    if (!j.ok) return rp_errorf(RP_ERR_INTERNAL, "synth: cannot quantize '%s' to %s", name, rp_type_get_traits((int)ts->type)->name);
+    return RP_OK;
+}
+
+/* ---- built-in byte-level SentencePiece vocabulary ----
+ * <unk> <s> </s>, 256 byte-fallback tokens, then printable ASCII characters
+ * and "▁x" pieces so plain English does not fall back to bytes entirely;
+ * padded with UNUSED "[PADn]" tokens up to the preset's vocab size, so the
+ * embedding and output matrices have the real model's cost. */
+static rp_status write_builtin_vocab(rp_gguf_writer *w, int32_t n_vocab, char ***strs_out, rp_str **views_out) {
+    char **s = calloc((size_t)n_vocab, sizeof *s);
+    rp_str *v = calloc((size_t)n_vocab, sizeof *v);
+    float *scores = calloc((size_t)n_vocab, sizeof *scores);
+    int32_t *types = calloc((size_t)n_vocab, sizeof *types);
+    *strs_out = s;
+    *views_out = v;
+    if (!s || !v || !scores || !types) { free(scores); free(types); return rp_errorf(RP_ERR_NOMEM, "synth: out of memory"); }
+    int32_t n = 0;
+    char tmp[32];
+#define ADD(str, score, type)                   \
+    do {                                        \
+        if (n < n_vocab) {                      \
+            s[n] = strdup(str);                 \
+            scores[n] = (score);                \
+            types[n] = (type);                  \
+            n++;                                \
+        }                                       \
+    } while (0)
+    ADD("<unk>", 0, RP_TOKTYPE_UNKNOWN);
+    ADD("<s>", 0, RP_TOKTYPE_CONTROL);
+    ADD("</s>", 0, RP_TOKTYPE_CONTROL);
+    for (int b = 0; b < 256; b++) {
+        snprintf(tmp, sizeof tmp, "<0x%02X>", b);
+        ADD(tmp, 0, RP_TOKTYPE_BYTE);
+    }
+    ADD("\xe2\x96\x81", -1, RP_TOKTYPE_NORMAL);   /* ▁ */
+    for (int ch = 33; ch < 127; ch++) {
+        tmp[0] = (char)ch; tmp[1] = 0;
+        ADD(tmp, -2, RP_TOKTYPE_NORMAL);
+    }
+    for (int ch = 'a'; ch <= 'z'; ch++) {
+        snprintf(tmp, sizeof tmp, "\xe2\x96\x81%c", ch);
+        ADD(tmp, -3, RP_TOKTYPE_NORMAL);
+    }
+    for (int k = 0; n < n_vocab; k++) {
+        snprintf(tmp, sizeof tmp, "[PAD%d]", k);
+        ADD(tmp, -10000, RP_TOKTYPE_UNUSED);
+    }
+#undef ADD
+    for (int32_t i = 0; i < n; i++) {
+        if (!s[i]) { free(scores); free(types); return rp_errorf(RP_ERR_NOMEM, "synth: out of memory"); }
+        v[i].ptr = s[i];
+        v[i].len = strlen(s[i]);
+    }
+    rp_status st = RP_OK;
+    if (n != n_vocab) st = rp_errorf(RP_ERR_INVALID_ARG, "synth: vocab size %d too small for the built-in vocab", n_vocab);
+    if (st == RP_OK) st = rp_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+    if (st == RP_OK) st = rp_gguf_writer_set_str(w, "tokenizer.ggml.pre", "default");
+    if (st == RP_OK) st = rp_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", v, (uint64_t)n);
+    if (st == RP_OK) st = rp_gguf_writer_set_arr(w, "tokenizer.ggml.scores", RP_GGUF_F32, scores, (uint64_t)n);
+    if (st == RP_OK) st = rp_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", RP_GGUF_I32, types, (uint64_t)n);
+    if (st == RP_OK) st = rp_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    if (st == RP_OK) st = rp_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    if (st == RP_OK) st = rp_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    if (st == RP_OK) st = rp_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
+    if (st == RP_OK) st = rp_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", false);
+    free(scores);
+    free(types);
+    return st;
+}
+
+/* Type of each matrix for a requested file type. q4_k_m follows llama.cpp's
+ * Q4_K_M recipe in spirit: Q4_K everywhere, Q6_K for attn_v and ffn_down in
+ * the first and last eighths and every third layer between, and for the output. */
+static rp_type matrix_type(const char *ftype, const char *role, int layer, int n_layer) {
+    if (strcmp(ftype, "q4_k_m") == 0) {
+        bool sensitive = strcmp(role, "attn_v") == 0 || strcmp(role, "ffn_down") == 0;
+        bool use_more = layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+        if (strcmp(role, "output") == 0) return RP_TYPE_Q6_K;
+        if (sensitive && use_more) return RP_TYPE_Q6_K;
+        return RP_TYPE_Q4_K;
+    }
+    return (rp_type)rp_type_from_name(ftype);
+}
+
+static uint32_t file_type_id(const char *t) {
+    /* llama_ftype values */
+    if (!strcmp(t, "f32")) return 0;
+    if (!strcmp(t, "f16")) return 1;
+    if (!strcmp(t, "q4_0")) return 2;
+    if (!strcmp(t, "q8_0")) return 7;
+    if (!strcmp(t, "q4_k") || !strcmp(t, "q4_k_m")) return 15;
+    if (!strcmp(t, "q6_k")) return 18;
+    if (!strcmp(t, "bf16")) return 32;
+    return 0;
+}
+
+rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
+    const preset *pr = NULL;
+    for (size_t i = 0; i < sizeof k_presets / sizeof k_presets[0]; i++)
+        if (strcmp(k_presets[i].name, p->preset) == 0 && k_presets[i].arch == p->arch) pr = &k_presets[i];
+    if (!pr) {
+        for (size_t i = 0; i < sizeof k_presets / sizeof k_presets[0]; i++)
+            if (strcmp(k_presets[i].name, p->preset) == 0)
+                return rp_errorf(RP_ERR_INVALID_ARG, "synth: preset '%s' is a %s model, not --arch %s", p->preset,
+                                 rp_arch_name(k_presets[i].arch), rp_arch_name(p->arch));
+        return rp_errorf(RP_ERR_INVALID_ARG,
+                         "synth: unknown preset '%s' (tiny, llama-3.2-1b, llama-3.2-3b, qwen3-0.6b, qwen3-1.7b, qwen3-4b)",
+                         p->preset);
+    }
+    int tid = strcmp(p->type, "q4_k_m") == 0 ? RP_TYPE_Q4_K : rp_type_from_name(p->type);
+    const rp_type_traits *tt = tid >= 0 ? rp_type_get_traits(tid) : NULL;
+    if (!tt || !tt->can_compute || tid == RP_TYPE_Q8_K)
+        return rp_errorf(RP_ERR_INVALID_ARG, "synth: --type '%s' not one of f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, q4_k_m",
+                         p->type);
+
+    rp_gguf_writer *w = NULL;
+    RP_TRY(rp_gguf_writer_create(&w));
+    rp_status st = RP_OK;
+    rp_gguf *vocab = NULL;
+    char **strs = NULL;
+    rp_str *views = NULL;
+    tensor_spec *specs = NULL;
+    synth_ctx sc = {0};
+    int32_t n_vocab = pr->n_vocab;
+    const char *an = rp_arch_name(pr->arch);
+    char key[128], name[96];
+
+#define K(suffix) (snprintf(key, sizeof key, "%s.%s", an, suffix), key)
+#define CHK(expr) do { if (st == RP_OK) st = (expr); } while (0)
+    CHK(rp_gguf_writer_set_str(w, "general.architecture", an));
+    snprintf(name, sizeof name, "reprise-synth-%s-%s", pr->name, p->type);
+    CHK(rp_gguf_writer_set_str(w, "general.name", name));
+    CHK(rp_gguf_writer_set_u32(w, "general.file_type", file_type_id(p->type)));
+    CHK(rp_gguf_writer_set_u64(w, "reprise.synth.seed", p->seed));
+
+    if (p->vocab_path) {
+        CHK(rp_gguf_open(p->vocab_path, &vocab));
+        if (st == RP_OK) {
+            rp_gguf_vtype et;
+            uint64_t nt;
+            int64_t ki;
+            st = rp_gguf_get_arr(vocab, "tokenizer.ggml.tokens", &et, &nt, &ki);
+            if (st == RP_ERR_NOT_FOUND) st = rp_errorf(RP_ERR_FORMAT, "synth: '%s' has no tokenizer.ggml.tokens", p->vocab_path);
+            if (st == RP_OK) n_vocab = (int32_t)nt;
+        }
+        for (uint64_t i = 0; st == RP_OK && i < rp_gguf_n_kv(vocab); i++) {
+            rp_str k = rp_gguf_kv_key(vocab, i);
+            if (k.len > 10 && memcmp(k.ptr, "tokenizer.", 10) == 0) st = rp_gguf_writer_copy_kv(w, vocab, i);
+        }
+    } else {
+        CHK(write_builtin_vocab(w, n_vocab, &strs, &views));
+    }
+
+    CHK(rp_gguf_writer_set_u32(w, K("vocab_size"), (uint32_t)n_vocab));
+    CHK(rp_gguf_writer_set_u32(w, K("context_length"), (uint32_t)pr->n_ctx));
+    CHK(rp_gguf_writer_set_u32(w, K("embedding_length"), (uint32_t)pr->n_embd));
+    CHK(rp_gguf_writer_set_u32(w, K("feed_forward_length"), (uint32_t)pr->n_ff));
+    CHK(rp_gguf_writer_set_u32(w, K("block_count"), (uint32_t)pr->n_layer));
+    CHK(rp_gguf_writer_set_u32(w, K("attention.head_count"), (uint32_t)pr->n_head));
+    CHK(rp_gguf_writer_set_u32(w, K("attention.head_count_kv"), (uint32_t)pr->n_head_kv));
+    CHK(rp_gguf_writer_set_u32(w, K("attention.key_length"), (uint32_t)pr->head_dim));
+    CHK(rp_gguf_writer_set_u32(w, K("attention.value_length"), (uint32_t)pr->head_dim));
+    CHK(rp_gguf_writer_set_u32(w, K("rope.dimension_count"), (uint32_t)pr->head_dim));
+    CHK(rp_gguf_writer_set_f32(w, K("rope.freq_base"), pr->rope_base));
+    CHK(rp_gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), pr->rms_eps));
+
+    /* tensor specs */
+    size_t n_specs = 0, cap = 8 + (size_t)pr->n_layer * 12;
+    specs = calloc(cap, sizeof *specs);
+    if (!specs && st == RP_OK) st = rp_errorf(RP_ERR_NOMEM, "synth: out of memory");
+    const int64_t E = pr->n_embd, F = pr->n_ff, QD = (int64_t)pr->n_head * pr->head_dim,
+                  KD = (int64_t)pr->n_head_kv * pr->head_dim;
+    /* uniform(-a, a) with std ~ 1/sqrt(fan_in) * 0.5 keeps activations bounded through the layers */
+#define SPEC(nm, ty, c, r, kd, sc_)                                              \
+    do {                                                                         \
+        if (st == RP_OK) {                                                       \
+            tensor_spec *t_ = &specs[n_specs++];                                 \
+            snprintf(t_->name, sizeof t_->name, "%s", nm);                       \
+            t_->type = (ty); t_->ne[0] = (c); t_->ne[1] = (r);                   \
+            t_->kind = (kd); t_->scale = (sc_); t_->pr = pr;                     \
+            t_->seed = mix64(p->seed ^ XXH3_64bits(t_->name, strlen(t_->name))); \
+        }                                                                        \
+    } while (0)
+    rp_type emb_t = matrix_type(p->type, "token_embd", 0, pr->n_layer);
+    if (strcmp(p->type, "q4_k_m") == 0) emb_t = RP_TYPE_Q6_K;   /* tied: the embedding is the output */
+    SPEC("token_embd.weight", emb_t, E, n_vocab, FILL_UNIFORM, 1.0f);
+    SPEC("output_norm.weight", RP_TYPE_F32, E, 1, FILL_NORM, 0.05f);
+    if (pr->llama3_rope) SPEC("rope_freqs.weight", RP_TYPE_F32, pr->head_dim / 2, 1, FILL_ROPE, 0);
+    for (int l = 0; l < pr->n_layer && st == RP_OK; l++) {
+        char nm[64];
+        float se = 1.7f / sqrtf((float)E), sf = 1.7f / sqrtf((float)F), sq = 1.7f / sqrtf((float)QD);
+#define LSPEC(suffix, role, c, r, kd, sc_)                                           \
+        snprintf(nm, sizeof nm, "blk.%d.%s", l, suffix);                             \
+        SPEC(nm, (kd) == FILL_NORM ? RP_TYPE_F32 : matrix_type(p->type, role, l, pr->n_layer), c, r, kd, sc_)
+        LSPEC("attn_norm.weight", "", E, 1, FILL_NORM, 0.05f);
+        LSPEC("attn_q.weight", "attn_q", E, QD, FILL_UNIFORM, se);
+        LSPEC("attn_k.weight", "attn_k", E, KD, FILL_UNIFORM, se);
+        LSPEC("attn_v.weight", "attn_v", E, KD, FILL_UNIFORM, se);
+        LSPEC("attn_output.weight", "attn_output", QD, E, FILL_UNIFORM, sq);
+        if (pr->arch == RP_ARCH_QWEN3) {
+            LSPEC("attn_q_norm.weight", "", pr->head_dim, 1, FILL_NORM, 0.05f);
+            LSPEC("attn_k_norm.weight", "", pr->head_dim, 1, FILL_NORM, 0.05f);
+        }
+        LSPEC("ffn_norm.weight", "", E, 1, FILL_NORM, 0.05f);
+        LSPEC("ffn_gate.weight", "ffn_gate", E, F, FILL_UNIFORM, se);
+        LSPEC("ffn_up.weight", "ffn_up", E, F, FILL_UNIFORM, se);
+        LSPEC("ffn_down.weight", "ffn_down", F, E, FILL_UNIFORM, sf);
+#undef LSPEC
+    }
+#undef SPEC
+    for (size_t i = 0; st == RP_OK && i < n_specs; i++) {
+        tensor_spec *t = &specs[i];
+        uint32_t nd = t->ne[1] == 1 ? 1 : 2;
+        st = rp_gguf_writer_add_tensor_fill(w, t->name, t->type, nd, t->ne, fill_cb, &sc);
+    }
+    if (st == RP_OK) {
+        int T = p->n_threads > 0 ? p->n_threads : 1;
+        st = rp_pool_create(T, &sc.pool);
+        sc.rowbuf = calloc((size_t)T, sizeof(float *));
+        if (st == RP_OK && !sc.rowbuf) st = rp_errorf(RP_ERR_NOMEM, "synth: out of memory");
+        int64_t maxc = F > E ? F : E;
+        if (QD > maxc) maxc = QD;
+        for (int t = 0; st == RP_OK && t < T; t++)
+            if (!(sc.rowbuf[t] = malloc(sizeof(float) * (size_t)maxc))) st = rp_errorf(RP_ERR_NOMEM, "synth: out of memory");
+        sc.specs = specs;
+        sc.n_specs = n_specs;
+    }
+    if (st == RP_OK) st = rp_gguf_writer_write_file(w, out_path);
+#undef K
+#undef CHK
+
+    if (sc.rowbuf)
+        for (int t = 0; t < (p->n_threads > 0 ? p->n_threads : 1); t++) free(sc.rowbuf[t]);
+    free(sc.rowbuf);
+    rp_pool_free(sc.pool);
+    free(specs);
+    if (strs)
+        for (int32_t i = 0; i < n_vocab; i++) free(strs[i]);
+    free(strs);
+    free(views);
+    rp_gguf_close(vocab);
+    rp_gguf_writer_free(w);
+    return st;
+}

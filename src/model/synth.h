@@ -1,0 +1,28 @@
+/* synth.h — writes random-weight GGUF models with real architectures' shapes and metadata. */
+#ifndef RP_SYNTH_H
+#define RP_SYNTH_H
+
+#include <stdint.h>
+
+#include "reprise.h"
+#include "model/model.h"
+
+typedef struct rp_synth_params {
+    rp_arch arch;
+    const char *preset;       /* tiny | llama-3.2-1b | llama-3.2-3b | qwen3-0.6b | qwen3-1.7b | qwen3-4b */
+    const char *type;         /* f32 | f16 | bf16 | q8_0 | q4_0 | q4_k | q6_k | q4_k_m (a Q4_K_M-style mix) */
+    const char *vocab_path;   /* a GGUF whose tokenizer.* keys are copied; NULL: built-in byte-level vocab */
+    uint64_t seed;
+    int n_threads;
+} rp_synth_params;
+
+rp_synth_params rp_synth_default_params(void);
+
+/* Writes the model to `out_path` (temp file + rename). Deterministic for a
+ * seed: the same parameters give byte-identical files, whatever n_threads. */
+rp_status rp_synth_write(const rp_synth_params *p, const char *out_path);
+
+/* Names of the presets, NULL-terminated (for --help). */
+extern const char *const rp_synth_preset_names[];
+
+#endif /* RP_SYNTH_H */

@@ -1,0 +1,228 @@
+/* test_synth.c — synthetic models: determinism, every weight type vs. its dequantized F32 computation, both archs. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "gguf/gguf.h"
+#include "kernels/quant.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "model/session.h"
+#include "model/synth.h"
+
+static const rp_token k_prompt[] = {1, 300, 301, 350, 260, 77, 78, 79, 290, 291, 292, 5, 6, 7, 8, 9};
+#define N_PROMPT ((int)(sizeof k_prompt / sizeof k_prompt[0]))
+
+static void synth(rp_arch arch, const char *type, uint64_t seed, int threads, const char *path) {
+    rp_synth_params p = rp_synth_default_params();
+    p.arch = arch;
+    p.preset = "tiny";
+    p.type = type;
+    p.seed = seed;
+    p.n_threads = threads;
+    rp_status st = rp_synth_write(&p, path);
+    if (st != RP_OK) print_message("synth %s: %s\n", type, rp_last_error());
+    assert_int_equal(st, RP_OK);
+}
+
+/* Logits after the prompt (F32 KV so only weights differ). Returns malloc'd [n_vocab]. */
+static float *prompt_logits(const char *path, int *n_vocab) {
+    rp_model *m = NULL;
+    rp_status st = rp_model_load(path, rp_model_default_params(), &m);
+    if (st != RP_OK) print_message("load %s: %s\n", path, rp_last_error());
+    assert_int_equal(st, RP_OK);
+    rp_ctx_params cp = rp_ctx_default_params();
+    cp.n_ctx_max = 64;
+    rp_ctx *ctx = NULL;
+    assert_int_equal(rp_ctx_create(m, cp, &ctx), RP_OK);
+    rp_session_params sp = rp_session_default_params();
+    sp.n_ctx = 64;
+    sp.kv_type = RP_TYPE_F32;
+    rp_session *s = NULL;
+    assert_int_equal(rp_session_create(ctx, sp, &s), RP_OK);
+    assert_int_equal(rp_session_feed(s, k_prompt, N_PROMPT), RP_OK);
+    *n_vocab = m->hp.n_vocab;
+    float *out = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+    memcpy(out, rp_session_logits(s), sizeof(float) * (size_t)m->hp.n_vocab);
+    rp_session_free(s);
+    rp_ctx_free(ctx);
+    rp_model_free(m);
+    return out;
+}
+
+/* Writes an F32 copy of `src` (every tensor dequantized, metadata copied). */
+static void dequantize_file(const char *src, const char *dst) {
+    rp_gguf *g = NULL;
+    assert_int_equal(rp_gguf_open(src, &g), RP_OK);
+    rp_gguf_writer *w = NULL;
+    assert_int_equal(rp_gguf_writer_create(&w), RP_OK);
+    for (uint64_t i = 0; i < rp_gguf_n_kv(g); i++) {
+        rp_str k = rp_gguf_kv_key(g, i);
+        if (rp_str_eq(k, "general.alignment")) continue;
+        assert_int_equal(rp_gguf_writer_copy_kv(w, g, i), RP_OK);
+    }
+    uint64_t nt = rp_gguf_n_tensors(g);
+    float **bufs = calloc(nt, sizeof *bufs);
+    for (uint64_t i = 0; i < nt; i++) {
+        const rp_gguf_tensor *t = rp_gguf_tensor_at(g, i);
+        int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+        bufs[i] = malloc(sizeof(float) * (size_t)n);
+        size_t rb = rp_type_row_size(t->type, t->ne[0]);
+        int64_t rows = n / t->ne[0];
+        for (int64_t r = 0; r < rows; r++)
+            assert_true(rp_dequantize_row(t->type, (const uint8_t *)t->data + (size_t)r * rb, bufs[i] + r * t->ne[0], t->ne[0]));
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        assert_int_equal(rp_gguf_writer_add_tensor(w, name, RP_TYPE_F32, t->n_dims, t->ne, bufs[i], sizeof(float) * (size_t)n),
+                         RP_OK);
+    }
+    assert_int_equal(rp_gguf_writer_write_file(w, dst), RP_OK);
+    for (uint64_t i = 0; i < nt; i++) free(bufs[i]);
+    free(bufs);
+    rp_gguf_writer_free(w);
+    rp_gguf_close(g);
+}
+
+static float max_abs(const float *a, int n) {
+    float m = 0;
+    for (int i = 0; i < n; i++) m = fmaxf(m, fabsf(a[i]));
+    return m;
+}
+
+static float max_diff(const float *a, const float *b, int n) {
+    float m = 0;
+    for (int i = 0; i < n; i++) m = fmaxf(m, fabsf(a[i] - b[i]));
+    return m;
+}
+
+static int argmax(const float *a, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (a[i] > a[b]) b = i;
+    return b;
+}
+
+/* For each architecture and weight type:
+ *  (1) the quantized model's logits equal those of an F32 model holding its
+ *      dequantized weights to within 1e-4 of the logit scale (the compute path
+ *      is exact up to float rounding order);
+ *  (2) quantization error vs. the unquantized weights stays within a
+ *      per-type bound of the logit scale (f16/bf16 tight, 8-bit, 6-bit, 4-bit looser). */
+static void check_arch(rp_arch arch) {
+    static const struct { const char *type; float tol_vs_f32; } types[] = {
+        {"f16", 0.01f}, {"bf16", 0.05f}, {"q8_0", 0.05f}, {"q6_k", 0.1f},
+        {"q4_0", 0.35f}, {"q4_k", 0.3f}, {"q4_k_m", 0.3f},
+    };
+    char ref_path[512], qpath[512], dqpath[512];
+    snprintf(ref_path, sizeof ref_path, "%s/%s-f32.gguf", rp_test_tmpdir(), rp_arch_name(arch));
+    synth(arch, "f32", 7, 2, ref_path);
+    int nv = 0;
+    float *ref = prompt_logits(ref_path, &nv);
+    float scale = max_abs(ref, nv);
+    assert_true(scale > 0 && isfinite(scale));
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        snprintf(qpath, sizeof qpath, "%s/%s-%s.gguf", rp_test_tmpdir(), rp_arch_name(arch), types[i].type);
+        snprintf(dqpath, sizeof dqpath, "%s/%s-%s-dq.gguf", rp_test_tmpdir(), rp_arch_name(arch), types[i].type);
+        synth(arch, types[i].type, 7, 2, qpath);
+        dequantize_file(qpath, dqpath);
+        int nv2 = 0, nv3 = 0;
+        float *q = prompt_logits(qpath, &nv2);
+        float *dq = prompt_logits(dqpath, &nv3);
+        assert_int_equal(nv, nv2);
+        assert_int_equal(nv, nv3);
+        float e_exact = max_diff(q, dq, nv) / scale, e_quant = max_diff(q, ref, nv) / scale;
+        print_message("  %s %-6s: |q - dequant(q)| %.2e, |q - f32| %.3f of logit scale %.2f, argmax %d vs %d\n",
+                      rp_arch_name(arch), types[i].type, e_exact, e_quant, scale, argmax(q, nv), argmax(ref, nv));
+        assert_true(e_exact < 1e-4f);
+        assert_true(e_quant < types[i].tol_vs_f32);
+        free(q);
+        free(dq);
+        remove(qpath);
+        remove(dqpath);
+    }
+    free(ref);
+    remove(ref_path);
+}
+
+static void test_types_llama(void **state) { (void)state; check_arch(RP_ARCH_LLAMA); }
+static void test_types_qwen3(void **state) { (void)state; check_arch(RP_ARCH_QWEN3); }
+
+/* Same parameters -> byte-identical files, whatever the thread count. */
+static void test_deterministic(void **state) {
+    (void)state;
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/det-a.gguf", rp_test_tmpdir());
+    snprintf(b, sizeof b, "%s/det-b.gguf", rp_test_tmpdir());
+    synth(RP_ARCH_QWEN3, "q4_k", 42, 1, a);
+    synth(RP_ARCH_QWEN3, "q4_k", 42, 2, b);
+    size_t la, lb;
+    char *da = rp_test_read_file(a, &la), *db = rp_test_read_file(b, &lb);
+    assert_non_null(da);
+    assert_non_null(db);
+    assert_int_equal(la, lb);
+    assert_memory_equal(da, db, la);
+    free(db);
+    synth(RP_ARCH_QWEN3, "q4_k", 43, 2, b);
+    db = rp_test_read_file(b, &lb);
+    assert_int_equal(la, lb);
+    assert_true(memcmp(da, db, la) != 0);
+    free(da);
+    free(db);
+    remove(a);
+    remove(b);
+}
+
+/* Metadata of a preset matches the real architecture; the preset name is checked against --arch. */
+static void test_presets(void **state) {
+    (void)state;
+    rp_synth_params p = rp_synth_default_params();
+    p.arch = RP_ARCH_LLAMA;
+    p.preset = "qwen3-0.6b";
+    char path[512];
+    snprintf(path, sizeof path, "%s/bad.gguf", rp_test_tmpdir());
+    assert_int_equal(rp_synth_write(&p, path), RP_ERR_INVALID_ARG);
+    assert_non_null(strstr(rp_last_error(), "qwen3"));
+    p.preset = "nope";
+    assert_int_equal(rp_synth_write(&p, path), RP_ERR_INVALID_ARG);
+    p.preset = "tiny";
+    p.type = "q5_0";
+    assert_int_equal(rp_synth_write(&p, path), RP_ERR_INVALID_ARG);
+}
+
+/* A synthetic model with a real tokenizer: the Qwen3 vocab is carried over and used. */
+static void test_vocab_carryover(void **state) {
+    (void)state;
+    const char *vp = rp_test_shared("models/vocab/qwen3-bpe.vocab.gguf");
+    RP_REQUIRE_SHARED(vp, "models/vocab/qwen3-bpe.vocab.gguf");
+    char path[512];
+    snprintf(path, sizeof path, "%s/qwen-vocab.gguf", rp_test_tmpdir());
+    rp_synth_params p = rp_synth_default_params();
+    p.arch = RP_ARCH_QWEN3;
+    p.type = "q8_0";
+    p.vocab_path = vp;
+    assert_int_equal(rp_synth_write(&p, path), RP_OK);
+    rp_model *m = NULL;
+    assert_int_equal(rp_model_load(path, rp_model_default_params(), &m), RP_OK);
+    assert_int_equal(m->hp.n_vocab, 151936);
+    assert_int_equal(m->chat, RP_CHAT_CHATML);
+    rp_token ids[32];
+    size_t n = 0;
+    rp_tokenize_opts o = {.add_bos = false, .parse_special = true};
+    assert_int_equal(rp_tokenizer_encode(m->tok, "<|im_start|>user\nhi<|im_end|>", 29, o, ids, 32, &n), RP_OK);
+    assert_int_equal(ids[0], 151644);
+    rp_model_free(m);
+    remove(path);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_types_llama),
+        cmocka_unit_test(test_types_qwen3),
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_presets),
+        cmocka_unit_test(test_vocab_carryover),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
