@@ -109,7 +109,7 @@ int cmd_chat(int argc, char **argv) {
         rp_detok_init(&dt, m->tok, false);
         dt.at_start = false;
         size_t rcap = 1024, rlen = 0;
-        char *reply = malloc(rcap), piece[256];
+        char *reply = malloc(rcap), piece[4096];
         for (long g = 0; g < n_predict && reply; g++) {
             rp_token t = rp_session_sample(s);
             if (rp_tokenizer_is_eog(m->tok, t)) break;

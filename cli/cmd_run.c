@@ -116,7 +116,7 @@ int cmd_run(int argc, char **argv) {
     rp_detok dt;
     rp_detok_init(&dt, m->tok, false);
     dt.at_start = false;   /* a continuation keeps its leading space */
-    char out[256];
+    char out[4096];   /* >= rp_detok_bound() for every vocabulary we load (longest piece 128 bytes) */
     long n_gen = 0;
     double t2 = cli_now();
     while (n_gen < n_predict) {

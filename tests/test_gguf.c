@@ -58,8 +58,6 @@ static rp_status open_copy(const void *buf, size_t len, rp_gguf **out) {
     if (st != RP_OK) free(copy);
     return st;
 }
-static void close_copy(rp_gguf *g, const void *unused) { (void)unused; rp_gguf_close(g); }
-
 /* The copy made by open_copy must outlive the handle; we free it after close. */
 static rp_gguf *open_ok(const void *buf, size_t len, void **copy_out) {
     void *copy = malloc(len);
@@ -687,7 +685,7 @@ static void check_full_file(const char *path, uint32_t alignment, uint8_t **bufs
         {"t.u8", "200"}, {"t.i8", "-100"}, {"t.u16", "60000"}, {"t.i16", "-30000"},
         {"t.u32", "4000000000"}, {"t.i32", "-2000000000"}, {"t.f32", "1e-05"}, {"t.bool", "true"},
         {"t.str", "'llama'"}, {"t.str_empty", "''"}, {"t.u64", "18446744073709551610"},
-        {"t.i64", "-9223372036854775801"}, {"t.f64", "-0.33333333333333331"},
+        {"t.i64", "-9223372036854775801"}, {"t.f64", "-0.3333333333333333"},
         {"a.u8", "[u8 x 3] [0, 1, 255]"}, {"a.bool", "[bool x 4] [true, false, true, true]"},
         {"a.u32", "[u32 x 7] [1, 2, 3, 4, 5, ...]"}, {"a.f32", "[f32 x 3] [0.5, -1.25, 3e+38]"},
         {"a.i64", "[i64 x 3] [-9223372036854775808, 9223372036854775807, -1]"},
@@ -821,6 +819,7 @@ static void test_write_vocab_only(void **state) {
     rp_gguf_close(g);
     free(copy);
     free(f);
+    unlink(path);
 }
 
 static void test_writer_errors(void **state) {
@@ -1022,8 +1021,8 @@ static void test_bad_header(void **state) {
         expect_fail(m, len, RP_ERR_FORMAT, "kv_count");
     }
     /* Counts that fit the size check but not the actual content. */
-    memcpy(m, f, len); patch_u64(m, 16, 7);
-    expect_fail(m, len, RP_ERR_FORMAT, "key #6");
+    memcpy(m, f, len); patch_u64(m, 16, 7);   /* tensor #0's info is then consumed as key #6 */
+    expect_fail(m, len, RP_ERR_FORMAT, "tensor #0");
     memcpy(m, f, len); patch_u64(m, 16, 5);   /* the 6th kv is then read as tensor #0 */
     expect_fail(m, len, RP_ERR_FORMAT, "tensor #0");
     memcpy(m, f, len); patch_u64(m, 8, 4);
@@ -1149,6 +1148,18 @@ static void test_bad_tensors(void **state) {
     tb_free(&b);
 }
 
+/* Array body nested `depth` levels: [arr x 2] [<next level>, [u16 x 0]], innermost [u16 x 2] [7, 9]. */
+static void tb_nested(tb *b, int level, int depth) {
+    if (level == depth) {
+        uint16_t v[2] = {7, 9};
+        tb_u32(b, RP_GGUF_U16); tb_u64(b, 2); tb_bytes(b, v, 4);
+        return;
+    }
+    tb_u32(b, RP_GGUF_ARRAY); tb_u64(b, 2);
+    tb_nested(b, level + 1, depth);
+    tb_u32(b, RP_GGUF_U16); tb_u64(b, 0);
+}
+
 static void test_bad_kvs(void **state) {
     (void)state;
     tb b = {0};
@@ -1198,19 +1209,7 @@ static void test_bad_kvs(void **state) {
     for (int depth = 1; depth <= 5; depth++) {
         tb_header(&b, 3, 0, 1);
         tb_str(&b, "nest"); tb_u32(&b, RP_GGUF_ARRAY);
-        for (int d = 1; d < depth; d++) { tb_u32(&b, RP_GGUF_ARRAY); tb_u64(&b, 2); }
-        /* innermost: [u16 x 2]; the outer levels repeat it, second copies appended below */
-        size_t inner_start = b.n;
-        tb_u32(&b, RP_GGUF_U16); tb_u64(&b, 2); tb_u16_dummy:;
-        { uint16_t v[2] = {7, 9}; tb_bytes(&b, v, 4); }
-        (void)inner_start;
-        /* Each outer level declared 2 elements: append the missing siblings (plain [u16 x 2]
-         * at the innermost array level, which is valid at every level above it). */
-        for (int d = 1; d < depth; d++) {
-            int sib_depth = depth - d;   /* sibling at level d+1 must itself nest depth-d-1 more */
-            for (int s = 1; s < sib_depth; s++) { tb_u32(&b, RP_GGUF_ARRAY); tb_u64(&b, 1); }
-            tb_u32(&b, RP_GGUF_U16); tb_u64(&b, 0);
-        }
+        tb_nested(&b, 1, depth);
         if (depth <= 4) {
             rp_gguf *g = open_ok(b.p, b.n, &copy);
             char buf[128];
@@ -1307,7 +1306,7 @@ static void test_str_eq_and_names(void **state) {
     char buf[8];
     rp_gguf_kv_format(g, 99, buf, sizeof buf);
     assert_int_equal(strlen(buf), 7);
-    close_copy(g, NULL);
+    rp_gguf_close(g);
     free(copy);
     free(f);
 }

@@ -216,6 +216,56 @@ static void test_vocab_carryover(void **state) {
     remove(path);
 }
 
+
+/* A model missing a tensor, or with a tensor of the wrong shape, is a clear
+ * error naming the tensor. Built by copying a synthetic model minus/altered one tensor. */
+static void write_variant(const char *src, const char *dst, const char *drop, const char *reshape) {
+    rp_gguf *g = NULL;
+    assert_int_equal(rp_gguf_open(src, &g), RP_OK);
+    rp_gguf_writer *w = NULL;
+    assert_int_equal(rp_gguf_writer_create(&w), RP_OK);
+    for (uint64_t i = 0; i < rp_gguf_n_kv(g); i++) {
+        if (rp_str_eq(rp_gguf_kv_key(g, i), "general.alignment")) continue;
+        assert_int_equal(rp_gguf_writer_copy_kv(w, g, i), RP_OK);
+    }
+    for (uint64_t i = 0; i < rp_gguf_n_tensors(g); i++) {
+        const rp_gguf_tensor *t = rp_gguf_tensor_at(g, i);
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        if (drop && !strcmp(name, drop)) continue;
+        int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        uint32_t nd = t->n_dims;
+        if (reshape && !strcmp(name, reshape)) { ne[0] = t->ne[1]; ne[1] = t->ne[0]; }   /* transposed shape, same bytes for f32 */
+        assert_int_equal(rp_gguf_writer_add_tensor(w, name, t->type, nd, ne, t->data, t->nbytes), RP_OK);
+    }
+    assert_int_equal(rp_gguf_writer_write_file(w, dst), RP_OK);
+    rp_gguf_writer_free(w);
+    rp_gguf_close(g);
+}
+
+static void test_missing_and_misshapen_tensors(void **state) {
+    (void)state;
+    char src[512], dst[512];
+    snprintf(src, sizeof src, "%s/full.gguf", rp_test_tmpdir());
+    snprintf(dst, sizeof dst, "%s/variant.gguf", rp_test_tmpdir());
+    synth(RP_ARCH_QWEN3, "f32", 1, 1, src);
+    rp_model *m = NULL;
+    write_variant(src, dst, "blk.2.ffn_up.weight", NULL);
+    assert_int_equal(rp_model_load(dst, rp_model_default_params(), &m), RP_ERR_FORMAT);
+    assert_non_null(strstr(rp_last_error(), "'blk.2.ffn_up.weight' missing"));
+    write_variant(src, dst, "blk.1.attn_k_norm.weight", NULL);
+    assert_int_equal(rp_model_load(dst, rp_model_default_params(), &m), RP_ERR_FORMAT);
+    assert_non_null(strstr(rp_last_error(), "attn_k_norm"));
+    write_variant(src, dst, NULL, "blk.0.attn_k.weight");
+    assert_int_equal(rp_model_load(dst, rp_model_default_params(), &m), RP_ERR_FORMAT);
+    assert_non_null(strstr(rp_last_error(), "'blk.0.attn_k.weight' has shape"));
+    write_variant(src, dst, "output_norm.weight", NULL);
+    assert_int_equal(rp_model_load(dst, rp_model_default_params(), &m), RP_ERR_FORMAT);
+    assert_null(m);
+    remove(src);
+    remove(dst);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_types_llama),
@@ -223,6 +273,7 @@ int main(void) {
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_presets),
         cmocka_unit_test(test_vocab_carryover),
+        cmocka_unit_test(test_missing_and_misshapen_tensors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

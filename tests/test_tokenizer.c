@@ -341,7 +341,7 @@ static void test_specials_llama3(void **state) {
     assert_true(rp_tokenizer_add_bos(t));
     assert_true(rp_tokenizer_is_eog(t, 128001));
     assert_true(rp_tokenizer_is_eog(t, 128009));
-    assert_true(rp_tokenizer_is_eog(t, 128008));    /* <|eom_id|> */
+    assert_false(rp_tokenizer_is_eog(t, 128008));   /* Llama 3.0: <|reserved_special_token_4|> */
     assert_false(rp_tokenizer_is_eog(t, 128006));   /* <|start_header_id|> */
     assert_false(rp_tokenizer_is_eog(t, 9906));
     assert_false(rp_tokenizer_is_eog(t, -1));
@@ -431,6 +431,14 @@ static void test_specials_qwen3(void **state) {
     assert_string_equal(dec, s);
     free(dec);
     free(ids);
+    /* NFC first: e + U+0301 encodes like the precomposed U+00E9 */
+    rp_token *a = encode_all(t, "caf\x65\xcc\x81", 6, false, false, &n);
+    size_t n2;
+    rp_token *b = encode_all(t, "caf\xc3\xa9", 5, false, false, &n2);
+    assert_int_equal(n, n2);
+    assert_memory_equal(a, b, n * sizeof *a);
+    free(a);
+    free(b);
     /* UNUSED padding rows render as nothing */
     char piece[16];
     assert_int_equal(rp_tokenizer_token_to_piece(t, 151935, true, piece, sizeof piece), 0);
@@ -608,7 +616,7 @@ static void write_vocab(const char *path, const char *model, const char *pre, ui
     assert_int_equal(rp_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 6), RP_OK);
     int32_t types[6] = {1, 1, 1, 1, 1, 1};
     assert_int_equal(rp_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", RP_GGUF_I32, types, n_types), RP_OK);
-    rp_str merges[] = {{"a b", 3}, {"\xc4\xa0 ab", 4}};
+    rp_str merges[] = {{"a b", 3}, {"\xc4\xa0 ab", 5}};
     assert_int_equal(rp_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, 2), RP_OK);
     assert_int_equal(rp_gguf_writer_write_file(w, path), RP_OK);
     rp_gguf_writer_free(w);

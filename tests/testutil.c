@@ -8,10 +8,13 @@
 #include <unistd.h>
 
 const char *rp_test_shared(const char *rel) {
-    static char buf[4096];
+    /* a ring of buffers so a test can hold a few paths at once */
+    static char ring[8][4096];
+    static int next;
+    char *buf = ring[next++ % 8];
     const char *dir = getenv("RP_SHARED_DIR");
     if (!dir || !*dir) dir = "../shared";
-    snprintf(buf, sizeof buf, "%s/%s", dir, rel);
+    snprintf(buf, sizeof ring[0], "%s/%s", dir, rel);
     struct stat st;
     if (stat(buf, &st) != 0) return NULL;
     return buf;

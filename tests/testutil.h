@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 /* Path under the shared data dir ($RP_SHARED_DIR, else ../shared relative to
- * the source tree). Returns a static buffer (valid until the next call), or
+ * the source tree). Returns a static buffer (valid for the next 7 calls), or
  * NULL if the file does not exist (the caller then skips with a message). */
 const char *rp_test_shared(const char *rel);
 

@@ -908,8 +908,8 @@ static void sb_float(rp_sb *s, double d, bool is_f32) {
     char tmp[40];
     for (int prec = 6; prec <= 17; prec++) {
         snprintf(tmp, sizeof tmp, "%.*g", prec, d);
-        double back = strtod(tmp, NULL);
-        if (is_f32 ? (float)back == (float)d : back == d) break;
+        /* strtof for f32 values: parse-and-round in float, no double->float narrowing of an out-of-range value. */
+        if (is_f32 ? strtof(tmp, NULL) == (float)d : strtod(tmp, NULL) == d) break;
         if (isnan(d)) break;
     }
     sb_puts(s, tmp, strlen(tmp));

@@ -315,7 +315,19 @@ rp_status rp_model_load(const char *path, rp_model_params params, rp_model **out
     if (st != RP_OK) { free(m); return st; }
     const rp_gguf *g = m->gguf;
 
-    if ((st = load_hparams(g, m)) != RP_OK) goto fail;
+    if (!params.vocab_only) {
+        rp_str arch;
+        if (rp_gguf_get_str(g, "general.architecture", &arch) == RP_OK && !rp_str_eq(arch, "llama") &&
+            !rp_str_eq(arch, "qwen3")) {
+            st = load_hparams(g, m);   /* names the unknown architecture */
+            goto fail;
+        }
+        if (rp_gguf_n_tensors(g) == 0) {
+            st = rp_errorf(RP_ERR_FORMAT, "model: '%s' has no tensors (a vocab-only file? use it with `reprise tokenize`)", path);
+            goto fail;
+        }
+        if ((st = load_hparams(g, m)) != RP_OK) goto fail;
+    }
     if (rp_gguf_find_key(g, "tokenizer.ggml.model") >= 0) {
         if ((st = rp_tokenizer_load(g, &m->tok)) != RP_OK) goto fail;
         m->hp.n_vocab = rp_tokenizer_n_vocab(m->tok);   /* refined from token_embd below */

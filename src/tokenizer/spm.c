@@ -121,12 +121,14 @@ rp_status rp_spm_encode(const rp_tokenizer *t, const char *text, size_t len, boo
         }
     }
 
-    /* Split into UTF-8 characters (a truncated sequence at the end is kept as
-     * a shorter symbol; invalid bytes are one-byte symbols). */
+    /* Split into UTF-8 characters. Invalid input is split into its maximal
+     * ill-formed subparts (so a stray lead byte cannot swallow the following
+     * U+2581 or ASCII, which would break the byte-exact round trip); for
+     * valid text this is the same split as llama.cpp's. */
     int32_t ns = 0;
     for (size_t off = 0; off < m;) {
-        size_t cl = rp_utf8_len((unsigned char)esc[off]);
-        if (cl > m - off) cl = m - off;
+        size_t cl;
+        (void)rp_utf8_check((const unsigned char *)esc + off, m - off, &cl);
         syms[ns].start = (uint32_t)off;
         syms[ns].n = (uint32_t)cl;
         syms[ns].prev = ns - 1;

@@ -94,8 +94,10 @@ typedef struct rp_detok {
 } rp_detok;
 
 void rp_detok_init(rp_detok *d, const rp_tokenizer *t, bool render_special);
-/* Appends the printable bytes produced by `id` to out (cap >= 64 always suffices
- * for one token plus held-back bytes); returns bytes written. */
+/* Appends the printable bytes produced by `id` to out; returns bytes written.
+ * A cap of rp_detok_bound(tok) always suffices (Llama 3 / Qwen3 have 128-byte
+ * whitespace tokens); a smaller cap that cannot hold the output gives
+ * -(bytes needed) and leaves the detokenizer unchanged. */
 int rp_detok_push(rp_detok *d, rp_token id, char *out, size_t cap);
 /* Emits held-back bytes at end of stream (invalid partial sequences as U+FFFD). */
 int rp_detok_flush(rp_detok *d, char *out, size_t cap);

@@ -64,24 +64,15 @@ static rp_status compact_json(const json_t *v, char **out) {
     return st;
 }
 
-/* Outcome of trying to read one call out of a JSON text span. */
-typedef enum call_parse {
-    CALL_OK,         /* *call filled */
-    CALL_NOT_CALL,   /* valid JSON but not a call (no name / bad arguments) */
-    CALL_MALFORMED,  /* not valid JSON */
-} call_parse;
-
 /* Reads {"name": str, "arguments"|"parameters": object | JSON-object string |
- * null | absent}. Fills *call (name + compact arguments; id left NULL). */
-static rp_status parse_call_json(const char *s, size_t n, rp_tool_call *call, call_parse *res) {
-    *res = CALL_MALFORMED;
-    json_t *v = json_loadb(s, n, 0, NULL);
-    if (!v) return RP_OK;
-    *res = CALL_NOT_CALL;
+ * null | absent} from a parsed value. Fills *call (name + compact
+ * arguments; id left NULL) and sets *ok; *ok false means "not a call". */
+static rp_status call_from_value(const json_t *v, rp_tool_call *call, bool *ok) {
+    *ok = false;
     rp_status st = RP_OK;
     json_t *parsed_args = NULL;
-    /* json_object_get is NULL-safe on non-objects; flags 0 rejects \u0000,
-     * so the name is a proper C string. */
+    /* json_object_get is NULL-safe on non-objects; jansson without
+     * JSON_ALLOW_NUL rejects \u0000, so the name is a proper C string. */
     const json_t *name = json_object_get(v, "name");
     const json_t *args = json_object_get(v, "arguments");
     if (!args) args = json_object_get(v, "parameters");
@@ -110,10 +101,27 @@ static rp_status parse_call_json(const char *s, size_t n, rp_tool_call *call, ca
         call->name = NULL;
         goto done;
     }
-    *res = CALL_OK;
+    *ok = true;
 done:
     json_decref(parsed_args);
+    return st;
+}
+
+/* Outcome of trying to read one call out of a JSON text span. */
+typedef enum call_parse {
+    CALL_OK,         /* *call filled */
+    CALL_NOT_CALL,   /* valid JSON but not a call (no name / bad arguments) */
+    CALL_MALFORMED,  /* not valid JSON */
+} call_parse;
+
+static rp_status parse_call_json(const char *s, size_t n, rp_tool_call *call, call_parse *res) {
+    *res = CALL_MALFORMED;
+    json_t *v = json_loadb(s, n, 0, NULL);
+    if (!v) return RP_OK;
+    bool ok;
+    rp_status st = call_from_value(v, call, &ok);
     json_decref(v);
+    *res = ok ? CALL_OK : CALL_NOT_CALL;
     return st;
 }
 
@@ -241,9 +249,53 @@ static size_t object_end(const char *text, size_t len, size_t at) {
  * each optionally preceded by <|python_tag|>, several separated by
  * whitespace or ';'. A valid JSON object that is not a call is skipped whole
  * so a call-shaped object nested inside it is not taken. */
+/* A reply that is only a JSON array of calls ([{"name": ...}, ...], after an
+ * optional <|python_tag|>) is taken whole. Sets *taken when it was. */
+static rp_status parse_llama3_array(cutter *c, call_list *l, const char *tag, bool *taken) {
+    *taken = false;
+    size_t i = 0;
+    while (i < c->len && is_ws(c->text[i])) i++;
+    if (strncmp(c->text + i, tag, strlen(tag)) == 0) i += strlen(tag);
+    while (i < c->len && is_ws(c->text[i])) i++;
+    if (i >= c->len || c->text[i] != '[') return RP_OK;
+    json_t *arr = json_loadb(c->text + i, c->len - i, 0, NULL);
+    if (!json_is_array(arr) || json_array_size(arr) == 0) {
+        json_decref(arr);
+        return RP_OK;
+    }
+    rp_tool_call *tmp = calloc(json_array_size(arr), sizeof *tmp);
+    if (!tmp) {
+        json_decref(arr);
+        return rp_errorf(RP_ERR_NOMEM, "toolcall: out of memory");
+    }
+    size_t n = 0;
+    bool all = true;
+    rp_status st = RP_OK;
+    for (; n < json_array_size(arr) && all && st == RP_OK; n++)
+        st = call_from_value(json_array_get(arr, n), &tmp[n], &all);
+    json_decref(arr);
+    if (st == RP_OK && all) {
+        for (size_t k = 0; k < n && st == RP_OK; k++) st = list_push(l, &tmp[k]);
+        if (st == RP_OK) {
+            cut(c, 0, c->len, false);
+            *taken = true;
+        }
+    }
+    for (size_t k = 0; k < n; k++) { /* entries not pushed (pushed ones are zeroed) */
+        free(tmp[k].name);
+        free(tmp[k].arguments);
+        free(tmp[k].id);
+    }
+    free(tmp);
+    return st;
+}
+
 static rp_status parse_llama3(cutter *c, call_list *l) {
     static const char tag[] = "<|python_tag|>";
     const size_t tag_len = sizeof tag - 1;
+    bool taken;
+    RP_TRY(parse_llama3_array(c, l, tag, &taken));
+    if (taken) return RP_OK;
     size_t i = 0;
     while (i < c->len) {
         const char *p = memchr(c->text + i, '{', c->len - i);

@@ -9,8 +9,10 @@
 /* Bit-identical output requires every float operation to round exactly as in
  * ggml's C source: one rounding per +, -, *, /, in source order. Contracting
  * a*b+c into an FMA (GCC's default in gnu11 mode on targets with FMA, e.g.
- * aarch64 or -march=native) would change quantized bytes, so forbid it here.
- * (x87 excess precision, i386 without SSE, is likewise not supported.) */
+ * aarch64 or -march=native) would change quantized bytes, so forbid it here
+ * (verified: without this, -march=native builds differ from ggml). An explicit
+ * clang -ffp-contract=fast overrides the pragma and must not be used; x87
+ * excess precision (i386 without SSE) is likewise not supported. */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)

@@ -1,0 +1,84 @@
+#!/bin/bash
+# cli_basic.sh — end-to-end checks of the `reprise` CLI: run/tokenize/inspect/synth output and bad-input exits.
+set -u
+BIN="${RP_BIN:?RP_BIN must point at the reprise binary}"
+SHARED="${RP_SHARED_DIR:-../shared}"
+TMP="${RP_TEST_TMP:-/tmp}/cli_basic.$$"
+mkdir -p "$TMP"
+trap 'rm -rf "$TMP"' EXIT
+pass=0; fail=0; skip=0
+ok()   { pass=$((pass+1)); echo "ok   $1"; }
+bad()  { fail=$((fail+1)); echo "FAIL $1"; }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+
+# usage and unknown commands
+"$BIN" >/dev/null 2>&1; check "no args exits 2" '[ $? -eq 2 ]'
+"$BIN" frobnicate >/dev/null 2>&1; check "unknown command exits 2" '[ $? -eq 2 ]'
+"$BIN" run --bogus >/dev/null 2>&1; check "unknown option exits 2" '[ $? -eq 2 ]'
+"$BIN" run -m x.gguf -p hi -n notanumber >/dev/null 2>&1; check "bad number exits 2" '[ $? -eq 2 ]'
+
+# synth + run on the embedded default, deterministic
+"$BIN" synth --arch llama --preset tiny --type q8_0 --seed 3 -o "$TMP/a.gguf" 2>/dev/null
+"$BIN" synth --arch llama --preset tiny --type q8_0 --seed 3 -o "$TMP/b.gguf" 2>/dev/null
+check "synth is deterministic" 'cmp -s "$TMP/a.gguf" "$TMP/b.gguf"'
+o1=$("$BIN" run -m "$TMP/a.gguf" -p "hello" -n 8 --temp 0 2>"$TMP/err")
+check "run prints timings on stderr" 'grep -q "^prompt: [0-9]* tokens" "$TMP/err" && grep -q "^generated: 8 tokens" "$TMP/err" && grep -q "^load: " "$TMP/err"'
+o2=$("$BIN" run -m "$TMP/a.gguf" -p "hello" -n 8 --temp 0 -t 1 2>/dev/null)
+check "greedy output independent of thread count" '[ "$o1" = "$o2" ]'
+o3=$("$BIN" run -m "$TMP/a.gguf" -p "hello" -n 8 --temp 1.0 --seed 5 2>/dev/null)
+o4=$("$BIN" run -m "$TMP/a.gguf" -p "hello" -n 8 --temp 1.0 --seed 5 2>/dev/null)
+check "seeded sampling reproducible" '[ "$o3" = "$o4" ]'
+
+M="$SHARED/models/stories260K.gguf"
+if [ -f "$M" ]; then
+  want="Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it,"
+  got=$("$BIN" run -m "$M" -p "Once upon a time" -n 48 --temp 0 2>/dev/null)
+  check "stories260K greedy text equals golden" '[ "Once upon a time$got" = "$want" ]'
+  printf 'Once upon a time' > "$TMP/p.txt"
+  got2=$("$BIN" run -m "$M" -f "$TMP/p.txt" -n 48 --temp 0 2>/dev/null)
+  check "prompt from file (-f)" '[ "$got" = "$got2" ]'
+  got3=$("$BIN" run -m "$M" -p "Once upon a time" -n 48 --temp 0 --kv-type q8_0 2>/dev/null)
+  check "q8_0 KV cache runs" '[ -n "$got3" ]'
+  "$BIN" inspect "$M" > "$TMP/insp" 2>&1
+  check "inspect lists metadata and tensors" 'grep -q "llama.block_count" "$TMP/insp" && grep -q "blk.4.ffn_up.weight" "$TMP/insp" && grep -q "arch llama" "$TMP/insp"'
+  # corrupt files: truncated at many offsets, flipped magic — clean errors, never a crash
+  size=$(stat -c %s "$M")
+  crashes=0; nonfail=0
+  for off in 0 1 3 4 7 8 15 16 23 24 40 100 1000 5000 14335 14336 20000 131072 262400 $((size-1)); do
+    head -c "$off" "$M" > "$TMP/t.gguf"
+    "$BIN" run -m "$TMP/t.gguf" -p hi -n 1 >/dev/null 2>"$TMP/e"; rc=$?
+    [ $rc -ge 128 ] && crashes=$((crashes+1))
+    [ $rc -eq 0 ] && nonfail=$((nonfail+1))
+    [ -s "$TMP/e" ] || nonfail=$((nonfail+1))
+  done
+  check "truncated files: no crash, all rejected with a message" '[ $crashes -eq 0 ] && [ $nonfail -eq 0 ]'
+  { printf 'GGUX'; tail -c +5 "$M"; } > "$TMP/m.gguf"
+  "$BIN" inspect "$TMP/m.gguf" >/dev/null 2>"$TMP/e"; rc=$?
+  check "wrong magic rejected" '[ $rc -eq 1 ] && grep -qi "magic" "$TMP/e"'
+else
+  skip=$((skip+1)); echo "SKIP stories260K checks: $M not found"
+fi
+
+V="$SHARED/models/vocab/llama3-bpe.vocab.gguf"
+if [ -f "$V" ]; then
+  got=$("$BIN" tokenize -m "$V" --text "Were Scott Derrickson and Ed Wood of the same nationality?" --json --no-bos 2>/dev/null)
+  check "tokenize --json on a vocab-only GGUF" '[ "$got" = "[89553, 10016, 73189, 942, 323, 3279, 12404, 315, 279, 1890, 59343, 30]" ]'
+  got=$("$BIN" tokenize -m "$V" --text "hi" --json 2>/dev/null)
+  check "tokenize adds BOS per the vocab" '[ "$got" = "[128000, 6151]" ]'
+  got=$("$BIN" tokenize -m "$V" --text "<|eot_id|>" --json --no-bos 2>/dev/null)
+  check "special tokens parsed" '[ "$got" = "[128009]" ]'
+  got=$("$BIN" tokenize -m "$V" --text "<|eot_id|>" --json --no-bos --no-special 2>/dev/null)
+  check "--no-special tokenizes the text" '[ "$got" != "[128009]" ]'
+  "$BIN" run -m "$V" -p hi >/dev/null 2>"$TMP/e"; rc=$?
+  check "run on a vocab-only file is a clear error" '[ $rc -eq 1 ] && grep -q "no tensors" "$TMP/e"'
+else
+  skip=$((skip+1)); echo "SKIP tokenizer checks: $V not found"
+fi
+G="$SHARED/models/vocab/ggml-vocab-gpt-2.gguf"
+if [ -f "$G" ]; then
+  "$BIN" run -m "$G" -p hi >/dev/null 2>"$TMP/e"; rc=$?
+  check "unknown architecture is a clear error" '[ $rc -eq 1 ] && grep -q "unknown architecture .gpt2." "$TMP/e"'
+fi
+
+echo "$pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]
