@@ -792,21 +792,28 @@ static void test_row_api_contract(void **state) {
 
 /* ------------------------------------------------------------ ggml bit-compatibility */
 
-/* Golden row for the K-quants (which no shared file covers): integer-derived
- * values, so the input is bit-identical on every platform (no libm, no
- * a*b+c that a compiler could fuse). 16 super-blocks mixing uniform, cubed
- * (heavy-tailed), one-signed and zero-group data at scales 2^-9 .. 2^-3. */
+/* Golden row (512 super-blocks, enough that the rarely taken branches of the
+ * scale searches are exercised): integer-derived values, bit-identical on
+ * every platform (no libm, no a*b+c a compiler could fuse). Mixes uniform,
+ * cubed (heavy-tailed), one-signed (offset, both signs), zero-group and
+ * bell-shaped data, and sub-blocks of very different magnitude, at scales
+ * 2^-9 .. 2^-3. */
 static void golden_row(float *x, int n) {
     rng_t r = {0x5EED5EED12345678ull};
     for (int i = 0; i < n; i++) {
-        const float u = (float)((int32_t)(rng_next(&r) >> 43) - (1 << 20)) * 0x1p-20f; /* [-1, 1) */
+        float u[3];
+        for (int k = 0; k < 3; k++) u[k] = (float)((int32_t)(rng_next(&r) >> 43) - (1 << 20)) * 0x1p-20f;
         const float scale = ldexpf(1.0f, (int)((i / 256) % 7) - 9);
         float v;
-        switch ((i / 256) % 4) {
-        case 0: v = u; break;
-        case 1: v = u * u * u; break;
-        case 2: v = fabsf(u) + 0.25f; break;
-        default: v = ((i / 16) % 5 == 2) ? 0.0f : u; break;
+        switch ((i / 256) % 8) {
+        case 0: v = u[0]; break;
+        case 1: v = u[0] * u[0] * u[0]; break;
+        case 2: v = fabsf(u[0]) + 0.25f; break;
+        case 3: v = ((i / 16) % 5 == 2) ? 0.0f : u[0]; break;
+        case 4: v = u[0] + u[1] + u[2]; break;
+        case 5: v = (u[0] + u[1] + u[2]) * ldexpf(1.0f, -((i / 32) % 8)); break;
+        case 6: v = fabsf(u[0] + u[1] + u[2]) + 1.0f; break;
+        default: v = -(fabsf(u[0] + u[1] + u[2]) + 1.0f); break;
         }
         x[i] = v * scale;
     }
@@ -827,13 +834,13 @@ static uint64_t fnv1a64(const uint8_t *p, size_t n) {
  * the easiest to get subtly wrong. */
 static void test_ggml_golden_bytes(void **state) {
     (void)state;
-    enum { N = 256 * 16 };
+    enum { N = 256 * 512 };
     static const struct { rp_type t; uint64_t fnv; uint8_t head[8]; } want[] = {
-        {RP_TYPE_Q8_0, 0x1971ede8c1a5d4b1ull, {0xff, 0x00, 0x8b, 0x4a, 0x4d, 0x18, 0x2e, 0x3e}},
-        {RP_TYPE_Q4_0, 0x96e0d3232e099b92ull, {0xe5, 0x0b, 0xe1, 0x0d, 0xad, 0x29, 0x7b, 0x1c}},
-        {RP_TYPE_Q4_K, 0xa3c6057f399b6511ull, {0x46, 0x00, 0x17, 0x02, 0xfb, 0xfc, 0xfc, 0xfa}},
-        {RP_TYPE_Q6_K, 0xa1f5dde31ef4b5e4ull, {0x80, 0xe5, 0xd5, 0xb7, 0xad, 0x21, 0xfc, 0xca}},
-        {RP_TYPE_Q8_K, 0x63332a485cc993d5ull, {0x9d, 0x86, 0x80, 0x37, 0x8d, 0x4a, 0x4c, 0x17}},
+        {RP_TYPE_Q8_0, 0x7e1c75802ec8db6aull, {0xf2, 0x00, 0x85, 0x19, 0xf1, 0xf5, 0xb0, 0xfb}},
+        {RP_TYPE_Q4_0, 0xeba421553248fe08ull, {0x80, 0x8b, 0xef, 0x86, 0x89, 0x09, 0x8d, 0xa8}},
+        {RP_TYPE_Q4_K, 0x75bc6b5e18180ca2ull, {0x47, 0x00, 0x16, 0x02, 0xfc, 0xf9, 0xff, 0xf9}},
+        {RP_TYPE_Q6_K, 0x4d692f85b9e9ba46ull, {0x30, 0x77, 0x3c, 0x8d, 0x5b, 0x0f, 0x7a, 0xd0}},
+        {RP_TYPE_Q8_K, 0x2b3ddc82899a5c02ull, {0xe4, 0x55, 0x80, 0x37, 0x8c, 0x17, 0xf1, 0xf5}},
     };
     float *x = malloc(N * sizeof(float));
     uint8_t *q = malloc(N * 2);

@@ -1,0 +1,132 @@
+/* cpu.c — CPUID/XGETBV feature detection, AMX state permission, and the active dispatch level. */
+#include "kernels/cpu.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+static rp_cpu_info g_info;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static _Atomic int g_level = -1;
+
+#if defined(__x86_64__)
+static unsigned long long xgetbv0(void) {
+    unsigned eax, edx;
+    __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+    return ((unsigned long long)edx << 32) | eax;
+}
+
+/* Linux refuses AMX tile data (XFEATURE 18) to a process until it asks. */
+static bool request_amx(void) {
+    const int ARCH_GET_XCOMP_PERM = 0x1022, ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18;
+    unsigned long bitmask = 0;
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0) return false;
+    if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &bitmask) != 0) return false;
+    return (bitmask & (1UL << XFEATURE_XTILEDATA)) != 0;
+}
+#endif
+
+static void detect(void) {
+    rp_cpu_info *c = &g_info;
+    memset(c, 0, sizeof *c);
+    strcpy(c->brand, "unknown");
+#if defined(__x86_64__)
+    unsigned a, b, cx, d, max = __get_cpuid_max(0, NULL);
+    unsigned ext = __get_cpuid_max(0x80000000, NULL);
+    if (ext >= 0x80000004) {
+        unsigned *w = (unsigned *)c->brand;
+        for (unsigned i = 0; i < 3; i++) __get_cpuid(0x80000002 + i, &w[4 * i], &w[4 * i + 1], &w[4 * i + 2], &w[4 * i + 3]);
+        c->brand[48] = 0;
+        char *s = c->brand;
+        while (*s == ' ') s++;
+        memmove(c->brand, s, strlen(s) + 1);
+    }
+    if (max < 7) goto done;
+    __cpuid(1, a, b, cx, d);
+    bool osxsave = (cx >> 27) & 1;
+    c->fma = (cx >> 12) & 1;
+    c->f16c = (cx >> 29) & 1;
+    bool avx = (cx >> 28) & 1;
+    if (osxsave) {
+        unsigned long long x = xgetbv0();
+        c->os_avx = avx && (x & 0x6) == 0x6;               /* XMM | YMM */
+        c->os_avx512 = c->os_avx && (x & 0xe0) == 0xe0;    /* opmask | ZMM_Hi256 | Hi16_ZMM */
+        c->os_amx = (x & 0x60000) == 0x60000;              /* XTILECFG | XTILEDATA */
+    }
+    __cpuid_count(7, 0, a, b, cx, d);
+    c->avx2 = (b >> 5) & 1;
+    c->avx512f = (b >> 16) & 1;
+    c->avx512dq = (b >> 17) & 1;
+    c->avx512bw = (b >> 30) & 1;
+    c->avx512vl = (b >> 31) & 1;
+    c->avx512vnni = (cx >> 11) & 1;
+    c->avx512fp16 = (d >> 23) & 1;
+    c->amx_bf16 = (d >> 22) & 1;
+    c->amx_tile = (d >> 24) & 1;
+    c->amx_int8 = (d >> 25) & 1;
+    __cpuid_count(7, 1, a, b, cx, d);
+    c->avxvnni = (a >> 4) & 1;
+    c->avx512bf16 = (a >> 5) & 1;
+    if (c->amx_tile && c->os_amx) c->amx_permitted = request_amx();
+done:
+#endif
+    c->best = RP_CPU_SCALAR;
+    if (c->avx2 && c->fma && c->f16c && c->os_avx) c->best = RP_CPU_AVX2;
+    if (c->best == RP_CPU_AVX2 && c->avx512f && c->avx512bw && c->avx512dq && c->avx512vl && c->avx512vnni &&
+        c->os_avx512)
+        c->best = RP_CPU_AVX512;
+    if (c->best == RP_CPU_AVX512 && c->amx_tile && c->amx_int8 && c->amx_bf16 && c->amx_permitted)
+        c->best = RP_CPU_AMX;
+
+    int lvl = c->best;
+    const char *force = getenv("RP_FORCE_REF");
+    if (force && force[0] && strcmp(force, "0") != 0) lvl = RP_CPU_SCALAR;
+    const char *want = getenv("RP_CPU");
+    if (want && want[0]) {
+        int w = rp_cpu_level_parse(want);
+        if (w >= 0 && w < lvl) lvl = w;
+    }
+    atomic_store(&g_level, lvl);
+}
+
+const rp_cpu_info *rp_cpu_info_get(void) {
+    pthread_once(&g_once, detect);
+    return &g_info;
+}
+
+const char *rp_cpu_level_name(rp_cpu_level l) {
+    static const char *const names[] = {"scalar", "avx2", "avx512", "amx"};
+    return (unsigned)l < RP_CPU_LEVEL_COUNT ? names[l] : "?";
+}
+
+int rp_cpu_level_parse(const char *s) {
+    if (!strcmp(s, "scalar") || !strcmp(s, "ref")) return RP_CPU_SCALAR;
+    if (!strcmp(s, "avx2")) return RP_CPU_AVX2;
+    if (!strcmp(s, "avx512")) return RP_CPU_AVX512;
+    if (!strcmp(s, "amx")) return RP_CPU_AMX;
+    return -1;
+}
+
+rp_cpu_level rp_cpu_level_active(void) {
+    rp_cpu_info_get();
+    return (rp_cpu_level)atomic_load(&g_level);
+}
+
+rp_status rp_cpu_set_level(rp_cpu_level l) {
+    const rp_cpu_info *c = rp_cpu_info_get();
+    if ((unsigned)l >= RP_CPU_LEVEL_COUNT) return rp_errorf(RP_ERR_INVALID_ARG, "cpu: level %d unknown", (int)l);
+    if (l > c->best)
+        return rp_errorf(RP_ERR_UNSUPPORTED, "cpu: level %s not available on this machine (best: %s)",
+                         rp_cpu_level_name(l), rp_cpu_level_name(c->best));
+    atomic_store(&g_level, (int)l);
+    return RP_OK;
+}
