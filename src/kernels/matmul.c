@@ -1,80 +1,146 @@
-/* matmul.c — CPU matmul backend: dequantize a tile of weight rows, dot with every activation row. */
+/* matmul.c — matmul driver: kernel choice, one-time weight packing, activation quantization and row-range split. */
 #include "kernels/matmul.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
-#include "kernels/quant.h"
+#include "core/error.h"
 
-size_t rp_matmul_scratch_floats(int64_t max_cols) { return (size_t)RP_MATMUL_TILE * (size_t)max_cols; }
+typedef struct {
+    const rp_weight *w;
+} pack_job;
 
-/* Eight independent accumulators let the compiler keep eight lanes in flight
- * without -ffast-math reassociation. */
-static inline float dot_f32(const float *a, const float *b, int64_t n) {
-    float s[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
-    float t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-    for (; i < n; i++) t += a[i] * b[i];
-    return t;
+static void pack_body(void *vp, int64_t g0, int64_t g1, int tid) {
+    (void)tid;
+    const rp_weight *w = ((pack_job *)vp)->w;
+    w->k->pack(w->data, w->row_bytes, w->rows, w->cols, w->packed, g0, g1);
+}
+
+rp_status rp_weight_prepare(rp_weight *w, rp_cpu_level level, rp_pool *pool, bool release_source) {
+    const rp_mm_kernel *k = rp_mm_kernel_select(w->type, level);
+    if (!k) return rp_errorf(RP_ERR_UNSUPPORTED, "matmul: no kernel for weight type %d", (int)w->type);
+    w->k = k;
+    w->packed = NULL;
+    w->packed_bytes = 0;
+    if (!k->pack) return RP_OK;
+    size_t bytes = k->packed_size(w->rows, w->cols);
+    size_t alloc = (bytes + 63) & ~(size_t)63;
+    w->packed = aligned_alloc(64, alloc ? alloc : 64);
+    if (!w->packed) return rp_errorf(RP_ERR_NOMEM, "matmul: cannot allocate %zu bytes for a packed weight", bytes);
+    w->packed_bytes = bytes;
+    int64_t groups = (w->rows + k->row_block - 1) / k->row_block;
+    pack_job j = {w};
+    rp_pool_parallel_for(pool, groups, 16, pack_body, &j);
+    if (release_source && w->data) {
+        /* Drop the mapping's pages for this tensor from our RSS: the packed
+         * copy replaces them. Only whole pages inside the tensor are released. */
+        long pg = sysconf(_SC_PAGESIZE);
+        uintptr_t b = ((uintptr_t)w->data + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+        uintptr_t e = ((uintptr_t)w->data + w->row_bytes * (size_t)w->rows) & ~((uintptr_t)pg - 1);
+        if (e > b) madvise((void *)b, e - b, MADV_DONTNEED);
+    }
+    return RP_OK;
+}
+
+void rp_weight_release(rp_weight *w) {
+    free(w->packed);
+    w->packed = NULL;
+    w->packed_bytes = 0;
+}
+
+rp_status rp_mm_scratch_reserve(rp_mm_scratch *s, int n_threads, const rp_weight *W, int64_t n) {
+    size_t act = ((W->k->act_row_size(W->cols) + 63) & ~(size_t)63) * (size_t)n + 64;
+    size_t thr = W->k->scratch_bytes ? W->k->scratch_bytes(W->cols, n) : 0;
+    if (act > s->act_cap) {
+        free(s->act);
+        s->act = aligned_alloc(64, (act + 63) & ~(size_t)63);
+        s->act_cap = s->act ? act : 0;
+        if (!s->act) return rp_errorf(RP_ERR_NOMEM, "matmul: cannot allocate %zu bytes of activations", act);
+    }
+    if (!s->thr) {
+        s->thr = calloc((size_t)n_threads, sizeof(void *));
+        if (!s->thr) return rp_errorf(RP_ERR_NOMEM, "matmul: out of memory");
+        s->n_threads = n_threads;
+    }
+    if (thr > s->thr_cap) {
+        for (int t = 0; t < s->n_threads; t++) {
+            free(s->thr[t]);
+            s->thr[t] = aligned_alloc(64, (thr + 63) & ~(size_t)63);
+            if (!s->thr[t]) { s->thr_cap = 0; return rp_errorf(RP_ERR_NOMEM, "matmul: out of memory"); }
+        }
+        s->thr_cap = thr;
+    }
+    return RP_OK;
+}
+
+void rp_mm_scratch_free(rp_mm_scratch *s) {
+    free(s->act);
+    if (s->thr)
+        for (int t = 0; t < s->n_threads; t++) free(s->thr[t]);
+    free(s->thr);
+    memset(s, 0, sizeof *s);
 }
 
 typedef struct {
-    const rp_weight *W;
-    int64_t row_begin;
+    const rp_weight *w;
     const float *x;
-    int64_t n, ldx;
-    float *y;
-    int64_t ldy;
-    float *const *scratch;
-} mm_job;
+    int64_t ldx;
+    uint8_t *act;
+    size_t stride;
+} quant_job;
 
-static void mm_body(void *vp, int64_t tb, int64_t te, int tid) {
-    const mm_job *j = vp;
-    const rp_weight *W = j->W;
-    const int64_t K = W->cols;
-    float *buf = j->scratch[tid];
-    /* tiles of RP_MATMUL_TILE rows: each dequantized row is reused for all n
-     * activation rows while it is hot in L1/L2 */
-    for (int64_t t = tb; t < te; t++) {
-        int64_t r0 = j->row_begin + t * RP_MATMUL_TILE;
-        int64_t r1 = r0 + RP_MATMUL_TILE;
-        if (r1 > W->rows) r1 = W->rows;
-        const float *rows[RP_MATMUL_TILE];
-        for (int64_t r = r0; r < r1; r++) {
-            const uint8_t *src = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
-            if (W->type == RP_TYPE_F32 && ((uintptr_t)src % sizeof(float)) == 0) {
-                rows[r - r0] = (const float *)src;
-            } else {
-                float *d = buf + (size_t)(r - r0) * (size_t)K;
-                rp_dequantize_row(W->type, src, d, K);
-                rows[r - r0] = d;
-            }
-        }
-        for (int64_t i = 0; i < j->n; i++) {
-            const float *xi = j->x + i * j->ldx;
-            float *yi = j->y + i * j->ldy;
-            for (int64_t r = r0; r < r1; r++) yi[r] = dot_f32(rows[r - r0], xi, K);
-        }
-    }
+static void quant_body(void *vp, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    const quant_job *j = vp;
+    for (int64_t i = b; i < e; i++) j->w->k->quant_act(j->x + i * j->ldx, j->act + (size_t)i * j->stride, j->w->cols);
 }
 
-void rp_matmul(rp_pool *pool, const rp_weight *W, int64_t row_begin, int64_t row_end,
-               const float *x, int64_t n, int64_t ldx, float *y, int64_t ldy, float *const *scratch) {
-    if (row_end <= row_begin || n <= 0) return;
-    mm_job j = {W, row_begin, x, n, ldx, y, ldy, scratch};
-    int64_t tiles = (row_end - row_begin + RP_MATMUL_TILE - 1) / RP_MATMUL_TILE;
-    /* a few tiles per claim: small enough to balance, big enough to amortize the atomic */
-    int64_t chunk = tiles / (8 * (pool ? rp_pool_n_threads(pool) : 1));
+size_t rp_mm_quantize(rp_pool *pool, const rp_weight *W, const float *x, int64_t n, int64_t ldx, rp_mm_scratch *s) {
+    size_t stride = (W->k->act_row_size(W->cols) + 63) & ~(size_t)63;   /* rows start on cache lines */
+    quant_job j = {W, x, ldx, s->act, stride};
+    rp_pool_parallel_for(pool, n, n >= 64 ? 16 : 4, quant_body, &j);
+    return stride;
+}
+
+typedef struct {
+    const rp_weight *w;
+    int64_t r0, r1, n;
+    size_t act_stride;
+    float *y;
+    int64_t ldy;
+    rp_mm_scratch *s;
+} run_job;
+
+static void run_body(void *vp, int64_t g0, int64_t g1, int tid) {
+    const run_job *j = vp;
+    const rp_weight *w = j->w;
+    const int64_t rb = w->k->row_block;
+    int64_t a = j->r0 + g0 * rb, b = j->r0 + g1 * rb;
+    if (b > j->r1) b = j->r1;
+    const void *data = w->packed ? w->packed : w->data;
+    w->k->gemm(data, w->row_bytes, w->rows, w->cols, j->s->act, j->act_stride, j->n, a, b, j->y, j->ldy,
+               j->s->thr ? j->s->thr[tid] : NULL);
+}
+
+void rp_mm_run(rp_pool *pool, const rp_weight *W, int64_t r0, int64_t r1, int64_t n, size_t act_stride, float *y,
+               int64_t ldy, rp_mm_scratch *s) {
+    if (r1 <= r0 || n <= 0) return;
+    const int64_t rb = W->k->row_block;
+    int64_t groups = (r1 - r0 + rb - 1) / rb;
+    int T = pool ? rp_pool_n_threads(pool) : 1;
+    /* ~8 claims per thread balances uneven cores; fewer, larger chunks when
+     * each group is already a lot of work (prefill) */
+    int64_t chunk = groups / ((int64_t)T * 8);
+    if (n >= 32) chunk = groups / ((int64_t)T * 4);
     if (chunk < 1) chunk = 1;
-    if (chunk > 16) chunk = 16;
-    /* tiles are relative to row_begin; clamp the last tile to row_end */
-    if (row_end < W->rows) {
-        rp_weight sub = *W;
-        sub.rows = row_end;
-        j.W = &sub;
-        rp_pool_parallel_for(pool, tiles, chunk, mm_body, &j);
-        return;
-    }
-    rp_pool_parallel_for(pool, tiles, chunk, mm_body, &j);
+    run_job j = {W, r0, r1, n, act_stride, y, ldy, s};
+    rp_pool_parallel_for(pool, groups, chunk, run_body, &j);
+}
+
+void rp_matmul(rp_pool *pool, const rp_weight *W, const float *x, int64_t n, int64_t ldx, float *y, int64_t ldy,
+               rp_mm_scratch *s) {
+    size_t stride = rp_mm_quantize(pool, W, x, n, ldx, s);
+    rp_mm_run(pool, W, 0, W->rows, n, stride, y, ldy, s);
 }

@@ -1,31 +1,62 @@
-/* matmul.h — the matrix-multiply backend interface: y = x · Wᵀ over a weight's row range. */
+/* matmul.h — the matmul driver: picks a kernel per weight, packs it once, runs it over the thread pool. */
 #ifndef RP_KERNELS_MATMUL_H
 #define RP_KERNELS_MATMUL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "reprise.h"
 #include "core/threadpool.h"
+#include "kernels/kernels.h"
 #include "kernels/types.h"
 
 /* A 2-D weight [rows x cols] (GGUF ne0 = cols, contiguous; ne1 = rows). */
 typedef struct rp_weight {
-    const void *data;     /* into the mapping (or a repacked copy) */
+    const void *data;          /* GGUF rows in the mapping */
     rp_type type;
     int64_t rows, cols;
-    size_t row_bytes;
+    size_t row_bytes;          /* GGUF row stride */
+    const rp_mm_kernel *k;     /* chosen at prepare */
+    void *packed;              /* owned; NULL when the kernel reads GGUF rows */
+    size_t packed_bytes;
 } rp_weight;
 
-/* Per-thread scratch a matmul needs: RP_MATMUL_TILE rows of `cols` floats. */
-#define RP_MATMUL_TILE 8
-size_t rp_matmul_scratch_floats(int64_t max_cols);
+/* Chooses the kernel for `level` and packs the weight into its layout (in
+ * parallel over the pool). After packing, the source pages of the mapping are
+ * released (madvise), so the process does not hold two copies. */
+rp_status rp_weight_prepare(rp_weight *w, rp_cpu_level level, rp_pool *pool, bool release_source);
+void rp_weight_release(rp_weight *w);
 
-/* y[i][r] = dot(x[i][:], W[r][:]) for i < n and r in [row_begin, row_end).
- * x is n x W->cols (row stride ldx floats); y is n x ldy floats. The row range
- * is what a second device backend would be handed (column split of the output);
- * the CPU backend covers [0, rows). `scratch[t]` is thread t's buffer of
- * rp_matmul_scratch_floats(W->cols) floats. Allocates nothing. */
-void rp_matmul(rp_pool *pool, const rp_weight *W, int64_t row_begin, int64_t row_end,
-               const float *x, int64_t n, int64_t ldx, float *y, int64_t ldy, float *const *scratch);
+/* Scratch a context keeps for matmuls: one activation buffer shared by all
+ * threads and one buffer per thread. Sized once by rp_mm_scratch_reserve. */
+typedef struct rp_mm_scratch {
+    uint8_t *act;
+    size_t act_cap;
+    void **thr;
+    size_t thr_cap;
+    int n_threads;
+} rp_mm_scratch;
+
+/* Grows the scratch (only at setup, never on the token path) to fit weight W
+ * with up to n activation rows. */
+rp_status rp_mm_scratch_reserve(rp_mm_scratch *s, int n_threads, const rp_weight *W, int64_t n);
+void rp_mm_scratch_free(rp_mm_scratch *s);
+
+/* Quantizes n rows of x (ldx floats apart) into s->act in W's activation
+ * format; returns the row stride in bytes. Parallel over rows. */
+size_t rp_mm_quantize(rp_pool *pool, const rp_weight *W, const float *x, int64_t n, int64_t ldx, rp_mm_scratch *s);
+
+/* y = act · Wᵀ for rows [r0, r1) of W, from activations already in s->act. */
+void rp_mm_run(rp_pool *pool, const rp_weight *W, int64_t r0, int64_t r1, int64_t n, size_t act_stride, float *y,
+               int64_t ldy, rp_mm_scratch *s);
+
+/* Both steps. */
+void rp_matmul(rp_pool *pool, const rp_weight *W, const float *x, int64_t n, int64_t ldx, float *y, int64_t ldy,
+               rp_mm_scratch *s);
+
+/* True if two weights consume identical activations (one quantization serves both). */
+static inline bool rp_mm_same_act(const rp_weight *a, const rp_weight *b) {
+    return a->k->quant_act == b->k->quant_act && a->k->act_row_size == b->k->act_row_size && a->cols == b->cols;
+}
 
 #endif /* RP_KERNELS_MATMUL_H */

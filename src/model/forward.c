@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "kernels/kernels.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 
@@ -61,10 +62,10 @@ struct rp_ctx {
     int32_t n_out;
     float *rope_cs;       /* [n_batch x n_rot] cos | sin per row */
     uint8_t *mark;        /* [n_ctx_max] validation scratch */
-    /* per-thread scratch */
-    float **mm_scratch;   /* matmul tiles */
-    float **att_scores;   /* [n_ctx_max] */
-    float **att_tmp;      /* [3 * kv_dim + head_dim] head loads */
+    rp_mm_scratch mm;     /* activation buffer + per-thread matmul scratch */
+    void **att_scratch;   /* per thread, rp_attn_scratch_bytes() */
+    int32_t *n_cells;     /* [n_batch] attention extent per row */
+    int32_t *runs;        /* [2 * n_batch] (first row, row count) of attention runs */
 };
 
 static void *xalloc(size_t n_floats, bool *ok) {
@@ -105,17 +106,21 @@ rp_status rp_ctx_create(const rp_model *m, rp_ctx_params p, rp_ctx **out) {
     c->mark = malloc((size_t)p.n_ctx_max);
     if (!c->mark) ok = false;
     int T = p.n_threads;
-    c->mm_scratch = calloc((size_t)T, sizeof(float *));
-    c->att_scores = calloc((size_t)T, sizeof(float *));
-    c->att_tmp = calloc((size_t)T, sizeof(float *));
-    if (!c->mm_scratch || !c->att_scores || !c->att_tmp) ok = false;
-    size_t maxc = E > F ? E : F;
-    if (QD > maxc) maxc = QD;
-    for (int t = 0; ok && t < T; t++) {
-        c->mm_scratch[t] = xalloc(rp_matmul_scratch_floats((int64_t)maxc), &ok);
-        c->att_scores[t] = xalloc((size_t)p.n_ctx_max, &ok);
-        c->att_tmp[t] = xalloc(3 * KD + (size_t)hp->head_dim + 64, &ok);
+    c->att_scratch = calloc((size_t)T, sizeof(void *));
+    c->n_cells = malloc(sizeof(int32_t) * B);
+    c->runs = malloc(sizeof(int32_t) * 2 * B);
+    if (!c->att_scratch || !c->n_cells || !c->runs) ok = false;
+    size_t asz = rp_attn_scratch_bytes(hp->head_dim, hp->n_head / hp->n_head_kv, RP_ATTN_MAX_ROWS);
+    for (int t = 0; ok && t < T; t++)
+        if (!(c->att_scratch[t] = aligned_alloc(64, (asz + 63) & ~(size_t)63))) ok = false;
+    /* matmul scratch sized for every weight at n_batch rows, once */
+    for (int l = 0; ok && l < hp->n_layer; l++) {
+        const rp_layer *L = &m->layers[l];
+        const rp_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; ok && i < sizeof ws / sizeof ws[0]; i++)
+            if (rp_mm_scratch_reserve(&c->mm, T, ws[i], p.n_batch) != RP_OK) ok = false;
     }
+    if (ok && rp_mm_scratch_reserve(&c->mm, T, &m->output, p.n_outputs) != RP_OK) ok = false;
     if (!ok) {
         rp_ctx_free(c);
         return rp_errorf(RP_ERR_NOMEM, "ctx: cannot allocate scratch for n_batch %d", p.n_batch);
@@ -129,12 +134,11 @@ void rp_ctx_free(rp_ctx *c) {
     rp_pool_free(c->pool);
     free(c->x); free(c->xb); free(c->q); free(c->k); free(c->v); free(c->att);
     free(c->gate); free(c->up); free(c->xo); free(c->logits); free(c->rope_cs); free(c->mark);
-    for (int t = 0; t < c->p.n_threads; t++) {
-        if (c->mm_scratch) free(c->mm_scratch[t]);
-        if (c->att_scores) free(c->att_scores[t]);
-        if (c->att_tmp) free(c->att_tmp[t]);
-    }
-    free(c->mm_scratch); free(c->att_scores); free(c->att_tmp);
+    for (int t = 0; c->att_scratch && t < c->p.n_threads; t++) free(c->att_scratch[t]);
+    free(c->att_scratch);
+    free(c->n_cells);
+    free(c->runs);
+    rp_mm_scratch_free(&c->mm);
     free(c);
 }
 
@@ -174,56 +178,58 @@ static void rope_apply(float *h, const float *cs, const float *sn, int32_t n_rot
     }
 }
 
-/* ---- attention ---- */
+/* ---- attention ----
+ * Work items are (run, KV head): a run is up to RP_ATTN_MAX_ROWS consecutive
+ * batch rows of one sequence, so a prefill's query rows share each K/V tile
+ * they load; the query heads of one KV head (GQA group) go together. */
 
 typedef struct {
     rp_ctx *c;
     const rp_batch *b;
     rp_kv *const *kvs;
     int32_t layer;
+    int32_t n_runs;
+    const rp_attn_kernel *kern[3];   /* by kv type: f32, f16, q8_0 */
 } att_job;
 
-/* One item = (batch row, query head). Softmax over cells [0, cell] of the
- * row's sequence; GQA maps query head h to KV head h / (n_head / n_head_kv). */
+static int kv_slot(rp_type t) { return t == RP_TYPE_F32 ? 0 : t == RP_TYPE_F16 ? 1 : 2; }
+
 static void att_body(void *vp, int64_t ib, int64_t ie, int tid) {
     const att_job *j = vp;
     rp_ctx *c = j->c;
     const rp_hparams *hp = &c->m->hp;
-    const int32_t H = hp->n_head, HD = hp->head_dim, G = hp->n_head / hp->n_head_kv;
-    const size_t QD = (size_t)H * HD;
-    float *scores = c->att_scores[tid];
-    float *tmp = c->att_tmp[tid];
-    float *kh = tmp + 2 * (size_t)j->kvs[0]->kv_dim + 32;   /* head_dim floats after the dequant area */
-    const float scale = 1.0f / sqrtf((float)HD);
+    const int32_t HK = hp->n_head_kv, HD = hp->head_dim, G = hp->n_head / hp->n_head_kv;
+    const int64_t QD = (int64_t)hp->n_head * HD;
     for (int64_t it = ib; it < ie; it++) {
-        int32_t row = (int32_t)(it / H), h = (int32_t)(it % H);
-        const rp_kv *kv = j->kvs[j->b->seq[row]];
-        int32_t ncell = j->b->cell[row] + 1;
-        const float *q = c->q + (size_t)row * QD + (size_t)h * HD;
-        int32_t g = h / G;
-        float mx = -INFINITY;
-        for (int32_t t = 0; t < ncell; t++) {
-            rp_kv_load_head(kv, rp_kv_k_row(kv, j->layer, t), g, kh, tmp);
-            float s = 0;
-            for (int32_t d = 0; d < HD; d++) s += q[d] * kh[d];
-            s *= scale;
-            scores[t] = s;
-            if (s > mx) mx = s;
-        }
-        double sum = 0;
-        for (int32_t t = 0; t < ncell; t++) {
-            scores[t] = expf(scores[t] - mx);
-            sum += scores[t];
-        }
-        float inv = (float)(1.0 / sum);
-        float *o = c->att + (size_t)row * QD + (size_t)h * HD;
-        memset(o, 0, sizeof(float) * (size_t)HD);
-        for (int32_t t = 0; t < ncell; t++) {
-            rp_kv_load_head(kv, rp_kv_v_row(kv, j->layer, t), g, kh, tmp);
-            float p = scores[t] * inv;
-            for (int32_t d = 0; d < HD; d++) o[d] += p * kh[d];
-        }
+        int32_t run = (int32_t)(it / HK), g = (int32_t)(it % HK);
+        int32_t r0 = c->runs[2 * run], nr = c->runs[2 * run + 1];
+        const rp_kv *kv = j->kvs[j->b->seq[r0]];
+        rp_attn_args a = {
+            .q = c->q + (int64_t)r0 * QD, .q_stride = QD,
+            .out = c->att + (int64_t)r0 * QD, .out_stride = QD,
+            .n_rows = nr, .n_cells = c->n_cells + r0,
+            .head_begin = g * G, .n_heads = G, .head_dim = HD,
+            .k = rp_kv_k_row(kv, j->layer, 0), .v = rp_kv_v_row(kv, j->layer, 0),
+            .kv_row_bytes = kv->row_bytes, .kv_type = kv->type, .kv_head = g,
+            .scale = 1.0f / sqrtf((float)HD), .scratch = c->att_scratch[tid],
+        };
+        j->kern[kv_slot(kv->type)]->fn(&a);
     }
+}
+
+/* Splits the batch into attention runs (same sequence, consecutive rows). */
+static int32_t build_runs(rp_ctx *c, const rp_batch *b) {
+    int32_t n_runs = 0;
+    for (int32_t i = 0; i < b->n;) {
+        int32_t e = i + 1;
+        while (e < b->n && e - i < RP_ATTN_MAX_ROWS && b->seq[e] == b->seq[i]) e++;
+        c->runs[2 * n_runs] = i;
+        c->runs[2 * n_runs + 1] = e - i;
+        n_runs++;
+        i = e;
+    }
+    for (int32_t i = 0; i < b->n; i++) c->n_cells[i] = b->cell[i] + 1;
+    return n_runs;
 }
 
 /* ---- the pass ---- */
@@ -293,13 +299,24 @@ rp_status rp_forward(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_
     for (int32_t i = 0; i < n; i++)
         rp_model_rope_cs(m, b->pos[i], c->rope_cs + (size_t)i * R, c->rope_cs + (size_t)i * R + R / 2);
 
+    att_job aj = {c, b, kvs, 0, build_runs(c, b), {NULL, NULL, NULL}};
+    {
+        const rp_cpu_level lvl = (rp_cpu_level)m->cpu_level;
+        aj.kern[0] = rp_attn_kernel_select(RP_TYPE_F32, lvl);
+        aj.kern[1] = rp_attn_kernel_select(RP_TYPE_F16, lvl);
+        aj.kern[2] = rp_attn_kernel_select(RP_TYPE_Q8_0, lvl);
+    }
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const rp_layer *L = &m->layers[l];
         for (int32_t i = 0; i < n; i++)
             rmsnorm(c->xb + (size_t)i * E, c->x + (size_t)i * E, L->attn_norm, E, hp->rms_eps);
-        rp_matmul(c->pool, &L->wq, 0, L->wq.rows, c->xb, n, E, c->q, QD, c->mm_scratch);
-        rp_matmul(c->pool, &L->wk, 0, L->wk.rows, c->xb, n, E, c->k, KD, c->mm_scratch);
-        rp_matmul(c->pool, &L->wv, 0, L->wv.rows, c->xb, n, E, c->v, KD, c->mm_scratch);
+        /* one activation quantization serves q, k and v when their kernels agree */
+        size_t st = rp_mm_quantize(c->pool, &L->wq, c->xb, n, E, &c->mm);
+        rp_mm_run(c->pool, &L->wq, 0, L->wq.rows, n, st, c->q, QD, &c->mm);
+        if (!rp_mm_same_act(&L->wq, &L->wk)) st = rp_mm_quantize(c->pool, &L->wk, c->xb, n, E, &c->mm);
+        rp_mm_run(c->pool, &L->wk, 0, L->wk.rows, n, st, c->k, KD, &c->mm);
+        if (!rp_mm_same_act(&L->wk, &L->wv)) st = rp_mm_quantize(c->pool, &L->wv, c->xb, n, E, &c->mm);
+        rp_mm_run(c->pool, &L->wv, 0, L->wv.rows, n, st, c->v, KD, &c->mm);
         for (int32_t i = 0; i < n; i++) {
             const float *cs = c->rope_cs + (size_t)i * R, *sn = cs + R / 2;
             for (int32_t h = 0; h < H; h++) {
@@ -323,21 +340,23 @@ rp_status rp_forward(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_
                 if (b->cell[i] + 1 > kv->n) kv->n = b->cell[i] + 1;
             }
         }
-        att_job aj = {c, b, kvs, l};
-        rp_pool_parallel_for(c->pool, (int64_t)n * H, 1, att_body, &aj);
+        aj.layer = l;
+        rp_pool_parallel_for(c->pool, (int64_t)aj.n_runs * HK, 1, att_body, &aj);
         /* x += att · Woᵀ  (xb reused as the projection output) */
-        rp_matmul(c->pool, &L->wo, 0, L->wo.rows, c->att, n, QD, c->xb, E, c->mm_scratch);
+        rp_matmul(c->pool, &L->wo, c->att, n, QD, c->xb, E, &c->mm);
         for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->xb[i];
 
         for (int32_t i = 0; i < n; i++)
             rmsnorm(c->xb + (size_t)i * E, c->x + (size_t)i * E, L->ffn_norm, E, hp->rms_eps);
-        rp_matmul(c->pool, &L->w_gate, 0, L->w_gate.rows, c->xb, n, E, c->gate, F, c->mm_scratch);
-        rp_matmul(c->pool, &L->w_up, 0, L->w_up.rows, c->xb, n, E, c->up, F, c->mm_scratch);
+        st = rp_mm_quantize(c->pool, &L->w_gate, c->xb, n, E, &c->mm);
+        rp_mm_run(c->pool, &L->w_gate, 0, L->w_gate.rows, n, st, c->gate, F, &c->mm);
+        if (!rp_mm_same_act(&L->w_gate, &L->w_up)) st = rp_mm_quantize(c->pool, &L->w_up, c->xb, n, E, &c->mm);
+        rp_mm_run(c->pool, &L->w_up, 0, L->w_up.rows, n, st, c->up, F, &c->mm);
         for (size_t i = 0; i < (size_t)n * F; i++) {
             float g = c->gate[i];
             c->gate[i] = g / (1.0f + expf(-g)) * c->up[i];
         }
-        rp_matmul(c->pool, &L->w_down, 0, L->w_down.rows, c->gate, n, F, c->xb, E, c->mm_scratch);
+        rp_matmul(c->pool, &L->w_down, c->gate, n, F, c->xb, E, &c->mm);
         for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->xb[i];
     }
 
@@ -350,6 +369,6 @@ rp_status rp_forward(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_
     }
     c->n_out = no;
     if (no > 0)
-        rp_matmul(c->pool, &m->output, 0, m->output.rows, c->xo, no, E, c->logits, hp->n_vocab, c->mm_scratch);
+        rp_matmul(c->pool, &m->output, c->xo, no, E, c->logits, hp->n_vocab, &c->mm);
     return RP_OK;
 }

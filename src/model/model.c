@@ -8,6 +8,8 @@
 #include <xxhash.h>
 
 #include "core/error.h"
+#include "core/threadpool.h"
+#include "kernels/cpu.h"
 #include "kernels/quant.h"
 
 const char *rp_arch_name(rp_arch a) {
@@ -19,7 +21,7 @@ const char *rp_arch_name(rp_arch a) {
 }
 
 rp_model_params rp_model_default_params(void) {
-    rp_model_params p = {.vocab_only = false};
+    rp_model_params p = {.vocab_only = false, .n_threads = 2, .cpu_level = -1};
     return p;
 }
 
@@ -307,6 +309,33 @@ static void compute_fingerprint(const rp_gguf *g, rp_model *m) {
     XXH3_freeState(s);
 }
 
+/* Picks each matmul weight's kernel for the dispatch level and packs it
+ * (in parallel). The token embedding is only gathered from, never multiplied,
+ * so it stays in the mapping unless it doubles as the tied output. */
+static rp_status prepare_weights(rp_model *m, rp_model_params params) {
+    int lvl = params.cpu_level >= 0 ? params.cpu_level : (int)rp_cpu_level_active();
+    if (lvl > (int)rp_cpu_info_get()->best)
+        return rp_errorf(RP_ERR_UNSUPPORTED, "model: cpu level %s not available here", rp_cpu_level_name((rp_cpu_level)lvl));
+    m->cpu_level = lvl;
+    rp_pool *pool = NULL;
+    RP_TRY(rp_pool_create(params.n_threads > 0 ? params.n_threads : 1, &pool));
+    rp_status st = RP_OK;
+    for (int l = 0; l < m->hp.n_layer && st == RP_OK; l++) {
+        rp_layer *L = &m->layers[l];
+        rp_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0] && st == RP_OK; i++) {
+            st = rp_weight_prepare(ws[i], (rp_cpu_level)lvl, pool, true);
+            m->packed_bytes += ws[i]->packed_bytes;
+        }
+    }
+    if (st == RP_OK) {
+        st = rp_weight_prepare(&m->output, (rp_cpu_level)lvl, pool, !m->tied_output);
+        m->packed_bytes += m->output.packed_bytes;
+    }
+    rp_pool_free(pool);
+    return st;
+}
+
 rp_status rp_model_load(const char *path, rp_model_params params, rp_model **out) {
     *out = NULL;
     rp_model *m = calloc(1, sizeof *m);
@@ -347,6 +376,7 @@ rp_status rp_model_load(const char *path, rp_model_params params, rp_model **out
     if ((st = bind_weights(g, m)) != RP_OK) goto fail;
     if ((st = build_rope(g, m)) != RP_OK) goto fail;
     compute_fingerprint(g, m);
+    if ((st = prepare_weights(m, params)) != RP_OK) goto fail;
     *out = m;
     return RP_OK;
 fail:
@@ -357,6 +387,14 @@ fail:
 void rp_model_free(rp_model *m) {
     if (!m) return;
     rp_tokenizer_free(m->tok);
+    if (m->layers)
+        for (int l = 0; l < m->hp.n_layer; l++) {
+            rp_layer *L = &m->layers[l];
+            rp_weight_release(&L->wq); rp_weight_release(&L->wk); rp_weight_release(&L->wv);
+            rp_weight_release(&L->wo); rp_weight_release(&L->w_gate); rp_weight_release(&L->w_up);
+            rp_weight_release(&L->w_down);
+        }
+    rp_weight_release(&m->output);
     free(m->layers);
     free(m->norm_store);
     free(m->rope_inv_freq);

@@ -75,10 +75,14 @@ typedef struct rp_model {
     rp_chat_format chat;
     uint64_t fingerprint;     /* digest of architecture, shapes and weights — salts cache keys */
     uint64_t weight_bytes;    /* bytes of all weight data (for bandwidth ceilings) */
+    int cpu_level;            /* the rp_cpu_level the weights are packed for */
+    uint64_t packed_bytes;    /* bytes of packed weight copies held (the mapping's pages are released) */
 } rp_model;
 
 typedef struct rp_model_params {
     bool vocab_only;          /* load tokenizer + metadata, no weights (tokenize on vocab GGUFs) */
+    int n_threads;            /* threads used to pack weights at load */
+    int cpu_level;            /* -1: rp_cpu_level_active(); else an rp_cpu_level to pack for */
 } rp_model_params;
 
 rp_model_params rp_model_default_params(void);

@@ -1,0 +1,104 @@
+/* kernels.h — kernel families behind one small interface: packed-weight matmul (GEMM/GEMV) and attention. */
+#ifndef RP_KERNELS_KERNELS_H
+#define RP_KERNELS_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/cpu.h"
+#include "kernels/types.h"
+
+/* ---------------------------------------------------------------------------
+ * Matmul kernels. y[i][r] = dot(x[i][:], W[r][:]) for a weight W of `rows` x
+ * `cols` (GGUF: ne0 = cols). A kernel family owns:
+ *   - a packed layout for W, made once at load from the GGUF rows (pack);
+ *     pack == NULL means the kernel reads the GGUF rows in place;
+ *   - an activation format (act_type) and how to quantize a float row to it;
+ *   - gemm over a range of W's rows [r0, r1) for n activation rows. The range
+ *     is what the driver hands each thread (and could hand another device);
+ *     r0 and r1 are multiples of row_block except r1 == rows.
+ * Kernels allocate nothing; `scratch` is per-thread memory of scratch_bytes.
+ * ------------------------------------------------------------------------- */
+typedef struct rp_mm_kernel {
+    const char *name;           /* e.g. "q4_0/avx512" */
+    rp_type wtype;              /* weight type consumed */
+    rp_cpu_level level;         /* minimum dispatch level */
+    rp_type act_type;           /* RP_TYPE_Q8_0, RP_TYPE_Q8_K, RP_TYPE_F32 or RP_TYPE_BF16 */
+    int32_t row_block;          /* rows per packed group (1 when unpacked) */
+
+    /* bytes of the packed matrix (rows padded up to row_block); NULL when pack == NULL */
+    size_t (*packed_size)(int64_t rows, int64_t cols);
+    /* packs row groups [g0, g1) (group g = rows [g*row_block, (g+1)*row_block)) from
+     * GGUF rows `src` (src_row_bytes apart) into `dst`; rows past `rows` are zero.
+     * Called in parallel over disjoint group ranges. */
+    void (*pack)(const void *src, size_t src_row_bytes, int64_t rows, int64_t cols, void *dst, int64_t g0,
+                 int64_t g1);
+
+    /* bytes of one activation row of `cols` elements in act_type */
+    size_t (*act_row_size)(int64_t cols);
+    /* converts one float row to act_type (NULL: the kernel reads floats directly) */
+    void (*quant_act)(const float *x, void *dst, int64_t cols);
+
+    /* per-thread scratch gemm needs for n activation rows (0 if none) */
+    size_t (*scratch_bytes)(int64_t cols, int64_t n);
+    /* y[i * ldy + r] for i < n, r in [r0, r1). `w` is the packed matrix (or the
+     * GGUF rows when pack == NULL, with w_row_bytes their stride); `act` holds n
+     * activation rows act_stride bytes apart. */
+    void (*gemm)(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, const void *act,
+                 size_t act_stride, int64_t n, int64_t r0, int64_t r1, float *y, int64_t ldy, void *scratch);
+} rp_mm_kernel;
+
+/* The best kernel for a weight type at or below `level` (the scalar reference
+ * always exists for every computable type); NULL for a type with no kernel. */
+const rp_mm_kernel *rp_mm_kernel_select(rp_type wtype, rp_cpu_level level);
+/* Every registered kernel for a type (for tests: each SIMD kernel against the
+ * reference). Returns the count written (<= cap). */
+int rp_mm_kernel_list(rp_type wtype, const rp_mm_kernel **out, int cap);
+
+/* ---------------------------------------------------------------------------
+ * Attention: rows of one sequence against its KV cache, for the query heads
+ * that share one KV head (GQA). Row i attends cells [0, n_cells[i]) with a
+ * numerically stable online softmax.
+ * ------------------------------------------------------------------------- */
+typedef struct rp_attn_args {
+    const float *q;             /* row i, head h at q + i * q_stride + h * head_dim */
+    int64_t q_stride;
+    float *out;                 /* same layout as q */
+    int64_t out_stride;
+    int32_t n_rows;
+    const int32_t *n_cells;     /* [n_rows], each >= 1 */
+    int32_t head_begin;         /* query heads [head_begin, head_begin + n_heads) */
+    int32_t n_heads;
+    int32_t head_dim;
+    /* the cache: K and V rows of `kv_row_bytes` per cell in kv_type, head
+     * `kv_head` at element offset kv_head * head_dim within a row */
+    const uint8_t *k;           /* cell c's K row at k + c * kv_row_bytes */
+    const uint8_t *v;
+    size_t kv_row_bytes;
+    rp_type kv_type;            /* RP_TYPE_F32, RP_TYPE_F16 or RP_TYPE_Q8_0 */
+    int32_t kv_head;
+    float scale;                /* 1 / sqrt(head_dim) */
+    void *scratch;              /* rp_attn_scratch_bytes() per thread */
+} rp_attn_args;
+
+typedef void (*rp_attn_fn)(const rp_attn_args *a);
+
+typedef struct rp_attn_kernel {
+    const char *name;
+    rp_cpu_level level;
+    rp_attn_fn fn;
+} rp_attn_kernel;
+
+/* Per-thread scratch any attention kernel needs for up to max_rows rows x
+ * max_heads heads of head_dim (and a tile of cells). */
+size_t rp_attn_scratch_bytes(int32_t head_dim, int32_t max_heads, int32_t max_rows);
+/* Max rows one attention call may take (the forward pass splits longer runs). */
+#define RP_ATTN_MAX_ROWS 64
+
+const rp_attn_kernel *rp_attn_kernel_select(rp_type kv_type, rp_cpu_level level);
+int rp_attn_kernel_list(rp_type kv_type, const rp_attn_kernel **out, int cap);
+
+/* Reference kernels (always present). */
+void rp_attn_ref(const rp_attn_args *a);
+
+#endif /* RP_KERNELS_KERNELS_H */

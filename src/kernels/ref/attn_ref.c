@@ -1,0 +1,70 @@
+/* attn_ref.c — scalar reference attention: two-pass softmax per row and head over dequantized K/V. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/quant.h"
+
+size_t rp_attn_scratch_bytes(int32_t head_dim, int32_t max_heads, int32_t max_rows) {
+    /* generous upper bound shared by all kernels: score tile, per-row/head
+     * running max/sum/accumulators, dequantized K/V tiles of 64 cells, plus a
+     * whole dequantized Q8_0 row per cell tile */
+    size_t hd = (size_t)head_dim, rows = (size_t)max_rows * (size_t)max_heads;
+    size_t floats = rows * (hd + 2 + 64) + 2 * 64 * (hd + 64) + 4096;
+    return floats * sizeof(float) + 256;
+}
+
+/* Loads head `h` (head_dim values) of a cache row into out; Q8_0 heads that
+ * are not block-aligned are cut out of their whole blocks. */
+static void load_head(const rp_attn_args *a, const uint8_t *row, float *out) {
+    const int32_t hd = a->head_dim, off = a->kv_head * hd;
+    switch (a->kv_type) {
+    case RP_TYPE_F32: memcpy(out, (const float *)row + off, sizeof(float) * (size_t)hd); break;
+    case RP_TYPE_F16: {
+        const uint16_t *p = (const uint16_t *)row + off;
+        for (int32_t i = 0; i < hd; i++) out[i] = rp_fp16_to_fp32(p[i]);
+        break;
+    }
+    case RP_TYPE_Q8_0: {
+        const rp_block_q8_0 *b = (const rp_block_q8_0 *)row;
+        for (int32_t i = 0; i < hd; i++) {
+            int32_t e = off + i;
+            out[i] = rp_fp16_to_fp32(b[e / RP_QK8_0].d) * (float)b[e / RP_QK8_0].qs[e % RP_QK8_0];
+        }
+        break;
+    }
+    default: memset(out, 0, sizeof(float) * (size_t)hd);
+    }
+}
+
+void rp_attn_ref(const rp_attn_args *a) {
+    const int32_t hd = a->head_dim;
+    float *kh = a->scratch, *scores = kh + hd;   /* scores: up to n_cells floats follow */
+    (void)scores;
+    for (int32_t i = 0; i < a->n_rows; i++) {
+        const int32_t nc = a->n_cells[i];
+        for (int32_t hh = 0; hh < a->n_heads; hh++) {
+            const int32_t h = a->head_begin + hh;
+            const float *q = a->q + i * a->q_stride + (int64_t)h * hd;
+            float *o = a->out + i * a->out_stride + (int64_t)h * hd;
+            /* online softmax, one cell at a time (exact, order-stable) */
+            float m = -INFINITY;
+            double l = 0;
+            memset(o, 0, sizeof(float) * (size_t)hd);
+            for (int32_t c = 0; c < nc; c++) {
+                load_head(a, a->k + (size_t)c * a->kv_row_bytes, kh);
+                float s = 0;
+                for (int32_t d = 0; d < hd; d++) s += q[d] * kh[d];
+                s *= a->scale;
+                float mn = s > m ? s : m;
+                float corr = expf(m - mn), p = expf(s - mn);
+                l = l * corr + p;
+                load_head(a, a->v + (size_t)c * a->kv_row_bytes, kh);
+                for (int32_t d = 0; d < hd; d++) o[d] = o[d] * corr + p * kh[d];
+                m = mn;
+            }
+            float inv = (float)(1.0 / l);
+            for (int32_t d = 0; d < hd; d++) o[d] *= inv;
+        }
+    }
+}

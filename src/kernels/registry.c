@@ -1,0 +1,76 @@
+/* registry.c — the table of kernel families and their selection by weight type and dispatch level. */
+#include "kernels/kernels.h"
+
+/* Reference kernels (always linked). */
+extern const rp_mm_kernel rp_mm_ref_f32, rp_mm_ref_f16, rp_mm_ref_bf16, rp_mm_ref_q8_0, rp_mm_ref_q4_0,
+    rp_mm_ref_q4_k, rp_mm_ref_q6_k;
+
+/* SIMD kernels live in src/kernels/x86/, one family per file. They are weak
+ * references so a family can be added or dropped without touching this table:
+ * an absent one is NULL and skipped. */
+#define WEAK __attribute__((weak))
+extern const rp_mm_kernel rp_mm_q4_0_avx2 WEAK, rp_mm_q4_0_avx512 WEAK, rp_mm_q4_0_amx WEAK;
+extern const rp_mm_kernel rp_mm_q8_0_avx2 WEAK, rp_mm_q8_0_avx512 WEAK, rp_mm_q8_0_amx WEAK;
+extern const rp_mm_kernel rp_mm_q4_k_avx2 WEAK, rp_mm_q4_k_avx512 WEAK, rp_mm_q4_k_amx WEAK;
+extern const rp_mm_kernel rp_mm_q6_k_avx2 WEAK, rp_mm_q6_k_avx512 WEAK, rp_mm_q6_k_amx WEAK;
+extern const rp_mm_kernel rp_mm_f16_avx2 WEAK, rp_mm_f16_avx512 WEAK, rp_mm_f16_amx WEAK;
+extern const rp_mm_kernel rp_mm_bf16_avx2 WEAK, rp_mm_bf16_avx512 WEAK, rp_mm_bf16_amx WEAK;
+extern const rp_mm_kernel rp_mm_f32_avx2 WEAK, rp_mm_f32_avx512 WEAK;
+extern const rp_attn_kernel rp_attn_f16_avx2 WEAK, rp_attn_f16_avx512 WEAK;
+extern const rp_attn_kernel rp_attn_q8_0_avx2 WEAK, rp_attn_q8_0_avx512 WEAK;
+extern const rp_attn_kernel rp_attn_f32_avx2 WEAK, rp_attn_f32_avx512 WEAK;
+
+/* Ordered from most to least specialized. */
+static const rp_mm_kernel *const k_mm[] = {
+    &rp_mm_q4_0_amx, &rp_mm_q4_0_avx512, &rp_mm_q4_0_avx2, &rp_mm_ref_q4_0,
+    &rp_mm_q8_0_amx, &rp_mm_q8_0_avx512, &rp_mm_q8_0_avx2, &rp_mm_ref_q8_0,
+    &rp_mm_q4_k_amx, &rp_mm_q4_k_avx512, &rp_mm_q4_k_avx2, &rp_mm_ref_q4_k,
+    &rp_mm_q6_k_amx, &rp_mm_q6_k_avx512, &rp_mm_q6_k_avx2, &rp_mm_ref_q6_k,
+    &rp_mm_f16_amx,  &rp_mm_f16_avx512,  &rp_mm_f16_avx2,  &rp_mm_ref_f16,
+    &rp_mm_bf16_amx, &rp_mm_bf16_avx512, &rp_mm_bf16_avx2, &rp_mm_ref_bf16,
+    &rp_mm_f32_avx512, &rp_mm_f32_avx2, &rp_mm_ref_f32,
+};
+
+static const rp_attn_kernel k_attn_ref[3] = {
+    {"attn-f32/ref", RP_CPU_SCALAR, rp_attn_ref},
+    {"attn-f16/ref", RP_CPU_SCALAR, rp_attn_ref},
+    {"attn-q8_0/ref", RP_CPU_SCALAR, rp_attn_ref},
+};
+
+typedef struct { rp_type t; const rp_attn_kernel *k; } attn_entry;
+
+static const attn_entry k_attn[] = {
+    {RP_TYPE_F16, &rp_attn_f16_avx512},  {RP_TYPE_F16, &rp_attn_f16_avx2},  {RP_TYPE_F16, &k_attn_ref[1]},
+    {RP_TYPE_Q8_0, &rp_attn_q8_0_avx512}, {RP_TYPE_Q8_0, &rp_attn_q8_0_avx2}, {RP_TYPE_Q8_0, &k_attn_ref[2]},
+    {RP_TYPE_F32, &rp_attn_f32_avx512},  {RP_TYPE_F32, &rp_attn_f32_avx2},  {RP_TYPE_F32, &k_attn_ref[0]},
+};
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+const rp_mm_kernel *rp_mm_kernel_select(rp_type wtype, rp_cpu_level level) {
+    for (size_t i = 0; i < N_OF(k_mm); i++) {
+        const rp_mm_kernel *k = k_mm[i];
+        if (k && k->wtype == wtype && k->level <= level) return k;
+    }
+    return NULL;
+}
+
+int rp_mm_kernel_list(rp_type wtype, const rp_mm_kernel **out, int cap) {
+    int n = 0;
+    for (size_t i = 0; i < N_OF(k_mm) && n < cap; i++)
+        if (k_mm[i] && k_mm[i]->wtype == wtype) out[n++] = k_mm[i];
+    return n;
+}
+
+const rp_attn_kernel *rp_attn_kernel_select(rp_type kv_type, rp_cpu_level level) {
+    for (size_t i = 0; i < N_OF(k_attn); i++)
+        if (k_attn[i].k && k_attn[i].t == kv_type && k_attn[i].k->level <= level) return k_attn[i].k;
+    return NULL;
+}
+
+int rp_attn_kernel_list(rp_type kv_type, const rp_attn_kernel **out, int cap) {
+    int n = 0;
+    for (size_t i = 0; i < N_OF(k_attn) && n < cap; i++)
+        if (k_attn[i].k && k_attn[i].t == kv_type) out[n++] = k_attn[i].k;
+    return n;
+}
