@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "reprise.h"
+#include "kernels/cpu.h"
 
 bool cli_is(cli_args *a, const char *s1, const char *s2) {
     const char *s = a->argv[a->i];
@@ -111,4 +112,36 @@ double cli_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+bool cli_set_cpu(const char *cmd, const char *level) {
+    int l = rp_cpu_level_parse(level);
+    if (l < 0) {
+        fprintf(stderr, "reprise %s: --cpu must be scalar, avx2, avx512 or amx, got '%s'\n", cmd, level);
+        return false;
+    }
+    rp_status st = rp_cpu_set_level((rp_cpu_level)l);
+    if (st != RP_OK) {
+        cli_fail(cmd, "--cpu", st);
+        return false;
+    }
+    return true;
+}
+
+int cli_int_list(const char *cmd, const char *opt, const char *s, long *out, int cap) {
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || end == p || v <= 0 || v > (1L << 24) || n >= cap || (*end && *end != ',')) {
+            fprintf(stderr, "reprise %s: %s expects a comma-separated list of positive integers, got '%s'\n", cmd, opt, s);
+            return -1;
+        }
+        out[n++] = v;
+        p = *end ? end + 1 : end;
+    }
+    if (n == 0) fprintf(stderr, "reprise %s: %s is empty\n", cmd, opt);
+    return n ? n : -1;
 }

@@ -11,6 +11,15 @@ int cmd_chat(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int bench_model(int argc, char **argv);
+int bench_kernels(int argc, char **argv);
+
+/* Applies a --cpu LEVEL option (scalar|avx2|avx512|amx) before models load;
+ * prints the error and returns false if the machine lacks it. */
+bool cli_set_cpu(const char *cmd, const char *level);
+/* Parses "128,512,2048" into at most `cap` positive integers; returns the count or -1. */
+int cli_int_list(const char *cmd, const char *opt, const char *s, long *out, int cap);
 
 /* Option parsing: each subcommand walks argv with these. They print a clear
  * message and return false on a missing or malformed value. */

@@ -4,22 +4,52 @@
 
 #include "cli.h"
 #include "gguf/gguf.h"
+#include "kernels/cpu.h"
+#include "kernels/kernels.h"
 #include "kernels/types.h"
 #include "model/model.h"
+
+static int inspect_system(void) {
+    const rp_cpu_info *c = rp_cpu_info_get();
+    printf("cpu: %s\n", c->brand);
+    printf("features: avx2 %d fma %d f16c %d | avx512 f %d bw %d dq %d vl %d vnni %d bf16 %d fp16 %d | avx-vnni %d\n",
+           c->avx2, c->fma, c->f16c, c->avx512f, c->avx512bw, c->avx512dq, c->avx512vl, c->avx512vnni, c->avx512bf16,
+           c->avx512fp16, c->avxvnni);
+    printf("amx: tile %d int8 %d bf16 %d | os state: avx %d avx512 %d amx %d | amx permission granted %d\n",
+           c->amx_tile, c->amx_int8, c->amx_bf16, c->os_avx, c->os_avx512, c->os_amx, c->amx_permitted);
+    rp_cpu_level act = rp_cpu_level_active();
+    printf("best level: %s\nchosen level: %s%s\n", rp_cpu_level_name(c->best), rp_cpu_level_name(act),
+           act != c->best ? " (forced by RP_FORCE_REF / RP_CPU / --cpu)" : "");
+    printf("kernels at %s:\n", rp_cpu_level_name(act));
+    const rp_type types[] = {RP_TYPE_F32, RP_TYPE_F16, RP_TYPE_BF16, RP_TYPE_Q8_0, RP_TYPE_Q4_0, RP_TYPE_Q4_K, RP_TYPE_Q6_K};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const rp_mm_kernel *k = rp_mm_kernel_select(types[i], act);
+        printf("  matmul %-5s -> %s\n", rp_type_get_traits((int)types[i])->name, k ? k->name : "(none)");
+    }
+    const rp_type kvt[] = {RP_TYPE_F16, RP_TYPE_Q8_0, RP_TYPE_F32};
+    for (size_t i = 0; i < 3; i++) {
+        const rp_attn_kernel *k = rp_attn_kernel_select(kvt[i], act);
+        printf("  attention kv %-5s -> %s\n", rp_type_get_traits((int)kvt[i])->name, k ? k->name : "(none)");
+    }
+    return 0;
+}
 
 int cmd_inspect(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "inspect"};
     const char *path = NULL;
-    bool no_tensors = false;
+    bool no_tensors = false, system = false;
     for (; a.i < argc; a.i++) {
         if (cli_is(&a, "-h", "--help")) {
-            printf("usage: reprise inspect [--no-tensors] MODEL.gguf\n");
+            printf("usage: reprise inspect [--no-tensors] MODEL.gguf\n"
+                   "       reprise inspect --system    CPU features found and the kernels chosen\n");
             return 0;
         } else if (cli_is(&a, "--no-tensors", NULL)) no_tensors = true;
+        else if (cli_is(&a, "--system", NULL)) system = true;
         else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &path)) return 2; }
         else if (argv[a.i][0] == '-') return cli_unknown(&a);
         else path = argv[a.i];
     }
+    if (system) return inspect_system();
     if (!path) { fprintf(stderr, "reprise inspect: a GGUF file is required\n"); return 2; }
     rp_gguf *g = NULL;
     rp_status st = rp_gguf_open(path, &g);

@@ -28,7 +28,8 @@ static void run_usage(void) {
            "      --repeat-last-n N   (default 64)\n"
            "      --seed S            RNG seed (default 0x1234)\n"
            "      --kv-type T         KV cache type: f16 (default), q8_0, f32\n"
-           "      --ignore-eos        keep generating past end-of-generation tokens\n");
+           "      --ignore-eos        keep generating past end-of-generation tokens\n"
+           "      --cpu LEVEL         force a kernel level: scalar, avx2, avx512, amx (default: best found)\n");
 }
 
 int cmd_run(int argc, char **argv) {
@@ -57,6 +58,7 @@ int cmd_run(int argc, char **argv) {
         else if (cli_is(&a, "--seed", "-s")) { if (!cli_u64(&a, &sp.seed)) return 2; }
         else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }
         else if (cli_is(&a, "--ignore-eos", NULL)) ignore_eos = true;
+        else if (cli_is(&a, "--cpu", NULL)) { const char *v; if (!cli_str(&a, &v) || !cli_set_cpu(a.cmd, v)) return 2; }
         else return cli_unknown(&a);
     }
     if (!model_path) { fprintf(stderr, "reprise run: -m MODEL.gguf is required\n"); return 2; }
@@ -78,7 +80,9 @@ int cmd_run(int argc, char **argv) {
     rp_session *s = NULL;
     rp_token *toks = NULL;
     double t0 = cli_now();
-    rp_status st = rp_model_load(model_path, rp_model_default_params(), &m);
+    rp_model_params mparams = rp_model_default_params();
+    mparams.n_threads = (int)threads;
+    rp_status st = rp_model_load(model_path, mparams, &m);
     if (st != RP_OK) { rc = cli_fail("run", model_path, st); goto done; }
     if (!m->tok) { fprintf(stderr, "reprise run: '%s' has no tokenizer\n", model_path); goto done; }
     double t_load = cli_now() - t0;

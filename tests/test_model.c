@@ -7,6 +7,7 @@
 
 #include "testutil.h"
 #include "core/error.h"
+#include "kernels/cpu.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/session.h"
@@ -74,12 +75,13 @@ static run_result run_case(rp_ctx *ctx, rp_type kv_type, const golden_case *g) {
     return r;
 }
 
-static void golden_file(const char *model_rel, const char *golden_rel, rp_type kv_type, float logit_tol,
-                        int min_prompt_matches, bool require_bos_case) {
-    const char *mp = rp_test_shared(model_rel);
-    RP_REQUIRE_SHARED(mp, model_rel);
+static void golden_file_at(const char *mp, const char *model_rel, const char *golden_rel, rp_type kv_type,
+                           float logit_tol, int min_prompt_matches, bool require_bos_case, int level) {
     rp_model *m = NULL;
-    assert_int_equal(rp_model_load(mp, rp_model_default_params(), &m), RP_OK);
+    rp_model_params mpar = rp_model_default_params();
+    mpar.cpu_level = level;
+    assert_int_equal(rp_model_load(mp, mpar, &m), RP_OK);
+    print_message("  [cpu level %s]\n", rp_cpu_level_name((rp_cpu_level)level));
     golden_case *cases = calloc(8, sizeof *cases);
     int n = load_golden(golden_rel, cases, 8);
     assert_int_equal(n, 5);
@@ -100,6 +102,18 @@ static void golden_file(const char *model_rel, const char *golden_rel, rp_type k
     rp_ctx_free(ctx);
     rp_model_free(m);
     free(cases);
+}
+
+/* Runs the golden comparison at every dispatch level this machine has
+ * (scalar reference, AVX2, AVX-512, AMX): every level must meet the same bar. */
+static void golden_file(const char *model_rel, const char *golden_rel, rp_type kv_type, float logit_tol,
+                        int min_prompt_matches, bool require_bos_case) {
+    const char *mp = rp_test_shared(model_rel);
+    RP_REQUIRE_SHARED(mp, model_rel);
+    char path[4096];
+    snprintf(path, sizeof path, "%s", mp);
+    for (int lvl = 0; lvl <= (int)rp_cpu_info_get()->best; lvl++)
+        golden_file_at(path, model_rel, golden_rel, kv_type, logit_tol, min_prompt_matches, require_bos_case, lvl);
 }
 
 /* F32 weights, F32 KV: the float64 golden must be matched exactly (greedy)

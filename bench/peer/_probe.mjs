@@ -1,0 +1,17 @@
+import {getLlama, LlamaLogLevel} from "node-llama-cpp";
+import fs from "fs";
+const logs=[];
+const llama = await getLlama({gpu:false, build:"never", usePrebuiltBinaries:true, skipDownload:true, progressLogs:false, maxThreads:0, logLevel: LlamaLogLevel.debug, logger:(l,m)=>logs.push(`[${l}] ${m}`)});
+console.log({gpu:llama.gpu, buildType:llama.buildType, rel:llama.llamaCppRelease, cores:llama.cpuMathCores, maxThreads:llama.maxThreads});
+console.log(llama.systemInfo);
+console.log(fs.readFileSync("/proc/self/maps","utf8").split("\n").filter(l=>/ggml|llama/.test(l)).map(l=>l.split(/\s+/).pop()).filter((v,i,a)=>a.indexOf(v)===i));
+const model = await llama.loadModel({modelPath: process.argv[2], gpuLayers:0});
+console.log("vocab", model.tokens? "":"", model.fileInfo?.metadata?.general, model.trainContextSize);
+const ctx = await model.createContext({contextSize: 1024, batchSize: 1024, threads: {ideal:2,min:2}, flashAttention:false});
+const seq = ctx.getSequence();
+const toks = Array.from({length:128},(_,i)=>(i*7919)%200+3);
+let t0=process.hrtime.bigint();
+await seq.evaluateWithoutGeneratingNewTokens(toks);
+let t1=process.hrtime.bigint();
+console.log("pp128 ms", Number(t1-t0)/1e6, "currentThreads", ctx.currentThreads, ctx.idealThreads);
+console.log(logs.filter(l=>!/^\[debug\] (llama_model_loader: - |load_tensors: layer)/.test(l)).filter(l=>!/^\[info\] llama_model_loader: - kv/.test(l)).join("\n").slice(0,12000));

@@ -1,0 +1,198 @@
+/* bench_kernels.c — `reprise bench kernels`: matmul/attention kernel throughput and the memory-bandwidth decode ceiling. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "core/threadpool.h"
+#include "kernels/cpu.h"
+#include "kernels/kernels.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+#include "model/model.h"
+
+/* ---- memory bandwidth: each thread streams its slice of a large buffer ---- */
+
+typedef struct { const uint64_t *p; size_t n; uint64_t sink; } bw_arg;
+
+static void *bw_thread(void *vp) {
+    bw_arg *a = vp;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    for (size_t i = 0; i + 8 <= a->n; i += 8) {
+        s0 ^= a->p[i]; s1 ^= a->p[i + 1]; s2 ^= a->p[i + 2]; s3 ^= a->p[i + 3];
+        s4 ^= a->p[i + 4]; s5 ^= a->p[i + 5]; s6 ^= a->p[i + 6]; s7 ^= a->p[i + 7];
+    }
+    a->sink = s0 ^ s1 ^ s2 ^ s3 ^ s4 ^ s5 ^ s6 ^ s7;
+    return NULL;
+}
+
+/* Best of `reps` full passes over `bytes`, read by `threads` threads; GB/s. */
+double rp_bench_bandwidth(size_t bytes, int threads, int reps);
+double rp_bench_bandwidth(size_t bytes, int threads, int reps) {
+    size_t n = bytes / sizeof(uint64_t);
+    uint64_t *buf = aligned_alloc(64, n * sizeof(uint64_t));
+    if (!buf) return 0;
+    for (size_t i = 0; i < n; i++) buf[i] = i * 0x9e3779b97f4a7c15ULL;
+    double best = 0;
+    pthread_t th[64];
+    bw_arg args[64];
+    if (threads > 64) threads = 64;
+    for (int r = 0; r < reps; r++) {
+        double t0 = cli_now();
+        for (int t = 0; t < threads; t++) {
+            args[t].p = buf + n / (size_t)threads * (size_t)t;
+            args[t].n = n / (size_t)threads;
+            pthread_create(&th[t], NULL, bw_thread, &args[t]);
+        }
+        uint64_t sink = 0;
+        for (int t = 0; t < threads; t++) { pthread_join(th[t], NULL); sink ^= args[t].sink; }
+        double dt = cli_now() - t0;
+        double gbs = (double)(n / (size_t)threads * (size_t)threads * sizeof(uint64_t)) / dt / 1e9;
+        if (gbs > best && sink != 1) best = gbs;
+    }
+    free(buf);
+    return best;
+}
+
+/* ---- matmul kernels ---- */
+
+static void bench_matmul(rp_pool *pool, rp_type t, int64_t rows, int64_t cols, int64_t n, int reps, rp_cpu_level lvl,
+                         bool json, bool *first) {
+    size_t rb = rp_type_row_size(t, cols);
+    uint8_t *w = malloc(rb * (size_t)rows);
+    float *row = malloc(sizeof(float) * (size_t)cols);
+    float *x = malloc(sizeof(float) * (size_t)(cols * n));
+    float *y = malloc(sizeof(float) * (size_t)(rows * n));
+    if (!w || !row || !x || !y) goto out;
+    uint64_t s = 12345;
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++) {
+            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+            row[c] = (float)((int64_t)(s >> 40) - (1 << 23)) / (float)(1 << 23) * 0.05f;
+        }
+        rp_quantize_row(t, row, w + (size_t)r * rb, cols);
+    }
+    for (int64_t i = 0; i < cols * n; i++) x[i] = (float)((i * 7919) % 2001 - 1000) / 1000.0f;
+    rp_weight W = {.data = w, .type = t, .rows = rows, .cols = cols, .row_bytes = rb};
+    if (rp_weight_prepare(&W, lvl, pool, false) != RP_OK) goto out;
+    rp_mm_scratch sc = {0};
+    if (rp_mm_scratch_reserve(&sc, rp_pool_n_threads(pool), &W, n) != RP_OK) { rp_weight_release(&W); goto out; }
+    rp_matmul(pool, &W, x, n, cols, y, rows, &sc);   /* warm-up */
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = cli_now();
+        rp_matmul(pool, &W, x, n, cols, y, rows, &sc);
+        double dt = cli_now() - t0;
+        if (dt < best) best = dt;
+    }
+    double bytes = (double)(W.packed_bytes ? W.packed_bytes : rb * (size_t)rows);
+    double gflops = 2.0 * (double)rows * (double)cols * (double)n / best / 1e9, gbs = bytes / best / 1e9;
+    if (json)
+        printf("%s\n  {\"kernel\": \"%s\", \"rows\": %lld, \"cols\": %lld, \"n\": %lld, \"threads\": %d, \"ms\": %.4f, "
+               "\"gflops\": %.2f, \"weight_gb_s\": %.2f}",
+               *first ? "" : ",", W.k->name, (long long)rows, (long long)cols, (long long)n, rp_pool_n_threads(pool),
+               best * 1e3, gflops, gbs);
+    else
+        printf("| %-16s | %6lld x %-6lld | %5lld | %7d | %10.3f | %10.1f | %9.2f |\n", W.k->name, (long long)rows,
+               (long long)cols, (long long)n, rp_pool_n_threads(pool), best * 1e3, gflops, gbs);
+    fflush(stdout);
+    *first = false;
+    rp_mm_scratch_free(&sc);
+    rp_weight_release(&W);
+out:
+    free(w); free(row); free(x); free(y);
+}
+
+int bench_kernels(int argc, char **argv) {
+    cli_args a = {argc, 1, argv, "bench kernels"};
+    const char *model_path = NULL, *types_s = "f16,bf16,q8_0,q4_0,q4_k,q6_k", *t_s = "1,2";
+    long rows = 4096, cols = 4096, n_big = 512, reps = 5, mem_mb = 1024;
+    bool json = false;
+    for (; a.i < argc; a.i++) {
+        const char *v;
+        if (cli_is(&a, "-h", "--help")) {
+            printf("usage: reprise bench kernels [-m MODEL.gguf] [--types f16,bf16,q8_0,q4_0,q4_k,q6_k] [-t 1,2]\n"
+                   "                             [--rows R] [--cols C] [--n-big N] [-r 5] [--mem-mb 1024]\n"
+                   "                             [--cpu scalar|avx2|avx512|amx] [--json]\n"
+                   "Measures streaming memory bandwidth, each weight type's matmul kernel at n = 1 (decode,\n"
+                   "GB/s of weights) and n = N (prefill, GFLOP/s); with -m, the model's decode ceiling\n"
+                   "(weight bytes read per token / bandwidth).\n");
+            return 0;
+        } else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
+        else if (cli_is(&a, "--types", NULL)) { if (!cli_str(&a, &types_s)) return 2; }
+        else if (cli_is(&a, "-t", "--threads")) { if (!cli_str(&a, &t_s)) return 2; }
+        else if (cli_is(&a, "--rows", NULL)) { if (!cli_int(&a, 1, 1 << 20, &rows)) return 2; }
+        else if (cli_is(&a, "--cols", NULL)) { if (!cli_int(&a, 256, 1 << 16, &cols)) return 2; }
+        else if (cli_is(&a, "--n-big", NULL)) { if (!cli_int(&a, 1, 8192, &n_big)) return 2; }
+        else if (cli_is(&a, "-r", "--repetitions")) { if (!cli_int(&a, 1, 1000, &reps)) return 2; }
+        else if (cli_is(&a, "--mem-mb", NULL)) { if (!cli_int(&a, 16, 1 << 16, &mem_mb)) return 2; }
+        else if (cli_is(&a, "--cpu", NULL)) { if (!cli_str(&a, &v) || !cli_set_cpu(a.cmd, v)) return 2; }
+        else if (cli_is(&a, "--json", NULL)) json = true;
+        else return cli_unknown(&a);
+    }
+    if (cols % 256) { fprintf(stderr, "reprise bench kernels: --cols must be a multiple of 256\n"); return 2; }
+    long ths[16];
+    int nth = cli_int_list(a.cmd, "-t", t_s, ths, 16);
+    if (nth < 0) return 2;
+    const rp_cpu_info *ci = rp_cpu_info_get();
+    rp_cpu_level lvl = rp_cpu_level_active();
+    bool first = true;
+    if (json) printf("{\"cpu\": \"%s\", \"level\": \"%s\", \"bandwidth\": [", ci->brand, rp_cpu_level_name(lvl));
+    else printf("cpu: %s, dispatch level %s\n\nmemory bandwidth (streaming read of %ld MiB):\n", ci->brand,
+                rp_cpu_level_name(lvl), mem_mb);
+    double bw_max = 0;
+    for (int i = 0; i < nth; i++) {
+        double gbs = rp_bench_bandwidth((size_t)mem_mb << 20, (int)ths[i], 3);
+        if (gbs > bw_max) bw_max = gbs;
+        if (json) printf("%s{\"threads\": %ld, \"gb_s\": %.2f}", i ? ", " : "", ths[i], gbs);
+        else printf("  %ld thread(s): %.2f GB/s\n", ths[i], gbs);
+    }
+    if (json) printf("], \"kernels\": [");
+    else {
+        printf("\nmatmul kernels (best of %ld):\n", reps);
+        printf("| %-16s | %-15s | %5s | %7s | %10s | %10s | %9s |\n", "kernel", "rows x cols", "n", "threads", "ms",
+               "GFLOP/s", "W GB/s");
+        printf("|------------------|-----------------|-------|---------|------------|------------|-----------|\n");
+    }
+    char tbuf[256];
+    snprintf(tbuf, sizeof tbuf, "%s", types_s);
+    for (char *tok = strtok(tbuf, ","); tok; tok = strtok(NULL, ",")) {
+        int t = rp_type_from_name(tok);
+        const rp_type_traits *tr = t >= 0 ? rp_type_get_traits(t) : NULL;
+        if (!tr || !tr->can_compute) { fprintf(stderr, "reprise bench kernels: unknown type '%s'\n", tok); return 2; }
+        for (int i = 0; i < nth; i++) {
+            rp_pool *pool = NULL;
+            if (rp_pool_create((int)ths[i], &pool) != RP_OK) return cli_fail(a.cmd, "pool", 1);
+            bench_matmul(pool, (rp_type)t, rows, cols, 1, (int)reps * 4, lvl, json, &first);
+            bench_matmul(pool, (rp_type)t, rows, cols, n_big, (int)reps, lvl, json, &first);
+            rp_pool_free(pool);
+        }
+    }
+    if (json) printf("\n]");
+    if (model_path) {
+        rp_model *m = NULL;
+        rp_model_params mp = rp_model_default_params();
+        rp_status st = rp_model_load(model_path, mp, &m);
+        if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
+        /* bytes a decode step must stream: every layer matrix + the output matrix */
+        double bytes = 0;
+        for (int l = 0; l < m->hp.n_layer; l++) {
+            const rp_layer *L = &m->layers[l];
+            const rp_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            for (int k = 0; k < 7; k++) bytes += (double)(ws[k]->packed_bytes ? ws[k]->packed_bytes : ws[k]->row_bytes * (size_t)ws[k]->rows);
+        }
+        bytes += (double)(m->output.packed_bytes ? m->output.packed_bytes : m->output.row_bytes * (size_t)m->output.rows);
+        double ceil = bw_max * 1e9 / bytes;
+        if (json)
+            printf(", \"model\": {\"path\": \"%s\", \"bytes_per_token\": %.0f, \"bandwidth_gb_s\": %.2f, "
+                   "\"decode_ceiling_tok_s\": %.2f}", model_path, bytes, bw_max, ceil);
+        else
+            printf("\ndecode ceiling for %s: %.1f MiB of weights per token / %.2f GB/s = %.2f tok/s\n", model_path,
+                   bytes / 1048576.0, bw_max, ceil);
+        rp_model_free(m);
+    }
+    if (json) printf("}\n");
+    return 0;
+}

@@ -1,0 +1,167 @@
+/* bench_model.c — `reprise bench model`: llama-bench-style prefill (ppN) and decode (tgN) throughput. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "kernels/cpu.h"
+#include "kernels/types.h"
+#include "model/forward.h"
+#include "model/model.h"
+
+#define MAX_LIST 16
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The weight type holding most bytes ("q4_0", "q4_k", ...). */
+static const char *main_type(const rp_model *m) {
+    uint64_t bytes[RP_TYPE_COUNT] = {0};
+    for (uint64_t i = 0; i < rp_gguf_n_tensors(m->gguf); i++) {
+        const rp_gguf_tensor *t = rp_gguf_tensor_at(m->gguf, i);
+        if ((unsigned)t->type < RP_TYPE_COUNT) bytes[t->type] += t->nbytes;
+    }
+    int best = 0;
+    for (int t = 1; t < RP_TYPE_COUNT; t++)
+        if (bytes[t] > bytes[best]) best = t;
+    const rp_type_traits *tr = rp_type_get_traits(best);
+    return tr ? tr->name : "?";
+}
+
+/* One measurement: N prompt tokens in batches of n_batch (pp), or N single
+ * tokens one after another (tg). Returns tokens per second. */
+static double measure(rp_ctx *ctx, rp_kv *kv, rp_batch *b, const rp_token *toks, int n, bool pp, int n_batch) {
+    rp_kv_clear(kv);
+    double t0 = cli_now();
+    if (pp) {
+        for (int off = 0; off < n; off += n_batch) {
+            int cnt = n - off < n_batch ? n - off : n_batch;
+            rp_batch_clear(b);
+            for (int i = 0; i < cnt; i++) rp_batch_add(b, toks[off + i], 0, off + i, off + i, off + i == n - 1);
+            if (rp_forward(ctx, b, &kv, 1) != RP_OK) return -1;
+        }
+    } else {
+        for (int i = 0; i < n; i++) {
+            rp_batch_clear(b);
+            rp_batch_add(b, toks[i], 0, i, i, true);
+            if (rp_forward(ctx, b, &kv, 1) != RP_OK) return -1;
+        }
+    }
+    double dt = cli_now() - t0;
+    return n / (dt > 0 ? dt : 1e-9);
+}
+
+int bench_model(int argc, char **argv) {
+    cli_args a = {argc, 1, argv, "bench model"};
+    const char *model_path = NULL, *pp_s = "512", *tg_s = "64", *t_s = "2", *kv_name = "f16";
+    long reps = 5, n_batch = 512;
+    bool json = false;
+    for (; a.i < argc; a.i++) {
+        const char *v;
+        if (cli_is(&a, "-h", "--help")) {
+            printf("usage: reprise bench model -m MODEL.gguf [-p 128,512,2048] [-n 64] [-t 1,2] [-r 5] [-b 512]\n"
+                   "                           [--kv-type f16|q8_0] [--cpu scalar|avx2|avx512|amx] [--json]\n"
+                   "  ppN: N prompt tokens evaluated in batches of -b (logits for the last only)\n"
+                   "  tgN: N tokens decoded one at a time from an empty context\n"
+                   "Median, min and max tok/s over -r runs after one warm-up; --json prints one JSON array.\n");
+            return 0;
+        } else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
+        else if (cli_is(&a, "-p", "--n-prompt")) { if (!cli_str(&a, &pp_s)) return 2; }
+        else if (cli_is(&a, "-n", "--n-gen")) { if (!cli_str(&a, &tg_s)) return 2; }
+        else if (cli_is(&a, "-t", "--threads")) { if (!cli_str(&a, &t_s)) return 2; }
+        else if (cli_is(&a, "-r", "--repetitions")) { if (!cli_int(&a, 1, 1000, &reps)) return 2; }
+        else if (cli_is(&a, "-b", "--batch-size")) { if (!cli_int(&a, 1, 65536, &n_batch)) return 2; }
+        else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }
+        else if (cli_is(&a, "--cpu", NULL)) { if (!cli_str(&a, &v) || !cli_set_cpu(a.cmd, v)) return 2; }
+        else if (cli_is(&a, "--json", NULL)) json = true;
+        else return cli_unknown(&a);
+    }
+    if (!model_path) { fprintf(stderr, "reprise bench model: -m MODEL.gguf is required\n"); return 2; }
+    long pps[MAX_LIST], tgs[MAX_LIST], ths[MAX_LIST];
+    int npp = strcmp(pp_s, "0") ? cli_int_list(a.cmd, "-p", pp_s, pps, MAX_LIST) : 0;
+    int ntg = strcmp(tg_s, "0") ? cli_int_list(a.cmd, "-n", tg_s, tgs, MAX_LIST) : 0;
+    int nth = cli_int_list(a.cmd, "-t", t_s, ths, MAX_LIST);
+    if (npp < 0 || ntg < 0 || nth < 0) return 2;
+    int kv_type = rp_type_from_name(kv_name);
+    if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_Q8_0 && kv_type != RP_TYPE_F32) {
+        fprintf(stderr, "reprise bench model: --kv-type must be f16, q8_0 or f32\n");
+        return 2;
+    }
+    long max_tok = 1;
+    for (int i = 0; i < npp; i++) if (pps[i] > max_tok) max_tok = pps[i];
+    for (int i = 0; i < ntg; i++) if (tgs[i] > max_tok) max_tok = tgs[i];
+    long max_th = 1;
+    for (int i = 0; i < nth; i++) if (ths[i] > max_th) max_th = ths[i];
+
+    rp_model *m = NULL;
+    rp_model_params mp = rp_model_default_params();
+    mp.n_threads = (int)max_th;
+    rp_status st = rp_model_load(model_path, mp, &m);
+    if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
+    const char *mname = strrchr(model_path, '/') ? strrchr(model_path, '/') + 1 : model_path;
+    const char *mtype = main_type(m);
+    rp_token *toks = malloc(sizeof *toks * (size_t)max_tok);
+    double *samples = malloc(sizeof(double) * (size_t)reps);
+    if (!toks || !samples) { fprintf(stderr, "reprise bench model: out of memory\n"); rp_model_free(m); return 1; }
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    for (long i = 0; i < max_tok; i++) {   /* fixed pseudo-random prompt */
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        toks[i] = (rp_token)(x % (uint64_t)m->hp.n_vocab);
+    }
+    if (json) printf("[");
+    else {
+        fprintf(stderr, "cpu: %s (%s), weights packed for %s\n", rp_cpu_info_get()->brand,
+                rp_cpu_level_name(rp_cpu_info_get()->best), rp_cpu_level_name((rp_cpu_level)m->cpu_level));
+        printf("| %-28s | %-6s | %7s | %8s | %12s | %10s | %10s |\n", "model", "type", "threads", "test", "tok/s median",
+               "min", "max");
+        printf("|%s|%s|%s|%s|%s|%s|%s|\n", "------------------------------", "--------", "---------", "----------",
+               "--------------", "------------", "------------");
+    }
+    int rc = 0, first = 1;
+    for (int ti = 0; ti < nth && rc == 0; ti++) {
+        rp_ctx *ctx = NULL;
+        rp_kv *kv = NULL;
+        rp_batch b = {0};
+        rp_ctx_params cp = rp_ctx_default_params();
+        cp.n_threads = (int)ths[ti];
+        cp.n_batch = (int32_t)(n_batch < max_tok ? n_batch : max_tok);
+        cp.n_outputs = 1;
+        cp.n_ctx_max = (int32_t)max_tok;
+        if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK || (st = rp_kv_create(m, (int32_t)max_tok, (rp_type)kv_type, &kv)) != RP_OK ||
+            (st = rp_batch_init(&b, cp.n_batch)) != RP_OK) {
+            rc = cli_fail(a.cmd, "setup", st);
+        }
+        for (int kind = 0; kind < 2 && rc == 0; kind++) {
+            int cnt = kind == 0 ? npp : ntg;
+            for (int k = 0; k < cnt && rc == 0; k++) {
+                int n = (int)(kind == 0 ? pps[k] : tgs[k]);
+                if (measure(ctx, kv, &b, toks, n, kind == 0, cp.n_batch) < 0) { rc = cli_fail(a.cmd, "forward", 1); break; }
+                for (long r = 0; r < reps; r++) samples[r] = measure(ctx, kv, &b, toks, n, kind == 0, cp.n_batch);
+                qsort(samples, (size_t)reps, sizeof *samples, cmp_double);
+                double med = reps % 2 ? samples[reps / 2] : 0.5 * (samples[reps / 2 - 1] + samples[reps / 2]);
+                char test[32];
+                snprintf(test, sizeof test, "%s%d", kind == 0 ? "pp" : "tg", n);
+                if (json)
+                    printf("%s\n  {\"model\": \"%s\", \"type\": \"%s\", \"test\": \"%s\", \"threads\": %ld, "
+                           "\"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f, \"cpu\": \"%s\"}",
+                           first ? "" : ",", mname, mtype, test, ths[ti], med, samples[0], samples[reps - 1],
+                           rp_cpu_level_name((rp_cpu_level)m->cpu_level));
+                else
+                    printf("| %-28.28s | %-6s | %7ld | %8s | %12.2f | %10.2f | %10.2f |\n", mname, mtype, ths[ti], test,
+                           med, samples[0], samples[reps - 1]);
+                fflush(stdout);
+                first = 0;
+            }
+        }
+        rp_batch_free(&b);
+        rp_kv_free(kv);
+        rp_ctx_free(ctx);
+    }
+    if (json) printf("\n]\n");
+    free(toks);
+    free(samples);
+    rp_model_free(m);
+    return rc;
+}

@@ -1,0 +1,19 @@
+/* cmd_bench.c — `reprise bench <what>`: dispatch to the benchmark subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+int cmd_bench(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        printf("usage: reprise bench <what> [options]\n"
+               "  model    prefill (ppN) and decode (tgN) throughput, llama-bench style\n"
+               "  kernels  per-kernel GFLOP/s and GB/s, memory bandwidth and the decode ceiling of a model\n"
+               "`reprise bench <what> --help` lists its options.\n");
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "model")) return bench_model(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "kernels")) return bench_kernels(argc - 1, argv + 1);
+    fprintf(stderr, "reprise bench: unknown benchmark '%s' (model, kernels)\n", argv[1]);
+    return 2;
+}
