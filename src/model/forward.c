@@ -66,6 +66,7 @@ struct rp_ctx {
     void **att_scratch;   /* per thread, rp_attn_scratch_bytes() */
     int32_t *n_cells;     /* [n_batch] attention extent per row */
     int32_t *runs;        /* [2 * n_batch] (first row, row count) of attention runs */
+    int32_t n_runs;
 };
 
 static void *xalloc(size_t n_floats, bool *ok) {
@@ -145,6 +146,7 @@ void rp_ctx_free(rp_ctx *c) {
 const rp_model *rp_ctx_model(const rp_ctx *c) { return c->m; }
 rp_ctx_params rp_ctx_get_params(const rp_ctx *c) { return c->p; }
 int32_t rp_ctx_n_outputs(const rp_ctx *c) { return c->n_out; }
+rp_pool *rp_ctx_pool(rp_ctx *c) { return c->pool; }
 const float *rp_ctx_logits(const rp_ctx *c, int32_t i) {
     if (i < 0 || i >= c->n_out) return NULL;
     return c->logits + (size_t)i * (size_t)c->m->hp.n_vocab;
@@ -283,92 +285,135 @@ static rp_status validate(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32
     return RP_OK;
 }
 
-rp_status rp_forward(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_kvs) {
+/* ---- the pass, in steps (the reuse layer drives them one layer at a time) ---- */
+
+rp_status rp_fwd_begin(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_kvs) {
     RP_TRY(validate(c, b, kvs, n_kvs));
     const rp_model *m = c->m;
     const rp_hparams *hp = &m->hp;
-    const int32_t n = b->n, E = hp->n_embd, F = hp->n_ff, H = hp->n_head, HK = hp->n_head_kv, HD = hp->head_dim;
-    const int32_t QD = H * HD, KD = HK * HD, R = hp->n_rot;
-
-    /* embeddings */
+    const int32_t n = b->n, E = hp->n_embd, R = hp->n_rot;
     for (int32_t i = 0; i < n; i++) {
         const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)b->token[i] * m->tok_embd.row_bytes;
         rp_dequantize_row(m->tok_embd.type, row, c->x + (size_t)i * E, E);
     }
-    /* RoPE tables per row */
     for (int32_t i = 0; i < n; i++)
         rp_model_rope_cs(m, b->pos[i], c->rope_cs + (size_t)i * R, c->rope_cs + (size_t)i * R + R / 2);
+    c->n_runs = build_runs(c, b);
+    return RP_OK;
+}
 
-    att_job aj = {c, b, kvs, 0, build_runs(c, b), {NULL, NULL, NULL}};
-    {
-        const rp_cpu_level lvl = (rp_cpu_level)m->cpu_level;
-        aj.kern[0] = rp_attn_kernel_select(RP_TYPE_F32, lvl);
-        aj.kern[1] = rp_attn_kernel_select(RP_TYPE_F16, lvl);
-        aj.kern[2] = rp_attn_kernel_select(RP_TYPE_Q8_0, lvl);
-    }
-    for (int32_t l = 0; l < hp->n_layer; l++) {
-        const rp_layer *L = &m->layers[l];
-        for (int32_t i = 0; i < n; i++)
-            rmsnorm(c->xb + (size_t)i * E, c->x + (size_t)i * E, L->attn_norm, E, hp->rms_eps);
-        /* one activation quantization serves q, k and v when their kernels agree */
-        size_t st = rp_mm_quantize(c->pool, &L->wq, c->xb, n, E, &c->mm);
-        rp_mm_run(c->pool, &L->wq, 0, L->wq.rows, n, st, c->q, QD, &c->mm);
-        if (!rp_mm_same_act(&L->wq, &L->wk)) st = rp_mm_quantize(c->pool, &L->wk, c->xb, n, E, &c->mm);
-        rp_mm_run(c->pool, &L->wk, 0, L->wk.rows, n, st, c->k, KD, &c->mm);
-        if (!rp_mm_same_act(&L->wk, &L->wv)) st = rp_mm_quantize(c->pool, &L->wv, c->xb, n, E, &c->mm);
-        rp_mm_run(c->pool, &L->wv, 0, L->wv.rows, n, st, c->v, KD, &c->mm);
-        for (int32_t i = 0; i < n; i++) {
-            const float *cs = c->rope_cs + (size_t)i * R, *sn = cs + R / 2;
-            for (int32_t h = 0; h < H; h++) {
-                float *qh = c->q + (size_t)i * QD + (size_t)h * HD;
-                if (L->q_norm) rmsnorm(qh, qh, L->q_norm, HD, hp->rms_eps);
-                rope_apply(qh, cs, sn, R, hp->rope_kind);
-            }
-            for (int32_t h = 0; h < HK; h++) {
-                float *kh = c->k + (size_t)i * KD + (size_t)h * HD;
-                if (L->k_norm) rmsnorm(kh, kh, L->k_norm, HD, hp->rms_eps);
-                rope_apply(kh, cs, sn, R, hp->rope_kind);
-            }
-            rp_kv *kv = kvs[b->seq[i]];
-            rp_kv_store_row(kv, rp_kv_k_row(kv, l, b->cell[i]), c->k + (size_t)i * KD);
-            rp_kv_store_row(kv, rp_kv_v_row(kv, l, b->cell[i]), c->v + (size_t)i * KD);
-            if (l == 0) kv->pos[b->cell[i]] = b->pos[i];
-        }
-        if (l == 0) {
-            for (int32_t i = 0; i < n; i++) {
-                rp_kv *kv = kvs[b->seq[i]];
-                if (b->cell[i] + 1 > kv->n) kv->n = b->cell[i] + 1;
-            }
-        }
-        aj.layer = l;
-        rp_pool_parallel_for(c->pool, (int64_t)aj.n_runs * HK, 1, att_body, &aj);
-        /* x += att · Woᵀ  (xb reused as the projection output) */
-        rp_matmul(c->pool, &L->wo, c->att, n, QD, c->xb, E, &c->mm);
-        for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->xb[i];
-
-        for (int32_t i = 0; i < n; i++)
-            rmsnorm(c->xb + (size_t)i * E, c->x + (size_t)i * E, L->ffn_norm, E, hp->rms_eps);
-        st = rp_mm_quantize(c->pool, &L->w_gate, c->xb, n, E, &c->mm);
-        rp_mm_run(c->pool, &L->w_gate, 0, L->w_gate.rows, n, st, c->gate, F, &c->mm);
-        if (!rp_mm_same_act(&L->w_gate, &L->w_up)) st = rp_mm_quantize(c->pool, &L->w_up, c->xb, n, E, &c->mm);
-        rp_mm_run(c->pool, &L->w_up, 0, L->w_up.rows, n, st, c->up, F, &c->mm);
-        for (size_t i = 0; i < (size_t)n * F; i++) {
-            float g = c->gate[i];
-            c->gate[i] = g / (1.0f + expf(-g)) * c->up[i];
-        }
-        rp_matmul(c->pool, &L->w_down, c->gate, n, F, c->xb, E, &c->mm);
-        for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->xb[i];
-    }
-
-    /* output rows */
-    int32_t no = 0;
+void rp_fwd_qkv(rp_ctx *c, const rp_batch *b, int32_t l) {
+    const rp_hparams *hp = &c->m->hp;
+    const rp_layer *L = &c->m->layers[l];
+    const int32_t n = b->n, E = hp->n_embd, H = hp->n_head, HK = hp->n_head_kv, HD = hp->head_dim;
+    const int32_t QD = H * HD, KD = HK * HD, R = hp->n_rot;
+    for (int32_t i = 0; i < n; i++)
+        rmsnorm(c->xb + (size_t)i * E, c->x + (size_t)i * E, L->attn_norm, E, hp->rms_eps);
+    /* one activation quantization serves q, k and v when their kernels agree */
+    size_t st = rp_mm_quantize(c->pool, &L->wq, c->xb, n, E, &c->mm);
+    rp_mm_run(c->pool, &L->wq, 0, L->wq.rows, n, st, c->q, QD, &c->mm);
+    if (!rp_mm_same_act(&L->wq, &L->wk)) st = rp_mm_quantize(c->pool, &L->wk, c->xb, n, E, &c->mm);
+    rp_mm_run(c->pool, &L->wk, 0, L->wk.rows, n, st, c->k, KD, &c->mm);
+    if (!rp_mm_same_act(&L->wk, &L->wv)) st = rp_mm_quantize(c->pool, &L->wv, c->xb, n, E, &c->mm);
+    rp_mm_run(c->pool, &L->wv, 0, L->wv.rows, n, st, c->v, KD, &c->mm);
     for (int32_t i = 0; i < n; i++) {
+        const float *cs = c->rope_cs + (size_t)i * R, *sn = cs + R / 2;
+        for (int32_t h = 0; h < H; h++) {
+            float *qh = c->q + (size_t)i * QD + (size_t)h * HD;
+            if (L->q_norm) rmsnorm(qh, qh, L->q_norm, HD, hp->rms_eps);
+            rope_apply(qh, cs, sn, R, hp->rope_kind);
+        }
+        for (int32_t h = 0; h < HK; h++) {
+            float *kh = c->k + (size_t)i * KD + (size_t)h * HD;
+            if (L->k_norm) rmsnorm(kh, kh, L->k_norm, HD, hp->rms_eps);
+            rope_apply(kh, cs, sn, R, hp->rope_kind);
+        }
+    }
+}
+
+const float *rp_fwd_k(const rp_ctx *c) { return c->k; }
+const float *rp_fwd_v(const rp_ctx *c) { return c->v; }
+
+void rp_fwd_store(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l) {
+    const int32_t KD = c->m->hp.n_head_kv * c->m->hp.head_dim;
+    for (int32_t i = 0; i < b->n; i++) {
+        rp_kv *kv = kvs[b->seq[i]];
+        rp_kv_store_row(kv, rp_kv_k_row(kv, l, b->cell[i]), c->k + (size_t)i * KD);
+        rp_kv_store_row(kv, rp_kv_v_row(kv, l, b->cell[i]), c->v + (size_t)i * KD);
+        kv->pos[b->cell[i]] = b->pos[i];
+        if (b->cell[i] + 1 > kv->n) kv->n = b->cell[i] + 1;
+    }
+}
+
+void rp_fwd_attn_ffn(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l) {
+    const rp_model *m = c->m;
+    const rp_hparams *hp = &m->hp;
+    const rp_layer *L = &m->layers[l];
+    const int32_t n = b->n, E = hp->n_embd, F = hp->n_ff, HK = hp->n_head_kv;
+    const int32_t QD = hp->n_head * hp->head_dim;
+    const rp_cpu_level lvl = (rp_cpu_level)m->cpu_level;
+    att_job aj = {c, b, kvs, l, c->n_runs,
+                  {rp_attn_kernel_select(RP_TYPE_F32, lvl), rp_attn_kernel_select(RP_TYPE_F16, lvl),
+                   rp_attn_kernel_select(RP_TYPE_Q8_0, lvl)}};
+    rp_pool_parallel_for(c->pool, (int64_t)aj.n_runs * HK, 1, att_body, &aj);
+    /* x += att · Woᵀ  (xb reused as the projection output) */
+    rp_matmul(c->pool, &L->wo, c->att, n, QD, c->xb, E, &c->mm);
+    for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->xb[i];
+
+    for (int32_t i = 0; i < n; i++)
+        rmsnorm(c->xb + (size_t)i * E, c->x + (size_t)i * E, L->ffn_norm, E, hp->rms_eps);
+    size_t st = rp_mm_quantize(c->pool, &L->w_gate, c->xb, n, E, &c->mm);
+    rp_mm_run(c->pool, &L->w_gate, 0, L->w_gate.rows, n, st, c->gate, F, &c->mm);
+    if (!rp_mm_same_act(&L->w_gate, &L->w_up)) st = rp_mm_quantize(c->pool, &L->w_up, c->xb, n, E, &c->mm);
+    rp_mm_run(c->pool, &L->w_up, 0, L->w_up.rows, n, st, c->up, F, &c->mm);
+    for (size_t i = 0; i < (size_t)n * F; i++) {
+        float g = c->gate[i];
+        c->gate[i] = g / (1.0f + expf(-g)) * c->up[i];
+    }
+    rp_matmul(c->pool, &L->w_down, c->gate, n, F, c->xb, E, &c->mm);
+    for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->xb[i];
+}
+
+void rp_fwd_compact(rp_ctx *c, rp_batch *b, const int32_t *keep, int32_t n_keep) {
+    const rp_hparams *hp = &c->m->hp;
+    const size_t E = (size_t)hp->n_embd, R = (size_t)hp->n_rot;
+    for (int32_t j = 0; j < n_keep; j++) {
+        int32_t i = keep[j];
+        if (i == j) continue;
+        memmove(c->x + (size_t)j * E, c->x + (size_t)i * E, E * sizeof(float));
+        memmove(c->rope_cs + (size_t)j * R, c->rope_cs + (size_t)i * R, R * sizeof(float));
+        b->token[j] = b->token[i];
+        b->seq[j] = b->seq[i];
+        b->pos[j] = b->pos[i];
+        b->cell[j] = b->cell[i];
+        b->logits[j] = b->logits[i];
+    }
+    b->n = n_keep;
+    c->n_runs = build_runs(c, b);
+}
+
+rp_status rp_fwd_end(rp_ctx *c, const rp_batch *b) {
+    const rp_model *m = c->m;
+    const int32_t E = m->hp.n_embd;
+    int32_t no = 0;
+    for (int32_t i = 0; i < b->n; i++) {
         if (!b->logits[i]) continue;
-        rmsnorm(c->xo + (size_t)no * E, c->x + (size_t)i * E, m->out_norm, E, hp->rms_eps);
+        if (no >= c->p.n_outputs)
+            return rp_errorf(RP_ERR_RANGE, "forward: more than n_outputs %d output rows", c->p.n_outputs);
+        rmsnorm(c->xo + (size_t)no * E, c->x + (size_t)i * E, m->out_norm, E, m->hp.rms_eps);
         no++;
     }
     c->n_out = no;
-    if (no > 0)
-        rp_matmul(c->pool, &m->output, c->xo, no, E, c->logits, hp->n_vocab, &c->mm);
+    if (no > 0) rp_matmul(c->pool, &m->output, c->xo, no, E, c->logits, m->hp.n_vocab, &c->mm);
     return RP_OK;
+}
+
+rp_status rp_forward(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_kvs) {
+    RP_TRY(rp_fwd_begin(c, b, kvs, n_kvs));
+    for (int32_t l = 0; l < c->m->hp.n_layer; l++) {
+        rp_fwd_qkv(c, b, l);
+        rp_fwd_store(c, b, kvs, l);
+        rp_fwd_attn_ffn(c, b, kvs, l);
+    }
+    return rp_fwd_end(c, b);
 }

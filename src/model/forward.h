@@ -55,6 +55,27 @@ rp_ctx_params rp_ctx_get_params(const rp_ctx *c);
 rp_status rp_forward(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_kvs);
 
 int32_t rp_ctx_n_outputs(const rp_ctx *c);
+rp_pool *rp_ctx_pool(rp_ctx *c);
+
+/* ---- the pass in steps, for callers that change the row set between layers
+ * (CacheBlend-style selective recompute). rp_forward is exactly:
+ *   begin; for each layer l: qkv(l), store(l), attn_ffn(l); end.
+ * begin validates and embeds the rows; qkv computes the rows' post-norm,
+ * post-RoPE q/k/v for layer l (readable with rp_fwd_k / rp_fwd_v, [n x kv_dim]);
+ * store writes k/v into the rows' cells; attn_ffn runs attention over each
+ * row's cells [0, cell] and the FFN, updating the rows' hidden states;
+ * compact keeps rows keep[0..n_keep) (strictly increasing) in that order,
+ * moving their hidden states and batch entries to the front; end computes the
+ * output rows' logits. The batch passed to each step must be the one begin saw
+ * (after any compaction). */
+rp_status rp_fwd_begin(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_kvs);
+void rp_fwd_qkv(rp_ctx *c, const rp_batch *b, int32_t layer);
+const float *rp_fwd_k(const rp_ctx *c);
+const float *rp_fwd_v(const rp_ctx *c);
+void rp_fwd_store(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t layer);
+void rp_fwd_attn_ffn(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t layer);
+void rp_fwd_compact(rp_ctx *c, rp_batch *b, const int32_t *keep, int32_t n_keep);
+rp_status rp_fwd_end(rp_ctx *c, const rp_batch *b);
 /* Logits of the i-th flagged row of the last forward ([n_vocab] floats). */
 const float *rp_ctx_logits(const rp_ctx *c, int32_t i);
 

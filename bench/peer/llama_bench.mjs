@@ -1,0 +1,173 @@
+#!/usr/bin/env node
+// llama_bench.mjs — llama-bench-style prefill (ppN) / decode (tgN) throughput of
+// llama.cpp, through node-llama-cpp's prebuilt CPU binaries, on the same GGUF
+// files and (by default) the same prompt tokens as `reprise bench model`.
+import path from "node:path";
+import {
+    die, note, parseArgs, parseIntList, parsePositiveInt, stats, nowNs, secondsSince, reprisePromptTokens,
+    readTokenFile, loadLlama, describeBuild, loadModel, vocabSize, mainWeightType, listCpuVariants
+} from "./common.mjs";
+import { ensureShim } from "./shim.mjs";
+
+const USAGE = `usage: node bench/peer/llama_bench.mjs -m MODEL.gguf [-p 128,512] [-n 64] [-t 1,2] [-r 5]
+                                   [-b 512] [--tg-depth 0] [--tg-feed greedy|tokens] [--fa 0|1|auto]
+                                   [--tokens FILE.json] [--cpu-variant NAME] [--threadpool persistent|disposable]
+                                   [--json] [--verbose]
+  ppN  N prompt tokens evaluated from an empty KV cache in batches of -b (one batch when
+       N <= -b; default -b is 512, like reprise bench model), logits for the last token
+       only, which is then sampled greedily.
+  tgN  N single-token evaluations, each followed by a greedy sample, from an empty KV cache
+       (or after --tg-depth K prompt tokens evaluated untimed). The first evaluated token is
+       prompt token K; the next ones are the sampled tokens (--tg-feed greedy, default) or
+       the following prompt tokens (--tg-feed tokens, as reprise bench model does).
+  Median, min and max tok/s over -r runs after one warm-up run of each test.
+  Prompt tokens: the same fixed xorshift64 sequence as 'reprise bench model' (ids in
+  [0, n_vocab)), or the JSON array of token ids in --tokens.
+  --cpu-variant NAME loads libggml-cpu-NAME.so instead of ggml's best-scoring one (shim.mjs)
+  (available: ${listCpuVariants().join(", ") || "(package not installed)"}).
+  --threadpool persistent (default) gives each context a persistent ggml threadpool, as
+  llama-bench/llama-cli/llama-server do (an LD_PRELOAD shim, see shim.mjs);
+  'disposable' measures node-llama-cpp as shipped (a new pool per llama_decode).
+  --json prints a JSON array of {"engine","model","type","test","threads","tok_s_median",
+  "tok_s_min","tok_s_max"}; build details go to stderr as '# ' lines.
+`;
+
+const opts = parseArgs(process.argv.slice(2), {
+    "-m": { key: "model", arg: true }, "--model": { key: "model", arg: true },
+    "-p": { key: "pp", arg: true }, "--n-prompt": { key: "pp", arg: true },
+    "-n": { key: "tg", arg: true }, "--n-gen": { key: "tg", arg: true },
+    "-t": { key: "threads", arg: true }, "--threads": { key: "threads", arg: true },
+    "-r": { key: "reps", arg: true }, "--repetitions": { key: "reps", arg: true },
+    "-b": { key: "batch", arg: true }, "--batch-size": { key: "batch", arg: true },
+    "--tg-depth": { key: "tgDepth", arg: true },
+    "--tg-feed": { key: "tgFeed", arg: true },
+    "--fa": { key: "fa", arg: true },
+    "--tokens": { key: "tokens", arg: true },
+    "--cpu-variant": { key: "cpuVariant", arg: true },
+    "--threadpool": { key: "threadpool", arg: true },
+    "--json": { key: "json", arg: false },
+    "--verbose": { key: "verbose", arg: false }
+}, USAGE);
+
+if (!opts.model) die("-m MODEL.gguf is required (see --help)");
+const pps = parseIntList("-p", opts.pp ?? "512");
+const tgs = parseIntList("-n", opts.tg ?? "64");
+const threadList = parseIntList("-t", opts.threads ?? "2");
+const reps = parsePositiveInt("-r", opts.reps ?? "5");
+const nBatch = parsePositiveInt("-b", opts.batch ?? "512");
+const tgDepth = opts.tgDepth == null ? 0 : (opts.tgDepth === "0" ? 0 : parsePositiveInt("--tg-depth", opts.tgDepth));
+const tgFeed = opts.tgFeed ?? "greedy";
+if (tgFeed !== "greedy" && tgFeed !== "tokens") die("--tg-feed must be 'greedy' or 'tokens'");
+const fa = opts.fa ?? "0";
+if (!["0", "1", "auto"].includes(fa)) die("--fa must be 0, 1 or auto");
+const flashAttention = fa === "auto" ? "auto" : fa === "1";
+const shim = ensureShim({ threadpool: opts.threadpool ?? "persistent", cpuVariant: opts.cpuVariant }); // may re-execute under LD_PRELOAD
+const modelPath = path.resolve(opts.model); // before a possible chdir by --cpu-variant
+const tokensPath = opts.tokens ? path.resolve(opts.tokens) : null;
+
+const { llama, info } = await loadLlama({ cpuVariant: opts.cpuVariant, verbose: !!opts.verbose });
+const { GgmlType } = await import("node-llama-cpp");
+const model = await loadModel(llama, modelPath);
+const nVocab = vocabSize(model);
+const mname = path.basename(modelPath);
+const mtype = mainWeightType(llama, model, GgmlType);
+
+const maxPp = pps.length ? Math.max(...pps) : 0;
+const maxTg = tgs.length ? Math.max(...tgs) + tgDepth : 0;
+const maxTok = Math.max(1, maxPp, maxTg);
+// tokens needed: pp uses toks[0..N); tg uses toks[0..depth] (+ toks[depth..depth+N) with --tg-feed tokens)
+const needTok = Math.max(1, maxPp, tgs.length ? tgDepth + (tgFeed === "tokens" ? Math.max(...tgs) : 1) : 0);
+let toks;
+if (tokensPath) {
+    toks = readTokenFile(tokensPath, nVocab);
+    if (toks.length < needTok) die(`--tokens: '${opts.tokens}' holds ${toks.length} tokens, the tests need ${needTok}`);
+} else {
+    toks = reprisePromptTokens(needTok, nVocab);
+}
+const batchSize = Math.min(nBatch, maxTok);
+
+note(describeBuild(info));
+note(`system_info: ${info.systemInfo}`);
+note(`model: ${modelPath} (${mtype}, n_vocab ${nVocab}, ${(model.size / 2 ** 20).toFixed(1)} MiB)`);
+note(`threadpool: ${shim.threadpool === "persistent" ? "persistent per context (as llama-bench)" : "disposable (node-llama-cpp as shipped: a new ggml threadpool per decode)"}` +
+    `${shim.shim ? `; LD_PRELOAD shim ${shim.shim}` : ""}${opts.cpuVariant ? `; CPU variant forced to ${opts.cpuVariant}` : ""}`);
+note(`batch ${batchSize} (ubatch = batch in node-llama-cpp), flash_attn ${fa}, kv f16, ` +
+    `tg from depth ${tgDepth}, tg feed ${tgFeed}, prompt tokens ${tokensPath ? "from " + opts.tokens : "reprise xorshift64"}`);
+
+// One ppN run: clear the KV cache (untimed), then time prefill of N tokens + greedy sample of the next.
+async function runPp(seq, n) {
+    await seq.clearHistory();
+    const prompt = toks.slice(0, n);
+    const t0 = nowNs();
+    const gen = seq.evaluate(prompt, { temperature: 0, yieldEogToken: true });
+    const r = await gen.next();
+    const dt = secondsSince(t0);
+    await gen.return();
+    if (r.done) throw new Error("prefill produced no token");
+    return n / dt;
+}
+
+// One tgN run: clear the KV cache, evaluate tgDepth prompt tokens (untimed), then time
+// N single-token evaluations, each followed by a greedy sample.
+async function runTg(seq, n) {
+    await seq.clearHistory();
+    if (tgDepth > 0) await seq.evaluateWithoutGeneratingNewTokens(toks.slice(0, tgDepth));
+    const t0 = nowNs();
+    const gen = seq.evaluate([toks[tgDepth]], { temperature: 0, yieldEogToken: true });
+    let r = await gen.next();
+    for (let i = 1; i < n && !r.done; i++)
+        r = await gen.next(tgFeed === "tokens" ? toks[tgDepth + i] : undefined);
+    const dt = secondsSince(t0);
+    await gen.return();
+    if (r.done) throw new Error("generation stopped early");
+    return n / dt;
+}
+
+const results = [];
+if (!opts.json) {
+    process.stdout.write(`| ${"model".padEnd(28)} | ${"type".padEnd(6)} | threads | ${"test".padStart(8)} | tok/s median |        min |        max |\n`);
+    process.stdout.write(`|${"-".repeat(30)}|${"-".repeat(8)}|${"-".repeat(9)}|${"-".repeat(10)}|${"-".repeat(14)}|${"-".repeat(12)}|${"-".repeat(12)}|\n`);
+}
+for (const threads of threadList) {
+    const ctx = await model.createContext({
+        contextSize: maxTok,
+        batchSize,
+        sequences: 1,
+        threads: { ideal: threads, min: threads },
+        flashAttention,
+        ignoreMemorySafetyChecks: true,
+        failedCreationRemedy: false
+    });
+    const seq = ctx.getSequence();
+    const tests = [...pps.map((n) => ["pp", n]), ...tgs.map((n) => ["tg", n])];
+    for (const [kind, n] of tests) {
+        const run = kind === "pp" ? runPp : runTg;
+        await run(seq, n); // warm-up
+        const samples = [];
+        const cpu0 = process.cpuUsage();
+        const t0 = nowNs();
+        for (let r = 0; r < reps; r++) samples.push(await run(seq, n));
+        const wall = secondsSince(t0);
+        const cpu = process.cpuUsage(cpu0);
+        const par = (cpu.user + cpu.system) / 1e6 / wall;
+        const used = ctx.currentThreads; // llama_n_threads() of the context
+        if (used !== threads) die(`context runs ${used} threads, ${threads} were requested`, 1);
+        const s = stats(samples);
+        const test = `${kind}${n}`;
+        note(`${test} t=${threads}: llama_n_threads=${used}, process CPU time / wall time = ${par.toFixed(2)} over ${wall.toFixed(2)} s`);
+        if (par > threads + 0.5)
+            note(`warning: ${test} t=${threads} used more CPU than ${threads} thread(s) can`);
+        const row = {
+            engine: "llama.cpp", model: mname, type: mtype, test, threads,
+            tok_s_median: +s.median.toFixed(3), tok_s_min: +s.min.toFixed(3), tok_s_max: +s.max.toFixed(3)
+        };
+        results.push(row);
+        if (!opts.json)
+            process.stdout.write(`| ${mname.slice(0, 28).padEnd(28)} | ${mtype.padEnd(6)} | ${String(threads).padStart(7)} | ${test.padStart(8)} | ` +
+                `${s.median.toFixed(2).padStart(12)} | ${s.min.toFixed(2).padStart(10)} | ${s.max.toFixed(2).padStart(10)} |\n`);
+    }
+    await ctx.dispose();
+}
+if (opts.json) process.stdout.write(JSON.stringify(results, null, 2) + "\n");
+await model.dispose();
+await llama.dispose();

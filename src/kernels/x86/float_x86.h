@@ -1,0 +1,435 @@
+/* float_x86.h — float SIMD layer (AVX2 or AVX-512, chosen by the including file's flags) and the F32/F16/BF16 matmul and attention templates built on it. */
+#ifndef RP_KERNELS_X86_FLOAT_X86_H
+#define RP_KERNELS_X86_FLOAT_X86_H
+
+/* Each *_avx2.c / *_avx512.c file is compiled with its level's -m flags, so
+ * __AVX512F__ tells which width this translation unit targets. Everything here
+ * is static: every including file gets its own copy at its own width.
+ *
+ * Two templates follow the vector layer:
+ *   - RP_FX_MM_WT (define to 0 = F32, 1 = F16, 2 = BF16 before including):
+ *     packed-weight GEMM/GEMV with F32 activations (rp_fx_mm_* functions);
+ *   - RP_FX_ATTN (define before including): flash-style attention over F32,
+ *     F16 and Q8_0 caches (rp_fx_attn).
+ * Only plain float FMA is used (never the BF16 dot instructions): the
+ * reference kernels multiply exact weights by f32 activations, and the AVX512
+ * dispatch level does not promise AVX512-BF16. */
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/quant.h"
+
+#define RP_FX_INLINE static inline __attribute__((always_inline))
+
+#if defined(__AVX512F__)
+/* ------------------------------------------------------------ AVX-512 */
+#define FX_W 16
+typedef __m512 fx_v;
+
+RP_FX_INLINE __mmask16 fx_mask(int n) { /* lanes [0, n), n in [0, 16] */
+    return (__mmask16)((1u << n) - 1u);
+}
+RP_FX_INLINE fx_v fx_zero(void) { return _mm512_setzero_ps(); }
+RP_FX_INLINE fx_v fx_set1(float x) { return _mm512_set1_ps(x); }
+RP_FX_INLINE fx_v fx_load(const float *p) { return _mm512_loadu_ps(p); }
+/* lanes >= n read as 0 and their memory is not touched */
+RP_FX_INLINE fx_v fx_loadn(const float *p, int n) { return _mm512_maskz_loadu_ps(fx_mask(n), p); }
+RP_FX_INLINE void fx_store(float *p, fx_v v) { _mm512_storeu_ps(p, v); }
+RP_FX_INLINE void fx_storen(float *p, fx_v v, int n) { _mm512_mask_storeu_ps(p, fx_mask(n), v); }
+RP_FX_INLINE fx_v fx_load_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+RP_FX_INLINE fx_v fx_loadn_f16(const uint16_t *p, int n) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(fx_mask(n), p));
+}
+RP_FX_INLINE fx_v fx_fma(fx_v a, fx_v b, fx_v c) { return _mm512_fmadd_ps(a, b, c); }
+RP_FX_INLINE fx_v fx_add(fx_v a, fx_v b) { return _mm512_add_ps(a, b); }
+RP_FX_INLINE fx_v fx_mul(fx_v a, fx_v b) { return _mm512_mul_ps(a, b); }
+RP_FX_INLINE fx_v fx_max(fx_v a, fx_v b) { return _mm512_max_ps(a, b); }
+RP_FX_INLINE float fx_hsum(fx_v v) { return _mm512_reduce_add_ps(v); }
+RP_FX_INLINE float fx_hmax(fx_v v) { return _mm512_reduce_max_ps(v); }
+/* lanes [0, n) of v, the others set to `fill` */
+RP_FX_INLINE fx_v fx_keep(fx_v v, int n, float fill) { return _mm512_mask_blend_ps(fx_mask(n), _mm512_set1_ps(fill), v); }
+
+/* e^x, about 1 ulp (Cephes polynomial on |r| <= ln2/2), scaled by 2^n with
+ * VSCALEF so underflow goes smoothly to 0; x below -103 gives 0. */
+RP_FX_INLINE fx_v fx_exp(fx_v x) {
+    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.7f)), _mm512_set1_ps(-103.0f));
+    fx_v n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    fx_v r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    fx_v y = _mm512_set1_ps(1.9875691500e-4f);
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+    y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(y, n);
+}
+
+/* In-register transpose of a 16x16 block: r[i] lane j <-> r[j] lane i. */
+RP_FX_INLINE void fx_transpose(fx_v r[16]) {
+    fx_v t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    /* r[4i + j], 128-bit lane L, holds element 4L + j of rows 4i..4i+3 */
+    for (int j = 0; j < 4; j++) {
+        t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+        t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
+        t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+        t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
+    }
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xDD);
+        r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
+        r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xDD);
+    }
+}
+
+/* Lane j of the result = sum of the lanes of v[j] (16 horizontal sums in 45
+ * shuffles/adds instead of 16 separate reductions). */
+RP_FX_INLINE fx_v fx_reduce(const fx_v v[16]) {
+    fx_v a[8], c[4];
+    for (int i = 0; i < 8; i++)
+        a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    /* a[i] per 128-bit lane: (x0+x2, y0+y2, x1+x3, y1+y3), x = v[2i], y = v[2i+1] */
+    for (int i = 0; i < 4; i++)
+        c[i] = _mm512_add_ps(_mm512_shuffle_ps(a[2 * i], a[2 * i + 1], 0x44),
+                             _mm512_shuffle_ps(a[2 * i], a[2 * i + 1], 0xEE));
+    /* c[i], 128-bit lane L: lane L's partial sums of v[4i..4i+3] */
+    fx_v e0 = _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], 0x88), _mm512_shuffle_f32x4(c[0], c[1], 0xDD));
+    fx_v e1 = _mm512_add_ps(_mm512_shuffle_f32x4(c[2], c[3], 0x88), _mm512_shuffle_f32x4(c[2], c[3], 0xDD));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(e0, e1, 0x88), _mm512_shuffle_f32x4(e0, e1, 0xDD));
+}
+
+#else
+/* ------------------------------------------------------------ AVX2 */
+#define FX_W 8
+typedef __m256 fx_v;
+
+RP_FX_INLINE __m256i fx_maski(int n) { /* all-ones in lanes [0, n) */
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+RP_FX_INLINE fx_v fx_zero(void) { return _mm256_setzero_ps(); }
+RP_FX_INLINE fx_v fx_set1(float x) { return _mm256_set1_ps(x); }
+RP_FX_INLINE fx_v fx_load(const float *p) { return _mm256_loadu_ps(p); }
+/* VMASKMOV does not touch (or fault on) masked-out lanes */
+RP_FX_INLINE fx_v fx_loadn(const float *p, int n) { return _mm256_maskload_ps(p, fx_maski(n)); }
+RP_FX_INLINE void fx_store(float *p, fx_v v) { _mm256_storeu_ps(p, v); }
+RP_FX_INLINE void fx_storen(float *p, fx_v v, int n) { _mm256_maskstore_ps(p, fx_maski(n), v); }
+RP_FX_INLINE fx_v fx_load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+RP_FX_INLINE fx_v fx_loadn_f16(const uint16_t *p, int n) {
+    uint16_t t[8] = {0};
+    memcpy(t, p, sizeof(uint16_t) * (size_t)n);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)t));
+}
+RP_FX_INLINE fx_v fx_fma(fx_v a, fx_v b, fx_v c) { return _mm256_fmadd_ps(a, b, c); }
+RP_FX_INLINE fx_v fx_add(fx_v a, fx_v b) { return _mm256_add_ps(a, b); }
+RP_FX_INLINE fx_v fx_mul(fx_v a, fx_v b) { return _mm256_mul_ps(a, b); }
+RP_FX_INLINE fx_v fx_max(fx_v a, fx_v b) { return _mm256_max_ps(a, b); }
+RP_FX_INLINE float fx_hsum(fx_v v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+RP_FX_INLINE float fx_hmax(fx_v v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+RP_FX_INLINE fx_v fx_keep(fx_v v, int n, float fill) {
+    return _mm256_blendv_ps(_mm256_set1_ps(fill), v, _mm256_castsi256_ps(fx_maski(n)));
+}
+
+/* e^x as in the AVX-512 version; 2^n is built in the exponent field, valid
+ * for n >= -126, and x below -87 (n <= -126) gives 0. */
+RP_FX_INLINE fx_v fx_exp(fx_v x) {
+    const fx_v lo = _mm256_set1_ps(-87.0f);
+    fx_v under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.3f)), lo);
+    fx_v n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    fx_v r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    fx_v y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    return _mm256_andnot_ps(under, y);
+}
+
+/* In-register transpose of an 8x8 block. */
+RP_FX_INLINE void fx_transpose(fx_v r[8]) {
+    fx_v t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    /* u[4i + j], 128-bit half H, holds element 4H + j of rows 4i..4i+3 */
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+        r[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+    }
+}
+
+/* Lane j of the result = sum of the lanes of v[j]. */
+RP_FX_INLINE fx_v fx_reduce(const fx_v v[8]) {
+    fx_v h0 = _mm256_hadd_ps(v[0], v[1]), h1 = _mm256_hadd_ps(v[2], v[3]);
+    fx_v h2 = _mm256_hadd_ps(v[4], v[5]), h3 = _mm256_hadd_ps(v[6], v[7]);
+    fx_v k0 = _mm256_hadd_ps(h0, h1), k1 = _mm256_hadd_ps(h2, h3);
+    return _mm256_add_ps(_mm256_permute2f128_ps(k0, k1, 0x20), _mm256_permute2f128_ps(k0, k1, 0x31));
+}
+#endif
+
+#define FX_PRAGMA(x) _Pragma(#x)
+#if defined(__clang__)
+#define FX_UNROLL(n) FX_PRAGMA(unroll n)
+#else
+#define FX_UNROLL(n) FX_PRAGMA(GCC unroll n)
+#endif
+
+
+/* ===================================================================== matmul
+ * Packed layout (row_block RP_FX_RB = 2 * FX_W rows per group): group g holds
+ * rows [g*RB, (g+1)*RB) column-interleaved, cols x RB elements: for column k
+ * the RB weights of the group's rows are contiguous, so one (F32/F16) or two
+ * vector loads give the weights of every row of the group for that k, and
+ * y[i][rows] = sum_k x[i][k] * w[k][rows] is a chain of broadcast-FMAs with no
+ * horizontal sums. Rows past `rows` are zero. Group g starts at element
+ * g * cols * RB (64-byte aligned for AVX-512 F16/BF16: 64 bytes per column).
+ *   F32, F16: element (k, j) at k*RB + j (j = row in the group).
+ *   BF16: the RB halves of column k form FX_W 32-bit lanes; lane j carries
+ *     row j in its low half and row j + FX_W in its high half, so `x << 16`
+ *     and `x & 0xffff0000` are the two exact F32 vectors (no shuffles).
+ * Activations are plain F32 rows (act_type F32, copied by quant_act).
+ * ===================================================================== */
+#if defined(RP_FX_MM_WT)
+
+#define RP_FX_RB (2 * FX_W)
+#if RP_FX_MM_WT == 0
+typedef float rp_fx_welem;
+#else
+typedef uint16_t rp_fx_welem;
+#endif
+
+/* GEMM register block: NR activation rows x 2 weight vectors (RB rows) of
+ * accumulators: 12 x 2 = 24 of 32 zmm registers, 6 x 2 = 12 of 16 ymm. */
+#if FX_W == 16
+#define RP_FX_NR 12
+#else
+#define RP_FX_NR 6
+#endif
+/* Columns per k-block when n > NR: the NR activation rows of a block (NR * KC
+ * floats = 24 KiB) stay in L1 while every weight panel of the range streams
+ * past them; y carries the partial sums between k-blocks. */
+#define RP_FX_KC 512
+
+static size_t rp_fx_mm_packed_size(int64_t rows, int64_t cols) {
+    int64_t groups = (rows + RP_FX_RB - 1) / RP_FX_RB;
+    return (size_t)groups * (size_t)cols * RP_FX_RB * sizeof(rp_fx_welem);
+}
+
+/* Position of row j of a group within one column's RB elements. */
+static inline int rp_fx_slot(int j) {
+#if RP_FX_MM_WT == 2
+    return j < FX_W ? 2 * j : 2 * (j - FX_W) + 1;
+#else
+    return j;
+#endif
+}
+
+static void rp_fx_mm_pack(const void *src, size_t src_row_bytes, int64_t rows, int64_t cols, void *dst, int64_t g0,
+                          int64_t g1) {
+    for (int64_t g = g0; g < g1; g++) {
+        rp_fx_welem *pg = (rp_fx_welem *)dst + (size_t)g * (size_t)cols * RP_FX_RB;
+        /* 64 columns at a time: the destination block (64 x RB elements,
+         * <= 8 KiB) stays in L1 while each source row is read sequentially */
+        for (int64_t kb = 0; kb < cols; kb += 64) {
+            const int64_t ke = kb + 64 < cols ? kb + 64 : cols;
+            for (int j = 0; j < RP_FX_RB; j++) {
+                const int64_t r = g * RP_FX_RB + j;
+                rp_fx_welem *d = pg + rp_fx_slot(j);
+                if (r < rows) {
+                    const rp_fx_welem *s = (const rp_fx_welem *)((const uint8_t *)src + (size_t)r * src_row_bytes);
+                    for (int64_t k = kb; k < ke; k++) d[k * RP_FX_RB] = s[k];
+                } else {
+                    for (int64_t k = kb; k < ke; k++) d[k * RP_FX_RB] = 0;
+                }
+            }
+        }
+    }
+}
+
+static size_t rp_fx_mm_act_size(int64_t cols) { return (size_t)cols * sizeof(float); }
+static void rp_fx_mm_act_copy(const float *x, void *dst, int64_t cols) {
+    memcpy(dst, x, (size_t)cols * sizeof(float));
+}
+
+/* The two weight vectors (rows j < FX_W and j >= FX_W) of column k of a panel. */
+RP_FX_INLINE void rp_fx_wload(const rp_fx_welem *p, int64_t k, fx_v *w0, fx_v *w1) {
+    p += k * RP_FX_RB;
+#if RP_FX_MM_WT == 0
+    *w0 = fx_load(p);
+    *w1 = fx_load(p + FX_W);
+#elif RP_FX_MM_WT == 1
+    *w0 = fx_load_f16(p);
+    *w1 = fx_load_f16(p + FX_W);
+#elif FX_W == 16
+    __m512i x = _mm512_loadu_si512((const void *)p);
+    *w0 = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+    *w1 = _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32((int)0xffff0000u)));
+#else
+    __m256i x = _mm256_loadu_si256((const __m256i *)p);
+    *w0 = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+    *w1 = _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32((int)0xffff0000u)));
+#endif
+}
+
+/* y[i][0..nv) (+)= sum_{k in [k0,k1)} x[i][k] * panel[k][0..nv) for i < NR,
+ * nv <= RB valid rows of the group. S independent accumulator sets over
+ * alternating k hide the FMA latency when NR is small (S * NR * 2 vectors).
+ * first: start from 0, else from the partial sums in y. */
+RP_FX_INLINE void rp_fx_mm_tile(const rp_fx_welem *panel, int64_t k0, int64_t k1, const float *x, int64_t xs,
+                                float *y, int64_t ldy, int nv, int first, const int NR, const int S) {
+    fx_v c0[4][RP_FX_NR], c1[4][RP_FX_NR];
+    const int n0 = nv < FX_W ? nv : FX_W, n1 = nv - n0;
+    FX_UNROLL(4)
+    for (int s = 0; s < S; s++) {
+        FX_UNROLL(12)
+        for (int i = 0; i < NR; i++) {
+            if (first || s > 0) {
+                c0[s][i] = fx_zero();
+                c1[s][i] = fx_zero();
+            } else if (nv == RP_FX_RB) {
+                c0[s][i] = fx_load(y + i * ldy);
+                c1[s][i] = fx_load(y + i * ldy + FX_W);
+            } else {
+                c0[s][i] = fx_loadn(y + i * ldy, n0);
+                c1[s][i] = fx_loadn(y + i * ldy + FX_W, n1);
+            }
+        }
+    }
+    int64_t k = k0;
+    for (; k + S <= k1; k += S) {
+        FX_UNROLL(4)
+        for (int s = 0; s < S; s++) {
+            fx_v w0, w1;
+            rp_fx_wload(panel, k + s, &w0, &w1);
+            FX_UNROLL(12)
+            for (int i = 0; i < NR; i++) {
+                const fx_v b = fx_set1(x[i * xs + k + s]);
+                c0[s][i] = fx_fma(w0, b, c0[s][i]);
+                c1[s][i] = fx_fma(w1, b, c1[s][i]);
+            }
+        }
+    }
+    for (; k < k1; k++) {
+        fx_v w0, w1;
+        rp_fx_wload(panel, k, &w0, &w1);
+        FX_UNROLL(12)
+        for (int i = 0; i < NR; i++) {
+            const fx_v b = fx_set1(x[i * xs + k]);
+            c0[0][i] = fx_fma(w0, b, c0[0][i]);
+            c1[0][i] = fx_fma(w1, b, c1[0][i]);
+        }
+    }
+    FX_UNROLL(12)
+    for (int i = 0; i < NR; i++) {
+        fx_v a0 = c0[0][i], a1 = c1[0][i];
+        FX_UNROLL(4)
+        for (int s = 1; s < S; s++) {
+            a0 = fx_add(a0, c0[s][i]);
+            a1 = fx_add(a1, c1[s][i]);
+        }
+        if (nv == RP_FX_RB) {
+            fx_store(y + i * ldy, a0);
+            fx_store(y + i * ldy + FX_W, a1);
+        } else {
+            fx_storen(y + i * ldy, a0, n0);
+            fx_storen(y + i * ldy + FX_W, a1, n1);
+        }
+    }
+}
+
+/* One instantiation per row count: NR is a constant inside each, so the
+ * accumulator arrays live in registers. Few rows (memory-bound) get more
+ * accumulator sets. */
+static void rp_fx_mm_tile_n(int nr, const rp_fx_welem *panel, int64_t k0, int64_t k1, const float *x, int64_t xs,
+                            float *y, int64_t ldy, int nv, int first) {
+#define RP_FX_T(N, S) rp_fx_mm_tile(panel, k0, k1, x, xs, y, ldy, nv, first, N, S); break
+    switch (nr) {
+    case 1: RP_FX_T(1, 4);
+    case 2: RP_FX_T(2, 2);
+    case 3: RP_FX_T(3, 2);
+#if FX_W == 16
+    case 4: RP_FX_T(4, 2);
+    case 5: RP_FX_T(5, 2);
+    case 6: RP_FX_T(6, 2);
+    case 7: RP_FX_T(7, 1);
+    case 8: RP_FX_T(8, 1);
+    case 9: RP_FX_T(9, 1);
+    case 10: RP_FX_T(10, 1);
+    case 11: RP_FX_T(11, 1);
+    case 12: RP_FX_T(12, 1);
+#else
+    case 4: RP_FX_T(4, 1);
+    case 5: RP_FX_T(5, 1);
+    case 6: RP_FX_T(6, 1);
+#endif
+    default: break;
+    }
+#undef RP_FX_T
+}
+
+static void rp_fx_mm_gemm(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, const void *act,
+                          size_t act_stride, int64_t n, int64_t r0, int64_t r1, float *y, int64_t ldy,
+                          void *scratch) {
+    (void)w_row_bytes; (void)rows; (void)scratch;
+    const int64_t g0 = r0 / RP_FX_RB, g1 = (r1 + RP_FX_RB - 1) / RP_FX_RB;
+    const int64_t xs = (int64_t)(act_stride / sizeof(float));
+    const float *x = act;
+    /* one k-block when all rows fit one register block: nothing to keep in L1 */
+    const int64_t kc = n <= RP_FX_NR ? cols : RP_FX_KC;
+    for (int64_t kb = 0; kb < cols; kb += kc) {
+        const int64_t ke = kb + kc < cols ? kb + kc : cols;
+        for (int64_t i0 = 0; i0 < n; i0 += RP_FX_NR) {
+            const int nr = (int)(n - i0 < RP_FX_NR ? n - i0 : RP_FX_NR);
+            for (int64_t g = g0; g < g1; g++) {
+                const int64_t rb = g * RP_FX_RB;
+                const int nv = (int)(r1 - rb < RP_FX_RB ? r1 - rb : RP_FX_RB);
+                const rp_fx_welem *panel = (const rp_fx_welem *)w + (size_t)g * (size_t)cols * RP_FX_RB;
+                rp_fx_mm_tile_n(nr, panel, kb, ke, x + i0 * xs, xs, y + i0 * ldy + rb, ldy, nv, kb == 0);
+            }
+        }
+    }
+}
+
+#endif /* RP_FX_MM_WT */
+
+#endif /* RP_KERNELS_X86_FLOAT_X86_H */

@@ -1,0 +1,18 @@
+/* mm_f32_avx2.c — F32-weight matmul for AVX2: 16-row column-interleaved panels, FMA against F32 activations. */
+#define RP_FX_MM_WT 0
+#include "kernels/x86/float_x86.h"
+
+/* Layout and blocking: see the matmul template in float_x86.h. */
+const rp_mm_kernel rp_mm_f32_avx2 = {
+    .name = "f32/avx2",
+    .wtype = RP_TYPE_F32,
+    .level = RP_CPU_AVX2,
+    .act_type = RP_TYPE_F32,
+    .row_block = RP_FX_RB,
+    .packed_size = rp_fx_mm_packed_size,
+    .pack = rp_fx_mm_pack,
+    .act_row_size = rp_fx_mm_act_size,
+    .quant_act = rp_fx_mm_act_copy,
+    .scratch_bytes = NULL,
+    .gemm = rp_fx_mm_gemm,
+};

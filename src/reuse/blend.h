@@ -1,0 +1,64 @@
+/* blend.h — CacheBlend-style selective recompute over a batch of reused and new tokens. */
+#ifndef RP_REUSE_BLEND_H
+#define RP_REUSE_BLEND_H
+
+#include <stdint.h>
+
+#include "reprise.h"
+#include "kv/kv.h"
+#include "model/forward.h"
+
+typedef enum rp_dev_kind {
+    RP_DEV_K = 1,    /* deviation of recomputed vs cached K */
+    RP_DEV_V = 2,    /* ... of V */
+    RP_DEV_KV = 3,   /* sum of both */
+} rp_dev_kind;
+
+typedef enum rp_row_kind {
+    RP_ROW_REUSE = 0,   /* cell holds cached (re-rotated) KV for every layer */
+    RP_ROW_NEW = 1,     /* no cached KV: always recomputed */
+    RP_ROW_PAD = 2,     /* static-shape padding: computed up to the check layer, never selected;
+                           the caller places pad rows in cells past the prompt and clears them after */
+} rp_row_kind;
+
+typedef struct rp_blend_params {
+    int32_t check_layer;   /* layers [0, check_layer] are recomputed for every row (default 1) */
+    rp_dev_kind dev;       /* deviation measure at the check layer (default KV) */
+} rp_blend_params;
+
+rp_blend_params rp_blend_default_params(void);
+
+typedef struct rp_blend_stats {
+    int32_t n_rows, n_reuse, n_new, n_pad;
+    int32_t n_selected;    /* reuse rows recomputed past the check layer */
+    int32_t n_forced;      /* new rows + the final row */
+} rp_blend_stats;
+
+/* Scratch for rp_blend_run, sized once for up to `cap` rows (request-phase
+ * allocation; nothing is allocated inside the run). */
+typedef struct rp_blend_ws {
+    int32_t cap;
+    int32_t kv_dim;
+    float *dev;        /* [cap] deviation per row */
+    int32_t *order;    /* [cap] */
+    int32_t *keep;     /* [cap] */
+    float *tmp;        /* [kv_dim] dequantized cached row */
+} rp_blend_ws;
+
+rp_status rp_blend_ws_init(rp_blend_ws *ws, int32_t cap, int32_t kv_dim);
+void rp_blend_ws_free(rp_blend_ws *ws);
+
+/* Runs the rows of batch `b` (one sequence `kv`, cells in increasing order,
+ * all cells before the first row already filled) through the model:
+ * layers 0..check_layer for every row; at check_layer the rows' fresh K/V are
+ * compared with the cached K/V in their cells, and the `budget` reuse rows with
+ * the largest deviation are selected; every NEW row and the row with logits
+ * (the final token) are always selected; PAD rows never. From there only the
+ * selected rows are computed, attending over the blended cache (fresh KV for
+ * selected rows, cached KV for the rest). The batch is compacted in place.
+ * `kinds` gives each row's rp_row_kind. On return the logits of the flagged
+ * row are in the context (rp_ctx_logits(c, 0)). */
+rp_status rp_blend_run(rp_ctx *c, rp_kv *kv, rp_batch *b, const uint8_t *kinds, int32_t budget,
+                       const rp_blend_params *p, rp_blend_ws *ws, rp_blend_stats *st);
+
+#endif /* RP_REUSE_BLEND_H */

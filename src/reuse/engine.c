@@ -1,0 +1,495 @@
+/* engine.c — prompt prefill with KV reuse: chunking, prefix match, content hits, re-rotation, blend/static calls. */
+#include "reuse/engine.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+#include "core/error.h"
+#include "reuse/rerotate.h"
+
+const char *rp_reuse_mode_name(rp_reuse_mode m) {
+    switch (m) {
+    case RP_REUSE_NONE: return "none";
+    case RP_REUSE_PREFIX: return "prefix";
+    case RP_REUSE_FULL: return "full";
+    case RP_REUSE_BLEND: return "blend";
+    }
+    return "?";
+}
+
+int rp_reuse_mode_parse(const char *s) {
+    if (!strcmp(s, "none")) return RP_REUSE_NONE;
+    if (!strcmp(s, "prefix")) return RP_REUSE_PREFIX;
+    if (!strcmp(s, "full")) return RP_REUSE_FULL;
+    if (!strcmp(s, "blend")) return RP_REUSE_BLEND;
+    return -1;
+}
+
+rp_reuse_params rp_reuse_default_params(void) {
+    rp_reuse_params p = {
+        .mode = RP_REUSE_BLEND,
+        .ratio = 0.25f,
+        .blend = rp_blend_default_params(),
+        .chunking = rp_chunk_default_params(),
+        .static_mode = false,
+        .naive_schedule = false,
+        .static_cfg = rp_static_default_cfg(),
+        .cache_bytes = (size_t)512 << 20,
+    };
+    return p;
+}
+
+/* what happened to each span of the last prompt, for commit */
+typedef struct span_info {
+    rp_chunk *prefix_chunk;   /* pinned exact prefix match, or NULL */
+    bool exact;               /* its KV in the session cache is exact */
+} span_info;
+
+struct rp_reuse {
+    const rp_model *m;
+    rp_type kv_type;
+    rp_reuse_params p;
+    uint64_t salt;
+    int32_t max_tokens;
+    rp_chunk_cache *cache;
+    /* request-phase scratch, sized once for max_tokens */
+    rp_chunk_span *spans;
+    span_info *info;
+    int32_t n_spans;
+    rp_token *toks;           /* copy of the last prompt (commit needs it) */
+    int32_t n_toks;
+    bool pending;             /* spans await commit */
+    uint8_t *kinds;           /* [max_tokens + pad] row kinds of the current batch */
+    uint8_t *tok_kind;        /* [max_tokens] per prompt token: RP_ROW_REUSE or RP_ROW_NEW */
+    rp_chunk **matched;       /* [max_tokens] prefix matches */
+    rp_batch batch;
+    rp_blend_ws ws;
+    rp_segment *segs;
+    rp_call *calls;
+    float *krow;              /* [kv_dim] re-rotation scratch */
+    float *cs;                /* [n_rot] */
+    double ms_per_token;      /* running estimate of full-prefill cost per token */
+};
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+rp_status rp_reuse_create(const rp_model *m, rp_type kv_type, int32_t max_tokens, rp_reuse_params p,
+                          rp_reuse **out) {
+    *out = NULL;
+    if (max_tokens <= 0) return rp_errorf(RP_ERR_INVALID_ARG, "reuse: max_tokens %d", max_tokens);
+    if (!(p.ratio >= 0 && p.ratio <= 1)) return rp_errorf(RP_ERR_INVALID_ARG, "reuse: ratio %g not in [0, 1]", p.ratio);
+    rp_reuse *e = calloc(1, sizeof *e);
+    if (!e) return rp_errorf(RP_ERR_NOMEM, "reuse: out of memory");
+    e->m = m;
+    e->kv_type = kv_type;
+    e->p = p;
+    e->max_tokens = max_tokens;
+    /* the salt: model fingerprint (architecture, shapes, RoPE settings, weight
+     * sample) and the KV type, so no hash ever matches across them */
+    uint64_t salt_in[2] = {m->fingerprint, (uint64_t)kv_type};
+    e->salt = XXH3_64bits(salt_in, sizeof salt_in);
+    const int32_t kv_dim = m->hp.n_head_kv * m->hp.head_dim;
+    rp_cache_params cp = {.budget_bytes = p.cache_bytes, .n_layer = m->hp.n_layer,
+                          .row_bytes = rp_type_row_size(kv_type, kv_dim), .kv_type = kv_type};
+    rp_status st = rp_chunk_cache_create(cp, &e->cache);
+    int32_t pad = p.static_cfg.L_S > p.static_cfg.L_P ? p.static_cfg.L_S : p.static_cfg.L_P;
+    size_t cap = (size_t)max_tokens + (size_t)pad;
+    if (st == RP_OK) {
+        e->spans = malloc(sizeof *e->spans * (size_t)max_tokens);
+        e->info = calloc((size_t)max_tokens, sizeof *e->info);
+        e->toks = malloc(sizeof *e->toks * (size_t)max_tokens);
+        e->kinds = malloc(cap);
+        e->tok_kind = malloc((size_t)max_tokens);
+        e->matched = malloc(sizeof *e->matched * (size_t)max_tokens);
+        e->segs = malloc(sizeof *e->segs * (size_t)max_tokens);
+        e->calls = malloc(sizeof *e->calls * (size_t)max_tokens);
+        e->krow = malloc(sizeof(float) * (size_t)kv_dim);
+        e->cs = malloc(sizeof(float) * (size_t)m->hp.n_rot);
+        if (!e->spans || !e->info || !e->toks || !e->kinds || !e->tok_kind || !e->matched || !e->segs || !e->calls ||
+            !e->krow || !e->cs)
+            st = rp_errorf(RP_ERR_NOMEM, "reuse: out of memory");
+    }
+    if (st == RP_OK) st = rp_batch_init(&e->batch, (int32_t)cap);
+    if (st == RP_OK) st = rp_blend_ws_init(&e->ws, (int32_t)cap, kv_dim);
+    if (st != RP_OK) {
+        rp_reuse_free(e);
+        return st;
+    }
+    *out = e;
+    return RP_OK;
+}
+
+static void unpin_pending(rp_reuse *e) {
+    for (int32_t i = 0; i < e->n_spans; i++)
+        if (e->info[i].prefix_chunk) {
+            rp_chunk_unpin(e->cache, e->info[i].prefix_chunk);
+            e->info[i].prefix_chunk = NULL;
+        }
+    e->pending = false;
+}
+
+void rp_reuse_free(rp_reuse *e) {
+    if (!e) return;
+    if (e->cache) unpin_pending(e);
+    rp_chunk_cache_free(e->cache);
+    free(e->spans);
+    free(e->info);
+    free(e->toks);
+    free(e->kinds);
+    free(e->tok_kind);
+    free(e->matched);
+    free(e->segs);
+    free(e->calls);
+    free(e->krow);
+    free(e->cs);
+    if (e->batch.cap) rp_batch_free(&e->batch);
+    rp_blend_ws_free(&e->ws);
+    free(e);
+}
+
+rp_chunk_cache *rp_reuse_cache(rp_reuse *e) { return e->cache; }
+rp_reuse_params *rp_reuse_get_params(rp_reuse *e) { return &e->p; }
+uint64_t rp_reuse_salt(const rp_reuse *e) { return e->salt; }
+
+/* ---- moving cached KV into the session cache ---- */
+
+/* Copies tokens [t0, t0 + n) of chunk `ch` to cells [cell0, cell0 + n), K
+ * re-rotated from the chunk's positions to positions == cells. */
+static void place_chunk(rp_reuse *e, rp_kv *kv, const rp_chunk *ch, int32_t t0, int32_t n, int32_t cell0) {
+    const int32_t delta = cell0 - (ch->pos0 + t0);
+    const size_t rb = kv->row_bytes;
+    const int32_t half = e->m->hp.n_rot / 2;
+    if (delta != 0) rp_rerotate_table(e->m, delta, e->cs, e->cs + half);
+    for (int32_t l = 0; l < kv->n_layer; l++) {
+        const uint8_t *sk = rp_chunk_k(ch, l) + (size_t)t0 * rb, *sv = rp_chunk_v(ch, l) + (size_t)t0 * rb;
+        if (delta == 0) {
+            memcpy(rp_kv_k_row(kv, l, cell0), sk, rb * (size_t)n);
+        } else {
+            for (int32_t t = 0; t < n; t++) {
+                rp_kv_load_row(kv, sk + (size_t)t * rb, e->krow);
+                rp_rerotate_row(e->m, e->krow, e->cs, e->cs + half);
+                rp_kv_store_row(kv, rp_kv_k_row(kv, l, cell0 + t), e->krow);
+            }
+        }
+        memcpy(rp_kv_v_row(kv, l, cell0), sv, rb * (size_t)n);
+    }
+    for (int32_t t = 0; t < n; t++) kv->pos[cell0 + t] = cell0 + t;
+}
+
+/* ---- compute steps ---- */
+
+/* Plain forward of tokens [a, b) at cells == positions, in n_batch pieces;
+ * logits of token n-1 when it is in range. */
+static rp_status run_plain(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *toks, int32_t a, int32_t b, int32_t n,
+                           rp_reuse_stats *st) {
+    const int32_t nb = rp_ctx_get_params(c).n_batch;
+    for (int32_t off = a; off < b; off += nb) {
+        int32_t cnt = b - off < nb ? b - off : nb;
+        rp_batch_clear(&e->batch);
+        for (int32_t i = 0; i < cnt; i++) rp_batch_add(&e->batch, toks[off + i], 0, off + i, off + i, off + i == n - 1);
+        RP_TRY(rp_forward(c, &e->batch, &kv, 1));
+        st->n_calls++;
+        st->n_computed_rows += cnt;
+    }
+    return RP_OK;
+}
+
+/* Adds `n_pad` padding rows at cells n_prompt.. (past the prompt). */
+static void add_pads(rp_reuse *e, int32_t n_pad, int32_t n_prompt, int32_t *k_out) {
+    for (int32_t j = 0; j < n_pad; j++) {
+        e->kinds[e->batch.n] = RP_ROW_PAD;
+        rp_batch_add(&e->batch, 0, 0, n_prompt + j, n_prompt + j, false);
+    }
+    *k_out += n_pad;
+}
+
+/* One selective-recompute call over tokens [a, b) (row kinds from e->kinds
+ * indexed by token), padded to `pad_to` rows when > 0. */
+static rp_status run_blend(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *toks, const uint8_t *tok_kind, int32_t a,
+                           int32_t b, int32_t n, int32_t pad_to, int32_t budget_override, rp_reuse_stats *st) {
+    rp_batch_clear(&e->batch);
+    int32_t n_reuse = 0, n_forced = 0;
+    for (int32_t t = a; t < b; t++) {
+        e->kinds[e->batch.n] = tok_kind[t];
+        rp_batch_add(&e->batch, toks[t], 0, t, t, t == n - 1);
+        if (tok_kind[t] == RP_ROW_REUSE && t != n - 1) n_reuse++;
+        else n_forced++;
+    }
+    int32_t pads = 0;
+    if (pad_to > b - a) add_pads(e, pad_to - (b - a), n, &pads);
+    int32_t budget = budget_override >= 0 ? budget_override - n_forced : (int32_t)ceilf(e->p.ratio * (float)n_reuse);
+    if (budget < 0) budget = 0;
+    rp_blend_stats bs;
+    rp_status rs = rp_blend_run(c, kv, &e->batch, e->kinds, budget, &e->p.blend, &e->ws, &bs);
+    if (pads) rp_kv_truncate(kv, n);   /* drop the padding rows' cells */
+    RP_TRY(rs);
+    st->n_recomputed += bs.n_selected;
+    st->n_calls++;
+    st->n_computed_rows += bs.n_rows;
+    st->n_pad += bs.n_pad;
+    return RP_OK;
+}
+
+/* A static prefill call: tokens [a, b) padded to L_P rows, all computed. */
+static rp_status run_static_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *toks, int32_t a, int32_t b,
+                                    int32_t n, rp_reuse_stats *st) {
+    rp_batch_clear(&e->batch);
+    for (int32_t t = a; t < b; t++) rp_batch_add(&e->batch, toks[t], 0, t, t, t == n - 1);
+    int32_t pads = 0;
+    add_pads(e, e->p.static_cfg.L_P - (b - a), n, &pads);
+    rp_status rs = rp_forward(c, &e->batch, &kv, 1);
+    if (pads) rp_kv_truncate(kv, n);
+    RP_TRY(rs);
+    st->n_calls++;
+    st->n_computed_rows += e->batch.n;
+    st->n_pad += pads;
+    return RP_OK;
+}
+
+/* ---- prefill ---- */
+
+rp_status rp_reuse_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *toks, int32_t n,
+                           const int32_t *bounds, int32_t n_bounds, float *logits, rp_reuse_stats *st) {
+    memset(st, 0, sizeof *st);
+    const double t0 = now_ms();
+    if (n <= 0) return rp_errorf(RP_ERR_INVALID_ARG, "reuse: empty prompt");
+    if (n > e->max_tokens) return rp_errorf(RP_ERR_RANGE, "reuse: prompt of %d tokens exceeds max_tokens %d", n, e->max_tokens);
+    const rp_static_cfg *sc = &e->p.static_cfg;
+    const bool stat = e->p.static_mode && e->p.mode != RP_REUSE_NONE;
+    int32_t need = n + (stat ? (sc->L_S > sc->L_P ? sc->L_S : sc->L_P) : 0);
+    if (need > kv->n_ctx)
+        return rp_errorf(RP_ERR_FULL, "reuse: prompt needs %d cells (incl. static padding), cache has %d", need, kv->n_ctx);
+    if (e->pending) unpin_pending(e);   /* an uncommitted previous prompt is forgotten */
+    st->n_prompt = n;
+    memcpy(e->toks, toks, sizeof *toks * (size_t)n);
+    e->n_toks = n;
+    rp_kv_clear(kv);
+
+    /* chunk the prompt */
+    int32_t ns = 0;
+    RP_TRY(rp_chunk_split(toks, n, bounds, n_bounds, e->p.chunking, e->salt, e->spans, e->max_tokens, &ns));
+    e->n_spans = ns;
+    st->n_chunks = ns;
+    memset(e->info, 0, sizeof *e->info * (size_t)ns);
+
+    if (e->p.mode == RP_REUSE_NONE) {
+        double tc = now_ms();
+        RP_TRY(run_plain(e, c, kv, toks, 0, n, n, st));
+        st->compute_ms = now_ms() - tc;
+        st->n_new = n;
+        goto done;
+    }
+
+    /* 1. exact prefix: whole chunks, then the common head of one more */
+    double tm = now_ms();
+    rp_chunk **matched = e->matched;
+    int32_t nm = rp_chunk_cache_match_prefix(e->cache, toks, e->spans, ns, matched);
+    int32_t keep = 0;
+    while (keep < nm && matched[keep]->exact && matched[keep]->pos0 == e->spans[keep].begin) keep++;
+    for (int32_t i = keep; i < nm; i++) rp_chunk_unpin(e->cache, matched[i]);
+    nm = keep;
+    int32_t P = nm > 0 ? e->spans[nm - 1].begin + e->spans[nm - 1].len : 0;
+    rp_chunk *partial = NULL;
+    int32_t n_common = 0;
+    if (nm < ns) {
+        partial = rp_chunk_cache_match_partial(e->cache, nm > 0 ? matched[nm - 1] : NULL, toks + P, e->spans[nm].len,
+                                               &n_common);
+        if (partial && (!partial->exact || partial->pos0 != P)) {
+            rp_chunk_unpin(e->cache, partial);
+            partial = NULL;
+            n_common = 0;
+        }
+    }
+    st->match_ms = now_ms() - tm;
+    double tl = now_ms();
+    for (int32_t i = 0; i < nm; i++) {
+        place_chunk(e, kv, matched[i], 0, matched[i]->n_tokens, e->spans[i].begin);
+        e->info[i].prefix_chunk = matched[i];   /* stays pinned until commit */
+        e->info[i].exact = true;
+    }
+    int32_t P_tok = P;
+    if (partial) {
+        place_chunk(e, kv, partial, 0, n_common, P);
+        P_tok += n_common;
+        rp_chunk_unpin(e->cache, partial);
+    }
+    if (P_tok >= n) P_tok = n - 1;   /* the last token is always computed: its logits start generation */
+    kv->n = P_tok;
+    st->n_prefix = P_tok;
+    st->load_ms = now_ms() - tl;
+
+    if (e->p.mode == RP_REUSE_PREFIX) {
+        double tc = now_ms();
+        if (stat) {
+            for (int32_t a = P_tok; a < n; a += sc->L_P) {
+                int32_t b = a + sc->L_P < n ? a + sc->L_P : n;
+                RP_TRY(run_static_prefill(e, c, kv, toks, a, b, n, st));
+            }
+        } else {
+            RP_TRY(run_plain(e, c, kv, toks, P_tok, n, n, st));
+        }
+        st->compute_ms = now_ms() - tc;
+        st->n_new = n - P_tok;
+        for (int32_t i = nm; i < ns; i++) e->info[i].exact = true;
+        goto done;
+    }
+
+    /* 2. non-prefix chunks by content; mark each token reuse or new */
+    uint8_t *tk = e->tok_kind;
+    int32_t first_approx = n;
+    for (int32_t t = P_tok; t < n; t++) tk[t] = RP_ROW_NEW;
+    for (int32_t i = nm; i < ns; i++) {
+        const rp_chunk_span *sp = &e->spans[i];
+        if (sp->begin < P_tok) continue;   /* partially covered by the prefix: its rest is computed */
+        double tf = now_ms();
+        rp_chunk *ch = rp_chunk_cache_find(e->cache, toks, sp);
+        st->match_ms += now_ms() - tf;
+        if (!ch) continue;
+        double tp = now_ms();
+        place_chunk(e, kv, ch, 0, sp->len, sp->begin);
+        st->load_ms += now_ms() - tp;
+        rp_chunk_unpin(e->cache, ch);
+        for (int32_t t = sp->begin; t < sp->begin + sp->len; t++) tk[t] = RP_ROW_REUSE;
+        if (sp->begin < first_approx) first_approx = sp->begin;
+        st->n_nonprefix += sp->len;
+    }
+    kv->n = n;   /* reused cells are in place; new cells are written before anything reads them */
+    for (int32_t t = P_tok; t < n; t++)
+        if (tk[t] == RP_ROW_NEW) kv->pos[t] = t;
+    double tc = now_ms();
+    rp_status rs = RP_OK;
+    const int32_t nb = rp_ctx_get_params(c).n_batch;
+    if (e->p.mode == RP_REUSE_FULL && e->p.ratio < 1.0f) {
+        /* Prompt Cache: reused tokens are taken as-is; compute new tokens and the last one */
+        int32_t t = P_tok;
+        while (t < n && rs == RP_OK) {
+            rp_batch_clear(&e->batch);
+            for (; t < n && e->batch.n < nb; t++)
+                if (tk[t] == RP_ROW_NEW || t == n - 1) rp_batch_add(&e->batch, toks[t], 0, t, t, t == n - 1);
+            if (e->batch.n == 0) break;
+            rs = rp_forward(c, &e->batch, &kv, 1);
+            st->n_calls++;
+            st->n_computed_rows += e->batch.n;
+        }
+        if (tk[n - 1] == RP_ROW_REUSE) st->n_recomputed = 1;
+    } else if (e->p.mode == RP_REUSE_FULL) {
+        /* full with r = 1 recomputes everything after the prefix: exact */
+        rs = run_plain(e, c, kv, toks, P_tok, n, n, st);
+        st->n_recomputed = st->n_nonprefix;
+    } else if (!stat) {
+        /* dynamic blend: windows of up to n_batch rows, each a selective-recompute call */
+        for (int32_t a = P_tok; a < n && rs == RP_OK; a += nb) {
+            int32_t b = a + nb < n ? a + nb : n;
+            rs = run_blend(e, c, kv, toks, tk, a, b, n, 0, -1, st);
+        }
+    } else {
+        /* static shapes: plan calls over segments with the DP (or naively) */
+        int32_t nseg = 0;
+        if (P_tok > 0) e->segs[nseg++] = (rp_segment){RP_SEG_PREFIX, 0, P_tok};
+        for (int32_t t = P_tok; t < n;) {
+            int32_t u = t;
+            while (u < n && tk[u] == tk[t]) u++;
+            e->segs[nseg++] = (rp_segment){tk[t] == RP_ROW_REUSE ? RP_SEG_REUSE : RP_SEG_NEW, t, u - t};
+            t = u;
+        }
+        int32_t ncalls = 0;
+        rs = e->p.naive_schedule ? rp_plan_naive(e->segs, nseg, sc, e->calls, e->max_tokens, &ncalls, &st->plan_ms)
+                                 : rp_plan_dp(e->segs, nseg, sc, e->calls, e->max_tokens, &ncalls, &st->plan_ms);
+        const int32_t k_static = (int32_t)floorf(e->p.ratio * (float)sc->L_S);
+        for (int32_t i = 0; i < ncalls && rs == RP_OK; i++) {
+            const rp_call *cl = &e->calls[i];
+            if (cl->kind == RP_CALL_PREFILL) rs = run_static_prefill(e, c, kv, toks, cl->begin, cl->end, n, st);
+            else rs = run_blend(e, c, kv, toks, tk, cl->begin, cl->end, n, sc->L_S, k_static, st);
+        }
+    }
+    st->compute_ms = now_ms() - tc;
+    for (int32_t t = P_tok; t < n; t++) st->n_new += tk[t] == RP_ROW_NEW;
+    /* chunks wholly before the first non-prefix reuse were computed exactly */
+    for (int32_t i = nm; i < ns; i++) e->info[i].exact = e->spans[i].begin + e->spans[i].len <= first_approx;
+    RP_TRY(rs);
+done:
+    if (!rp_ctx_logits(c, 0)) return rp_errorf(RP_ERR_INTERNAL, "reuse: no logits for the last token");
+    memcpy(logits, rp_ctx_logits(c, 0), sizeof(float) * (size_t)e->m->hp.n_vocab);
+    st->ttft_ms = now_ms() - t0;
+    int32_t computed = st->n_computed_rows > 0 ? st->n_computed_rows : 1;
+    double mpt = st->compute_ms / computed;
+    e->ms_per_token = e->ms_per_token > 0 ? 0.8 * e->ms_per_token + 0.2 * mpt : mpt;
+    e->pending = e->p.mode != RP_REUSE_NONE;
+    return RP_OK;
+}
+
+/* Overwrites an existing chunk's payload with this prompt's KV (same tokens,
+ * same layout): upgrades an approximate chunk once an exact copy exists. */
+static void overwrite_payload(rp_chunk *ch, const rp_kv *kv, int32_t cell0) {
+    const size_t rb = kv->row_bytes, n = (size_t)ch->n_tokens;
+    for (int32_t l = 0; l < kv->n_layer; l++) {
+        memcpy(rp_chunk_k(ch, l), rp_kv_k_row(kv, l, cell0), rb * n);
+        memcpy(rp_chunk_v(ch, l), rp_kv_v_row(kv, l, cell0), rb * n);
+    }
+    ch->pos0 = kv->pos[cell0];
+}
+
+rp_status rp_reuse_commit(rp_reuse *e, const rp_kv *kv) {
+    if (!e->pending) return RP_OK;
+    rp_status st = RP_OK;
+    rp_chunk *parent = NULL, *held = NULL;
+    bool chain_ok = true;   /* the prefix path so far is in the cache and exact */
+    for (int32_t i = 0; i < e->n_spans && st == RP_OK; i++) {
+        const rp_chunk_span *sp = &e->spans[i];
+        if (e->info[i].prefix_chunk) {
+            parent = e->info[i].prefix_chunk;
+            continue;
+        }
+        if (sp->begin + sp->len > kv->n) break;   /* the session cache no longer holds these cells */
+        const bool exact = chain_ok && e->info[i].exact;
+        /* an existing child with the same tokens is refreshed, not duplicated */
+        int32_t common = 0;
+        rp_chunk *ch = chain_ok ? rp_chunk_cache_match_partial(e->cache, parent, e->toks + sp->begin, sp->len, &common)
+                                : NULL;
+        if (ch && (common != sp->len || ch->n_tokens != sp->len)) {
+            rp_chunk_unpin(e->cache, ch);
+            ch = NULL;
+        }
+        if (ch) {
+            if (exact && !ch->exact) {
+                overwrite_payload(ch, kv, sp->begin);
+                ch->exact = true;
+            }
+        } else {
+            st = rp_chunk_cache_insert(e->cache, chain_ok ? parent : NULL, e->toks, sp, kv, sp->begin,
+                                       e->ms_per_token * sp->len, &ch);
+            if (st != RP_OK) break;
+            if (ch) ch->exact = exact;
+        }
+        /* the previous chunk stayed pinned through this insert (which may evict) */
+        if (held) rp_chunk_unpin(e->cache, held);
+        held = ch;
+        if (!ch) {   /* did not fit: later chunks can no longer hang off the prefix path */
+            chain_ok = false;
+            parent = NULL;
+            continue;
+        }
+        if (!exact) chain_ok = false;   /* descendants of an approximate chunk are not prefix material */
+        parent = chain_ok ? ch : NULL;
+    }
+    if (held) rp_chunk_unpin(e->cache, held);
+    unpin_pending(e);
+    return st;
+}
+
+void rp_reuse_stats_json(const rp_reuse_stats *s, char *buf, size_t cap) {
+    snprintf(buf, cap,
+             "{\"prompt_tokens\": %d, \"chunks\": %d, \"reused_prefix\": %d, \"reused_nonprefix\": %d, "
+             "\"recomputed\": %d, \"new\": %d, \"computed_rows\": %d, \"calls\": %d, \"pad_rows\": %d, "
+             "\"ttft_ms\": %.3f, \"match_ms\": %.3f, \"load_ms\": %.3f, \"compute_ms\": %.3f, \"plan_ms\": %.3f}",
+             s->n_prompt, s->n_chunks, s->n_prefix, s->n_nonprefix, s->n_recomputed, s->n_new, s->n_computed_rows,
+             s->n_calls, s->n_pad, s->ttft_ms, s->match_ms, s->load_ms, s->compute_ms, s->plan_ms);
+}

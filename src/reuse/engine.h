@@ -1,0 +1,81 @@
+/* engine.h — the reuse engine: prefill a prompt reusing cached KV (prefix tree, content hash, selective recompute). */
+#ifndef RP_REUSE_ENGINE_H
+#define RP_REUSE_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "reprise.h"
+#include "kv/kv.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "reuse/blend.h"
+#include "reuse/cache.h"
+#include "reuse/chunk.h"
+#include "reuse/plan.h"
+
+typedef enum rp_reuse_mode {
+    RP_REUSE_NONE = 0,     /* compute everything (no cache reads or writes) */
+    RP_REUSE_PREFIX = 1,   /* exact prefix reuse only (llama.cpp / vLLM / SGLang style) */
+    RP_REUSE_FULL = 2,     /* prefix + non-prefix chunks reused as-is, re-rotated, no recompute (Prompt Cache) */
+    RP_REUSE_BLEND = 3,    /* prefix + non-prefix with CacheBlend selective recompute (default) */
+} rp_reuse_mode;
+
+const char *rp_reuse_mode_name(rp_reuse_mode m);
+int rp_reuse_mode_parse(const char *s);   /* -1 if unknown */
+
+typedef struct rp_reuse_params {
+    rp_reuse_mode mode;
+    float ratio;               /* r: share of reused tokens recomputed (blend; full uses it only at 1) */
+    rp_blend_params blend;
+    rp_chunk_params chunking;
+    bool static_mode;          /* only two call shapes (L_P prefill, L_S recompute), padded */
+    bool naive_schedule;       /* static mode: one call type per segment instead of the DP */
+    rp_static_cfg static_cfg;
+    size_t cache_bytes;        /* RAM budget of the chunk cache */
+} rp_reuse_params;
+
+rp_reuse_params rp_reuse_default_params(void);
+
+typedef struct rp_reuse_stats {
+    int32_t n_prompt;
+    int32_t n_chunks;
+    int32_t n_prefix;        /* tokens whose KV came exactly from the prefix tree */
+    int32_t n_nonprefix;     /* tokens whose KV came from a chunk cached elsewhere (re-rotated) */
+    int32_t n_recomputed;    /* of the non-prefix reused tokens, recomputed past the check layer */
+    int32_t n_new;           /* tokens computed from scratch */
+    int32_t n_computed_rows; /* rows through the model's first layer (incl. padding) */
+    int32_t n_calls;         /* forward / recompute calls */
+    int32_t n_pad;           /* padding rows (static mode) */
+    double plan_ms;          /* predicted latency of the static plan (static mode) */
+    double ttft_ms;          /* from the call to the last token's logits */
+    double match_ms, load_ms, compute_ms;
+} rp_reuse_stats;
+
+typedef struct rp_reuse rp_reuse;
+
+/* One engine per model and KV type; holds the chunk cache (RAM tier). */
+rp_status rp_reuse_create(const rp_model *m, rp_type kv_type, int32_t max_tokens, rp_reuse_params p,
+                          rp_reuse **out);
+void rp_reuse_free(rp_reuse *e);
+rp_chunk_cache *rp_reuse_cache(rp_reuse *e);
+rp_reuse_params *rp_reuse_get_params(rp_reuse *e);
+uint64_t rp_reuse_salt(const rp_reuse *e);
+
+/* Prefills toks[0..n) into `kv` (cleared first; its n_ctx must hold n, plus
+ * L_S or L_P padding cells in static mode), reusing cached KV per the mode,
+ * and writes the last token's logits to `logits` [n_vocab]. `bounds` are
+ * caller chunk boundaries (document / message starts; may be NULL). The
+ * prompt's chunks are remembered for rp_reuse_commit. */
+rp_status rp_reuse_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *toks, int32_t n,
+                           const int32_t *bounds, int32_t n_bounds, float *logits, rp_reuse_stats *st);
+
+/* Inserts the last prefilled prompt's chunks into the cache (copying their KV
+ * out of `kv`, which must still hold the prompt's cells). Kept apart from
+ * prefill so it runs after the first token, off the TTFT path. */
+rp_status rp_reuse_commit(rp_reuse *e, const rp_kv *kv);
+
+/* A JSON object with the stats (for `stats: {json}` lines). */
+void rp_reuse_stats_json(const rp_reuse_stats *st, char *buf, size_t cap);
+
+#endif /* RP_REUSE_ENGINE_H */

@@ -1,0 +1,266 @@
+/* test_mm_float.c — F32/F16/BF16 matmul kernels (packing, activation conversion, GEMM/GEMV over row ranges) against the scalar reference. */
+#include "testutil.h"
+
+#include "kernels/cpu.h"
+#include "kernels/kernels.h"
+#include "kernels/quant.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The AMX BF16 kernel compiled with -DRP_AMX_EMULATE (scalar tile model) for
+ * machines without AMX; only linked into ad-hoc test builds. */
+extern const rp_mm_kernel rp_mm_bf16_amx_emu __attribute__((weak));
+
+/* xorshift64*: deterministic, so a failure reproduces. */
+typedef struct { uint64_t s; } rng_t;
+static uint64_t rng_next(rng_t *r) {
+    r->s ^= r->s >> 12;
+    r->s ^= r->s << 25;
+    r->s ^= r->s >> 27;
+    return r->s * 2685821657736338717ull;
+}
+static float rng_uniform(rng_t *r) { return (float)((rng_next(r) >> 40) * (1.0 / 16777216.0)); }
+static float rng_gauss(rng_t *r) {
+    const float u = rng_uniform(r) + 1e-7f, v = rng_uniform(r);
+    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
+}
+
+static size_t elem_size(rp_type t) { return t == RP_TYPE_F32 ? 4 : 2; }
+
+static size_t round64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+static void *xalloc(size_t bytes) {
+    void *p = aligned_alloc(64, round64(bytes ? bytes : 1));
+    assert_non_null(p);
+    return p;
+}
+
+/* One weight type's problem: W (rows x cols, GGUF rows), n activation rows,
+ * the reference result and sum |w*a| per output for the tolerance. */
+typedef struct {
+    rp_type t;
+    int64_t rows, cols, n;
+    uint8_t *w;            /* GGUF rows */
+    float *x;              /* n x cols */
+    float *ref, *mag;      /* n x rows */
+} problem;
+
+static void make_problem(problem *p, rp_type t, int64_t rows, int64_t cols, int64_t n, uint64_t seed) {
+    rng_t r = {seed * 0x9E3779B97F4A7C15ull + 1};
+    p->t = t; p->rows = rows; p->cols = cols; p->n = n;
+    const size_t es = elem_size(t);
+    p->w = xalloc((size_t)rows * (size_t)cols * es);
+    p->x = xalloc(sizeof(float) * (size_t)(n * cols));
+    p->ref = xalloc(sizeof(float) * (size_t)(n * rows));
+    p->mag = xalloc(sizeof(float) * (size_t)(n * rows));
+    for (int64_t i = 0; i < rows; i++) {
+        /* per-row scale 1e-2 .. 1e2, some rows one-signed */
+        const float sc = powf(10.0f, (float)(rng_next(&r) % 5) - 2.0f);
+        const int pos = rng_next(&r) % 4 == 0;
+        for (int64_t k = 0; k < cols; k++) {
+            float v = rng_gauss(&r) * sc;
+            if (pos) v = fabsf(v);
+            uint8_t *d = p->w + ((size_t)i * (size_t)cols + (size_t)k) * es;
+            if (t == RP_TYPE_F32) memcpy(d, &v, 4);
+            else {
+                uint16_t h = t == RP_TYPE_F16 ? rp_fp32_to_fp16(v) : rp_fp32_to_bf16(v);
+                memcpy(d, &h, 2);
+            }
+        }
+    }
+    for (int64_t i = 0; i < n * cols; i++) p->x[i] = rng_gauss(&r) * (i % 7 == 0 ? 10.0f : 1.0f);
+}
+
+/* The reference result and sum |w*a| of every output. */
+static void compute_ref(problem *p) {
+    const rp_type t = p->t;
+    const int64_t rows = p->rows, cols = p->cols, n = p->n;
+    const size_t es = elem_size(t);
+    const rp_mm_kernel *ref = rp_mm_kernel_select(t, RP_CPU_SCALAR);
+    assert_non_null(ref);
+    ref->gemm(p->w, (size_t)cols * es, rows, cols, p->x, sizeof(float) * (size_t)cols, n, 0, rows, p->ref, rows,
+              NULL);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < rows; j++) {
+            double s = 0;
+            for (int64_t k = 0; k < cols; k++) {
+                const uint8_t *d = p->w + ((size_t)j * (size_t)cols + (size_t)k) * es;
+                float wv;
+                if (t == RP_TYPE_F32) memcpy(&wv, d, 4);
+                else {
+                    uint16_t h;
+                    memcpy(&h, d, 2);
+                    wv = t == RP_TYPE_F16 ? rp_fp16_to_fp32(h) : rp_bf16_to_fp32(h);
+                }
+                s += fabs((double)wv * p->x[i * cols + k]);
+            }
+            p->mag[i * rows + j] = (float)s;
+        }
+}
+
+static void free_problem(problem *p) {
+    free(p->w); free(p->x); free(p->ref); free(p->mag);
+}
+
+/* Relative tolerance (of sum |w*a|) per kernel: float accumulation order only
+ * for F32 activations; the AMX kernel rounds each activation to a BF16 pair
+ * (hi + lo, |residual| <= 2^-18 |a|) and accumulates in the tiles in F32. */
+static double kernel_tol(const rp_mm_kernel *k) { return k->act_type == RP_TYPE_BF16 ? 2e-5 : 1e-5; }
+
+/* Runs kernel k on p over the row ranges in `cuts` (r0 = cuts[0] < ... <
+ * cuts[nc-1] = r1, each a multiple of row_block except the last) and checks
+ * rows [cuts[0], cuts[nc-1]) against the reference; everything else of y must
+ * be left alone. */
+static void run_check(const rp_mm_kernel *k, const problem *p, const int64_t *cuts, int nc) {
+    const size_t es = elem_size(p->t);
+    const size_t wrb = (size_t)p->cols * es;
+    const void *w = p->w;
+    void *packed = NULL;
+    if (k->pack) {
+        const int64_t rb = k->row_block, groups = (p->rows + rb - 1) / rb;
+        const size_t bytes = k->packed_size(p->rows, p->cols);
+        packed = xalloc(bytes);
+        memset(packed, 0xA5, bytes);
+        /* packed in two parallel-style pieces, as the driver may */
+        const int64_t mid = groups / 2;
+        k->pack(p->w, wrb, p->rows, p->cols, packed, mid, groups);
+        k->pack(p->w, wrb, p->rows, p->cols, packed, 0, mid);
+        w = packed;
+    }
+    const size_t stride = round64(k->act_row_size(p->cols));
+    uint8_t *act = xalloc(stride * (size_t)p->n + 64);
+    for (int64_t i = 0; i < p->n; i++) k->quant_act(p->x + i * p->cols, act + (size_t)i * stride, p->cols);
+    const size_t sb = k->scratch_bytes ? k->scratch_bytes(p->cols, p->n) : 0;
+    void *scratch = sb ? xalloc(sb) : NULL;
+    if (scratch) memset(scratch, 0x5A, sb);
+
+    const int64_t ldy = p->rows + 5;
+    float *y = xalloc(sizeof(float) * (size_t)(ldy * p->n));
+    const float sentinel = -12345.0f;
+    for (int64_t i = 0; i < ldy * p->n; i++) y[i] = sentinel;
+    for (int c = 0; c + 1 < nc; c++)
+        k->gemm(w, wrb, p->rows, p->cols, act, stride, p->n, cuts[c], cuts[c + 1], y, ldy, scratch);
+
+    const double tol = kernel_tol(k);
+    for (int64_t i = 0; i < p->n; i++)
+        for (int64_t j = 0; j < ldy; j++) {
+            const float got = y[i * ldy + j];
+            if (j < cuts[0] || j >= cuts[nc - 1]) {
+                if (got != sentinel)
+                    fail_msg("%s rows=%lld cols=%lld n=%lld: y[%lld][%lld] outside [%lld,%lld) written", k->name,
+                             (long long)p->rows, (long long)p->cols, (long long)p->n, (long long)i, (long long)j,
+                             (long long)cuts[0], (long long)cuts[nc - 1]);
+                continue;
+            }
+            const float want = p->ref[i * p->rows + j];
+            const double err = fabs((double)got - (double)want);
+            const double lim = tol * p->mag[i * p->rows + j] + 1e-30;
+            if (!(err <= lim))
+                fail_msg("%s rows=%lld cols=%lld n=%lld: y[%lld][%lld] = %.9g, ref %.9g (err %.3g > %.3g)", k->name,
+                         (long long)p->rows, (long long)p->cols, (long long)p->n, (long long)i, (long long)j,
+                         (double)got, (double)want, err, lim);
+        }
+    free(y); free(scratch); free(act); free(packed);
+}
+
+/* The SIMD kernels of a type this machine can run. */
+static int kernels_for(rp_type t, const rp_mm_kernel **out, int cap) {
+    const rp_mm_kernel *all[16];
+    int n = rp_mm_kernel_list(t, all, 16), m = 0;
+    const rp_cpu_level best = rp_cpu_info_get()->best;
+    for (int i = 0; i < n && m < cap; i++)
+        if (all[i]->level > RP_CPU_SCALAR && all[i]->level <= best) out[m++] = all[i];
+    if (t == RP_TYPE_BF16 && &rp_mm_bf16_amx_emu != NULL && best >= rp_mm_bf16_amx_emu.level && m < cap)
+        out[m++] = &rp_mm_bf16_amx_emu;
+    return m;
+}
+
+static void check_type(rp_type t) {
+    const rp_mm_kernel *ks[16];
+    const int nk = kernels_for(t, ks, 16);
+    if (nk == 0) {
+        print_message("SKIP: no SIMD kernel for %s on this machine\n", rp_type_get_traits(t)->name);
+        skip();
+    }
+    static const int64_t rows_v[] = {1, 3, 15, 16, 17, 31, 33, 255, 257};
+    static const int64_t cols_v[] = {1, 7, 8, 24, 33, 64, 96, 2048 + 8};
+    static const int64_t n_v[] = {1, 2, 3, 15, 16, 17, 33, 64};
+    uint64_t seed = 1 + (uint64_t)t * 1000;
+    for (size_t a = 0; a < sizeof rows_v / sizeof rows_v[0]; a++)
+        for (size_t b = 0; b < sizeof cols_v / sizeof cols_v[0]; b++)
+            for (size_t c = 0; c < sizeof n_v / sizeof n_v[0]; c++) {
+                const int64_t rows = rows_v[a], cols = cols_v[b], n = n_v[c];
+                /* keep the big cases to a few shapes: the reference is slow */
+                if (cols > 1000 && rows > 33 && n > 3 && n != 17) continue;
+                problem p;
+                make_problem(&p, t, rows, cols, n, seed++);
+                compute_ref(&p);
+                for (int q = 0; q < nk; q++) {
+                    const int64_t rb = ks[q]->row_block, groups = (rows + rb - 1) / rb;
+                    const int64_t full[2] = {0, rows};
+                    run_check(ks[q], &p, full, 2);
+                    if (groups >= 2) {
+                        /* split into three ranges at group boundaries */
+                        const int64_t g1 = groups / 3 > 0 ? groups / 3 : 1, g2 = (2 * groups) / 3 > g1 ? (2 * groups) / 3 : g1;
+                        const int64_t cuts[4] = {0, g1 * rb, g2 * rb, rows};
+                        run_check(ks[q], &p, g2 > g1 ? cuts : (const int64_t[]){0, g1 * rb, rows}, g2 > g1 ? 4 : 3);
+                        /* a sub-range only: rows outside stay untouched */
+                        const int64_t sub[2] = {rb, groups >= 3 ? (groups - 1) * rb : rows};
+                        run_check(ks[q], &p, sub, 2);
+                    }
+                }
+                free_problem(&p);
+            }
+}
+
+static void test_mm_f32(void **state) { (void)state; check_type(RP_TYPE_F32); }
+static void test_mm_f16(void **state) { (void)state; check_type(RP_TYPE_F16); }
+static void test_mm_bf16(void **state) { (void)state; check_type(RP_TYPE_BF16); }
+
+/* Large-magnitude and cancelling inputs: the kernels stay within the bound
+ * relative to sum |w*a| even when the result itself is near zero. */
+static void test_mm_cancellation(void **state) {
+    (void)state;
+    static const rp_type types[] = {RP_TYPE_F32, RP_TYPE_F16, RP_TYPE_BF16};
+    for (size_t ti = 0; ti < 3; ti++) {
+        const rp_mm_kernel *ks[16];
+        const int nk = kernels_for(types[ti], ks, 16);
+        problem p;
+        make_problem(&p, types[ti], 64, 512, 4, 77 + ti);
+        /* activation rows 1..3: equal neighbours x[k] = x[k+1], against
+         * weights w[k+1] = -w[k], so every product cancels its neighbour */
+        for (int64_t i = 1; i < p.n; i++)
+            for (int64_t k = 0; k < p.cols; k += 2) {
+                p.x[i * p.cols + k] *= 1e3f;
+                p.x[i * p.cols + k + 1] = p.x[i * p.cols + k];
+            }
+        const size_t es = elem_size(p.t);
+        for (int64_t j = 0; j < p.rows; j++)
+            for (int64_t k = 0; k < p.cols; k += 2) {
+                uint8_t *d = p.w + ((size_t)j * (size_t)p.cols + (size_t)k) * es;
+                uint8_t tmp[4];
+                memcpy(tmp, d, es);
+                tmp[es - 1] ^= 0x80;   /* w[k+1] = -w[k] */
+                memcpy(d + es, tmp, es);
+            }
+        compute_ref(&p);
+        for (int q = 0; q < nk; q++) {
+            const int64_t full[2] = {0, p.rows};
+            run_check(ks[q], &p, full, 2);
+        }
+        free_problem(&p);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mm_f32),
+        cmocka_unit_test(test_mm_f16),
+        cmocka_unit_test(test_mm_bf16),
+        cmocka_unit_test(test_mm_cancellation),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
