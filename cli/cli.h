@@ -14,6 +14,7 @@ int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int bench_model(int argc, char **argv);
 int bench_kernels(int argc, char **argv);
+int bench_fidelity(int argc, char **argv);
 
 /* Applies a --cpu LEVEL option (scalar|avx2|avx512|amx) before models load;
  * prints the error and returns false if the machine lacks it. */

@@ -9,6 +9,11 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/session.h"
+#include "prompt.h"
+#include "reuse/engine.h"
+#include "reuse/persist.h"
+#include <errno.h>
+#include <sys/stat.h>
 #include "tokenizer/tokenizer.h"
 
 static void run_usage(void) {
@@ -29,12 +34,28 @@ static void run_usage(void) {
            "      --seed S            RNG seed (default 0x1234)\n"
            "      --kv-type T         KV cache type: f16 (default), q8_0, f32\n"
            "      --ignore-eos        keep generating past end-of-generation tokens\n"
-           "      --cpu LEVEL         force a kernel level: scalar, avx2, avx512, amx (default: best found)\n");
+           "      --cpu LEVEL         force a kernel level: scalar, avx2, avx512, amx (default: best found)\n"
+           "KV reuse:\n"
+           "      --segments FILE     JSON array of strings: explicit chunk boundaries (documents, messages);\n"
+           "                          the prompt is their concatenation, followed by -p/-f text if given\n"
+           "      --separator TEXT    also cut chunks after every occurrence of TEXT\n"
+           "      --reuse MODE        none | prefix | full | blend (default blend)\n"
+           "      --recompute-ratio R share of reused tokens recomputed by blend (default 0.25)\n"
+           "      --check-layer L     layer where KV deviation is measured (default 1)\n"
+           "      --static            static-shape execution (L_P prefill / L_S recompute calls, DP schedule)\n"
+           "      --naive-schedule    with --static: one call type per segment instead of the DP\n"
+           "      --cache-dir DIR     keep the chunk cache in DIR between runs\n"
+           "      --cache-ram MB      RAM budget of the chunk cache (default 512)\n"
+           "The last stderr line is `stats: {json}` (prompt, reused prefix/non-prefix, recomputed, TTFT ms).\n");
 }
 
 int cmd_run(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "run"};
     const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *kv_name = "f16";
+    const char *segments = NULL, *separator = NULL, *reuse_mode = "blend", *cache_dir = NULL;
+    double ratio = 0.25;
+    long check_layer = 1, cache_mb = 512;
+    bool static_mode = false, naive = false;
     long n_predict = 128, threads = 2, n_ctx = 0, n_batch = 512;
     bool ignore_eos = false;
     rp_sampler_params sp = rp_sampler_default_params();
@@ -58,11 +79,25 @@ int cmd_run(int argc, char **argv) {
         else if (cli_is(&a, "--seed", "-s")) { if (!cli_u64(&a, &sp.seed)) return 2; }
         else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }
         else if (cli_is(&a, "--ignore-eos", NULL)) ignore_eos = true;
+        else if (cli_is(&a, "--segments", NULL)) { if (!cli_str(&a, &segments)) return 2; }
+        else if (cli_is(&a, "--separator", NULL)) { if (!cli_str(&a, &separator)) return 2; }
+        else if (cli_is(&a, "--reuse", NULL)) { if (!cli_str(&a, &reuse_mode)) return 2; }
+        else if (cli_is(&a, "--recompute-ratio", NULL)) { if (!cli_float(&a, 0, 1, &ratio)) return 2; }
+        else if (cli_is(&a, "--check-layer", NULL)) { if (!cli_int(&a, 0, 1024, &check_layer)) return 2; }
+        else if (cli_is(&a, "--static", NULL)) static_mode = true;
+        else if (cli_is(&a, "--naive-schedule", NULL)) naive = true;
+        else if (cli_is(&a, "--cache-dir", NULL)) { if (!cli_str(&a, &cache_dir)) return 2; }
+        else if (cli_is(&a, "--cache-ram", NULL)) { if (!cli_int(&a, 1, 1 << 20, &cache_mb)) return 2; }
         else if (cli_is(&a, "--cpu", NULL)) { const char *v; if (!cli_str(&a, &v) || !cli_set_cpu(a.cmd, v)) return 2; }
         else return cli_unknown(&a);
     }
     if (!model_path) { fprintf(stderr, "reprise run: -m MODEL.gguf is required\n"); return 2; }
-    if (!prompt && !prompt_file) { fprintf(stderr, "reprise run: a prompt is required (-p TEXT or -f FILE)\n"); return 2; }
+    if (!prompt && !prompt_file && !segments) {
+        fprintf(stderr, "reprise run: a prompt is required (-p TEXT, -f FILE or --segments FILE)\n");
+        return 2;
+    }
+    int mode = rp_reuse_mode_parse(reuse_mode);
+    if (mode < 0) { fprintf(stderr, "reprise run: --reuse must be none, prefix, full or blend, got '%s'\n", reuse_mode); return 2; }
     int kv_type = rp_type_from_name(kv_name);
     if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_Q8_0 && kv_type != RP_TYPE_F32) {
         fprintf(stderr, "reprise run: --kv-type must be f16, q8_0 or f32, got '%s'\n", kv_name);
@@ -79,6 +114,7 @@ int cmd_run(int argc, char **argv) {
     rp_ctx *ctx = NULL;
     rp_session *s = NULL;
     rp_token *toks = NULL;
+    rp_reuse *reuse = NULL;
     double t0 = cli_now();
     rp_model_params mparams = rp_model_default_params();
     mparams.n_threads = (int)threads;
@@ -87,35 +123,61 @@ int cmd_run(int argc, char **argv) {
     if (!m->tok) { fprintf(stderr, "reprise run: '%s' has no tokenizer\n", model_path); goto done; }
     double t_load = cli_now() - t0;
 
-    size_t plen = strlen(prompt), cap = plen + 8, ntok = 0;
-    toks = malloc(sizeof *toks * cap);
-    if (!toks) { fprintf(stderr, "reprise run: out of memory\n"); goto done; }
-    rp_tokenize_opts to = {.add_bos = rp_tokenizer_add_bos(m->tok), .parse_special = true};
-    st = rp_tokenizer_encode(m->tok, prompt, plen, to, toks, cap, &ntok);
-    if (st != RP_OK) { rc = cli_fail("run", "tokenize", st); goto done; }
-    if (ntok == 0) { fprintf(stderr, "reprise run: the prompt tokenizes to nothing\n"); goto done; }
+    cli_prompt cp_in;
+    if (!cli_prompt_build("run", m->tok, prompt, segments, separator, &cp_in)) goto done;
+    toks = cp_in.toks;   /* freed below via cli_prompt_free */
+    size_t ntok = (size_t)cp_in.n;
 
-    long want_ctx = (long)ntok + n_predict;
-    if (n_ctx == 0) n_ctx = want_ctx < m->hp.n_ctx_train ? want_ctx : m->hp.n_ctx_train;
-    if ((long)ntok >= n_ctx) {
-        fprintf(stderr, "reprise run: prompt is %zu tokens, context is %ld (raise -c)\n", ntok, n_ctx);
-        goto done;
+    rp_reuse_params rpp = rp_reuse_default_params();
+    rpp.mode = (rp_reuse_mode)mode;
+    rpp.ratio = (float)ratio;
+    rpp.blend.check_layer = (int32_t)check_layer;
+    rpp.static_mode = static_mode;
+    rpp.naive_schedule = naive;
+    rpp.cache_bytes = (size_t)cache_mb << 20;
+    long pad = static_mode ? (rpp.static_cfg.L_S > rpp.static_cfg.L_P ? rpp.static_cfg.L_S : rpp.static_cfg.L_P) : 0;
+    long want_ctx = (long)ntok + n_predict + pad;
+    if (n_ctx == 0) n_ctx = want_ctx;
+    if ((long)ntok + pad >= n_ctx) {
+        fprintf(stderr, "reprise run: prompt is %zu tokens (+%ld static padding), context is %ld (raise -c)\n", ntok, pad, n_ctx);
+        goto done_prompt;
     }
     rp_ctx_params cp = rp_ctx_default_params();
     cp.n_threads = (int)threads;
     cp.n_batch = (int32_t)n_batch;
+    if (static_mode && cp.n_batch < rpp.static_cfg.L_S) cp.n_batch = rpp.static_cfg.L_S;
     cp.n_outputs = 1;
     cp.n_ctx_max = (int32_t)n_ctx;
-    if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK) { rc = cli_fail("run", "context", st); goto done; }
+    if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK) { rc = cli_fail("run", "context", st); goto done_prompt; }
     rp_session_params spp = rp_session_default_params();
     spp.n_ctx = (int32_t)n_ctx;
     spp.kv_type = (rp_type)kv_type;
     spp.sampler = sp;
-    if ((st = rp_session_create(ctx, spp, &s)) != RP_OK) { rc = cli_fail("run", "session", st); goto done; }
-
+    if ((st = rp_session_create(ctx, spp, &s)) != RP_OK) { rc = cli_fail("run", "session", st); goto done_prompt; }
+    if ((st = rp_reuse_create(m, (rp_type)kv_type, (int32_t)n_ctx, rpp, &reuse)) != RP_OK) {
+        rc = cli_fail("run", "reuse engine", st);
+        goto done_prompt;
+    }
+    char snap[4096] = "";
+    if (cache_dir) {
+        if (mkdir(cache_dir, 0700) != 0 && errno != EEXIST) {
+            fprintf(stderr, "reprise run: cannot create --cache-dir '%s'\n", cache_dir);
+            goto done_prompt;
+        }
+        snprintf(snap, sizeof snap, "%s/chunks.rpck", cache_dir);
+        int32_t nl = 0;
+        if ((st = rp_reuse_load(reuse, snap, &nl)) != RP_OK) fprintf(stderr, "reprise run: cache ignored: %s\n", rp_last_error());
+    }
+    float *first_logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+    if (!first_logits) goto done_prompt;
+    rp_reuse_stats rst;
     double t1 = cli_now();
-    if ((st = rp_session_feed(s, toks, (int32_t)ntok)) != RP_OK) { rc = cli_fail("run", "prompt", st); goto done; }
+    st = rp_reuse_prefill(reuse, ctx, rp_session_kv(s), cp_in.toks, cp_in.n, cp_in.bounds, cp_in.n_bounds, first_logits, &rst);
+    if (st == RP_OK) st = rp_session_adopt(s, cp_in.toks, cp_in.n, first_logits);
+    free(first_logits);
+    if (st != RP_OK) { rc = cli_fail("run", "prompt", st); goto done_prompt; }
     double t_prompt = cli_now() - t1;
+    bool committed = false;
 
     rp_detok dt;
     rp_detok_init(&dt, m->tok, false);
@@ -126,6 +188,10 @@ int cmd_run(int argc, char **argv) {
     while (n_gen < n_predict) {
         rp_token t = rp_session_sample(s);
         n_gen++;
+        if (!committed) {   /* cache this prompt's chunks after the first token, off the TTFT path */
+            if (rp_reuse_commit(reuse, rp_session_kv(s)) != RP_OK) fprintf(stderr, "reprise run: caching failed: %s\n", rp_last_error());
+            committed = true;
+        }
         if (!ignore_eos && rp_tokenizer_is_eog(m->tok, t)) break;
         int w = rp_detok_push(&dt, t, out, sizeof out);
         if (w > 0) { fwrite(out, 1, (size_t)w, stdout); fflush(stdout); }
@@ -140,8 +206,17 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "load: %.1f ms\n", t_load * 1e3);
     fprintf(stderr, "prompt: %zu tokens, %.1f ms, %.2f tok/s\n", ntok, t_prompt * 1e3, ntok / (t_prompt > 0 ? t_prompt : 1e-9));
     fprintf(stderr, "generated: %ld tokens, %.1f ms, %.2f tok/s\n", n_gen, t_gen * 1e3, n_gen / (t_gen > 0 ? t_gen : 1e-9));
+    if (!committed) rp_reuse_commit(reuse, rp_session_kv(s));
+    if (cache_dir && rp_reuse_save(reuse, snap) != RP_OK) fprintf(stderr, "reprise run: saving the cache failed: %s\n", rp_last_error());
+    char js[1024];
+    rp_reuse_stats_json(&rst, js, sizeof js);
+    fprintf(stderr, "stats: %s\n", js);
     rc = 0;
+done_prompt:
+    cli_prompt_free(&cp_in);
+    toks = NULL;
 done:
+    rp_reuse_free(reuse);
     rp_session_free(s);
     rp_ctx_free(ctx);
     rp_model_free(m);

@@ -185,6 +185,7 @@ static void check_type(rp_type t) {
         print_message("SKIP: no SIMD kernel for %s on this machine\n", rp_type_get_traits(t)->name);
         skip();
     }
+    for (int q = 0; q < nk; q++) print_message("kernel %s\n", ks[q]->name);
     static const int64_t rows_v[] = {1, 3, 15, 16, 17, 31, 33, 255, 257};
     static const int64_t cols_v[] = {1, 7, 8, 24, 33, 64, 96, 2048 + 8};
     static const int64_t n_v[] = {1, 2, 3, 15, 16, 17, 33, 64};
@@ -255,12 +256,64 @@ static void test_mm_cancellation(void **state) {
     }
 }
 
+/* Kernels with BF16 activations store x as a (hi, lo) BF16 pair: hi =
+ * bf16(x), lo = bf16(x - hi), round-to-nearest-even as rp_fp32_to_bf16; the
+ * SIMD and scalar parts of the conversion agree, specials included. */
+static void test_mm_bf16_act_pair(void **state) {
+    (void)state;
+    const rp_mm_kernel *ks[16];
+    const int nk = kernels_for(RP_TYPE_BF16, ks, 16);
+    int tested = 0;
+    rng_t r = {99};
+    for (int q = 0; q < nk; q++) {
+        if (ks[q]->act_type != RP_TYPE_BF16) continue;
+        tested++;
+        for (int64_t cols = 1; cols <= 70; cols++) {
+            float x[70];
+            for (int64_t k = 0; k < cols; k++) {
+                const uint32_t bits = (uint32_t)rng_next(&r);
+                switch (rng_next(&r) % 8) {
+                case 0: memcpy(&x[k], &bits, 4); break;                /* any bit pattern */
+                case 1: x[k] = (float)(rng_next(&r) % 7) - 3.0f; break; /* exact small ints */
+                case 2: x[k] = (k % 2) ? INFINITY : -INFINITY; break;
+                case 3: x[k] = 3.3895e38f; break;                       /* rounds up to inf */
+                default: x[k] = rng_gauss(&r) * 100.0f; break;
+                }
+            }
+            const size_t sz = ks[q]->act_row_size(cols);
+            assert_true(sz >= 4 * (size_t)cols);
+            uint16_t *d = xalloc(sz);
+            ks[q]->quant_act(x, d, cols);
+            const int64_t kp = (int64_t)sz / 4;
+            for (int64_t k = 0; k < kp; k++) {
+                const uint16_t hi = d[k], lo = d[kp + k];
+                if (k >= cols) {
+                    assert_int_equal(hi, 0);
+                    assert_int_equal(lo, 0);
+                    continue;
+                }
+                if (isnan(x[k])) {
+                    assert_true(isnan(rp_bf16_to_fp32(hi)));
+                    continue;
+                }
+                assert_int_equal(hi, rp_fp32_to_bf16(x[k]));
+                const float hf = rp_bf16_to_fp32(hi);
+                if (isfinite(x[k]) && isfinite(hf)) assert_int_equal(lo, rp_fp32_to_bf16(x[k] - hf));
+                else assert_int_equal(lo, 0);
+            }
+            free(d);
+        }
+    }
+    if (!tested) skip();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mm_f32),
         cmocka_unit_test(test_mm_f16),
         cmocka_unit_test(test_mm_bf16),
         cmocka_unit_test(test_mm_cancellation),
+        cmocka_unit_test(test_mm_bf16_act_pair),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,9 @@
 
 #include "core/error.h"
 
+/* Work below this many multiply-adds runs on the calling thread. */
+#define RP_MM_INLINE_MACS (1 << 16)
+
 typedef struct {
     const rp_weight *w;
 } pack_job;
@@ -100,7 +103,8 @@ static void quant_body(void *vp, int64_t b, int64_t e, int tid) {
 size_t rp_mm_quantize(rp_pool *pool, const rp_weight *W, const float *x, int64_t n, int64_t ldx, rp_mm_scratch *s) {
     size_t stride = (W->k->act_row_size(W->cols) + 63) & ~(size_t)63;   /* rows start on cache lines */
     quant_job j = {W, x, ldx, s->act, stride};
-    rp_pool_parallel_for(pool, n, n >= 64 ? 16 : 4, quant_body, &j);
+    if (n * W->cols < RP_MM_INLINE_MACS) quant_body(&j, 0, n, 0);
+    else rp_pool_parallel_for(pool, n, n >= 64 ? 16 : 4, quant_body, &j);
     return stride;
 }
 
@@ -136,6 +140,11 @@ void rp_mm_run(rp_pool *pool, const rp_weight *W, int64_t r0, int64_t r1, int64_
     if (n >= 32) chunk = groups / ((int64_t)T * 4);
     if (chunk < 1) chunk = 1;
     run_job j = {W, r0, r1, n, act_stride, y, ldy, s};
+    /* below ~64k multiply-adds a wake-up of the other threads costs more than the work */
+    if ((r1 - r0) * W->cols * n < RP_MM_INLINE_MACS) {
+        run_body(&j, 0, groups, 0);
+        return;
+    }
     rp_pool_parallel_for(pool, groups, chunk, run_body, &j);
 }
 

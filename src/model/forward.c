@@ -355,7 +355,11 @@ void rp_fwd_attn_ffn(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l)
     att_job aj = {c, b, kvs, l, c->n_runs,
                   {rp_attn_kernel_select(RP_TYPE_F32, lvl), rp_attn_kernel_select(RP_TYPE_F16, lvl),
                    rp_attn_kernel_select(RP_TYPE_Q8_0, lvl)}};
-    rp_pool_parallel_for(c->pool, (int64_t)aj.n_runs * HK, 1, att_body, &aj);
+    /* tiny attention (short contexts, small heads) is cheaper inline than a wake-up */
+    int64_t att_work = 0;
+    for (int32_t i = 0; i < n; i++) att_work += (int64_t)c->n_cells[i] * hp->n_head * hp->head_dim;
+    if (att_work < (1 << 16)) att_body(&aj, 0, (int64_t)aj.n_runs * HK, 0);
+    else rp_pool_parallel_for(c->pool, (int64_t)aj.n_runs * HK, 1, att_body, &aj);
     /* x += att · Woᵀ  (xb reused as the projection output) */
     rp_matmul(c->pool, &L->wo, c->att, n, QD, c->xb, E, &c->mm);
     for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->xb[i];
@@ -377,11 +381,16 @@ void rp_fwd_attn_ffn(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l)
 void rp_fwd_compact(rp_ctx *c, rp_batch *b, const int32_t *keep, int32_t n_keep) {
     const rp_hparams *hp = &c->m->hp;
     const size_t E = (size_t)hp->n_embd, R = (size_t)hp->n_rot;
+    const size_t QD = (size_t)hp->n_head * (size_t)hp->head_dim, KD = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
     for (int32_t j = 0; j < n_keep; j++) {
         int32_t i = keep[j];
         if (i == j) continue;
+        /* hidden state, RoPE tables and this layer's q/k/v follow the row */
         memmove(c->x + (size_t)j * E, c->x + (size_t)i * E, E * sizeof(float));
         memmove(c->rope_cs + (size_t)j * R, c->rope_cs + (size_t)i * R, R * sizeof(float));
+        memmove(c->q + (size_t)j * QD, c->q + (size_t)i * QD, QD * sizeof(float));
+        memmove(c->k + (size_t)j * KD, c->k + (size_t)i * KD, KD * sizeof(float));
+        memmove(c->v + (size_t)j * KD, c->v + (size_t)i * KD, KD * sizeof(float));
         b->token[j] = b->token[i];
         b->seq[j] = b->seq[i];
         b->pos[j] = b->pos[i];

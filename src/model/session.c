@@ -82,6 +82,16 @@ int32_t rp_session_n_past(const rp_session *s) { return s->kv->n; }
 rp_kv *rp_session_kv(rp_session *s) { return s->kv; }
 rp_sampler *rp_session_sampler(rp_session *s) { return s->smp; }
 
+rp_status rp_session_adopt(rp_session *s, const rp_token *toks, int32_t n, const float *logits) {
+    if (n <= 0 || n != s->kv->n)
+        return rp_errorf(RP_ERR_INVALID_ARG, "session: adopt %d tokens but the cache holds %d", n, s->kv->n);
+    memcpy(s->last_logits, logits, sizeof(float) * (size_t)rp_ctx_model(s->ctx)->hp.n_vocab);
+    s->have_logits = true;
+    rp_sampler_reset(s->smp);
+    for (int32_t i = 0; i < n; i++) rp_sampler_accept(s->smp, toks[i]);
+    return RP_OK;
+}
+
 void rp_session_reset(rp_session *s) {
     rp_kv_clear(s->kv);
     rp_sampler_reset(s->smp);

@@ -31,6 +31,10 @@ const float *rp_session_logits(const rp_session *s);   /* [n_vocab] of the last 
 int32_t rp_session_n_past(const rp_session *s);
 rp_kv *rp_session_kv(rp_session *s);
 rp_sampler *rp_session_sampler(rp_session *s);
+/* Declares that the session's KV cache was filled externally (by the reuse
+ * engine) with toks[0..n) and that `logits` are the last token's: sets the
+ * last logits and the sampler's penalty history. */
+rp_status rp_session_adopt(rp_session *s, const rp_token *toks, int32_t n, const float *logits);
 /* Forgets everything (new conversation). */
 void rp_session_reset(rp_session *s);
 

@@ -37,10 +37,17 @@ void rp_blend_ws_free(rp_blend_ws *ws) {
 /* squared distance between a fresh row and the cached row in a cell */
 static float row_dev(const rp_kv *kv, const uint8_t *cached, const float *fresh, float *tmp) {
     rp_kv_load_row(kv, cached, tmp);
+    /* per KV head, squared error relative to the head's cached energy, summed:
+     * heads with large activations would otherwise drown the others */
     double s = 0;
-    for (int32_t d = 0; d < kv->kv_dim; d++) {
-        double e = (double)fresh[d] - tmp[d];
-        s += e * e;
+    for (int32_t h = 0; h < kv->n_head_kv; h++) {
+        double e2 = 0, c2 = 1e-6;
+        for (int32_t d = h * kv->head_dim; d < (h + 1) * kv->head_dim; d++) {
+            double e = (double)fresh[d] - tmp[d];
+            e2 += e * e;
+            c2 += (double)tmp[d] * tmp[d];
+        }
+        s += e2 / c2;
     }
     return (float)s;
 }

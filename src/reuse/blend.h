@@ -8,6 +8,10 @@
 #include "kv/kv.h"
 #include "model/forward.h"
 
+/* Deviation of a row = sum over KV heads of |fresh - cached|^2 / |cached|^2
+ * (relative per head: on stories260K this cut full reuse's KL 4.1x at r = 0.25
+ * where the absolute squared distance managed 2.0-2.9x, because heads with
+ * large activations no longer drown the others). */
 typedef enum rp_dev_kind {
     RP_DEV_K = 1,    /* deviation of recomputed vs cached K */
     RP_DEV_V = 2,    /* ... of V */

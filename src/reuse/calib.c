@@ -191,11 +191,18 @@ rp_status rp_calib_load(const char *path, rp_calib *out) {
         if (errno == ENOENT) return rp_errorf(RP_ERR_NOT_FOUND, "calib: %s does not exist", path);
         return rp_errorf(RP_ERR_IO, "calib: cannot open %s: %s", path, strerror(errno));
     }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > (1 << 20)) {
+        fclose(f);
+        return rp_errorf(RP_ERR_FORMAT, "calib: %s is not a regular file of at most 1 MiB", path);
+    }
     rp_calib c;
     memset(&c, 0, sizeof c);
     int seen[K_COUNT] = {0};   /* line number where each key was seen, 0 = not yet */
     int32_t n_pt = 0;
-    char line[1024];
+    char *line = NULL;
+    size_t line_cap = 0;
+    ssize_t got;
     int ln = 0;
     rp_status st = RP_OK;
 
@@ -205,13 +212,12 @@ rp_status rp_calib_load(const char *path, rp_calib *out) {
         goto done;                              \
     } while (0)
 
-    while (fgets(line, sizeof line, f)) {
+    errno = 0;
+    while ((got = getline(&line, &line_cap, f)) >= 0) {
         ln++;
-        size_t len = strlen(line);
-        if (len == sizeof line - 1 && line[len - 1] != '\n' && !feof(f))
-            FAIL(RP_ERR_FORMAT, "calib: %s:%d: line too long", path, ln);
-        if (memchr(line, '\0', len) != NULL && strlen(line) != len) /* unreachable guard */
-            FAIL(RP_ERR_FORMAT, "calib: %s:%d: NUL byte", path, ln);
+        size_t len = (size_t)got;
+        if (len > 4096) FAIL(RP_ERR_FORMAT, "calib: %s:%d: line longer than 4096 bytes", path, ln);
+        if (memchr(line, '\0', len)) FAIL(RP_ERR_FORMAT, "calib: %s:%d: NUL byte in line", path, ln);
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
         char *p = line;
         while (*p == ' ' || *p == '\t') p++;
@@ -304,15 +310,18 @@ rp_status rp_calib_load(const char *path, rp_calib *out) {
             break;
         }
     }
-    if (ferror(f)) FAIL(RP_ERR_IO, "calib: reading %s failed after line %d", path, ln);
+    if (ferror(f) || !feof(f)) FAIL(RP_ERR_IO, "calib: reading %s failed after line %d", path, ln);
     for (int i = 0; i < K_COUNT; i++)
         if (!seen[i]) FAIL(RP_ERR_FORMAT, "calib: %s:%d: missing required key %s (end of file)", path, ln, k_keys[i]);
+    if (((double)c.cfg.r * c.cfg.L_S) * (1.0 + 1.0 / 1048576.0) < 1.0)
+        FAIL(RP_ERR_FORMAT, "calib: %s:%d: r * L_S < 1 leaves no recompute slot", path, seen[K_R]);
     if (n_pt != c.n_points)
         FAIL(RP_ERR_FORMAT, "calib: %s:%d: n_points is %d (line %d) but %d point lines were read", path, ln,
              (int)c.n_points, seen[K_NPOINTS], (int)n_pt);
     *out = c;
 done:
 #undef FAIL
+    free(line);
     fclose(f);
     return st;
 }

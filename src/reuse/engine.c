@@ -91,6 +91,7 @@ rp_status rp_reuse_create(const rp_model *m, rp_type kv_type, int32_t max_tokens
     e->m = m;
     e->kv_type = kv_type;
     e->p = p;
+    e->p.static_cfg.r = p.ratio;   /* one recompute ratio for both execution modes */
     e->max_tokens = max_tokens;
     /* the salt: model fingerprint (architecture, shapes, RoPE settings, weight
      * sample) and the KV type, so no hash ever matches across them */
@@ -158,6 +159,8 @@ void rp_reuse_free(rp_reuse *e) {
 rp_chunk_cache *rp_reuse_cache(rp_reuse *e) { return e->cache; }
 rp_reuse_params *rp_reuse_get_params(rp_reuse *e) { return &e->p; }
 uint64_t rp_reuse_salt(const rp_reuse *e) { return e->salt; }
+const rp_model *rp_reuse_model(const rp_reuse *e) { return e->m; }
+rp_type rp_reuse_kv_type(const rp_reuse *e) { return e->kv_type; }
 
 /* ---- moving cached KV into the session cache ---- */
 
@@ -299,7 +302,16 @@ rp_status rp_reuse_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *to
     int32_t P = nm > 0 ? e->spans[nm - 1].begin + e->spans[nm - 1].len : 0;
     rp_chunk *partial = NULL;
     int32_t n_common = 0;
-    if (nm < ns) {
+    /* a partial head only helps when the whole next chunk is not cached elsewhere */
+    bool next_cached = false;
+    if (nm < ns && e->p.mode != RP_REUSE_PREFIX) {
+        rp_chunk *probe = rp_chunk_cache_find(e->cache, toks, &e->spans[nm]);
+        if (probe) {
+            next_cached = true;
+            rp_chunk_unpin(e->cache, probe);
+        }
+    }
+    if (nm < ns && !next_cached) {
         partial = rp_chunk_cache_match_partial(e->cache, nm > 0 ? matched[nm - 1] : NULL, toks + P, e->spans[nm].len,
                                                &n_common);
         if (partial && (!partial->exact || partial->pos0 != P)) {
@@ -403,7 +415,7 @@ rp_status rp_reuse_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *to
         int32_t ncalls = 0;
         rs = e->p.naive_schedule ? rp_plan_naive(e->segs, nseg, sc, e->calls, e->max_tokens, &ncalls, &st->plan_ms)
                                  : rp_plan_dp(e->segs, nseg, sc, e->calls, e->max_tokens, &ncalls, &st->plan_ms);
-        const int32_t k_static = (int32_t)floorf(e->p.ratio * (float)sc->L_S);
+        const int32_t k_static = rp_static_k(sc);
         for (int32_t i = 0; i < ncalls && rs == RP_OK; i++) {
             const rp_call *cl = &e->calls[i];
             if (cl->kind == RP_CALL_PREFILL) rs = run_static_prefill(e, c, kv, toks, cl->begin, cl->end, n, st);

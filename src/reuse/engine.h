@@ -61,6 +61,8 @@ void rp_reuse_free(rp_reuse *e);
 rp_chunk_cache *rp_reuse_cache(rp_reuse *e);
 rp_reuse_params *rp_reuse_get_params(rp_reuse *e);
 uint64_t rp_reuse_salt(const rp_reuse *e);
+const rp_model *rp_reuse_model(const rp_reuse *e);
+rp_type rp_reuse_kv_type(const rp_reuse *e);
 
 /* Prefills toks[0..n) into `kv` (cleared first; its n_ctx must hold n, plus
  * L_S or L_P padding cells in static mode), reusing cached KV per the mode,

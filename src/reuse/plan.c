@@ -64,6 +64,16 @@ static int64_t static_k(const rp_static_cfg *cfg) {
     return (int64_t)floor(x + x * (1.0 / 1048576.0));
 }
 
+/* Recompute slots per call, k = floor(r * L_S), as the planner uses it (the
+ * executor must select the same k). 0 if cfg is NULL or has r*L_S < 1;
+ * clamped to [0, L_S]. Not (yet) declared in plan.h. */
+int32_t rp_static_k(const rp_static_cfg *cfg);
+int32_t rp_static_k(const rp_static_cfg *cfg) {
+    if (!cfg || cfg->L_S <= 0 || !(cfg->r > 0.0f && cfg->r <= 1.0f)) return 0;
+    int64_t k = static_k(cfg);
+    return (int32_t)(k < 0 ? 0 : k > cfg->L_S ? cfg->L_S : k);
+}
+
 static rp_status check_cfg(const rp_static_cfg *cfg) {
     if (!cfg) return rp_errorf(RP_ERR_INVALID_ARG, "plan: cfg is NULL");
     if (cfg->L_P <= 0) return rp_errorf(RP_ERR_INVALID_ARG, "plan: L_P = %d must be > 0", (int)cfg->L_P);
@@ -303,7 +313,7 @@ rp_status rp_plan_dp(const rp_segment *segs, int32_t n_segs, const rp_static_cfg
 }
 
 /* The paper's literal recurrence: only the maximal packings l_p(i), l_s(i).
- * Same contract as rp_plan_dp. (Not declared in plan.h; see the note there.) */
+ * Same contract as rp_plan_dp. Not (yet) declared in plan.h. */
 rp_status rp_plan_dp_paper(const rp_segment *segs, int32_t n_segs, const rp_static_cfg *cfg, rp_call *calls,
                            int32_t cap, int32_t *n_calls, double *total_ms);
 rp_status rp_plan_dp_paper(const rp_segment *segs, int32_t n_segs, const rp_static_cfg *cfg, rp_call *calls,

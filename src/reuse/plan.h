@@ -58,6 +58,16 @@ typedef struct rp_call {
 rp_status rp_plan_dp(const rp_segment *segs, int32_t n_segs, const rp_static_cfg *cfg, rp_call *calls,
                      int32_t cap, int32_t *n_calls, double *total_ms);
 
+/* The same recurrence restricted to maximal packings l_p(i), l_s(i) exactly as
+ * the paper states it. Under this cost model T[i] is non-decreasing in i, so
+ * maximal packing is optimal and both give the same latency (tests check it). */
+rp_status rp_plan_dp_paper(const rp_segment *segs, int32_t n_segs, const rp_static_cfg *cfg, rp_call *calls,
+                           int32_t cap, int32_t *n_calls, double *total_ms);
+
+/* k = floor(r * L_S) computed robustly (0.7f * 10 gives 7): the number of rows a
+ * recompute call carries past the check layer. Executors must use this value. */
+int32_t rp_static_k(const rp_static_cfg *cfg);
+
 /* The naive schedule: one call type per segment (reusable segments in
  * recompute calls of up to L_S tokens, new segments in prefill calls of up to
  * L_P), no merging. Same output contract. */

@@ -6,11 +6,16 @@
 #include "kernels/quant.h"
 
 size_t rp_attn_scratch_bytes(int32_t head_dim, int32_t max_heads, int32_t max_rows) {
-    /* generous upper bound shared by all kernels: score tile, per-row/head
-     * running max/sum/accumulators, dequantized K/V tiles of 64 cells, plus a
-     * whole dequantized Q8_0 row per cell tile */
-    size_t hd = (size_t)head_dim, rows = (size_t)max_rows * (size_t)max_heads;
-    size_t floats = rows * (hd + 2 + 64) + 2 * 64 * (hd + 64) + 4096;
+    /* an upper bound shared by all kernels. The reference needs head_dim
+     * floats. The SIMD kernels (x86/float_x86.h) need, with nq = rows x heads,
+     * a tile of 64 cells and head_dim padded to 16 (dp): scores nq x 64, four
+     * per-query-vector arrays (max, sum, rescale, valid cells) nq x 4, and
+     * three 64 x dp tiles (transposed K, dequantized K and V); each of the 8
+     * pieces is 64-byte aligned (<= 16 floats of padding) plus 64 bytes to
+     * align the start. */
+    size_t hd = (size_t)(head_dim > 0 ? head_dim : 0), rows = (size_t)max_rows * (size_t)max_heads;
+    size_t dp = (hd + 15) & ~(size_t)15;
+    size_t floats = rows * (hd + 68) + 3 * 64 * dp + 4096;
     return floats * sizeof(float) + 256;
 }
 

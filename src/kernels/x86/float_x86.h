@@ -46,6 +46,7 @@ RP_FX_INLINE fx_v fx_loadn_f16(const uint16_t *p, int n) {
 }
 RP_FX_INLINE fx_v fx_fma(fx_v a, fx_v b, fx_v c) { return _mm512_fmadd_ps(a, b, c); }
 RP_FX_INLINE fx_v fx_add(fx_v a, fx_v b) { return _mm512_add_ps(a, b); }
+RP_FX_INLINE fx_v fx_sub(fx_v a, fx_v b) { return _mm512_sub_ps(a, b); }
 RP_FX_INLINE fx_v fx_mul(fx_v a, fx_v b) { return _mm512_mul_ps(a, b); }
 RP_FX_INLINE fx_v fx_max(fx_v a, fx_v b) { return _mm512_max_ps(a, b); }
 RP_FX_INLINE float fx_hsum(fx_v v) { return _mm512_reduce_add_ps(v); }
@@ -138,6 +139,7 @@ RP_FX_INLINE fx_v fx_loadn_f16(const uint16_t *p, int n) {
 }
 RP_FX_INLINE fx_v fx_fma(fx_v a, fx_v b, fx_v c) { return _mm256_fmadd_ps(a, b, c); }
 RP_FX_INLINE fx_v fx_add(fx_v a, fx_v b) { return _mm256_add_ps(a, b); }
+RP_FX_INLINE fx_v fx_sub(fx_v a, fx_v b) { return _mm256_sub_ps(a, b); }
 RP_FX_INLINE fx_v fx_mul(fx_v a, fx_v b) { return _mm256_mul_ps(a, b); }
 RP_FX_INLINE fx_v fx_max(fx_v a, fx_v b) { return _mm256_max_ps(a, b); }
 RP_FX_INLINE float fx_hsum(fx_v v) {
@@ -431,5 +433,413 @@ static void rp_fx_mm_gemm(const void *w, size_t w_row_bytes, int64_t rows, int64
 }
 
 #endif /* RP_FX_MM_WT */
+
+/* ================================================================== attention
+ * Flash-style attention for one run of query rows x the G query heads of one
+ * KV head. The cells [0, max n_cells) are streamed in tiles of RP_FX_AT (64);
+ * per tile:
+ *   1. K/V source: F32 and F16 caches are read in place (F16 converted by
+ *      VCVTPH2PS as it is loaded); Q8_0 heads are dequantized once into F32
+ *      tiles Kn/Vn [64][Dp] (Dp = head_dim rounded up to the vector width);
+ *   2. scores S[qv][t] = scale * q_qv . k_t for every query vector qv = row *
+ *      G + head, either
+ *      A (few query vectors, decode): vector dot products over head_dim for a
+ *        block of qv x cells, the W partial-sum vectors reduced together in
+ *        one shuffle tree (fx_reduce), or
+ *      B (many query vectors, prefill): K transposed once per tile into Kt
+ *        [Dp][64] (16x16 / 8x8 in-register transposes), then broadcast-FMAs
+ *        of q[d] against 64 cells at a time — no horizontal sums;
+ *   3. online softmax per qv over its valid cells t < n_cells[row] - c0:
+ *      running max M, sum L, and the rescale factor C = e^(M_old - M_new);
+ *      S becomes the probabilities (0 past the valid cells);
+ *   4. out[qv] = C * out[qv] + sum_t S[qv][t] * v_t, register-blocked over
+ *      query vectors x head_dim vectors (the output is the accumulator).
+ * At the end out[qv] /= L. Scratch (rp_attn_scratch_bytes): S (NQ x 64),
+ * M/L/C/valid (4 x NQ), Kt (Dp x 64), Kn and Vn (64 x Dp).
+ * ========================================================================== */
+#if defined(RP_FX_ATTN)
+
+#define RP_FX_AT 64 /* cells per tile */
+#if FX_W == 16
+#define RP_FX_QB 6  /* path B: query vectors per block (6 x 4 accumulators) */
+#define RP_FX_PQ 4  /* PV: query vectors per block ... */
+#define RP_FX_PD 4  /* ... x head_dim vectors (4 x 4 accumulators) */
+#else
+#define RP_FX_QB 3
+#define RP_FX_PQ 2
+#define RP_FX_PD 4
+#endif
+/* Path A up to this many query vectors: its reduction costs ~3 ops per cell
+ * and query vector, path B's transpose ~head_dim/4 per cell for all of them. */
+#define RP_FX_NQ_A 8
+
+typedef struct {
+    const rp_attn_args *a;
+    int32_t D, DV, Dp, G, NQ, ln;   /* ln: lanes of the last head_dim vector */
+    float *S, *M, *L, *C, *Kt, *Kn, *Vn;
+    int32_t *VC;                    /* valid cells of each qv in the current tile */
+} fx_actx;
+
+RP_FX_INLINE const float *fx_qptr(const fx_actx *x, int32_t qv) {
+    const rp_attn_args *a = x->a;
+    return a->q + (int64_t)(qv / x->G) * a->q_stride + (int64_t)(a->head_begin + qv % x->G) * x->D;
+}
+RP_FX_INLINE float *fx_optr(const fx_actx *x, int32_t qv) {
+    const rp_attn_args *a = x->a;
+    return a->out + (int64_t)(qv / x->G) * a->out_stride + (int64_t)(a->head_begin + qv % x->G) * x->D;
+}
+
+/* n lanes (1..W) at element i of a float or half source; on AVX2 head_dim is a
+ * multiple of 8 (checked at entry) so n is always W there. */
+RP_FX_INLINE fx_v fx_ldm(const void *p, int64_t i, int n, const int f16) {
+#if FX_W == 16
+    return f16 ? fx_loadn_f16((const uint16_t *)p + i, n) : fx_loadn((const float *)p + i, n);
+#else
+    (void)n;
+    return f16 ? fx_load_f16((const uint16_t *)p + i) : fx_load((const float *)p + i);
+#endif
+}
+RP_FX_INLINE fx_v fx_ldqm(const float *p, int n) {
+#if FX_W == 16
+    return fx_loadn(p, n);
+#else
+    (void)n;
+    return fx_load(p);
+#endif
+}
+RP_FX_INLINE void fx_stm(float *p, fx_v v, int n) {
+#if FX_W == 16
+    fx_storen(p, v, n);
+#else
+    (void)n;
+    fx_store(p, v);
+#endif
+}
+
+/* One Q8_0 cache row's head [off, off + D) as floats, zero-padded to Dp.
+ * Same products as the reference (fp16 scale x int8, one rounding). */
+static void fx_deq_q8(const uint8_t *row, int32_t off, int32_t D, int32_t Dp, float *dst) {
+    const rp_block_q8_0 *b = (const rp_block_q8_0 *)row;
+    if (off % RP_QK8_0 == 0 && D % RP_QK8_0 == 0) {
+        for (int32_t e = 0; e < D; e += RP_QK8_0) {
+            const rp_block_q8_0 *bk = b + (off + e) / RP_QK8_0;
+            uint16_t dh;
+            memcpy(&dh, &bk->d, 2);
+            const fx_v d = fx_set1(_cvtsh_ss(dh));
+            for (int j = 0; j < RP_QK8_0; j += FX_W) {
+#if FX_W == 16
+                __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(bk->qs + j)));
+                fx_store(dst + e + j, _mm512_mul_ps(d, _mm512_cvtepi32_ps(q)));
+#else
+                __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(bk->qs + j)));
+                fx_store(dst + e + j, _mm256_mul_ps(d, _mm256_cvtepi32_ps(q)));
+#endif
+            }
+        }
+    } else {
+        /* heads that cut through blocks (head_dim 8: four heads per block) */
+        for (int32_t i = 0; i < D; i++) {
+            const int32_t e = off + i;
+            dst[i] = rp_fp16_to_fp32(b[e / RP_QK8_0].d) * (float)b[e / RP_QK8_0].qs[e % RP_QK8_0];
+        }
+    }
+    for (int32_t i = D; i < Dp; i++) dst[i] = 0.0f;
+}
+
+/* Path A: S[q][t0 + c] for NQA query vectors x NCA cells (NQA * NCA = W).
+ * Cells past tn - 1 repeat cell tn - 1 (finite; softmax masks them). */
+RP_FX_INLINE void fx_qk_dot(const fx_actx *x, int32_t qv0, const void *kb, int64_t ks, int t0, int tn,
+                            const int NQA, const int NCA, const int f16) {
+    const float scale = x->a->scale;
+    const float *qp[4];
+    int64_t ko[FX_W];
+    FX_UNROLL(4)
+    for (int q = 0; q < NQA; q++) qp[q] = fx_qptr(x, qv0 + q);
+    FX_UNROLL(16)
+    for (int c = 0; c < NCA; c++) ko[c] = (int64_t)(t0 + c < tn ? t0 + c : tn - 1) * ks;
+    fx_v acc[FX_W];
+    FX_UNROLL(16)
+    for (int i = 0; i < FX_W; i++) acc[i] = fx_zero();
+    for (int dv = 0; dv < x->DV; dv++) {
+        const int n = dv == x->DV - 1 ? x->ln : FX_W;
+        fx_v qv[4];
+        FX_UNROLL(4)
+        for (int q = 0; q < NQA; q++) qv[q] = fx_ldqm(qp[q] + dv * FX_W, n);
+        FX_UNROLL(16)
+        for (int c = 0; c < NCA; c++) {
+            const fx_v k = fx_ldm(kb, ko[c] + dv * FX_W, n, f16);
+            FX_UNROLL(4)
+            for (int q = 0; q < NQA; q++) acc[q * NCA + c] = fx_fma(qv[q], k, acc[q * NCA + c]);
+        }
+    }
+    float tmp[FX_W];
+    fx_store(tmp, fx_mul(fx_reduce(acc), fx_set1(scale)));
+    FX_UNROLL(4)
+    for (int q = 0; q < NQA; q++) memcpy(x->S + (size_t)(qv0 + q) * RP_FX_AT + t0, tmp + q * NCA, sizeof(float) * NCA);
+}
+
+RP_FX_INLINE void fx_qk_a(const fx_actx *x, const void *kb, int64_t ks, int tn, const int f16) {
+    int32_t qv = 0;
+    for (; qv + 4 <= x->NQ; qv += 4)
+        for (int t0 = 0; t0 < tn; t0 += FX_W / 4) fx_qk_dot(x, qv, kb, ks, t0, tn, 4, FX_W / 4, f16);
+    for (; qv + 2 <= x->NQ; qv += 2)
+        for (int t0 = 0; t0 < tn; t0 += FX_W / 2) fx_qk_dot(x, qv, kb, ks, t0, tn, 2, FX_W / 2, f16);
+    for (; qv < x->NQ; qv++)
+        for (int t0 = 0; t0 < tn; t0 += FX_W) fx_qk_dot(x, qv, kb, ks, t0, tn, 1, FX_W, f16);
+}
+
+/* Path B, step 1: Kt[d][t] for d < D, t < tn rounded up to 4 vectors (the
+ * cells past tn are 0). */
+RP_FX_INLINE void fx_transpose_k(const fx_actx *x, const void *kb, int64_t ks, int tn, const int f16) {
+    const int tend = (tn + 4 * FX_W - 1) / (4 * FX_W) * (4 * FX_W);
+    for (int tb = 0; tb < tend; tb += FX_W) {
+        for (int dv = 0; dv < x->DV; dv++) {
+            const int n = dv == x->DV - 1 ? x->ln : FX_W;
+            fx_v r[FX_W];
+            FX_UNROLL(16)
+            for (int c = 0; c < FX_W; c++)
+                r[c] = tb + c < tn ? fx_ldm(kb, (int64_t)(tb + c) * ks + dv * FX_W, n, f16) : fx_zero();
+            fx_transpose(r);
+            for (int j = 0; j < n; j++) fx_store(x->Kt + (size_t)(dv * FX_W + j) * RP_FX_AT + tb, r[j]);
+        }
+    }
+}
+
+/* Path B, step 2: S for NQB query vectors x 4 cell vectors at tb. */
+RP_FX_INLINE void fx_qk_t(const fx_actx *x, int32_t qv0, int tb, const int NQB) {
+    const float *qp[RP_FX_QB];
+    FX_UNROLL(6)
+    for (int q = 0; q < NQB; q++) qp[q] = fx_qptr(x, qv0 + q);
+    fx_v acc[RP_FX_QB][4];
+    FX_UNROLL(6)
+    for (int q = 0; q < NQB; q++)
+        FX_UNROLL(4)
+        for (int j = 0; j < 4; j++) acc[q][j] = fx_zero();
+    const float *kt = x->Kt + tb;
+    for (int d = 0; d < x->D; d++, kt += RP_FX_AT) {
+        fx_v k[4];
+        FX_UNROLL(4)
+        for (int j = 0; j < 4; j++) k[j] = fx_load(kt + j * FX_W);
+        FX_UNROLL(6)
+        for (int q = 0; q < NQB; q++) {
+            const fx_v b = fx_set1(qp[q][d]);
+            FX_UNROLL(4)
+            for (int j = 0; j < 4; j++) acc[q][j] = fx_fma(b, k[j], acc[q][j]);
+        }
+    }
+    const fx_v sc = fx_set1(x->a->scale);
+    FX_UNROLL(6)
+    for (int q = 0; q < NQB; q++)
+        FX_UNROLL(4)
+        for (int j = 0; j < 4; j++) fx_store(x->S + (size_t)(qv0 + q) * RP_FX_AT + tb + j * FX_W, fx_mul(acc[q][j], sc));
+}
+
+static void fx_qk_b(const fx_actx *x, int tn) {
+    for (int tb = 0; tb < tn; tb += 4 * FX_W) {
+        int32_t qv = 0;
+        for (; qv + RP_FX_QB <= x->NQ; qv += RP_FX_QB) {
+            int any = 0;   /* skip blocks whose rows have no cells from tb on */
+            for (int q = 0; q < RP_FX_QB; q++) any |= x->VC[qv + q] > tb;
+            if (!any) continue;
+            fx_qk_t(x, qv, tb, RP_FX_QB);
+        }
+        switch (x->NQ - qv) {
+        case 1: fx_qk_t(x, qv, tb, 1); break;
+        case 2: fx_qk_t(x, qv, tb, 2); break;
+#if RP_FX_QB > 3
+        case 3: fx_qk_t(x, qv, tb, 3); break;
+        case 4: fx_qk_t(x, qv, tb, 4); break;
+        case 5: fx_qk_t(x, qv, tb, 5); break;
+#endif
+        default: break;
+        }
+    }
+}
+
+/* Step 3 for one query vector with v >= 1 valid cells (of tn) in the tile. */
+static void fx_softmax(const fx_actx *x, int32_t qv, int v, int first) {
+    float *s = x->S + (size_t)qv * RP_FX_AT;
+    const int nvec = (v + FX_W - 1) / FX_W;
+    fx_v mx = fx_set1(-INFINITY);
+    for (int j = 0; j < nvec; j++) {
+        const int n = v - j * FX_W < FX_W ? v - j * FX_W : FX_W;
+        mx = fx_max(mx, fx_keep(fx_loadn(s + j * FX_W, n), n, -INFINITY));
+    }
+    const float tmax = fx_hmax(mx);
+    const float mnew = first || tmax > x->M[qv] ? tmax : x->M[qv];
+    const float corr = first ? 0.0f : expf(x->M[qv] - mnew);
+    const fx_v mv = fx_set1(mnew);
+    fx_v sum = fx_zero();
+    for (int j = 0; j < nvec; j++) {
+        const int n = v - j * FX_W < FX_W ? v - j * FX_W : FX_W;
+        fx_v p = fx_exp(fx_sub(fx_loadn(s + j * FX_W, n), mv));
+        p = fx_keep(p, n, 0.0f);
+        fx_store(s + j * FX_W, p);
+        sum = fx_add(sum, p);
+    }
+    for (int j = nvec; j < RP_FX_AT / FX_W; j++) fx_store(s + j * FX_W, fx_zero());
+    const float l = fx_hsum(sum);
+    x->L[qv] = first ? l : x->L[qv] * corr + l;
+    x->M[qv] = mnew;
+    x->C[qv] = corr;
+}
+
+/* Step 4 for NPQ query vectors x NPD head_dim vectors at dv0, cells t < tv. */
+RP_FX_INLINE void fx_pv(const fx_actx *x, int32_t qv0, int dv0, const void *vb, int64_t vs, int tv, int first,
+                        const int NPQ, const int NPD, const int f16) {
+    int nl[RP_FX_PD];
+    FX_UNROLL(4)
+    for (int j = 0; j < NPD; j++) nl[j] = dv0 + j == x->DV - 1 ? x->ln : FX_W;
+    fx_v acc[RP_FX_PQ][RP_FX_PD];
+    FX_UNROLL(4)
+    for (int q = 0; q < NPQ; q++)
+        FX_UNROLL(4)
+        for (int j = 0; j < NPD; j++) acc[q][j] = fx_zero();
+    const float *s = x->S + (size_t)qv0 * RP_FX_AT;
+    for (int t = 0; t < tv; t++) {
+        fx_v v[RP_FX_PD];
+        FX_UNROLL(4)
+        for (int j = 0; j < NPD; j++) v[j] = fx_ldm(vb, (int64_t)t * vs + (dv0 + j) * FX_W, nl[j], f16);
+        FX_UNROLL(4)
+        for (int q = 0; q < NPQ; q++) {
+            const fx_v p = fx_set1(s[q * RP_FX_AT + t]);
+            FX_UNROLL(4)
+            for (int j = 0; j < NPD; j++) acc[q][j] = fx_fma(p, v[j], acc[q][j]);
+        }
+    }
+    FX_UNROLL(4)
+    for (int q = 0; q < NPQ; q++) {
+        if (x->VC[qv0 + q] == 0) continue;   /* finished rows keep their output */
+        float *o = fx_optr(x, qv0 + q) + dv0 * FX_W;
+        const fx_v c = fx_set1(x->C[qv0 + q]);
+        FX_UNROLL(4)
+        for (int j = 0; j < NPD; j++) {
+            fx_v r = acc[q][j];
+            if (!first) r = fx_fma(fx_ldqm(o + j * FX_W, nl[j]), c, r);
+            fx_stm(o + j * FX_W, r, nl[j]);
+        }
+    }
+}
+
+RP_FX_INLINE void fx_pv_all(const fx_actx *x, const void *vb, int64_t vs, int first, const int f16) {
+    for (int32_t qv = 0; qv < x->NQ; qv += RP_FX_PQ) {
+        const int nq = x->NQ - qv < RP_FX_PQ ? x->NQ - qv : RP_FX_PQ;
+        int tv = 0;
+        for (int q = 0; q < nq; q++) tv = x->VC[qv + q] > tv ? x->VC[qv + q] : tv;
+        if (tv == 0) continue;
+        for (int dv0 = 0; dv0 < x->DV; dv0 += RP_FX_PD) {
+            const int nd = x->DV - dv0 < RP_FX_PD ? x->DV - dv0 : RP_FX_PD;
+#define RP_FX_PV(Q, Dn) fx_pv(x, qv, dv0, vb, vs, tv, first, Q, Dn, f16)
+#define RP_FX_PVQ(Q)                             \
+    switch (nd) {                                \
+    case 1: RP_FX_PV(Q, 1); break;               \
+    case 2: RP_FX_PV(Q, 2); break;               \
+    case 3: RP_FX_PV(Q, 3); break;               \
+    default: RP_FX_PV(Q, 4); break;              \
+    }
+            switch (nq) {
+            case 1: RP_FX_PVQ(1); break;
+#if RP_FX_PQ > 2
+            case 2: RP_FX_PVQ(2); break;
+            case 3: RP_FX_PVQ(3); break;
+#endif
+            default: RP_FX_PVQ(RP_FX_PQ); break;
+            }
+#undef RP_FX_PVQ
+#undef RP_FX_PV
+        }
+    }
+}
+
+/* kind: 0 = F32 cache, 1 = F16 cache, 2 = Q8_0 (dequantized to F32 tiles). */
+RP_FX_INLINE void fx_attn_run(fx_actx *x, const int kind) {
+    const rp_attn_args *a = x->a;
+    const int f16 = kind == 1;
+    const int32_t off = a->kv_head * x->D;
+    int32_t maxc = 0;
+    for (int32_t i = 0; i < a->n_rows; i++) maxc = a->n_cells[i] > maxc ? a->n_cells[i] : maxc;
+    const int path_a = x->NQ <= RP_FX_NQ_A;
+    for (int32_t c0 = 0; c0 < maxc; c0 += RP_FX_AT) {
+        const int tn = maxc - c0 < RP_FX_AT ? maxc - c0 : RP_FX_AT;
+        const int first = c0 == 0;
+        for (int32_t qv = 0; qv < x->NQ; qv++) {
+            const int32_t v = a->n_cells[qv / x->G] - c0;
+            x->VC[qv] = v <= 0 ? 0 : v < tn ? v : tn;
+        }
+        const uint8_t *krow = a->k + (size_t)c0 * a->kv_row_bytes, *vrow = a->v + (size_t)c0 * a->kv_row_bytes;
+        const void *kb, *vb;
+        int64_t ks, vs;
+        if (kind == 2) {
+            for (int t = 0; t < tn; t++) {
+                fx_deq_q8(krow + (size_t)t * a->kv_row_bytes, off, x->D, x->Dp, x->Kn + (size_t)t * x->Dp);
+                fx_deq_q8(vrow + (size_t)t * a->kv_row_bytes, off, x->D, x->Dp, x->Vn + (size_t)t * x->Dp);
+            }
+            kb = x->Kn; vb = x->Vn; ks = vs = x->Dp;
+        } else if (kind == 1) {
+            kb = (const uint16_t *)krow + off;
+            vb = (const uint16_t *)vrow + off;
+            ks = vs = (int64_t)(a->kv_row_bytes / 2);
+        } else {
+            kb = (const float *)krow + off;
+            vb = (const float *)vrow + off;
+            ks = vs = (int64_t)(a->kv_row_bytes / 4);
+        }
+        if (path_a) {
+            fx_qk_a(x, kb, ks, tn, f16);
+        } else {
+            fx_transpose_k(x, kb, ks, tn, f16);
+            fx_qk_b(x, tn);
+        }
+        for (int32_t qv = 0; qv < x->NQ; qv++)
+            if (x->VC[qv] > 0) fx_softmax(x, qv, x->VC[qv], first);
+        fx_pv_all(x, vb, vs, first, f16);
+    }
+    for (int32_t qv = 0; qv < x->NQ; qv++) {
+        const fx_v inv = fx_set1((float)(1.0 / (double)x->L[qv]));
+        float *o = fx_optr(x, qv);
+        for (int dv = 0; dv < x->DV; dv++) {
+            const int n = dv == x->DV - 1 ? x->ln : FX_W;
+            fx_stm(o + dv * FX_W, fx_mul(fx_ldqm(o + dv * FX_W, n), inv), n);
+        }
+    }
+}
+
+static inline float *fx_carve(uint8_t **p, size_t floats) {
+    float *r = (float *)*p;
+    *p += (floats * sizeof(float) + 63) & ~(size_t)63;
+    return r;
+}
+
+static void rp_fx_attn(const rp_attn_args *a) {
+    if (a->n_rows <= 0 || a->n_heads <= 0) return;
+#if FX_W == 8
+    if (a->head_dim % 8 != 0) { rp_attn_ref(a); return; }
+#endif
+    fx_actx x;
+    x.a = a;
+    x.D = a->head_dim;
+    x.DV = (x.D + FX_W - 1) / FX_W;
+    x.Dp = x.DV * FX_W;
+    x.ln = x.D - (x.DV - 1) * FX_W;
+    x.G = a->n_heads;
+    x.NQ = a->n_rows * a->n_heads;
+    uint8_t *p = (uint8_t *)(((uintptr_t)a->scratch + 63) & ~(uintptr_t)63);
+    x.S = fx_carve(&p, (size_t)x.NQ * RP_FX_AT);
+    x.M = fx_carve(&p, (size_t)x.NQ);
+    x.L = fx_carve(&p, (size_t)x.NQ);
+    x.C = fx_carve(&p, (size_t)x.NQ);
+    x.VC = (int32_t *)fx_carve(&p, (size_t)x.NQ);
+    x.Kt = fx_carve(&p, (size_t)x.Dp * RP_FX_AT);
+    x.Kn = fx_carve(&p, (size_t)x.Dp * RP_FX_AT);
+    x.Vn = fx_carve(&p, (size_t)x.Dp * RP_FX_AT);
+    switch (a->kv_type) {
+    case RP_TYPE_F32: fx_attn_run(&x, 0); break;
+    case RP_TYPE_F16: fx_attn_run(&x, 1); break;
+    case RP_TYPE_Q8_0: fx_attn_run(&x, 2); break;
+    default: rp_attn_ref(a); break;
+    }
+}
+
+#endif /* RP_FX_ATTN */
 
 #endif /* RP_KERNELS_X86_FLOAT_X86_H */

@@ -2,14 +2,15 @@
 #ifndef RP_KERNELS_X86_KQUANT_X86_H
 #define RP_KERNELS_X86_KQUANT_X86_H
 
-/* Plain C only: included by the avx2, avx512 and amx files alike, so nothing
- * here may use an intrinsic above AVX2. Every level of one weight type shares
+/* Included by the avx2, avx512 and amx files alike: plain C, except the AMX
+ * driver at the end, which only AMX-compiled files see (#if __AMX_INT8__). Every level of one weight type shares
  * one packing (row_block 16), and every kernel of one level shares one
  * activation format, so Q4_K and Q6_K weights fed by the same input (q/k/v)
  * quantize it once (rp_mm_same_act compares the function pointers). */
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/types.h"
 
@@ -93,5 +94,151 @@ void rp_q4_k_gemm_avx512(const void *w, size_t w_row_bytes, int64_t rows, int64_
                          size_t act_stride, int64_t n, int64_t r0, int64_t r1, float *y, int64_t ldy, void *scratch);
 void rp_q6_k_gemm_avx512(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, const void *act,
                          size_t act_stride, int64_t n, int64_t r0, int64_t r1, float *y, int64_t ldy, void *scratch);
+
+/* ------------------------------------------------------------------ AMX
+ * Shared by mm_q4_k_amx.c and mm_q6_k_amx.c (guarded: AMX files only).
+ *
+ * Why "digit planes": TDPBSSD sums 64 K per tile row with no way to apply a
+ * per-sub-block scale inside, and storing C tiles to rescale per 32-K (Q4_K)
+ * or 16-K (Q6_K) sub-block costs far more vector work than the tile op. So
+ * the scale goes into the int8 B operand exactly, split into digits small
+ * enough that digit * q fits int8:
+ *   Q4_K: sc (0..63) = s0 + 8 s1 with s0, s1 in 0..7; B0 = s0*q, B1 = s1*q
+ *         (q in 0..15, so <= 105), and B2 = m (the min, <= 63) broadcast over
+ *         its sub-block, so C2 = sum_j m_j * s32_j is the min term:
+ *           y += d*da*(C0 + 8 C1) - dmin*da*C2
+ *   Q6_K: x = q - 32 in -32..31, sc (int8) = e0 + 8 e1 + 64 e2 with balanced
+ *         digits e in -3..4, so e*x is in -128..124; Bi = ei*x:
+ *           y += d*da*(C0 + 8 C1 + 64 C2)
+ * Three TDPBSSD per 64-K step instead of one-with-rescaling; C tiles hold a
+ * whole 256-K block (|C0 + 8 C1| <= 256*15*127*63, |C2| <= 256*127*63;
+ * Q6_K |sum| <= 256*32*128*128: all < 2^31) and are converted once per block.
+ *
+ * Tiles: C0..C2 = tmm0..2 (16 act rows x 16 weight rows int32), A = tmm3
+ * (16 act rows x 64 K), B0..B2 = tmm4..6 (16 K-quads x 16 rows x 4 K: one
+ * packed-layout line per tile row). The planes for up to RP_KQ_AMX_GROUPS
+ * groups x RP_KQ_AMX_KCB blocks are built once into scratch and reused by
+ * every 16-row activation tile; each activation tile's K chunk (16 x 1 KB
+ * per block) is reused across those groups from L1.
+ * Scratch: [group][step (64 K)][plane][1 KB tile], then 3 KB for C stores. */
+#define RP_KQ_AMX_GROUPS 4
+#define RP_KQ_AMX_KCB 4                      /* 256-K blocks per chunk */
+#define RP_KQ_AMX_STEPS (RP_KQ_AMX_KCB * 4)  /* 64-K steps per chunk */
+#define RP_KQ_AMX_GROUP_BYTES ((size_t)RP_KQ_AMX_STEPS * 3 * 1024)
+#define RP_KQ_AMX_SCRATCH (RP_KQ_AMX_GROUPS * RP_KQ_AMX_GROUP_BYTES + 3 * 1024)
+
+#if defined(__AMX_INT8__) && defined(__AMX_TILE__) && defined(__AVX512F__)
+#include <immintrin.h>
+
+#include "kernels/x86/amx.h"
+
+/* Reads the live tile configuration (all zero when tiles are in INIT state). */
+#ifndef RP_KQ_AMX_STORE_CFG
+#define RP_KQ_AMX_STORE_CFG(p) __asm__ volatile("sttilecfg %0" : "=m"(*(struct { char b[64]; } *)(p)) : : "memory")
+#endif
+
+/* Loads our tile shapes unless they are live, and returns what was live so
+ * rp_kq_amx_leave can put it back. Why not rp_amx_ensure_cfg alone: its
+ * per-thread cache is per translation unit (a static inside a static inline
+ * function), so after another file's kernel loads other shapes, it still
+ * believes ours are loaded. Comparing against STTILECFG is always right, and
+ * restoring keeps other kernels' caches true as well. */
+static inline int rp_kq_amx_enter(rp_amx_cfg *saved) {
+    rp_amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 7; t++) rp_amx_cfg_tile(&c, t, 16, 64);
+    RP_KQ_AMX_STORE_CFG(saved);
+    if (memcmp(saved, &c, sizeof c) == 0) return 0;
+    rp_amx_load_cfg(&c);
+    return 1;
+}
+
+static inline void rp_kq_amx_leave(const rp_amx_cfg *saved, int changed) {
+    if (!changed) return;
+    if (saved->palette == 0) rp_amx_release();
+    else rp_amx_load_cfg(saved);
+}
+
+/* Builds the three B planes of blocks [b0, b0 + nblk) of one group (group
+ * data at wg) into planes[step][plane][1 KB]. */
+typedef void (*rp_kq_amx_build_fn)(const uint8_t *wg, int64_t b0, int nblk, uint8_t *planes);
+
+/* y[i][r] for the first `ntile` * 16 activation rows and weight rows [r0, r1).
+ * q6 selects the combine; gb_bytes, off_d, off_dmin locate the fp16 scales. */
+static inline __attribute__((always_inline)) void rp_kq_amx_gemm(const uint8_t *w, size_t gb_bytes, int64_t cols,
+                                                                  const uint8_t *act, size_t stride, int64_t ntile,
+                                                                  int64_t r0, int64_t r1, float *y, int64_t ldy,
+                                                                  uint8_t *scratch, rp_kq_amx_build_fn build,
+                                                                  const int q6, const int off_d, const int off_dmin) {
+    const int64_t nb = cols / RP_QK_K;
+    uint8_t *cbuf = scratch + RP_KQ_AMX_GROUPS * RP_KQ_AMX_GROUP_BYTES;
+    const int64_t ge = (r1 + RP_KQ_ROWS - 1) / RP_KQ_ROWS;
+    for (int64_t gb = r0 / RP_KQ_ROWS; gb < ge; gb += RP_KQ_AMX_GROUPS) {
+        const int ng = ge - gb < RP_KQ_AMX_GROUPS ? (int)(ge - gb) : RP_KQ_AMX_GROUPS;
+        for (int64_t b0 = 0; b0 < nb; b0 += RP_KQ_AMX_KCB) {
+            const int nblk = nb - b0 < RP_KQ_AMX_KCB ? (int)(nb - b0) : RP_KQ_AMX_KCB;
+            for (int gi = 0; gi < ng; gi++)
+                build(w + (size_t)((gb + gi) * nb) * gb_bytes, b0, nblk, scratch + gi * RP_KQ_AMX_GROUP_BYTES);
+            for (int64_t it = 0; it < ntile; it++) {
+                const uint8_t *at = act + (size_t)(16 * it) * stride;
+                for (int gi = 0; gi < ng; gi++) {
+                    const int64_t rb = (gb + gi) * RP_KQ_ROWS;
+                    const int64_t cnt = r1 - rb;
+                    const __mmask16 km = cnt >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cnt) - 1);
+                    const uint8_t *pl = scratch + gi * RP_KQ_AMX_GROUP_BYTES;
+                    const uint8_t *wg = w + (size_t)((gb + gi) * nb) * gb_bytes;
+                    __m512 acc[16];
+                    for (int m = 0; m < 16; m++) acc[m] = _mm512_setzero_ps();
+                    for (int bi = 0; bi < nblk; bi++) {
+                        const uint8_t *ab = at + (size_t)(b0 + bi) * RP_Q8K_BLOCK;
+                        _tile_zero(0);
+                        _tile_zero(1);
+                        _tile_zero(2);
+                        for (int s = 0; s < 4; s++) {
+                            const uint8_t *ps = pl + (size_t)((4 * bi + s) * 3) * 1024;
+                            _tile_loadd(3, ab + RP_Q8K_QS + 64 * s, (long)stride);
+                            _tile_loadd(4, ps, 64);
+                            _tile_loadd(5, ps + 1024, 64);
+                            _tile_loadd(6, ps + 2048, 64);
+                            _tile_dpbssd(0, 3, 4);
+                            _tile_dpbssd(1, 3, 5);
+                            _tile_dpbssd(2, 3, 6);
+                        }
+                        _tile_stored(0, cbuf, 64);
+                        _tile_stored(1, cbuf + 1024, 64);
+                        _tile_stored(2, cbuf + 2048, 64);
+                        const uint8_t *wb = wg + (size_t)(b0 + bi) * gb_bytes;
+                        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(wb + off_d)));
+                        const __m512 dm =
+                            q6 ? d : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(wb + off_dmin)));
+                        for (int m = 0; m < 16; m++) {
+                            float da;
+                            memcpy(&da, ab + (size_t)m * stride, sizeof da);
+                            const __m512 vda = _mm512_set1_ps(da);
+                            const __m512i c0 = _mm512_load_si512((const void *)(cbuf + 64 * m));
+                            const __m512i c1 = _mm512_load_si512((const void *)(cbuf + 1024 + 64 * m));
+                            const __m512i c2 = _mm512_load_si512((const void *)(cbuf + 2048 + 64 * m));
+                            __m512i t = _mm512_add_epi32(c0, _mm512_slli_epi32(c1, 3));
+                            if (q6) {
+                                t = _mm512_add_epi32(t, _mm512_slli_epi32(c2, 6));
+                                acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(d, vda), acc[m]);
+                            } else {
+                                acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(d, vda), acc[m]);
+                                acc[m] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(c2), _mm512_mul_ps(dm, vda), acc[m]);
+                            }
+                        }
+                    }
+                    for (int m = 0; m < 16; m++) {
+                        float *yp = y + (16 * it + m) * ldy + rb;
+                        if (b0 == 0) _mm512_mask_storeu_ps(yp, km, acc[m]);
+                        else _mm512_mask_storeu_ps(yp, km, _mm512_add_ps(_mm512_maskz_loadu_ps(km, yp), acc[m]));
+                    }
+                }
+            }
+        }
+    }
+}
+#endif /* AMX */
 
 #endif /* RP_KERNELS_X86_KQUANT_X86_H */

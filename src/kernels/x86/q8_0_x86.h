@@ -52,11 +52,11 @@ typedef float rp_q8x_f32u __attribute__((may_alias, aligned(1)));
 static inline size_t rp_q8x_act_row_size(int64_t cols) {
     return (size_t)cols + (size_t)(cols / 32) * 8;
 }
-static inline const float *rp_q8x_act_d(const uint8_t *row, int64_t cols) {
-    return (const float *)(const void *)(row + cols);
+static inline const rp_q8x_f32u *rp_q8x_act_d(const uint8_t *row, int64_t cols) {
+    return (const rp_q8x_f32u *)(const void *)(row + cols);
 }
-static inline const int32_t *rp_q8x_act_bias(const uint8_t *row, int64_t cols) {
-    return (const int32_t *)(const void *)(row + cols + (cols / 32) * 4);
+static inline const rp_q8x_i32u *rp_q8x_act_bias(const uint8_t *row, int64_t cols) {
+    return (const rp_q8x_i32u *)(const void *)(row + cols + (cols / 32) * 4);
 }
 
 /* ===========================================================================
@@ -279,8 +279,8 @@ RP_Q8X_INLINE void rp_q8x_vnni_tile(const int Q4, const int MR, const int NG, co
     const uint8_t *wq[2];
     const uint16_t *wd[2];
     const uint8_t *ar[4];
-    const float *da[4];
-    const int32_t *bs[4];
+    const rp_q8x_f32u *da[4];
+    const rp_q8x_i32u *bs[4];
     RP_Q8X_UNROLL for (int g = 0; g < NG; g++) {
         wq[g] = A->w + (size_t)(g0 + g) * A->gbytes;
         wd[g] = (const uint16_t *)(const void *)(wq[g] + (size_t)nb * qbytes);
@@ -358,8 +358,8 @@ RP_Q8X_INLINE void rp_q8x_vnni_gemv(const int Q4, const int NG, const rp_q8x_arg
         wd[g] = (const uint16_t *)(const void *)(wq[g] + (size_t)nb * qbytes);
     }
     const uint8_t *ar = A->act;
-    const float *da = rp_q8x_act_d(ar, cols);
-    const int32_t *bs = rp_q8x_act_bias(ar, cols);
+    const rp_q8x_f32u *da = rp_q8x_act_d(ar, cols);
+    const rp_q8x_i32u *bs = rp_q8x_act_bias(ar, cols);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 accf[4];
     RP_Q8X_UNROLL for (int g = 0; g < NG; g++) accf[g] = _mm512_setzero_ps();
@@ -437,5 +437,295 @@ static inline void rp_q8x_vnni_gemm(const int Q4, const uint8_t *w, int64_t rows
     }
 }
 #endif /* AVX-512 VNNI */
+
+
+/* ===========================================================================
+ * AMX. Tile configuration is per thread and shared by every kernel family
+ * running on it; amx.h's rp_amx_ensure_cfg caches the last config in a
+ * static _Thread_local, one copy per translation unit, so it cannot see a
+ * config loaded from another file. Our AMX gemm therefore reads the live
+ * config (STTILECFG), loads its own only when it differs, and on exit puts
+ * back a config that someone else had loaded: the thread's tile config is
+ * the same before and after our call, so no other family's cache goes
+ * stale. The loads go through rp_amx_load_cfg (inline asm whose operand
+ * covers the whole struct: immune to gcc 12 dropping the config stores).
+ *
+ * RP_AMX_EMULATE swaps the tile instructions for a scalar emulator (per
+ * thread state, #UD on unconfigured use turned into abort), so the AMX code
+ * paths run and are tested on machines without AMX.
+ * ========================================================================= */
+#include "kernels/x86/amx.h"
+
+#if defined(RP_AMX_EMULATE)
+#include <stdio.h>
+
+typedef struct rp_q8x_emu {
+    rp_amx_cfg cfg;
+    int on;
+    uint8_t t[8][16][64];
+} rp_q8x_emu;
+
+/* one emulated tile state per thread, shared by every file that includes us */
+__attribute__((weak)) _Thread_local rp_q8x_emu rp_q8x_emu_tls;
+
+static inline void rp_q8x_emu_fault(const char *what) {
+    fprintf(stderr, "AMX emulator: %s\n", what);
+    abort();
+}
+static inline void rp_q8x_amx_ldcfg(const rp_amx_cfg *c) {
+    rp_q8x_emu *e = &rp_q8x_emu_tls;
+    if (c->palette == 0) { memset(e, 0, sizeof *e); return; }
+    if (c->palette != 1) rp_q8x_emu_fault("palette != 1 (#GP)");
+    for (int i = 0; i < 16; i++) {
+        if (i >= 8 && (c->rows[i] || c->colsb[i])) rp_q8x_emu_fault("tile >= 8 configured (#GP)");
+        if (c->rows[i] > 16 || c->colsb[i] > 64 || (c->colsb[i] & 3)) rp_q8x_emu_fault("bad tile shape (#GP)");
+        if ((c->rows[i] == 0) != (c->colsb[i] == 0)) rp_q8x_emu_fault("half-configured tile (#GP)");
+    }
+    e->cfg = *c;
+    e->on = 1;
+    memset(e->t, 0, sizeof e->t);
+}
+static inline void rp_q8x_amx_stcfg(rp_amx_cfg *c) {
+    const rp_q8x_emu *e = &rp_q8x_emu_tls;
+    if (e->on) *c = e->cfg;
+    else memset(c, 0, sizeof *c);
+}
+static inline void rp_q8x_amx_release(void) { memset(&rp_q8x_emu_tls, 0, sizeof rp_q8x_emu_tls); }
+static inline void rp_q8x_emu_check(int t) {
+    const rp_q8x_emu *e = &rp_q8x_emu_tls;
+    if (!e->on) rp_q8x_emu_fault("tile instruction without a loaded config (#UD)");
+    if (!e->cfg.rows[t]) rp_q8x_emu_fault("tile not configured (#UD)");
+}
+static inline void rp_q8x_emu_load(int t, const void *base, long stride) {
+    rp_q8x_emu *e = &rp_q8x_emu_tls;
+    rp_q8x_emu_check(t);
+    memset(e->t[t], 0, sizeof e->t[t]);
+    for (int r = 0; r < e->cfg.rows[t]; r++) memcpy(e->t[t][r], (const uint8_t *)base + r * stride, e->cfg.colsb[t]);
+}
+static inline void rp_q8x_emu_store(int t, void *base, long stride) {
+    const rp_q8x_emu *e = &rp_q8x_emu_tls;
+    rp_q8x_emu_check(t);
+    for (int r = 0; r < e->cfg.rows[t]; r++) memcpy((uint8_t *)base + r * stride, e->t[t][r], e->cfg.colsb[t]);
+}
+static inline void rp_q8x_emu_zero(int t) {
+    rp_q8x_emu_check(t);
+    memset(rp_q8x_emu_tls.t[t], 0, sizeof rp_q8x_emu_tls.t[t]);
+}
+/* TDPBSSD: C[m][n] += sum_k sum_i A[m][4k+i] * B[k][4n+i], all signed bytes */
+static inline void rp_q8x_emu_dpbssd(int c, int a, int b) {
+    rp_q8x_emu *e = &rp_q8x_emu_tls;
+    rp_q8x_emu_check(c), rp_q8x_emu_check(a), rp_q8x_emu_check(b);
+    const rp_amx_cfg *k = &e->cfg;
+    if (k->rows[a] != k->rows[c] || k->colsb[a] != 4 * k->rows[b] || k->colsb[b] != k->colsb[c])
+        rp_q8x_emu_fault("TDPBSSD shape mismatch (#UD)");
+    for (int m = 0; m < k->rows[c]; m++)
+        for (int n = 0; n < k->colsb[c] / 4; n++) {
+            uint32_t s;
+            memcpy(&s, &e->t[c][m][4 * n], 4);
+            for (int kk = 0; kk < k->rows[b]; kk++)
+                for (int i = 0; i < 4; i++)
+                    s += (uint32_t)((int32_t)(int8_t)e->t[a][m][4 * kk + i] * (int32_t)(int8_t)e->t[b][kk][4 * n + i]);
+            memcpy(&e->t[c][m][4 * n], &s, 4);
+        }
+}
+#define RP_Q8X_TLOAD(t, base, stride) rp_q8x_emu_load(t, base, (long)(stride))
+#define RP_Q8X_TSTORE(t, base, stride) rp_q8x_emu_store(t, base, (long)(stride))
+#define RP_Q8X_TZERO(t) rp_q8x_emu_zero(t)
+#define RP_Q8X_TDPBSSD(c, a, b) rp_q8x_emu_dpbssd(c, a, b)
+
+#else /* real AMX */
+
+static inline void rp_q8x_amx_ldcfg(const rp_amx_cfg *c) { rp_amx_load_cfg(c); }
+/* STTILECFG: 64 zero bytes when the tiles are not configured. The "=m"
+ * operand spans the struct, so the compiler reads it only afterwards. */
+static inline void rp_q8x_amx_stcfg(rp_amx_cfg *c) {
+    __asm__ volatile("sttilecfg %0" : "=m"(*(struct { char b[64]; } *)c) : : "memory");
+}
+static inline void rp_q8x_amx_release(void) { rp_amx_release(); }
+/* Own asm instead of the <immintrin.h> macros: gcc 12's tile load/store asm
+ * has no memory operand or clobber, so the compiler may move our scratch
+ * stores past a tile load or our loads of C before the tile store. The
+ * "memory" clobbers order them; the accumulators are register variables and
+ * unaffected. {AT&T|Intel} alternatives as in gcc's own headers. */
+#define RP_Q8X_TLOAD(t, base, stride)                                                                   \
+    __asm__ volatile("{tileloadd\t(%0,%1,1), %%tmm" #t "|tileloadd\t%%tmm" #t ", [%0+%1*1]}"            \
+                     : : "r"((const void *)(base)), "r"((long)(stride)) : "memory")
+#define RP_Q8X_TSTORE(t, base, stride)                                                                  \
+    __asm__ volatile("{tilestored\t%%tmm" #t ", (%0,%1,1)|tilestored\t[%0+%1*1], %%tmm" #t "}"          \
+                     : : "r"((void *)(base)), "r"((long)(stride)) : "memory")
+#define RP_Q8X_TZERO(t) __asm__ volatile("tilezero\t%%tmm" #t ::)
+#define RP_Q8X_TDPBSSD(c, a, b)                                                                         \
+    __asm__ volatile("{tdpbssd\t%%tmm" #b ", %%tmm" #a ", %%tmm" #c "|tdpbssd\t%%tmm" #c ", %%tmm" #a ", %%tmm" #b "}" ::)
+#endif /* RP_AMX_EMULATE */
+
+/* Makes `mine` the live config; returns whether a foreign config must be put
+ * back by rp_q8x_amx_leave. A thread with no config (INIT state) keeps ours
+ * afterwards: nobody can be relying on a config it does not have. */
+static inline int rp_q8x_amx_enter(const rp_amx_cfg *mine, rp_amx_cfg *saved) {
+    rp_q8x_amx_stcfg(saved);
+    if (memcmp(saved, mine, sizeof *saved) == 0) return 0;
+    rp_q8x_amx_ldcfg(mine);
+    return saved->palette != 0;
+}
+static inline void rp_q8x_amx_leave(int restore, const rp_amx_cfg *saved) {
+    if (restore) rp_q8x_amx_ldcfg(saved);
+}
+
+/* gcc spells the AMX-INT8 macro __AMX_INT8__, clang __AMXINT8__ */
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && \
+    (defined(__AMX_INT8__) || defined(__AMXINT8__) || defined(RP_AMX_EMULATE))
+#define RP_Q8X_HAVE_AMX_GEMM 1
+/* ---------------------------------------------------------------------------
+ * AMX GEMM (n >= RP_Q8X_AMX_MIN_N activation rows; fewer go to the VNNI
+ * kernel on the same packing). Per-32 block scales forbid summing blocks in
+ * an int32 tile, so each TDPBSSD covers one block (K = 32):
+ *
+ *   A tile (tmm2/3): 16 activation rows x 32 bytes, straight from the
+ *                    activation rows (stride = their stride)
+ *   B tile (tmm4/5): 8 rows x 64 bytes = the block's 16 weight rows in VNNI
+ *                    order as signed int8: Q4_0 nibble - 8 (B row c = low
+ *                    nibbles of chunk c, row 4+c = high nibbles: K 4c and
+ *                    16+4c, matching A's byte order), Q8_0 u8 ^ 0x80
+ *   C tile (tmm0/1): 16 x 16 int32, C[m][r] = sum_k a[m][k] * w[r][k]
+ *
+ * Tiles alternate by block parity so block b+1's TDPBSSD runs while block
+ * b's C is converted: accf[m] += float(C[m]) * (dw[0..15] * da[m]), with the
+ * 16 fp32 accumulators (one per activation row of the M tile) in zmm.
+ *
+ * Loop order per call (rows [r0, r1) = groups ga..gz):
+ *   for each K chunk of up to KC blocks:
+ *     for each group g: unpack its B tiles for the chunk into scratch once
+ *       for each M tile of 16 activation rows: run the chunk, add into y
+ * The unpacked B (KC * 512 bytes = 32 KB) is reused by every M tile. The
+ * last M tile, when n % 16 != 0, reads a zero-padded copy of the remaining
+ * activation rows in scratch (results for pad rows are never stored).
+ *
+ * Scratch: [C: 2 x 1 KB][B: KC x 512 B][A tail: 16 x tail stride] + 64 to
+ * align.
+ * ------------------------------------------------------------------------- */
+#define RP_Q8X_AMX_MIN_N 16
+#define RP_Q8X_AMX_KC 64
+
+static inline size_t rp_q8x_amx_tail_stride(int64_t cols) { return (rp_q8x_act_row_size(cols) + 63) & ~(size_t)63; }
+
+static inline size_t rp_q8x_amx_scratch_bytes(int64_t cols, int64_t n) {
+    if (n < RP_Q8X_AMX_MIN_N) return 0;
+    const int64_t nb = cols / 32, kc = nb < RP_Q8X_AMX_KC ? nb : RP_Q8X_AMX_KC;
+    return 64 + 2048 + (size_t)kc * 512 + 16 * rp_q8x_amx_tail_stride(cols);
+}
+
+/* One (M tile, group) over blocks [kb0, kb1): B tiles at bb (512 B per
+ * block), activation rows at ab (stride as), weight scales wd; adds into the
+ * mv x 16 outputs at y (rows masked by rmask) unless first, which stores. */
+RP_Q8X_INLINE void rp_q8x_amx_tile(const uint8_t *ab, size_t as, int64_t cols, const int8_t *bb, const uint16_t *wd,
+                                   int64_t kb0, int64_t kb1, float *y, int64_t ldy, int mv, __mmask16 rmask,
+                                   int32_t *cb, int first) {
+    __m512 acc[16];
+    const rp_q8x_f32u *da[16];
+    RP_Q8X_UNROLL for (int m = 0; m < 16; m++) {
+        da[m] = rp_q8x_act_d(ab + (size_t)m * as, cols);
+        acc[m] = (!first && m < mv) ? _mm512_maskz_loadu_ps(rmask, y + m * ldy) : _mm512_setzero_ps();
+    }
+    /* tile numbers must be literals (they are pasted into the asm) */
+#define RP_Q8X_AMX_STEP(C, TA, TB, bk)                                    \
+    do {                                                                  \
+        RP_Q8X_TLOAD(TA, ab + 32 * (bk), as);                             \
+        RP_Q8X_TLOAD(TB, bb + ((bk) - kb0) * 512, 64);                    \
+        RP_Q8X_TZERO(C);                                                  \
+        RP_Q8X_TDPBSSD(C, TA, TB);                                        \
+        RP_Q8X_TSTORE(C, cb + 256 * C, 64);                               \
+    } while (0)
+#define RP_Q8X_AMX_EPI(P, bk)                                                                                   \
+    do {                                                                                                        \
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(wd + 16 * (bk)))); \
+        RP_Q8X_UNROLL for (int m = 0; m < 16; m++) {                                                            \
+            const __m512 c = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cb + 256 * P + 16 * m)));     \
+            acc[m] = _mm512_fmadd_ps(c, _mm512_mul_ps(dw, _mm512_set1_ps(da[m][bk])), acc[m]);                  \
+        }                                                                                                       \
+    } while (0)
+    RP_Q8X_AMX_STEP(0, 2, 4, kb0);
+    for (int64_t b = kb0; b < kb1; b += 2) {
+        if (b + 1 < kb1) RP_Q8X_AMX_STEP(1, 3, 5, b + 1);
+        RP_Q8X_AMX_EPI(0, b);
+        if (b + 1 < kb1) {
+            if (b + 2 < kb1) RP_Q8X_AMX_STEP(0, 2, 4, b + 2);
+            RP_Q8X_AMX_EPI(1, b + 1);
+        }
+    }
+#undef RP_Q8X_AMX_STEP
+#undef RP_Q8X_AMX_EPI
+    RP_Q8X_UNROLL for (int m = 0; m < 16; m++) if (m < mv) _mm512_mask_storeu_ps(y + m * ldy, rmask, acc[m]);
+}
+
+static inline void rp_q8x_amx_gemm(const int Q4, const uint8_t *w, int64_t rows, int64_t cols, const uint8_t *act,
+                                   size_t astride, int64_t n, int64_t r0, int64_t r1, float *y, int64_t ldy,
+                                   void *scratch) {
+    if (r1 <= r0 || n <= 0) return;
+    if (n < RP_Q8X_AMX_MIN_N || !scratch) {
+        rp_q8x_vnni_gemm(Q4, w, rows, cols, act, astride, n, r0, r1, y, ldy);
+        return;
+    }
+    const int64_t nb = cols / 32;
+    const size_t qbytes = Q4 ? 256 : 512, gb = rp_q8x_group_bytes(cols, 16, Q4 ? 16 : 32);
+    const int64_t kc = nb < RP_Q8X_AMX_KC ? nb : RP_Q8X_AMX_KC;
+    uint8_t *sp = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    int32_t *cb = (int32_t *)(void *)sp;
+    int8_t *bb = (int8_t *)(sp + 2048);
+    uint8_t *tail = sp + 2048 + (size_t)kc * 512;
+    const size_t ts = rp_q8x_amx_tail_stride(cols), arow = rp_q8x_act_row_size(cols);
+    const int64_t nfull = n / 16;
+    const int rem = (int)(n % 16);
+    if (rem)
+        for (int m = 0; m < 16; m++) {
+            if (m < rem) memcpy(tail + (size_t)m * ts, act + (size_t)(nfull * 16 + m) * astride, arow);
+            else memset(tail + (size_t)m * ts, 0, arow);
+        }
+    rp_amx_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    rp_amx_cfg_tile(&cfg, 0, 16, 64);   /* C, even blocks */
+    rp_amx_cfg_tile(&cfg, 1, 16, 64);   /* C, odd blocks */
+    rp_amx_cfg_tile(&cfg, 2, 16, 32);   /* A */
+    rp_amx_cfg_tile(&cfg, 3, 16, 32);
+    rp_amx_cfg_tile(&cfg, 4, 8, 64);    /* B */
+    rp_amx_cfg_tile(&cfg, 5, 8, 64);
+    rp_amx_cfg saved;
+    const int restore = rp_q8x_amx_enter(&cfg, &saved);
+
+    const __m512i m4 = _mm512_set1_epi8(0x0F), e8 = _mm512_set1_epi8(8), x80 = _mm512_set1_epi8((char)0x80);
+    const int64_t ga = r0 / 16, gz = (r1 + 15) / 16;
+    for (int64_t kb0 = 0; kb0 < nb; kb0 += kc) {
+        const int64_t kb1 = kb0 + kc < nb ? kb0 + kc : nb;
+        for (int64_t g = ga; g < gz; g++) {
+            const uint8_t *wq = w + (size_t)g * gb;
+            const uint16_t *wd = (const uint16_t *)(const void *)(wq + (size_t)nb * qbytes);
+            for (int64_t b = kb0; b < kb1; b++) {
+                int8_t *o = bb + (b - kb0) * 512;
+                if (Q4) {
+                    for (int c = 0; c < 4; c++) {
+                        const __m512i v = _mm512_load_si512((const void *)(wq + (size_t)b * 256 + 64 * c));
+                        _mm512_store_si512((void *)(o + 64 * c), _mm512_sub_epi8(_mm512_and_si512(v, m4), e8));
+                        _mm512_store_si512((void *)(o + 64 * (4 + c)),
+                                           _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), e8));
+                    }
+                } else {
+                    for (int j = 0; j < 8; j++)
+                        _mm512_store_si512((void *)(o + 64 * j),
+                                           _mm512_xor_si512(_mm512_load_si512((const void *)(wq + (size_t)b * 512 + 64 * j)), x80));
+                }
+            }
+            const int64_t left = rows - g * 16;
+            const __mmask16 rmask = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+            for (int64_t mt = 0; mt < nfull; mt++)
+                rp_q8x_amx_tile(act + (size_t)(mt * 16) * astride, astride, cols, bb, wd, kb0, kb1,
+                                y + mt * 16 * ldy + g * 16, ldy, 16, rmask, cb, kb0 == 0);
+            if (rem)
+                rp_q8x_amx_tile(tail, ts, cols, bb, wd, kb0, kb1, y + nfull * 16 * ldy + g * 16, ldy, rem, rmask, cb,
+                                kb0 == 0);
+        }
+    }
+    rp_q8x_amx_leave(restore, &saved);
+}
+#endif /* AVX-512 VNNI && (AMX-INT8 || RP_AMX_EMULATE) */
 
 #endif /* RP_KERNELS_X86_Q8_0_X86_H */

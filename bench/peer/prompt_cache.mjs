@@ -1,0 +1,181 @@
+#!/usr/bin/env node
+// prompt_cache.mjs — time-to-first-token (TTFT) of a sequence of prompts on llama.cpp
+// (through node-llama-cpp), with and without reuse of the KV cache of the common
+// prefix with the previous prompt — what llama-server does with cache_prompt: true.
+import path from "node:path";
+import {
+    die, note, parseArgs, parsePositiveInt, stats, nowNs, secondsSince, readJson,
+    loadLlama, describeBuild, loadModel, vocabSize, mainWeightType, listCpuVariants
+} from "./common.mjs";
+import { ensureShim } from "./shim.mjs";
+
+const USAGE = `usage: node bench/peer/prompt_cache.mjs -m MODEL.gguf --prompts PROMPTS.json [-t 2] [-r 1]
+                                     [--mode both|reuse|fresh] [-b 512] [-c CTX] [--fa 0|1|auto]
+                                     [--cpu-variant NAME] [--threadpool persistent|disposable]
+                                     [--json] [--verbose]
+  PROMPTS.json: a JSON array; each item a token-id array (used as is) or a string
+  (tokenized by llama.cpp with the model's BOS/special-token rules, as llama-server does).
+  Prompts are processed in order on one context sequence. TTFT of a prompt = time from
+  submitting it to having the first generated token (prefill with logits for the last
+  prompt token + one greedy sample).
+  reuse  keep the sequence's KV cache; drop the cells after the longest common prefix with
+         what the sequence holds (the previous prompt; generated tokens are not kept), then
+         evaluate the rest. At least one token is always evaluated, so a repeated prompt
+         reuses n-1 tokens — llama-server's cache_prompt behaviour (without n_cache_reuse
+         chunk shifting).
+  fresh  clear the sequence before each prompt (untimed) and evaluate the whole prompt
+         (cache_prompt: false).
+  -r N repeats the whole prompt sequence N times (after one untimed warm-up pass) and
+  reports the median/min/max TTFT of each prompt. -c defaults to the longest prompt + 1.
+  --cpu-variant (${listCpuVariants().join(", ") || "?"}) and --threadpool are as in llama_bench.mjs.
+  --json prints a JSON array of {"engine","model","type","threads","mode","prompt","n_tokens",
+  "n_reused","n_evaluated","ttft_ms_median","ttft_ms_min","ttft_ms_max"}.
+`;
+
+const opts = parseArgs(process.argv.slice(2), {
+    "-m": { key: "model", arg: true }, "--model": { key: "model", arg: true },
+    "--prompts": { key: "prompts", arg: true },
+    "-t": { key: "threads", arg: true }, "--threads": { key: "threads", arg: true },
+    "-r": { key: "reps", arg: true }, "--repetitions": { key: "reps", arg: true },
+    "-b": { key: "batch", arg: true }, "--batch-size": { key: "batch", arg: true },
+    "-c": { key: "ctx", arg: true }, "--ctx-size": { key: "ctx", arg: true },
+    "--mode": { key: "mode", arg: true },
+    "--fa": { key: "fa", arg: true },
+    "--cpu-variant": { key: "cpuVariant", arg: true },
+    "--threadpool": { key: "threadpool", arg: true },
+    "--json": { key: "json", arg: false },
+    "--verbose": { key: "verbose", arg: false }
+}, USAGE);
+
+if (!opts.model) die("-m MODEL.gguf is required (see --help)");
+if (!opts.prompts) die("--prompts PROMPTS.json is required (see --help)");
+const threads = parsePositiveInt("-t", opts.threads ?? "2");
+const reps = parsePositiveInt("-r", opts.reps ?? "1");
+const nBatch = parsePositiveInt("-b", opts.batch ?? "512");
+const mode = opts.mode ?? "both";
+if (!["both", "reuse", "fresh"].includes(mode)) die("--mode must be both, reuse or fresh");
+const fa = opts.fa ?? "0";
+if (!["0", "1", "auto"].includes(fa)) die("--fa must be 0, 1 or auto");
+const flashAttention = fa === "auto" ? "auto" : fa === "1";
+const shim = ensureShim({ threadpool: opts.threadpool ?? "persistent", cpuVariant: opts.cpuVariant });
+const modelPath = path.resolve(opts.model);
+const promptsPath = path.resolve(opts.prompts);
+const rawPrompts = readJson(promptsPath, "--prompts");
+if (!Array.isArray(rawPrompts) || rawPrompts.length === 0) die("--prompts: expected a non-empty JSON array");
+
+const { llama, info } = await loadLlama({ cpuVariant: opts.cpuVariant, verbose: !!opts.verbose });
+const { GgmlType } = await import("node-llama-cpp");
+const model = await loadModel(llama, modelPath);
+const nVocab = vocabSize(model);
+const mname = path.basename(modelPath);
+const mtype = mainWeightType(llama, model, GgmlType);
+
+const prompts = rawPrompts.map((p, i) => {
+    let toks;
+    if (typeof p === "string") {
+        toks = model.tokenize(p, true);
+        if (model.tokens.shouldPrependBosToken && model.tokens.bos != null && toks[0] !== model.tokens.bos)
+            toks = [model.tokens.bos, ...toks];
+    } else if (Array.isArray(p) && p.every((t) => Number.isInteger(t))) {
+        toks = p.slice();
+        const bad = toks.find((t) => t < 0 || t >= nVocab);
+        if (bad !== undefined) die(`--prompts: prompt ${i}: token id ${bad} is outside [0, ${nVocab})`);
+    } else {
+        die(`--prompts: prompt ${i} must be a string or an array of integer token ids`);
+    }
+    if (toks.length === 0) die(`--prompts: prompt ${i} is empty`);
+    return toks;
+});
+const maxLen = Math.max(...prompts.map((p) => p.length));
+const ctxSize = opts.ctx ? parsePositiveInt("-c", opts.ctx) : maxLen + 1;
+if (ctxSize < maxLen) die(`-c ${ctxSize} is shorter than the longest prompt (${maxLen} tokens)`);
+
+note(describeBuild(info));
+note(`model: ${modelPath} (${mtype}, n_vocab ${nVocab})`);
+note(`threadpool: ${shim.threadpool}${opts.cpuVariant ? `; CPU variant forced to ${opts.cpuVariant}` : ""}; ` +
+    `threads ${threads}, batch ${Math.min(nBatch, ctxSize)}, ctx ${ctxSize}, flash_attn ${fa}, ` +
+    `${prompts.length} prompts (${prompts.map((p) => p.length).join(", ")} tokens)`);
+
+const ctx = await model.createContext({
+    contextSize: ctxSize,
+    batchSize: Math.min(nBatch, ctxSize),
+    sequences: 1,
+    threads: { ideal: threads, min: threads },
+    flashAttention,
+    ignoreMemorySafetyChecks: true,
+    failedCreationRemedy: false
+});
+const seq = ctx.getSequence();
+if (seq.needsCheckpoints)
+    note("warning: this model's KV cache cannot be trimmed to a prefix (SWA/recurrent); reuse will re-evaluate");
+
+// Prefill `tokens` at the end of the sequence and sample one token greedily; returns seconds.
+async function firstToken(tokens) {
+    const t0 = nowNs();
+    const gen = seq.evaluate(tokens, { temperature: 0, yieldEogToken: true });
+    const r = await gen.next();
+    const dt = secondsSince(t0);
+    await gen.return();
+    if (r.done) throw new Error("prefill produced no token");
+    return dt;
+}
+
+// One pass over all prompts; returns per-prompt {n_reused, n_evaluated, seconds}.
+async function pass(reuse) {
+    await seq.clearHistory();
+    const out = [];
+    for (const toks of prompts) {
+        if (!reuse) {
+            await seq.clearHistory(); // untimed: a fresh sequence
+            out.push({ n_reused: 0, n_evaluated: toks.length, seconds: await firstToken(toks) });
+            continue;
+        }
+        const t0 = nowNs();
+        const { firstDifferentIndex } = seq.compareContextTokens(toks);
+        const keep = Math.min(firstDifferentIndex, toks.length - 1);
+        if (seq.nextTokenIndex > keep)
+            await seq.eraseContextTokenRanges([{ start: keep, end: seq.nextTokenIndex }]);
+        const kept = seq.nextTokenIndex; // 0 if llama.cpp had to drop the whole sequence
+        const gen = seq.evaluate(toks.slice(kept), { temperature: 0, yieldEogToken: true });
+        const r = await gen.next();
+        const dt = secondsSince(t0);
+        await gen.return();
+        if (r.done) throw new Error("prefill produced no token");
+        out.push({ n_reused: kept, n_evaluated: toks.length - kept, seconds: dt });
+    }
+    return out;
+}
+
+const modes = mode === "both" ? ["fresh", "reuse"] : [mode];
+const rows = [];
+for (const m of modes) {
+    await pass(m === "reuse"); // warm-up
+    const passes = [];
+    for (let r = 0; r < reps; r++) passes.push(await pass(m === "reuse"));
+    prompts.forEach((toks, i) => {
+        const s = stats(passes.map((p) => p[i].seconds * 1e3));
+        rows.push({
+            engine: "llama.cpp", model: mname, type: mtype, threads, mode: m, prompt: i,
+            n_tokens: toks.length, n_reused: passes[0][i].n_reused, n_evaluated: passes[0][i].n_evaluated,
+            ttft_ms_median: +s.median.toFixed(3), ttft_ms_min: +s.min.toFixed(3), ttft_ms_max: +s.max.toFixed(3)
+        });
+    });
+}
+
+if (opts.json) {
+    process.stdout.write(JSON.stringify(rows, null, 2) + "\n");
+} else {
+    const fresh = new Map(rows.filter((r) => r.mode === "fresh").map((r) => [r.prompt, r]));
+    process.stdout.write(`| prompt | tokens | mode  | reused | evaluated | TTFT ms median |      min |      max | vs fresh |\n`);
+    process.stdout.write(`|--------|--------|-------|--------|-----------|----------------|----------|----------|----------|\n`);
+    for (const r of rows) {
+        const f = fresh.get(r.prompt);
+        const speedup = r.mode === "reuse" && f ? `${(f.ttft_ms_median / r.ttft_ms_median).toFixed(2)}x` : "";
+        process.stdout.write(`| ${String(r.prompt).padStart(6)} | ${String(r.n_tokens).padStart(6)} | ${r.mode.padEnd(5)} | ` +
+            `${String(r.n_reused).padStart(6)} | ${String(r.n_evaluated).padStart(9)} | ${r.ttft_ms_median.toFixed(2).padStart(14)} | ` +
+            `${r.ttft_ms_min.toFixed(2).padStart(8)} | ${r.ttft_ms_max.toFixed(2).padStart(8)} | ${speedup.padStart(8)} |\n`);
+    }
+}
+await ctx.dispose();
+await model.dispose();
+await llama.dispose();

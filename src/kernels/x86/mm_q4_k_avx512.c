@@ -1,0 +1,190 @@
+/* mm_q4_k_avx512.c — Q4_K x Q8_K matmul for AVX-512 VNNI (VPDPBUSD GEMV and register-blocked GEMM), Q8_K activations. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/quant.h"
+#include "kernels/x86/kquant_x86.h"
+
+/* ------------------------------------------------------------ activations */
+
+/* Bit-exact rp_quantize_row(RP_TYPE_Q8_K) (see rp_q8k_quant_act_avx2 for the
+ * argument), plus the per-32 sums of kquant_x86.h. */
+void rp_q8k_quant_act_avx512(const float *x, void *dst, int64_t cols) {
+    const int64_t nb = cols / RP_QK_K;
+    uint8_t *out = dst;
+    int16_t *s32 = (int16_t *)(out + rp_q8k_x86_s32_off(cols));
+    for (int64_t b = 0; b < nb; b++, x += RP_QK_K) {
+        uint8_t *blk = out + b * RP_Q8K_BLOCK;
+        __m512 mx = _mm512_setzero_ps();
+        for (int k = 0; k < RP_QK_K; k += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
+        const float amax = _mm512_reduce_max_ps(mx);
+        if (!(amax > 0.0f)) {   /* all zero (or NaN: unspecified bytes, no UB) */
+            memset(blk, 0, RP_Q8K_BLOCK);
+            memset(s32 + 8 * b, 0, 8 * sizeof(int16_t));
+            continue;
+        }
+        /* the first element of largest magnitude gives the sign, as in the reference */
+        float max = x[0];
+        const __m512 va = _mm512_set1_ps(amax);
+        for (int k = 0; k < RP_QK_K; k += 16) {
+            __mmask16 e = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + k)), va, _CMP_EQ_OQ);
+            if (e) { max = x[k + __builtin_ctz(e)]; break; }
+        }
+        const float iscale = -127.f / max;
+        const __m512 vs = _mm512_set1_ps(iscale);
+        const __m512i lo = _mm512_set1_epi32(-128), hi = _mm512_set1_epi32(127);
+        int8_t *qs = (int8_t *)(blk + RP_Q8K_QS);
+        int16_t bs[16];
+        for (int g = 0; g < 16; g++) {
+            __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * g), vs));
+            v = _mm512_min_epi32(_mm512_max_epi32(v, lo), hi);
+            _mm_storeu_si128((__m128i *)(qs + 16 * g), _mm512_cvtepi32_epi8(v));
+            bs[g] = (int16_t)_mm512_reduce_add_epi32(v);
+        }
+        for (int j = 0; j < 8; j++) s32[8 * b + j] = (int16_t)(bs[2 * j] + bs[2 * j + 1]);
+        memcpy(blk + RP_Q8K_BSUMS, bs, sizeof bs);
+        const float d = 1 / iscale;
+        memcpy(blk, &d, sizeof d);
+    }
+}
+
+/* ------------------------------------------------------------------ gemm */
+
+static inline __m512i bc32(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);   /* folds into VPDPBUSD's {1to16} operand */
+}
+
+/* Decode, n = 1: one 16-row group streamed once. Per sub-block j, four lines
+ * (16 rows x 32 K as nibbles): the low nibbles (v & 0x0F) dot K-quads 2t, the
+ * high ones are used in place as 16*q (v & 0xF0, no shift) and the sum is
+ * shifted back (exact: it is a multiple of 16, |hi| <= 16*16*15*127). Then
+ * isum += dot_j * sc_j per lane (|isum| <= 256*15*127*63 < 2^31), and per
+ * block y += d*da*isum - dmin*da*sum_j m_j*s32_j. The weights are read once,
+ * so this is bandwidth-bound; the arithmetic is ~200 zmm ops per 2368 bytes. */
+static inline __m512 q4k_gemv_group(const uint8_t *wg, int64_t nb, const uint8_t *a, int64_t s32off) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), mf0 = _mm512_set1_epi8((char)0xF0);
+    __m512 tot = _mm512_setzero_ps(), tot2 = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = wg + b * RP_Q4K_GB;
+        const uint8_t *aq = a + b * RP_Q8K_BLOCK + RP_Q8K_QS;
+        _mm_prefetch((const char *)(wb + 4 * RP_Q4K_GB), _MM_HINT_T0);
+        __m512i isum = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j++) {
+            __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+            for (int t = 0; t < 4; t++) {
+                const __m512i v = _mm512_load_si512((const void *)(wb + 64 * (4 * j + t)));
+                lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(v, m4), bc32(aq + 32 * j + 8 * t));
+                hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(v, mf0), bc32(aq + 32 * j + 8 * t + 4));
+            }
+            const __m512i dot = _mm512_add_epi32(lo, _mm512_srai_epi32(hi, 4));
+            const __m512i sc = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(wb + RP_Q4K_OFF_SC + 16 * j)));
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dot, sc));
+        }
+        const uint8_t *s32 = a + s32off + 16 * b;
+        __m512i ms = _mm512_setzero_si512();
+        for (int p = 0; p < 4; p++)
+            ms = _mm512_dpwssd_epi32(ms, _mm512_cvtepu8_epi16(_mm256_load_si256((const __m256i *)(wb + RP_Q4K_OFF_M + 32 * p))),
+                                     bc32(s32 + 4 * p));
+        float da;
+        memcpy(&da, a + b * RP_Q8K_BLOCK, sizeof da);
+        const __m512 vda = _mm512_set1_ps(da);
+        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(wb + RP_Q4K_OFF_D)));
+        const __m512 dm = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(wb + RP_Q4K_OFF_DMIN)));
+        tot = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, vda), tot);
+        tot2 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dm, vda), tot2);
+    }
+    return _mm512_sub_ps(tot, tot2);
+}
+
+/* Prefill without AMX: NB activation rows share each sub-block's unpacked
+ * quants held in 8 zmm (16 rows x 32 K, exact u8), so the unpack is paid once
+ * per NB rows; per row and sub-block it is 8 VPDPBUSD + 1 VPMULLD + 1 add. The
+ * group's weights (nb * 2368 bytes) stay in L1/L2 across the row chunks. */
+static inline __attribute__((always_inline)) void q4k_gemm_group(const uint8_t *wg, int64_t nb, const uint8_t *act,
+                                                                 size_t stride, int64_t s32off, const int NB, float *y,
+                                                                 int64_t ldy, __mmask16 km) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 tot[8], tot2[8];
+    for (int i = 0; i < NB; i++) tot[i] = tot2[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = wg + b * RP_Q4K_GB;
+        const uint8_t *ab = act + b * RP_Q8K_BLOCK;
+        __m512i isum[8];
+        for (int i = 0; i < NB; i++) isum[i] = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j++) {
+            __m512i B[8];
+            for (int t = 0; t < 4; t++) {
+                const __m512i v = _mm512_load_si512((const void *)(wb + 64 * (4 * j + t)));
+                B[2 * t] = _mm512_and_si512(v, m4);
+                B[2 * t + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            }
+            const __m512i sc = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(wb + RP_Q4K_OFF_SC + 16 * j)));
+            for (int i = 0; i < NB; i++) {
+                const uint8_t *aq = ab + (size_t)i * stride + RP_Q8K_QS + 32 * j;
+                __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), B[0], bc32(aq));
+                __m512i acc2 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), B[1], bc32(aq + 4));
+                for (int u = 2; u < 8; u += 2) {
+                    acc = _mm512_dpbusd_epi32(acc, B[u], bc32(aq + 4 * u));
+                    acc2 = _mm512_dpbusd_epi32(acc2, B[u + 1], bc32(aq + 4 * u + 4));
+                }
+                isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(_mm512_add_epi32(acc, acc2), sc));
+            }
+        }
+        __m512i mp[4];
+        for (int p = 0; p < 4; p++)
+            mp[p] = _mm512_cvtepu8_epi16(_mm256_load_si256((const __m256i *)(wb + RP_Q4K_OFF_M + 32 * p)));
+        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(wb + RP_Q4K_OFF_D)));
+        const __m512 dm = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(wb + RP_Q4K_OFF_DMIN)));
+        for (int i = 0; i < NB; i++) {
+            const uint8_t *ai = ab + (size_t)i * stride;
+            const uint8_t *s32 = act + (size_t)i * stride + s32off + 16 * b;
+            __m512i ms = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp[0], bc32(s32));
+            for (int p = 1; p < 4; p++) ms = _mm512_dpwssd_epi32(ms, mp[p], bc32(s32 + 4 * p));
+            float da;
+            memcpy(&da, ai, sizeof da);
+            const __m512 vda = _mm512_set1_ps(da);
+            tot[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i]), _mm512_mul_ps(d, vda), tot[i]);
+            tot2[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dm, vda), tot2[i]);
+        }
+    }
+    for (int i = 0; i < NB; i++) _mm512_mask_storeu_ps(y + i * ldy, km, _mm512_sub_ps(tot[i], tot2[i]));
+}
+
+#define Q4K_NB 6   /* activation rows per register block: 8 B + sc + 3 per row <= 32 zmm */
+
+void rp_q4_k_gemm_avx512(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, const void *act,
+                         size_t act_stride, int64_t n, int64_t r0, int64_t r1, float *y, int64_t ldy, void *scratch) {
+    (void)w_row_bytes; (void)rows; (void)scratch;
+    const int64_t nb = cols / RP_QK_K;
+    const int64_t s32off = (int64_t)rp_q8k_x86_s32_off(cols);
+    const uint8_t *A = act;
+    for (int64_t g = r0 / RP_KQ_ROWS; g * RP_KQ_ROWS < r1; g++) {
+        const uint8_t *wg = (const uint8_t *)w + (size_t)(g * nb) * RP_Q4K_GB;
+        const int64_t rb = g * RP_KQ_ROWS;
+        const int64_t cnt = r1 - rb;
+        const __mmask16 km = cnt >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cnt) - 1);
+        if (n == 1) {
+            _mm512_mask_storeu_ps(y + rb, km, q4k_gemv_group(wg, nb, A, s32off));
+            continue;
+        }
+        int64_t i = 0;
+        for (; i + Q4K_NB <= n; i += Q4K_NB)
+            q4k_gemm_group(wg, nb, A + i * act_stride, act_stride, s32off, Q4K_NB, y + i * ldy + rb, ldy, km);
+        switch (n - i) {
+        case 5: q4k_gemm_group(wg, nb, A + i * act_stride, act_stride, s32off, 5, y + i * ldy + rb, ldy, km); break;
+        case 4: q4k_gemm_group(wg, nb, A + i * act_stride, act_stride, s32off, 4, y + i * ldy + rb, ldy, km); break;
+        case 3: q4k_gemm_group(wg, nb, A + i * act_stride, act_stride, s32off, 3, y + i * ldy + rb, ldy, km); break;
+        case 2: q4k_gemm_group(wg, nb, A + i * act_stride, act_stride, s32off, 2, y + i * ldy + rb, ldy, km); break;
+        case 1: q4k_gemm_group(wg, nb, A + i * act_stride, act_stride, s32off, 1, y + i * ldy + rb, ldy, km); break;
+        default: break;
+        }
+    }
+}
+
+const rp_mm_kernel rp_mm_q4_k_avx512 = {
+    "q4_k/avx512", RP_TYPE_Q4_K, RP_CPU_AVX512, RP_TYPE_Q8_K, RP_KQ_ROWS, rp_q4_k_x86_packed_size, rp_q4_k_x86_pack,
+    rp_q8k_x86_act_row_size, rp_q8k_quant_act_avx512, NULL, rp_q4_k_gemm_avx512,
+};
