@@ -1,4 +1,4 @@
-/* mm_bf16_amx.c — BF16-weight matmul on AMX tiles (TDPBF16PS), activations split into a BF16 hi + lo pair for near-F32 accuracy. */
+/* mm_bf16_amx.c — BF16-weight matmul on AMX tiles (TDPBF16PS), F32 activations split into three BF16 planes so the result keeps F32 accuracy. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -17,19 +17,22 @@
  * i.e. 16 tile rows of 64 bytes, at byte (g * nkc + kc) * 2048 + h * 1024.
  * Rows past `rows` are zero.
  *
- * Activations (act_type BF16), one row of 4 * Kp bytes: hi[Kp] then lo[Kp],
- * hi = bf16(x) and lo = bf16(x - hi) (both round-to-nearest-even; x - hi is
- * exact in F32). hi + lo carries 16 significant bits: |x - hi - lo| <=
- * 2^-18 |x|, so y = W.hi + W.lo is within ~4e-6 of sum |w x| of the F32
- * result (the reference multiplies the exact BF16 weights by F32
- * activations; rounding x to BF16 alone would give only ~3 digits). Each
- * BF16 x BF16 product is exact in F32; the tiles accumulate in F32 (the
- * hardware flushes denormals, irrelevant at these magnitudes). Columns past
- * `cols` are zero.
+ * Activations (act_type BF16), one row of 6 * Kp bytes: three BF16 planes
+ * hi[Kp], mid[Kp], lo[Kp] with hi = bf16(x), mid = bf16(x - hi), lo =
+ * bf16(x - hi - mid) (round-to-nearest-even; every difference is exact in
+ * F32). Each step keeps 8 more significant bits, so |x - hi - mid - lo| <=
+ * 2^-24 |x|: the three products W.hi + W.mid + W.lo reproduce the reference
+ * (exact BF16 weights times F32 activations) to F32 accumulation error, where
+ * rounding x to one BF16 would give ~3 significant digits (2^-9 relative) and
+ * a hi + lo pair 2^-16. Each BF16 x BF16 product is exact in F32 and the
+ * tiles accumulate in F32. The hardware flushes denormal inputs and results:
+ * pieces below 2^-126 (activations under ~1e-33) lose their low bits, which
+ * the scalar model (below) does not reproduce. Columns past `cols` are 0.
  *
  * Tiles: C 0-3 (2 activation blocks of 16 rows x 2 weight tiles of 16 rows),
  * A 4-5 (activation blocks), B 6-7 (weight tiles). Per 32-column chunk: load
- * B0 B1 and the hi A tiles, 4 TDPBF16PS, load the lo A tiles, 4 more. A final
+ * B0 B1, then for each plane (hi, mid, lo) the two A tiles and 4 TDPBF16PS
+ * (12 per chunk: still several times the AVX-512 FMA rate). A final
  * activation block of m < 16 rows uses a tile configuration with m-row A and
  * C tiles (rp_amx_ensure_cfg reloads only when the shape changes).
  *
@@ -116,45 +119,60 @@ static void amx_pack(const void *src, size_t src_row_bytes, int64_t rows, int64_
     }
 }
 
-static size_t amx_act_size(int64_t cols) { return (size_t)amx_kp(cols) * 4; }
+static size_t amx_act_size(int64_t cols) { return (size_t)amx_kp(cols) * 6; }
 
-/* x -> (hi, lo) BF16 pair, round-to-nearest-even (rp_fp32_to_bf16 rounding);
- * non-finite x keeps hi = bf16(x) and lo = 0. */
+#if defined(__AVX512F__)
+/* bf16(v) for 16 lanes as 32-bit words (value in the top half), round to
+ * nearest even; non-finite lanes keep their top half (NaNs made quiet). */
+static inline __m512i amx_bf16_rne(__m512i u) {
+    const __m512i exp_mask = _mm512_set1_epi32(0x7f800000), top = _mm512_set1_epi32((int)0xffff0000u);
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                                                     _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
+    r = _mm512_and_si512(r, top);
+    const __mmask16 fin = _mm512_cmpneq_epi32_mask(_mm512_and_si512(u, exp_mask), exp_mask);
+    const __mmask16 nan = _mm512_mask_test_epi32_mask((__mmask16)~fin, u, _mm512_set1_epi32(0x007fffff));
+    r = _mm512_mask_blend_epi32(fin, _mm512_and_si512(u, top), r);
+    return _mm512_mask_or_epi32(r, nan, r, _mm512_set1_epi32(0x00400000));
+}
+static inline __mmask16 amx_finite(__m512i u) {
+    const __m512i exp_mask = _mm512_set1_epi32(0x7f800000);
+    return _mm512_cmpneq_epi32_mask(_mm512_and_si512(u, exp_mask), exp_mask);
+}
+#endif
+
+/* x -> (hi, mid, lo) BF16 planes as rp_fp32_to_bf16 rounds; where x or a
+ * rounded piece is not finite (hi can round up to infinity) the later pieces
+ * are 0. */
 static void amx_quant_act(const float *x, void *dst, int64_t cols) {
     const int64_t kp = amx_kp(cols);
-    uint16_t *hi = dst, *lo = hi + kp;
+    uint16_t *hi = dst, *mid = hi + kp, *lo = mid + kp;
     int64_t k = 0;
 #if defined(__AVX512F__)
-    const __m512i exp_mask = _mm512_set1_epi32(0x7f800000);
     for (; k + 16 <= cols; k += 16) {
         const __m512 v = _mm512_loadu_ps(x + k);
-        const __m512i u = _mm512_castps_si512(v);
-        /* RNE: add 0x7fff + lsb of the kept part, truncate (finite values) */
-        __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
-                                                         _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
-        r = _mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u));
-        const __mmask16 fin = _mm512_cmpneq_epi32_mask(_mm512_and_si512(u, exp_mask), exp_mask);
-        /* non-finite: the top half (NaN payloads made quiet) */
-        const __mmask16 nan = _mm512_mask_test_epi32_mask(~fin, u, _mm512_set1_epi32(0x007fffff));
-        r = _mm512_mask_blend_epi32(fin, _mm512_and_si512(u, _mm512_set1_epi32((int)0xffff0000u)), r);
-        r = _mm512_mask_or_epi32(r, nan, r, _mm512_set1_epi32(0x00400000));   /* NaN stays NaN */
-        /* lo only where x and hi are finite (hi can round up to infinity) */
-        const __mmask16 fin2 = fin & _mm512_cmpneq_epi32_mask(_mm512_and_si512(r, exp_mask), exp_mask);
-        __m512 rem = _mm512_maskz_sub_ps(fin2, v, _mm512_castsi512_ps(r));
-        __m512i ru = _mm512_castps_si512(rem);
-        __m512i r2 = _mm512_add_epi32(ru, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
-                                                           _mm512_and_si512(_mm512_srli_epi32(ru, 16), _mm512_set1_epi32(1))));
-        _mm256_storeu_si256((__m256i *)(hi + k), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
-        _mm256_storeu_si256((__m256i *)(lo + k), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r2, 16)));
+        const __m512i h = amx_bf16_rne(_mm512_castps_si512(v));
+        const __mmask16 f1 = amx_finite(_mm512_castps_si512(v)) & amx_finite(h);
+        const __m512 r1 = _mm512_maskz_sub_ps(f1, v, _mm512_castsi512_ps(h));
+        const __m512i m = amx_bf16_rne(_mm512_castps_si512(r1));
+        const __m512 r2 = _mm512_maskz_sub_ps(f1, r1, _mm512_castsi512_ps(m));
+        const __m512i l = amx_bf16_rne(_mm512_castps_si512(r2));
+        _mm256_storeu_si256((__m256i *)(hi + k), _mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16)));
+        _mm256_storeu_si256((__m256i *)(mid + k), _mm512_cvtepi32_epi16(_mm512_srli_epi32(m, 16)));
+        _mm256_storeu_si256((__m256i *)(lo + k), _mm512_cvtepi32_epi16(_mm512_srli_epi32(l, 16)));
     }
 #endif
     for (; k < cols; k++) {
         const uint16_t h = rp_fp32_to_bf16(x[k]);
         const float hf = rp_bf16_to_fp32(h);
         hi[k] = h;
-        lo[k] = isfinite(x[k]) && isfinite(hf) ? rp_fp32_to_bf16(x[k] - hf) : 0;
+        mid[k] = lo[k] = 0;
+        if (isfinite(x[k]) && isfinite(hf)) {
+            const float r1 = x[k] - hf;
+            mid[k] = rp_fp32_to_bf16(r1);
+            lo[k] = rp_fp32_to_bf16(r1 - rp_bf16_to_fp32(mid[k]));
+        }
     }
-    for (; k < kp; k++) hi[k] = lo[k] = 0;
+    for (; k < kp; k++) hi[k] = mid[k] = lo[k] = 0;
 }
 
 static size_t amx_scratch(int64_t cols, int64_t n) {
@@ -213,22 +231,18 @@ static void amx_gemm(const void *w, size_t w_row_bytes, int64_t rows, int64_t co
             T_ZERO(2);
             T_ZERO(3);
             for (int64_t kc = 0; kc < nkc; kc++) {
-                const size_t ao = (size_t)kc * 64, lo = (size_t)kp * 2;
                 T_LOAD(6, wg + kc * 2048, 64);
                 T_LOAD(7, wg + kc * 2048 + 1024, 64);
-                T_LOAD(4, a0 + ao, act_stride);
-                T_DP(0, 4, 6);
-                T_DP(1, 4, 7);
-                T_LOAD(4, a0 + lo + ao, act_stride);
-                T_DP(0, 4, 6);
-                T_DP(1, 4, 7);
-                if (m1 > 0) {
-                    T_LOAD(5, a1 + ao, act_stride);
-                    T_DP(2, 5, 6);
-                    T_DP(3, 5, 7);
-                    T_LOAD(5, a1 + lo + ao, act_stride);
-                    T_DP(2, 5, 6);
-                    T_DP(3, 5, 7);
+                for (int pl = 0; pl < 3; pl++) {   /* hi, mid, lo planes, Kp * 2 bytes apart */
+                    const size_t ao = (size_t)pl * (size_t)kp * 2 + (size_t)kc * 64;
+                    T_LOAD(4, a0 + ao, act_stride);
+                    T_DP(0, 4, 6);
+                    T_DP(1, 4, 7);
+                    if (m1 > 0) {
+                        T_LOAD(5, a1 + ao, act_stride);
+                        T_DP(2, 5, 6);
+                        T_DP(3, 5, 7);
+                    }
                 }
             }
             const int64_t rb = g * AMX_RB;

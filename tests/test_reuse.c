@@ -1,0 +1,385 @@
+/* test_reuse.c — KV reuse correctness: exact prefix reuse, re-rotation, r = 1 equals prefill, static mode, snapshot. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "testutil.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "model/synth.h"
+#include "reuse/engine.h"
+#include "reuse/persist.h"
+#include "reuse/rerotate.h"
+
+typedef struct fixture {
+    rp_model *m;
+    rp_ctx *ctx;
+    rp_kv *kv;
+    float *lg_a, *lg_b;
+    int32_t V;
+} fixture;
+
+static bool fixture_open(fixture *f, const char *path, rp_type kv_type, int32_t n_ctx) {
+    memset(f, 0, sizeof *f);
+    if (rp_model_load(path, rp_model_default_params(), &f->m) != RP_OK) return false;
+    rp_ctx_params cp = rp_ctx_default_params();
+    cp.n_ctx_max = n_ctx;
+    cp.n_batch = 512;
+    cp.n_outputs = 1;
+    assert_int_equal(rp_ctx_create(f->m, cp, &f->ctx), RP_OK);
+    assert_int_equal(rp_kv_create(f->m, n_ctx, kv_type, &f->kv), RP_OK);
+    f->V = f->m->hp.n_vocab;
+    f->lg_a = malloc(sizeof(float) * (size_t)f->V);
+    f->lg_b = malloc(sizeof(float) * (size_t)f->V);
+    return true;
+}
+
+static void fixture_close(fixture *f) {
+    free(f->lg_a);
+    free(f->lg_b);
+    rp_kv_free(f->kv);
+    rp_ctx_free(f->ctx);
+    rp_model_free(f->m);
+}
+
+static rp_reuse *engine(fixture *f, rp_reuse_mode mode, float ratio, bool stat) {
+    rp_reuse_params p = rp_reuse_default_params();
+    p.mode = mode;
+    p.ratio = ratio;
+    p.static_mode = stat;
+    if (stat) { p.static_cfg.L_P = 32; p.static_cfg.L_S = 64; }
+    rp_reuse *e = NULL;
+    assert_int_equal(rp_reuse_create(f->m, f->kv->type, 1024, p, &e), RP_OK);
+    return e;
+}
+
+static float max_diff(const float *a, const float *b, int32_t n) {
+    float m = 0;
+    for (int32_t i = 0; i < n; i++) m = fmaxf(m, fabsf(a[i] - b[i]));
+    return m;
+}
+
+/* Deterministic pseudo-text: documents of distinct token runs. */
+static void make_docs(rp_token docs[][40], int nd, int len) {
+    uint64_t s = 12345;
+    for (int d = 0; d < nd; d++)
+        for (int i = 0; i < len; i++) {
+            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+            docs[d][i] = 259 + (rp_token)((s >> 33) % 250);   /* normal pieces of the stories vocab */
+        }
+}
+
+/* prompt = BOS + docs in `order` + tail; bounds at each document start */
+static int32_t build(rp_token docs[][40], const int *order, int nd, int len, const rp_token *tail, int nt,
+                     rp_token *out, int32_t *bounds, int32_t *nb) {
+    int32_t n = 0;
+    *nb = 0;
+    out[n++] = 1;
+    for (int i = 0; i < nd; i++) {
+        bounds[(*nb)++] = n;
+        memcpy(out + n, docs[order[i]], sizeof(rp_token) * (size_t)len);
+        n += len;
+    }
+    if (nt) bounds[(*nb)++] = n;
+    memcpy(out + n, tail, sizeof(rp_token) * (size_t)nt);
+    return n + nt;
+}
+
+static const char *stories(void) {
+    static char path[4096];
+    const char *p = rp_test_shared("models/stories260K.gguf");
+    if (!p) return NULL;
+    snprintf(path, sizeof path, "%s", p);
+    return path;
+}
+
+/* Prefix reuse is exact: the same logits as a full prefill (F16 KV), for a
+ * prompt extending a cached one and for a 100% hit. */
+static void test_prefix_exact(void **state) {
+    (void)state;
+    const char *mp = stories();
+    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
+    fixture f;
+    assert_true(fixture_open(&f, mp, RP_TYPE_F16, 1024));
+    rp_token docs[6][40], p1[512], p2[512];
+    int32_t b1[16], b2[16], nb1, nb2;
+    make_docs(docs, 6, 40);
+    const int o1[] = {0, 1, 2}, o2[] = {0, 1, 2, 3};
+    const rp_token tail[] = {300, 301, 302};
+    int32_t n1 = build(docs, o1, 3, 40, tail, 0, p1, b1, &nb1);
+    int32_t n2 = build(docs, o2, 4, 40, tail, 3, p2, b2, &nb2);
+    rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false), *pre = engine(&f, RP_REUSE_PREFIX, 0, false);
+    rp_reuse_stats st;
+    assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, p1, n1, b1, nb1, f.lg_a, &st), RP_OK);
+    assert_int_equal(rp_reuse_commit(pre, f.kv), RP_OK);
+    assert_int_equal(st.n_prefix, 0);
+    assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, p2, n2, b2, nb2, f.lg_a, &st), RP_OK);
+    print_message("  extension: prefix-reused %d of %d tokens\n", st.n_prefix, st.n_prompt);
+    assert_int_equal(st.n_prefix, n1);
+    assert_int_equal(st.n_new, n2 - n1);
+    assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p2, n2, b2, nb2, f.lg_b, &st), RP_OK);
+    float d = max_diff(f.lg_a, f.lg_b, f.V);
+    print_message("  prefix reuse vs full prefill: max |logit diff| %g\n", d);
+    assert_true(d <= 1e-5f);
+    /* 100% hit: everything but the last token comes from the cache */
+    assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, p2, n2, b2, nb2, f.lg_a, &st), RP_OK);
+    assert_int_equal(rp_reuse_commit(pre, f.kv), RP_OK);
+    assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, p2, n2, b2, nb2, f.lg_a, &st), RP_OK);
+    assert_int_equal(st.n_prefix, n2 - 1);
+    assert_int_equal(st.n_computed_rows, 1);
+    assert_true(max_diff(f.lg_a, f.lg_b, f.V) <= 1e-5f);
+    /* a prompt diverging mid-chunk reuses the common head of the cached chunk */
+    p2[1 + 40 + 20] = 7;
+    assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, p2, n2, b2, nb2, f.lg_a, &st), RP_OK);
+    assert_int_equal(st.n_prefix, 1 + 40 + 20);
+    assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p2, n2, b2, nb2, f.lg_b, &st), RP_OK);
+    assert_true(max_diff(f.lg_a, f.lg_b, f.V) <= 1e-5f);
+    rp_reuse_free(none);
+    rp_reuse_free(pre);
+    fixture_close(&f);
+}
+
+/* RoPE re-rotation composes exactly: rotating by a then by d equals rotating
+ * by a + d, within 1e-3 relative, for plain and llama3-scaled frequencies,
+ * NORM and NEOX pairing, up to positions of 100k. */
+static void test_rerotation_math(void **state) {
+    (void)state;
+    for (int variant = 0; variant < 4; variant++) {
+        rp_model m;
+        memset(&m, 0, sizeof m);
+        m.hp.n_head_kv = 2;
+        m.hp.head_dim = 64;
+        m.hp.n_rot = 64;
+        m.hp.rope_kind = variant & 1 ? RP_ROPE_NEOX : RP_ROPE_NORM;
+        float inv[32];
+        for (int i = 0; i < 32; i++) {
+            double f = pow(500000.0, -2.0 * i / 64);
+            if (variant & 2) {   /* llama3 scaling: factor 32, low 1, high 4, original context 8192 */
+                double wl = 2 * M_PI / f;
+                if (wl > 8192.0) f /= 32;
+                else if (wl >= 2048.0) {
+                    double sm = (8192.0 / wl - 1) / 3;
+                    f = (1 - sm) * f / 32 + sm * f;
+                }
+            }
+            inv[i] = (float)f;
+        }
+        m.rope_inv_freq = inv;
+        float v0[128], a[128], c[128], cs[64];
+        uint64_t s = 7;
+        for (int i = 0; i < 128; i++) {
+            s = s * 6364136223846793005ULL + 1;
+            v0[i] = (float)((int64_t)(s >> 40) - (1 << 23)) / (float)(1 << 23);
+        }
+        const int32_t cases[][2] = {{0, 5}, {37, 1000}, {1000, -900}, {100000, 3000}, {5, 130000}};
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            memcpy(a, v0, sizeof a);
+            memcpy(c, v0, sizeof c);
+            rp_rerotate_table(&m, cases[k][0], cs, cs + 32);
+            rp_rerotate_row(&m, a, cs, cs + 32);
+            rp_rerotate_table(&m, cases[k][1], cs, cs + 32);
+            rp_rerotate_row(&m, a, cs, cs + 32);
+            rp_rerotate_table(&m, cases[k][0] + cases[k][1], cs, cs + 32);
+            rp_rerotate_row(&m, c, cs, cs + 32);
+            double num = 0, den = 0;
+            for (int i = 0; i < 128; i++) { num += (a[i] - c[i]) * (a[i] - c[i]); den += c[i] * c[i]; }
+            assert_true(sqrt(num / den) < 1e-3);
+        }
+    }
+}
+
+/* Model level: layer-0 K does not depend on context, so a chunk's cached K
+ * re-rotated to new positions must equal K computed there (F32 KV). */
+static void check_model_rerotation(const char *path) {
+    fixture f;
+    assert_true(fixture_open(&f, path, RP_TYPE_F32, 512));
+    rp_token docs[3][40], p[256];
+    int32_t bnd[8], nb;
+    make_docs(docs, 3, 40);
+    const int o1[] = {2}, o2[] = {0, 1, 2};
+    rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false);
+    rp_reuse *full = engine(&f, RP_REUSE_FULL, 0, false);
+    rp_reuse_stats st;
+    /* cache doc 2 at position 1 */
+    int32_t n = build(docs, o1, 1, 40, NULL, 0, p, bnd, &nb);
+    rp_reuse_params *fp = rp_reuse_get_params(full);
+    fp->mode = RP_REUSE_PREFIX;
+    assert_int_equal(rp_reuse_prefill(full, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
+    assert_int_equal(rp_reuse_commit(full, f.kv), RP_OK);
+    fp->mode = RP_REUSE_FULL;
+    /* now doc 2 at position 81: reused by content, re-rotated */
+    n = build(docs, o2, 3, 40, NULL, 0, p, bnd, &nb);
+    assert_int_equal(rp_reuse_prefill(full, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
+    assert_int_equal(st.n_nonprefix, 40);
+    const int32_t kd = f.kv->kv_dim;
+    float *reused = malloc(sizeof(float) * (size_t)kd * 39);
+    for (int t = 0; t < 39; t++) memcpy(reused + t * kd, rp_kv_k_row(f.kv, 0, 81 + t), sizeof(float) * (size_t)kd);
+    assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p, n, bnd, nb, f.lg_b, &st), RP_OK);
+    double worst = 0;
+    for (int t = 0; t < 39; t++) {   /* the last token is recomputed; compare the others */
+        const float *exact = (const float *)rp_kv_k_row(f.kv, 0, 81 + t);
+        double num = 0, den = 0;
+        for (int i = 0; i < kd; i++) {
+            double e = reused[t * kd + i] - exact[i];
+            num += e * e;
+            den += (double)exact[i] * exact[i];
+        }
+        double rel = sqrt(num / (den + 1e-30));
+        if (rel > worst) worst = rel;
+    }
+    print_message("  %s: re-rotated vs recomputed layer-0 K, worst relative error %.2e\n", path, worst);
+    assert_true(worst < 1e-3);
+    free(reused);
+    rp_reuse_free(none);
+    rp_reuse_free(full);
+    fixture_close(&f);
+}
+
+static void test_rerotation_model(void **state) {
+    (void)state;
+    const char *mp = stories();
+    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
+    check_model_rerotation(mp);   /* NORM pairing */
+    char q[512];
+    snprintf(q, sizeof q, "%s/qwen-tiny.gguf", rp_test_tmpdir());
+    rp_synth_params sp = rp_synth_default_params();
+    sp.arch = RP_ARCH_QWEN3;
+    sp.type = "f32";
+    assert_int_equal(rp_synth_write(&sp, q), RP_OK);
+    check_model_rerotation(q);   /* NEOX pairing + q/k norms */
+    remove(q);
+}
+
+/* full and blend with r = 1 recompute every reused token: equal to prefill. */
+static void test_ratio_one_equals_prefill(void **state) {
+    (void)state;
+    const char *mp = stories();
+    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
+    fixture f;
+    assert_true(fixture_open(&f, mp, RP_TYPE_F32, 1024));
+    rp_token docs[6][40], p[512];
+    int32_t bnd[16], nb;
+    make_docs(docs, 6, 40);
+    const int warm[] = {0, 1, 2, 3, 4, 5}, order[] = {4, 1, 5, 0, 3};
+    const rp_token tail[] = {300, 301, 302, 303};
+    rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false);
+    const struct { rp_reuse_mode m; bool stat; } cfgs[] = {{RP_REUSE_BLEND, false}, {RP_REUSE_FULL, false}, {RP_REUSE_BLEND, true}};
+    for (size_t k = 0; k < sizeof cfgs / sizeof cfgs[0]; k++) {
+        rp_reuse *e = engine(&f, cfgs[k].m, 1.0f, cfgs[k].stat);
+        rp_reuse_stats st;
+        for (int d = 0; d < 6; d++) {   /* cache each document after BOS */
+            int32_t n = build(docs, warm + d, 1, 40, NULL, 0, p, bnd, &nb);
+            assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
+            assert_int_equal(rp_reuse_commit(e, f.kv), RP_OK);
+        }
+        int32_t n = build(docs, order, 5, 40, tail, 4, p, bnd, &nb);
+        assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
+        assert_int_equal(st.n_nonprefix, 160);   /* docs 1, 5, 0, 3 by content; doc 4 follows BOS: prefix */
+        assert_int_equal(st.n_prefix, 41);
+        assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p, n, bnd, nb, f.lg_b, &st), RP_OK);
+        float d = max_diff(f.lg_a, f.lg_b, f.V);
+        print_message("  %s%s r=1 vs prefill: max |logit diff| %g\n", rp_reuse_mode_name(cfgs[k].m),
+                      cfgs[k].stat ? " (static)" : "", d);
+        assert_true(d <= 1e-4f);
+        rp_reuse_free(e);
+    }
+    rp_reuse_free(none);
+    fixture_close(&f);
+}
+
+/* Blend at r < 1 recomputes about r of the reused tokens, the final token
+ * always, and its output stays close to exact; full recomputes none. */
+static void test_blend_accounting(void **state) {
+    (void)state;
+    const char *mp = stories();
+    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
+    fixture f;
+    assert_true(fixture_open(&f, mp, RP_TYPE_F16, 1024));
+    rp_token docs[6][40], p[512];
+    int32_t bnd[16], nb;
+    make_docs(docs, 6, 40);
+    const int warm[] = {0, 1, 2, 3, 4, 5}, order[] = {4, 1, 5, 0, 3};
+    const rp_token tail[] = {300, 301, 302, 303};
+    for (int stat = 0; stat < 2; stat++) {
+        rp_reuse *e = engine(&f, RP_REUSE_BLEND, 0.25f, stat);
+        rp_reuse_stats st;
+        for (int d = 0; d < 6; d++) {
+            int32_t n = build(docs, warm + d, 1, 40, NULL, 0, p, bnd, &nb);
+            assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
+            assert_int_equal(rp_reuse_commit(e, f.kv), RP_OK);
+        }
+        int32_t n = build(docs, order, 5, 40, tail, 4, p, bnd, &nb);
+        assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
+        print_message("  blend%s: prefix %d, non-prefix %d, recomputed %d, new %d, calls %d, pad rows %d\n",
+                      stat ? " (static)" : "", st.n_prefix, st.n_nonprefix, st.n_recomputed, st.n_new, st.n_calls, st.n_pad);
+        assert_int_equal(st.n_new, 4);
+        assert_int_equal(st.n_nonprefix, 160);
+        if (!stat) assert_int_equal(st.n_recomputed, 40);   /* ceil(0.25 * 160) */
+        else assert_true(st.n_recomputed > 0 && st.n_recomputed <= 160 && st.n_pad > 0);
+        assert_int_equal(f.kv->n, n);   /* padding cells were released */
+        rp_reuse_free(e);
+    }
+    fixture_close(&f);
+}
+
+/* The snapshot survives a new engine; a flipped payload byte drops that chunk
+ * and its prefix descendants but nothing else; another model's snapshot is ignored. */
+static void test_snapshot(void **state) {
+    (void)state;
+    const char *mp = stories();
+    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
+    fixture f;
+    assert_true(fixture_open(&f, mp, RP_TYPE_F16, 1024));
+    rp_token docs[6][40], p[512];
+    int32_t bnd[16], nb;
+    make_docs(docs, 6, 40);
+    const int order[] = {0, 1, 2};
+    int32_t n = build(docs, order, 3, 40, NULL, 0, p, bnd, &nb);
+    rp_reuse *e = engine(&f, RP_REUSE_BLEND, 0.25f, false);
+    rp_reuse_stats st;
+    assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
+    assert_int_equal(rp_reuse_commit(e, f.kv), RP_OK);
+    char path[512];
+    snprintf(path, sizeof path, "%s/snap.rpck", rp_test_tmpdir());
+    assert_int_equal(rp_reuse_save(e, path), RP_OK);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+    rp_reuse_free(e);
+    e = engine(&f, RP_REUSE_BLEND, 0.25f, false);
+    int32_t loaded = 0;
+    assert_int_equal(rp_reuse_load(e, path, &loaded), RP_OK);
+    assert_int_equal(loaded, 4);   /* BOS chunk + 3 documents */
+    assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_b, &st), RP_OK);
+    assert_int_equal(st.n_prefix, n - 1);
+    assert_true(max_diff(f.lg_a, f.lg_b, f.V) <= 1e-5f);
+    rp_reuse_free(e);
+    /* corrupt one byte in the last record's payload */
+    FILE *fp = fopen(path, "r+b");
+    assert_non_null(fp);
+    fseek(fp, -100, SEEK_END);
+    int ch = fgetc(fp);
+    fseek(fp, -100, SEEK_END);
+    fputc(ch ^ 0x40, fp);
+    fclose(fp);
+    e = engine(&f, RP_REUSE_BLEND, 0.25f, false);
+    assert_int_equal(rp_reuse_load(e, path, &loaded), RP_OK);
+    assert_int_equal(loaded, 3);
+    rp_reuse_free(e);
+    remove(path);
+    fixture_close(&f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prefix_exact),
+        cmocka_unit_test(test_rerotation_math),
+        cmocka_unit_test(test_rerotation_model),
+        cmocka_unit_test(test_ratio_one_equals_prefill),
+        cmocka_unit_test(test_blend_accounting),
+        cmocka_unit_test(test_snapshot),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
