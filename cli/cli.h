@@ -12,6 +12,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 int bench_model(int argc, char **argv);
 int bench_kernels(int argc, char **argv);
 int bench_fidelity(int argc, char **argv);

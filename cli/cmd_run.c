@@ -158,6 +158,9 @@ int cmd_run(int argc, char **argv) {
         rc = cli_fail("run", "reuse engine", st);
         goto done_prompt;
     }
+    if (static_mode && cli_apply_calib(reuse, m, cache_dir, (int)threads))
+        fprintf(stderr, "reprise run: static shapes from the stored calibration (L_P %d, L_S %d)\n",
+                rp_reuse_get_params(reuse)->static_cfg.L_P, rp_reuse_get_params(reuse)->static_cfg.L_S);
     char snap[4096] = "";
     if (cache_dir) {
         if (mkdir(cache_dir, 0700) != 0 && errno != EEXIST) {

@@ -17,6 +17,7 @@ static void usage(FILE *f) {
             "  inspect   print a GGUF file's metadata and tensor table\n"
             "  tokenize  print the token ids of a text (works on vocab-only GGUFs)\n"
             "  synth     write a random-weight model with a real architecture's shape\n"
+            "  plan      show which tokens a prompt reuses or recomputes and the calls chosen\n"
             "  bench     benchmarks: model (prefill/decode tok/s), kernels (GFLOP/s, GB/s, bandwidth)\n"
             "\n"
             "`reprise <command> --help` lists a command's options.\n",
@@ -39,6 +40,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(c, "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(c, "plan")) return cmd_plan(argc - 1, argv + 1);
     fprintf(stderr, "reprise: unknown command '%s'\n\n", c);
     usage(stderr);
     return 2;

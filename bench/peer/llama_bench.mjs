@@ -2,6 +2,7 @@
 // llama_bench.mjs — llama-bench-style prefill (ppN) / decode (tgN) throughput of
 // llama.cpp, through node-llama-cpp's prebuilt CPU binaries, on the same GGUF
 // files and (by default) the same prompt tokens as `reprise bench model`.
+import os from "node:os";
 import path from "node:path";
 import {
     die, note, parseArgs, parseIntList, parsePositiveInt, stats, nowNs, secondsSince, reprisePromptTokens,
@@ -88,6 +89,7 @@ const batchSize = Math.min(nBatch, maxTok);
 
 note(describeBuild(info));
 note(`system_info: ${info.systemInfo}`);
+note(`load average at start: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")} on ${os.cpus().length} CPUs`);
 note(`model: ${modelPath} (${mtype}, n_vocab ${nVocab}, ${(model.size / 2 ** 20).toFixed(1)} MiB)`);
 note(`threadpool: ${shim.threadpool === "persistent" ? "persistent per context (as llama-bench)" : "disposable (node-llama-cpp as shipped: a new ggml threadpool per decode)"}` +
     `${shim.shim ? `; LD_PRELOAD shim ${shim.shim}` : ""}${opts.cpuVariant ? `; CPU variant forced to ${opts.cpuVariant}` : ""}`);
@@ -157,6 +159,9 @@ for (const threads of threadList) {
         note(`${test} t=${threads}: llama_n_threads=${used}, process CPU time / wall time = ${par.toFixed(2)} over ${wall.toFixed(2)} s`);
         if (par > threads + 0.5)
             note(`warning: ${test} t=${threads} used more CPU than ${threads} thread(s) can`);
+        else if (par < 0.85 * threads)
+            note(`warning: ${test} t=${threads} ran on only ${par.toFixed(2)} CPUs on average (other load on the machine, ` +
+                `or threads sharing one CPU): this row is unreliable; load average now ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
         const row = {
             engine: "llama.cpp", model: mname, type: mtype, test, threads,
             tok_s_median: +s.median.toFixed(3), tok_s_min: +s.min.toFixed(3), tok_s_max: +s.max.toFixed(3)

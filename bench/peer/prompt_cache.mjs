@@ -133,9 +133,9 @@ async function pass(reuse) {
         const t0 = nowNs();
         const { firstDifferentIndex } = seq.compareContextTokens(toks);
         const keep = Math.min(firstDifferentIndex, toks.length - 1);
-        if (seq.nextTokenIndex > keep)
-            await seq.eraseContextTokenRanges([{ start: keep, end: seq.nextTokenIndex }]);
-        const kept = seq.nextTokenIndex; // 0 if llama.cpp had to drop the whole sequence
+        // Drop the KV cells after the kept prefix (llama_memory_seq_rm); never re-evaluates behind our back.
+        if (seq.nextTokenIndex > keep) await seq.adaptStateToTokens(toks.slice(0, keep), false);
+        const kept = seq.nextTokenIndex; // less than keep only if llama.cpp could not trim the cache
         const gen = seq.evaluate(toks.slice(kept), { temperature: 0, yieldEogToken: true });
         const r = await gen.next();
         const dt = secondsSince(t0);

@@ -70,6 +70,7 @@ struct rp_reuse {
     rp_blend_ws ws;
     rp_segment *segs;
     rp_call *calls;
+    rp_call *calls2;          /* naive plan (analysis) */
     float *krow;              /* [kv_dim] re-rotation scratch */
     float *cs;                /* [n_rot] */
     double ms_per_token;      /* running estimate of full-prefill cost per token */
@@ -92,6 +93,10 @@ rp_status rp_reuse_create(const rp_model *m, rp_type kv_type, int32_t max_tokens
     e->kv_type = kv_type;
     e->p = p;
     e->p.static_cfg.r = p.ratio;   /* one recompute ratio for both execution modes */
+    if (e->p.static_cfg.L_P <= 0 || e->p.static_cfg.L_S <= 0) {
+        free(e);
+        return rp_errorf(RP_ERR_INVALID_ARG, "reuse: static call sizes must be positive");
+    }
     e->max_tokens = max_tokens;
     /* the salt: model fingerprint (architecture, shapes, RoPE settings, weight
      * sample) and the KV type, so no hash ever matches across them */
@@ -112,9 +117,10 @@ rp_status rp_reuse_create(const rp_model *m, rp_type kv_type, int32_t max_tokens
         e->matched = malloc(sizeof *e->matched * (size_t)max_tokens);
         e->segs = malloc(sizeof *e->segs * (size_t)max_tokens);
         e->calls = malloc(sizeof *e->calls * (size_t)max_tokens);
+        e->calls2 = malloc(sizeof *e->calls2 * (size_t)max_tokens);
         e->krow = malloc(sizeof(float) * (size_t)kv_dim);
         e->cs = malloc(sizeof(float) * (size_t)m->hp.n_rot);
-        if (!e->spans || !e->info || !e->toks || !e->kinds || !e->tok_kind || !e->matched || !e->segs || !e->calls ||
+        if (!e->spans || !e->info || !e->toks || !e->kinds || !e->tok_kind || !e->matched || !e->segs || !e->calls || !e->calls2 ||
             !e->krow || !e->cs)
             st = rp_errorf(RP_ERR_NOMEM, "reuse: out of memory");
     }
@@ -149,6 +155,7 @@ void rp_reuse_free(rp_reuse *e) {
     free(e->matched);
     free(e->segs);
     free(e->calls);
+    free(e->calls2);
     free(e->krow);
     free(e->cs);
     if (e->batch.cap) rp_batch_free(&e->batch);
@@ -257,6 +264,98 @@ static rp_status run_static_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_
     return RP_OK;
 }
 
+/* Finds what the cache holds for the chunked prompt in e->spans and, when
+ * kv != NULL, places it: exact prefix chunks (pinned in e->info until commit),
+ * the common head of one more chunk, then (full/blend) any chunk by content,
+ * re-rotated. Fills e->tok_kind for tokens >= *P_tok: RP_ROW_REUSE or
+ * RP_ROW_NEW. *first_approx is the first token whose KV is not exact. */
+static void resolve(rp_reuse *e, const rp_token *toks, int32_t n, rp_kv *kv, rp_reuse_stats *st, int32_t *P_out,
+                    int32_t *nm_out, int32_t *first_approx) {
+    const int32_t ns = e->n_spans;
+    double tm = now_ms();
+    rp_chunk **matched = e->matched;
+    int32_t nm = rp_chunk_cache_match_prefix(e->cache, toks, e->spans, ns, matched);
+    int32_t keep = 0;
+    while (keep < nm && matched[keep]->exact && matched[keep]->pos0 == e->spans[keep].begin) keep++;
+    for (int32_t i = keep; i < nm; i++) rp_chunk_unpin(e->cache, matched[i]);
+    nm = keep;
+    int32_t P = nm > 0 ? e->spans[nm - 1].begin + e->spans[nm - 1].len : 0;
+    rp_chunk *partial = NULL;
+    int32_t n_common = 0;
+    /* a partial head only helps when the whole next chunk is not cached elsewhere */
+    bool next_cached = false;
+    if (nm < ns && e->p.mode != RP_REUSE_PREFIX) {
+        rp_chunk *probe = rp_chunk_cache_find(e->cache, toks, &e->spans[nm]);
+        if (probe) {
+            next_cached = true;
+            rp_chunk_unpin(e->cache, probe);
+        }
+    }
+    if (nm < ns && !next_cached) {
+        partial = rp_chunk_cache_match_partial(e->cache, nm > 0 ? matched[nm - 1] : NULL, toks + P, e->spans[nm].len,
+                                               &n_common);
+        if (partial && (!partial->exact || partial->pos0 != P)) {
+            rp_chunk_unpin(e->cache, partial);
+            partial = NULL;
+            n_common = 0;
+        }
+    }
+    st->match_ms += now_ms() - tm;
+    double tl = now_ms();
+    for (int32_t i = 0; i < nm; i++) {
+        if (kv) place_chunk(e, kv, matched[i], 0, matched[i]->n_tokens, e->spans[i].begin);
+        e->info[i].prefix_chunk = matched[i];   /* stays pinned until commit */
+        e->info[i].exact = true;
+    }
+    int32_t P_tok = P;
+    if (partial) {
+        if (kv) place_chunk(e, kv, partial, 0, n_common, P);
+        P_tok += n_common;
+        rp_chunk_unpin(e->cache, partial);
+    }
+    if (P_tok >= n) P_tok = n - 1;   /* the last token is always computed: its logits start generation */
+    if (kv) kv->n = P_tok;
+    st->n_prefix = P_tok;
+    st->load_ms += now_ms() - tl;
+
+    uint8_t *tk = e->tok_kind;
+    for (int32_t t = P_tok; t < n; t++) tk[t] = RP_ROW_NEW;
+    *first_approx = n;
+    if (e->p.mode == RP_REUSE_FULL || e->p.mode == RP_REUSE_BLEND) {
+        for (int32_t i = nm; i < ns; i++) {
+            const rp_chunk_span *sp = &e->spans[i];
+            if (sp->begin < P_tok) continue;   /* partially covered by the prefix: its rest is computed */
+            double tf = now_ms();
+            rp_chunk *ch = rp_chunk_cache_find(e->cache, toks, sp);
+            st->match_ms += now_ms() - tf;
+            if (!ch) continue;
+            double tp = now_ms();
+            if (kv) place_chunk(e, kv, ch, 0, sp->len, sp->begin);
+            st->load_ms += now_ms() - tp;
+            rp_chunk_unpin(e->cache, ch);
+            for (int32_t t = sp->begin; t < sp->begin + sp->len; t++) tk[t] = RP_ROW_REUSE;
+            if (sp->begin < *first_approx) *first_approx = sp->begin;
+            st->n_nonprefix += sp->len;
+        }
+    }
+    *P_out = P_tok;
+    *nm_out = nm;
+}
+
+/* Runs of equal kind after the prefix, as planner segments (into e->segs). */
+static int32_t build_segments(rp_reuse *e, int32_t n, int32_t P_tok) {
+    const uint8_t *tk = e->tok_kind;
+    int32_t nseg = 0;
+    if (P_tok > 0) e->segs[nseg++] = (rp_segment){RP_SEG_PREFIX, 0, P_tok};
+    for (int32_t t = P_tok; t < n;) {
+        int32_t u = t;
+        while (u < n && tk[u] == tk[t]) u++;
+        e->segs[nseg++] = (rp_segment){tk[t] == RP_ROW_REUSE ? RP_SEG_REUSE : RP_SEG_NEW, t, u - t};
+        t = u;
+    }
+    return nseg;
+}
+
 /* ---- prefill ---- */
 
 rp_status rp_reuse_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *toks, int32_t n,
@@ -291,52 +390,9 @@ rp_status rp_reuse_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *to
         goto done;
     }
 
-    /* 1. exact prefix: whole chunks, then the common head of one more */
-    double tm = now_ms();
-    rp_chunk **matched = e->matched;
-    int32_t nm = rp_chunk_cache_match_prefix(e->cache, toks, e->spans, ns, matched);
-    int32_t keep = 0;
-    while (keep < nm && matched[keep]->exact && matched[keep]->pos0 == e->spans[keep].begin) keep++;
-    for (int32_t i = keep; i < nm; i++) rp_chunk_unpin(e->cache, matched[i]);
-    nm = keep;
-    int32_t P = nm > 0 ? e->spans[nm - 1].begin + e->spans[nm - 1].len : 0;
-    rp_chunk *partial = NULL;
-    int32_t n_common = 0;
-    /* a partial head only helps when the whole next chunk is not cached elsewhere */
-    bool next_cached = false;
-    if (nm < ns && e->p.mode != RP_REUSE_PREFIX) {
-        rp_chunk *probe = rp_chunk_cache_find(e->cache, toks, &e->spans[nm]);
-        if (probe) {
-            next_cached = true;
-            rp_chunk_unpin(e->cache, probe);
-        }
-    }
-    if (nm < ns && !next_cached) {
-        partial = rp_chunk_cache_match_partial(e->cache, nm > 0 ? matched[nm - 1] : NULL, toks + P, e->spans[nm].len,
-                                               &n_common);
-        if (partial && (!partial->exact || partial->pos0 != P)) {
-            rp_chunk_unpin(e->cache, partial);
-            partial = NULL;
-            n_common = 0;
-        }
-    }
-    st->match_ms = now_ms() - tm;
-    double tl = now_ms();
-    for (int32_t i = 0; i < nm; i++) {
-        place_chunk(e, kv, matched[i], 0, matched[i]->n_tokens, e->spans[i].begin);
-        e->info[i].prefix_chunk = matched[i];   /* stays pinned until commit */
-        e->info[i].exact = true;
-    }
-    int32_t P_tok = P;
-    if (partial) {
-        place_chunk(e, kv, partial, 0, n_common, P);
-        P_tok += n_common;
-        rp_chunk_unpin(e->cache, partial);
-    }
-    if (P_tok >= n) P_tok = n - 1;   /* the last token is always computed: its logits start generation */
-    kv->n = P_tok;
-    st->n_prefix = P_tok;
-    st->load_ms = now_ms() - tl;
+    int32_t P_tok = 0, nm = 0, first_approx = n;
+    resolve(e, toks, n, kv, st, &P_tok, &nm, &first_approx);
+    uint8_t *tk = e->tok_kind;
 
     if (e->p.mode == RP_REUSE_PREFIX) {
         double tc = now_ms();
@@ -354,25 +410,6 @@ rp_status rp_reuse_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *to
         goto done;
     }
 
-    /* 2. non-prefix chunks by content; mark each token reuse or new */
-    uint8_t *tk = e->tok_kind;
-    int32_t first_approx = n;
-    for (int32_t t = P_tok; t < n; t++) tk[t] = RP_ROW_NEW;
-    for (int32_t i = nm; i < ns; i++) {
-        const rp_chunk_span *sp = &e->spans[i];
-        if (sp->begin < P_tok) continue;   /* partially covered by the prefix: its rest is computed */
-        double tf = now_ms();
-        rp_chunk *ch = rp_chunk_cache_find(e->cache, toks, sp);
-        st->match_ms += now_ms() - tf;
-        if (!ch) continue;
-        double tp = now_ms();
-        place_chunk(e, kv, ch, 0, sp->len, sp->begin);
-        st->load_ms += now_ms() - tp;
-        rp_chunk_unpin(e->cache, ch);
-        for (int32_t t = sp->begin; t < sp->begin + sp->len; t++) tk[t] = RP_ROW_REUSE;
-        if (sp->begin < first_approx) first_approx = sp->begin;
-        st->n_nonprefix += sp->len;
-    }
     kv->n = n;   /* reused cells are in place; new cells are written before anything reads them */
     for (int32_t t = P_tok; t < n; t++)
         if (tk[t] == RP_ROW_NEW) kv->pos[t] = t;
@@ -404,14 +441,7 @@ rp_status rp_reuse_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *to
         }
     } else {
         /* static shapes: plan calls over segments with the DP (or naively) */
-        int32_t nseg = 0;
-        if (P_tok > 0) e->segs[nseg++] = (rp_segment){RP_SEG_PREFIX, 0, P_tok};
-        for (int32_t t = P_tok; t < n;) {
-            int32_t u = t;
-            while (u < n && tk[u] == tk[t]) u++;
-            e->segs[nseg++] = (rp_segment){tk[t] == RP_ROW_REUSE ? RP_SEG_REUSE : RP_SEG_NEW, t, u - t};
-            t = u;
-        }
+        int32_t nseg = build_segments(e, n, P_tok);
         int32_t ncalls = 0;
         rs = e->p.naive_schedule ? rp_plan_naive(e->segs, nseg, sc, e->calls, e->max_tokens, &ncalls, &st->plan_ms)
                                  : rp_plan_dp(e->segs, nseg, sc, e->calls, e->max_tokens, &ncalls, &st->plan_ms);
@@ -495,6 +525,89 @@ rp_status rp_reuse_commit(rp_reuse *e, const rp_kv *kv) {
     if (held) rp_chunk_unpin(e->cache, held);
     unpin_pending(e);
     return st;
+}
+
+rp_status rp_reuse_analyze(rp_reuse *e, const rp_token *toks, int32_t n, const int32_t *bounds, int32_t n_bounds,
+                           rp_reuse_analysis *out) {
+    memset(out, 0, sizeof *out);
+    if (n <= 0 || n > e->max_tokens) return rp_errorf(RP_ERR_RANGE, "reuse: prompt of %d tokens (max %d)", n, e->max_tokens);
+    if (e->pending) unpin_pending(e);
+    int32_t ns = 0;
+    RP_TRY(rp_chunk_split(toks, n, bounds, n_bounds, e->p.chunking, e->salt, e->spans, e->max_tokens, &ns));
+    e->n_spans = ns;
+    memset(e->info, 0, sizeof *e->info * (size_t)ns);
+    int32_t P_tok = 0, nm = 0, first_approx = n;
+    if (e->p.mode == RP_REUSE_NONE) {
+        for (int32_t t = 0; t < n; t++) e->tok_kind[t] = RP_ROW_NEW;
+    } else {
+        resolve(e, toks, n, NULL, &out->stats, &P_tok, &nm, &first_approx);
+        unpin_pending(e);   /* nothing will be committed */
+    }
+    out->n_tokens = n;
+    out->n_prefix = P_tok;
+    out->tok_kind = e->tok_kind;
+    out->spans = e->spans;
+    out->n_spans = ns;
+    out->n_segs = build_segments(e, n, P_tok);
+    out->segs = e->segs;
+    RP_TRY(rp_plan_dp(e->segs, out->n_segs, &e->p.static_cfg, e->calls, e->max_tokens, &out->n_dp_calls, &out->dp_ms));
+    RP_TRY(rp_plan_naive(e->segs, out->n_segs, &e->p.static_cfg, e->calls2, e->max_tokens, &out->n_naive_calls,
+                         &out->naive_ms));
+    out->dp_calls = e->calls;
+    out->naive_calls = e->calls2;
+    out->n_recompute_dynamic = (int32_t)ceilf(e->p.ratio * (float)out->stats.n_nonprefix);
+    out->stats.n_prompt = n;
+    out->stats.n_chunks = ns;
+    for (int32_t t = P_tok; t < n; t++) out->stats.n_new += e->tok_kind[t] == RP_ROW_NEW;
+    return RP_OK;
+}
+
+rp_status rp_reuse_calibrate(rp_reuse *e, rp_ctx *c, rp_kv *kv, const int32_t *sizes, int32_t n_sizes, int reps,
+                             rp_calib *cal) {
+    if (n_sizes <= 0 || n_sizes > 64) return rp_errorf(RP_ERR_INVALID_ARG, "calibrate: 1..64 sizes");
+    const int32_t nb = rp_ctx_get_params(c).n_batch;
+    memset(cal, 0, sizeof *cal);
+    for (int32_t i = 0; i < n_sizes; i++) {
+        const int32_t sz = sizes[i];
+        if (sz <= 0 || sz % 32 || sz > nb || sz + 1 > kv->n_ctx || sz > e->max_tokens)
+            return rp_errorf(RP_ERR_INVALID_ARG, "calibrate: size %d must be a multiple of 32 within n_batch %d and the cache", sz, nb);
+        /* tokens: a fixed pseudo-random run (values do not change the cost) */
+        for (int32_t t = 0; t < sz; t++) e->toks[t] = (rp_token)((t * 2654435761u) % (uint32_t)e->m->hp.n_vocab);
+        double best_p = 1e30, best_s = 1e30;
+        rp_reuse_stats st;
+        for (int r = 0; r < reps; r++) {
+            memset(&st, 0, sizeof st);
+            rp_kv_clear(kv);
+            double t0 = now_ms();
+            RP_TRY(run_plain(e, c, kv, e->toks, 0, sz, sz, &st));
+            double dp = now_ms() - t0;
+            if (dp < best_p) best_p = dp;
+            /* the cells now hold KV for every token: a recompute call over all of them as reused rows */
+            for (int32_t t = 0; t < sz; t++) e->tok_kind[t] = RP_ROW_REUSE;
+            t0 = now_ms();
+            RP_TRY(run_blend(e, c, kv, e->toks, e->tok_kind, 0, sz, sz, 0, -1, &st));
+            double ds = now_ms() - t0;
+            if (ds < best_s) best_s = ds;
+        }
+        cal->sizes[i] = sz;
+        cal->prefill_ms[i] = best_p;
+        cal->recompute_ms[i] = best_s;
+    }
+    rp_kv_clear(kv);
+    cal->n_points = n_sizes;
+    cal->model_fingerprint = e->m->fingerprint;
+    int32_t lp = rp_calib_turning_point(cal->sizes, cal->prefill_ms, n_sizes, 0.05);
+    int32_t ls = rp_calib_turning_point(cal->sizes, cal->recompute_ms, n_sizes, 0.05);
+    if (lp <= 0 || ls <= 0) return rp_errorf(RP_ERR_INTERNAL, "calibrate: no turning point");
+    cal->cfg = e->p.static_cfg;
+    cal->cfg.L_P = lp;
+    cal->cfg.L_S = ls;
+    for (int32_t i = 0; i < n_sizes; i++) {
+        if (cal->sizes[i] == lp) cal->cfg.lat_P_ms = cal->prefill_ms[i];
+        if (cal->sizes[i] == ls) cal->cfg.lat_S_ms = cal->recompute_ms[i];
+    }
+    e->p.static_cfg = cal->cfg;
+    return RP_OK;
 }
 
 void rp_reuse_stats_json(const rp_reuse_stats *s, char *buf, size_t cap) {

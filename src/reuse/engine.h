@@ -77,6 +77,37 @@ rp_status rp_reuse_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *to
  * prefill so it runs after the first token, off the TTFT path. */
 rp_status rp_reuse_commit(rp_reuse *e, const rp_kv *kv);
 
+/* Dry run: what rp_reuse_prefill would reuse and compute for this prompt,
+ * without computing or touching any KV cache. Pointers are into the engine's
+ * scratch and stay valid until its next call. */
+typedef struct rp_reuse_analysis {
+    int32_t n_tokens;
+    int32_t n_prefix;                 /* tokens [0, n_prefix) reused exactly */
+    const uint8_t *tok_kind;          /* [n_tokens], valid from n_prefix: RP_ROW_REUSE or RP_ROW_NEW */
+    const rp_chunk_span *spans;
+    int32_t n_spans;
+    const rp_segment *segs;           /* prefix / reuse / new runs */
+    int32_t n_segs;
+    rp_call *dp_calls;                /* static plan by the DP */
+    int32_t n_dp_calls;
+    double dp_ms;
+    rp_call *naive_calls;             /* one call type per segment */
+    int32_t n_naive_calls;
+    double naive_ms;
+    int32_t n_recompute_dynamic;      /* reused tokens dynamic blend would recompute: ceil(r * reused) */
+    rp_reuse_stats stats;             /* matching counts (no timing of compute) */
+} rp_reuse_analysis;
+
+rp_status rp_reuse_analyze(rp_reuse *e, const rp_token *toks, int32_t n, const int32_t *bounds, int32_t n_bounds,
+                           rp_reuse_analysis *out);
+
+/* Calibration: measures per-call latency of plain prefill and of selective
+ * recompute calls of `sizes` tokens (multiples of 32) on this context, picks
+ * the turning points as L_P and L_S (rp_calib_turning_point, 5%), fills *cal
+ * and sets the engine's static configuration from it. */
+rp_status rp_reuse_calibrate(rp_reuse *e, rp_ctx *c, rp_kv *kv, const int32_t *sizes, int32_t n_sizes, int reps,
+                             rp_calib *cal);
+
 /* A JSON object with the stats (for `stats: {json}` lines). */
 void rp_reuse_stats_json(const rp_reuse_stats *st, char *buf, size_t cap);
 

@@ -1,0 +1,209 @@
+/* cmd_plan.c — `reprise plan`: which tokens a prompt reuses or recomputes, and the static calls chosen. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "kernels/cpu.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "prompt.h"
+#include "reuse/engine.h"
+#include "reuse/persist.h"
+
+/* Calibration file for this model and machine: DIR/calib-<fingerprint>.txt,
+ * DIR = --cache-dir, else $XDG_CACHE_HOME/reprise, else ~/.cache/reprise. */
+void cli_calib_path(const char *cache_dir, const rp_model *m, char *buf, size_t cap) {
+    char dir[3072];
+    if (cache_dir) snprintf(dir, sizeof dir, "%s", cache_dir);
+    else if (getenv("XDG_CACHE_HOME")) snprintf(dir, sizeof dir, "%s/reprise", getenv("XDG_CACHE_HOME"));
+    else snprintf(dir, sizeof dir, "%s/.cache/reprise", getenv("HOME") ? getenv("HOME") : "/tmp");
+    snprintf(buf, cap, "%s/calib-%016llx.txt", dir, (unsigned long long)m->fingerprint);
+}
+
+void cli_machine_key(int threads, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s|%s|t%d", rp_cpu_info_get()->brand, rp_cpu_level_name(rp_cpu_level_active()), threads);
+}
+
+/* Loads the calibration for this model + machine into the engine if present. */
+bool cli_apply_calib(rp_reuse *e, const rp_model *m, const char *cache_dir, int threads) {
+    char path[4096], key[96];
+    cli_calib_path(cache_dir, m, path, sizeof path);
+    cli_machine_key(threads, key, sizeof key);
+    rp_calib cal;
+    if (rp_calib_load(path, &cal) != RP_OK) return false;
+    if (cal.model_fingerprint != m->fingerprint || strcmp(cal.machine, key) != 0) return false;
+    rp_reuse_params *p = rp_reuse_get_params(e);
+    float r = p->static_cfg.r;
+    p->static_cfg = cal.cfg;
+    p->static_cfg.r = r;
+    return true;
+}
+
+static const char *kind_name(rp_seg_kind k) {
+    return k == RP_SEG_PREFIX ? "prefix" : k == RP_SEG_REUSE ? "reuse" : "new";
+}
+
+static void preview(const rp_tokenizer *tok, const rp_token *t, int32_t n, char *out, size_t cap) {
+    size_t w = 0;
+    char piece[256];
+    for (int32_t i = 0; i < n && w + 1 < cap; i++) {
+        int k = rp_tokenizer_token_to_piece(tok, t[i], true, piece, sizeof piece);
+        for (int j = 0; j < k && w + 1 < cap; j++) out[w++] = (piece[j] == '\n' || piece[j] == '\t') ? ' ' : piece[j];
+    }
+    out[w] = 0;
+    if (w >= 40) strcpy(out + 37, "...");
+}
+
+static void print_calls(const char *title, const rp_call *calls, int32_t n, double ms, const rp_static_cfg *cfg) {
+    int32_t np = 0, nr = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (calls[i].kind == RP_CALL_PREFILL) np++;
+        else nr++;
+    }
+    printf("\n%s: %d calls (%d prefill x L_P=%d, %d recompute x L_S=%d), predicted %.2f ms\n", title, n, np, cfg->L_P, nr,
+           cfg->L_S, ms);
+    for (int32_t i = 0; i < n && i < 64; i++)
+        printf("  %3d  %-9s tokens [%5d, %5d)  %4d new  %4d reused  %4d padding\n", i,
+               calls[i].kind == RP_CALL_PREFILL ? "prefill" : "recompute", calls[i].begin, calls[i].end,
+               calls[i].n_new, calls[i].n_reuse,
+               (calls[i].kind == RP_CALL_PREFILL ? cfg->L_P : cfg->L_S) - (calls[i].end - calls[i].begin));
+    if (n > 64) printf("  ... %d more\n", n - 64);
+}
+
+int cmd_plan(int argc, char **argv) {
+    cli_args a = {argc, 1, argv, "plan"};
+    const char *model_path = NULL, *segments = NULL, *text = NULL, *separator = NULL, *cache_dir = NULL, *mode_s = "blend";
+    double ratio = 0.25;
+    long threads = 2;
+    bool calibrate = false;
+    for (; a.i < argc; a.i++) {
+        if (cli_is(&a, "-h", "--help")) {
+            printf("usage: reprise plan -m MODEL.gguf (--segments FILE.json | -p TEXT) [--cache-dir DIR]\n"
+                   "                    [--reuse none|prefix|full|blend] [--recompute-ratio R] [--separator TEXT]\n"
+                   "                    [--calibrate] [-t THREADS]\n"
+                   "Shows the prompt's chunks and segments (prefix-reused / reusable / new) against the chunk cache\n"
+                   "in --cache-dir, how many tokens blend would recompute, and the static-shape calls chosen by the\n"
+                   "DP scheduler next to the naive one-call-type-per-segment schedule. --calibrate measures call\n"
+                   "latencies over sizes (multiples of 32), picks L_P / L_S at the turning points and stores them for\n"
+                   "this model and machine.\n");
+            return 0;
+        } else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
+        else if (cli_is(&a, "--segments", NULL)) { if (!cli_str(&a, &segments)) return 2; }
+        else if (cli_is(&a, "-p", "--prompt")) { if (!cli_str(&a, &text)) return 2; }
+        else if (cli_is(&a, "--separator", NULL)) { if (!cli_str(&a, &separator)) return 2; }
+        else if (cli_is(&a, "--cache-dir", NULL)) { if (!cli_str(&a, &cache_dir)) return 2; }
+        else if (cli_is(&a, "--reuse", NULL)) { if (!cli_str(&a, &mode_s)) return 2; }
+        else if (cli_is(&a, "--recompute-ratio", NULL)) { if (!cli_float(&a, 0, 1, &ratio)) return 2; }
+        else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &threads)) return 2; }
+        else if (cli_is(&a, "--calibrate", NULL)) calibrate = true;
+        else return cli_unknown(&a);
+    }
+    if (!model_path) { fprintf(stderr, "reprise plan: -m MODEL.gguf is required\n"); return 2; }
+    if (!segments && !text && !calibrate) { fprintf(stderr, "reprise plan: --segments FILE or -p TEXT is required\n"); return 2; }
+    int mode = rp_reuse_mode_parse(mode_s);
+    if (mode < 0) { fprintf(stderr, "reprise plan: --reuse must be none, prefix, full or blend\n"); return 2; }
+    rp_model *m = NULL;
+    rp_model_params mp = rp_model_default_params();
+    mp.n_threads = (int)threads;
+    rp_status st = rp_model_load(model_path, mp, &m);
+    if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
+    int rc = 1;
+    rp_reuse *e = NULL;
+    rp_ctx *ctx = NULL;
+    rp_kv *kv = NULL;
+    cli_prompt pr = {0};
+    rp_reuse_params rp = rp_reuse_default_params();
+    rp.mode = (rp_reuse_mode)mode;
+    rp.ratio = (float)ratio;
+    const int32_t max_tok = 32768;
+    if ((st = rp_reuse_create(m, RP_TYPE_F16, max_tok, rp, &e)) != RP_OK) { rc = cli_fail(a.cmd, "engine", st); goto out; }
+    if (calibrate) {
+        static const int32_t sizes[] = {32, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
+        const int32_t ns = sizeof sizes / sizeof sizes[0];
+        rp_ctx_params cp = rp_ctx_default_params();
+        cp.n_threads = (int)threads;
+        cp.n_batch = 1024;
+        cp.n_outputs = 1;
+        cp.n_ctx_max = 1100;
+        if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK || (st = rp_kv_create(m, 1100, RP_TYPE_F16, &kv)) != RP_OK) {
+            rc = cli_fail(a.cmd, "setup", st);
+            goto out;
+        }
+        rp_calib cal;
+        fprintf(stderr, "calibrating %d sizes (prefill and selective-recompute calls)...\n", ns);
+        if ((st = rp_reuse_calibrate(e, ctx, kv, sizes, ns, 2, &cal)) != RP_OK) { rc = cli_fail(a.cmd, "calibrate", st); goto out; }
+        cli_machine_key((int)threads, cal.machine, sizeof cal.machine);
+        char path[4096];
+        cli_calib_path(cache_dir, m, path, sizeof path);
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (slash) {   /* mkdir -p of the directory, private */
+            *slash = 0;
+            for (char *q = dir + 1; *q; q++)
+                if (*q == '/') { *q = 0; mkdir(dir, 0700); *q = '/'; }
+            mkdir(dir, 0700);
+        }
+        printf("| size | prefill ms | ms/token | recompute ms | ms/token |\n|------|------------|----------|--------------|----------|\n");
+        for (int32_t i = 0; i < cal.n_points; i++)
+            printf("| %4d | %10.2f | %8.3f | %12.2f | %8.3f |\n", cal.sizes[i], cal.prefill_ms[i],
+                   cal.prefill_ms[i] / cal.sizes[i], cal.recompute_ms[i], cal.recompute_ms[i] / cal.sizes[i]);
+        printf("turning points: L_P = %d (%.2f ms per call), L_S = %d (%.2f ms per call), r = %.2f\n", cal.cfg.L_P,
+               cal.cfg.lat_P_ms, cal.cfg.L_S, cal.cfg.lat_S_ms, cal.cfg.r);
+        if ((st = rp_calib_save(&cal, path)) != RP_OK) { rc = cli_fail(a.cmd, "save calibration", st); goto out; }
+        printf("saved %s\n", path);
+        if (!segments && !text) { rc = 0; goto out; }
+    } else if (cli_apply_calib(e, m, cache_dir, (int)threads)) {
+        fprintf(stderr, "using the calibration stored for this model and machine\n");
+    } else {
+        fprintf(stderr, "no calibration for this model and machine (run with --calibrate); using default latencies\n");
+    }
+    if (cache_dir) {
+        char snap[4096];
+        snprintf(snap, sizeof snap, "%s/chunks.rpck", cache_dir);
+        int32_t nl = 0;
+        if (rp_reuse_load(e, snap, &nl) != RP_OK) fprintf(stderr, "reprise plan: cache ignored: %s\n", rp_last_error());
+        fprintf(stderr, "chunk cache: %d chunks loaded from %s\n", nl, snap);
+    }
+    if (!cli_prompt_build(a.cmd, m->tok, text, segments, separator, &pr)) goto out;
+    rp_reuse_analysis an;
+    if ((st = rp_reuse_analyze(e, pr.toks, pr.n, pr.bounds, pr.n_bounds, &an)) != RP_OK) { rc = cli_fail(a.cmd, "analyze", st); goto out; }
+    printf("prompt: %d tokens in %d chunks (%d caller segments), mode %s, r = %.2f\n\n", an.n_tokens, an.n_spans,
+           pr.n_segments, rp_reuse_mode_name((rp_reuse_mode)mode), ratio);
+    printf("chunks:\n");
+    char pv[64];
+    for (int32_t i = 0; i < an.n_spans; i++) {
+        const rp_chunk_span *sp = &an.spans[i];
+        const char *what;
+        if (sp->begin + sp->len <= an.n_prefix) what = "prefix (exact)";
+        else if (sp->begin < an.n_prefix) what = "partial prefix";
+        else what = an.tok_kind[sp->begin] == RP_ROW_REUSE ? "reused (re-rotated)" : "new";
+        preview(m->tok, pr.toks + sp->begin, sp->len < 24 ? sp->len : 24, pv, sizeof pv);
+        printf("  %3d  [%5d, %5d)  %4d tokens  %016llx  %-20s \"%s\"\n", i, sp->begin, sp->begin + sp->len, sp->len,
+               (unsigned long long)sp->hash, what, pv);
+    }
+    printf("\nsegments:\n");
+    for (int32_t i = 0; i < an.n_segs; i++)
+        printf("  %3d  %-6s [%5d, %5d)  %d tokens\n", i, kind_name(an.segs[i].kind), an.segs[i].begin,
+               an.segs[i].begin + an.segs[i].len, an.segs[i].len);
+    printf("\nreuse: %d prefix tokens exact, %d non-prefix tokens re-rotated, %d new tokens\n", an.stats.n_prefix,
+           an.stats.n_nonprefix, an.stats.n_new);
+    if (mode == RP_REUSE_BLEND)
+        printf("dynamic blend recomputes %d of the %d non-prefix reused tokens past the check layer, plus every new\n"
+               "token and the final one; layers 0..%d run for all %d non-prefix tokens\n",
+               an.n_recompute_dynamic, an.stats.n_nonprefix, rp.blend.check_layer, an.n_tokens - an.stats.n_prefix);
+    const rp_static_cfg *cfg = &rp_reuse_get_params(e)->static_cfg;
+    print_calls("static plan, DP scheduler", an.dp_calls, an.n_dp_calls, an.dp_ms, cfg);
+    print_calls("static plan, naive (one call type per segment)", an.naive_calls, an.n_naive_calls, an.naive_ms, cfg);
+    rc = 0;
+out:
+    cli_prompt_free(&pr);
+    rp_kv_free(kv);
+    rp_ctx_free(ctx);
+    rp_reuse_free(e);
+    rp_model_free(m);
+    return rc;
+}
