@@ -324,6 +324,42 @@ static void test_blend_accounting(void **state) {
     fixture_close(&f);
 }
 
+/* The load pipeline (loader thread placing KV layer by layer while compute
+ * runs) gives bit-identical results to placing everything first. */
+static void test_pipeline_equivalence(void **state) {
+    (void)state;
+    const char *mp = stories();
+    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
+    fixture f;
+    assert_true(fixture_open(&f, mp, RP_TYPE_F16, 1024));
+    rp_token docs[6][40], p[512];
+    int32_t bnd[16], nb;
+    make_docs(docs, 6, 40);
+    const int warm[] = {0, 1, 2, 3, 4, 5}, order[] = {4, 1, 5, 0, 3};
+    const rp_token tail[] = {300, 301, 302, 303};
+    float *out[2] = {f.lg_a, f.lg_b};
+    for (int pipe = 0; pipe < 2; pipe++) {
+        rp_reuse_params pp = rp_reuse_default_params();
+        pp.pipeline = pipe;
+        rp_reuse *e = NULL;
+        assert_int_equal(rp_reuse_create(f.m, f.kv->type, 1024, pp, &e), RP_OK);
+        rp_reuse_stats st;
+        for (int d = 0; d < 6; d++) {
+            int32_t n = build(docs, warm + d, 1, 40, NULL, 0, p, bnd, &nb);
+            assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, out[pipe], &st), RP_OK);
+            assert_int_equal(rp_reuse_commit(e, f.kv), RP_OK);
+        }
+        int32_t n = build(docs, order, 5, 40, tail, 4, p, bnd, &nb);
+        assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, out[pipe], &st), RP_OK);
+        print_message("  pipeline %s: %llu bytes placed, load %.3f ms, exposed %.3f ms\n", pipe ? "on" : "off",
+                      (unsigned long long)st.bytes_loaded, st.load_ms, st.load_exposed_ms);
+        assert_true(st.bytes_loaded > 0);
+        rp_reuse_free(e);
+    }
+    assert_memory_equal(f.lg_a, f.lg_b, sizeof(float) * (size_t)f.V);
+    fixture_close(&f);
+}
+
 /* The snapshot survives a new engine; a flipped payload byte drops that chunk
  * and its prefix descendants but nothing else; another model's snapshot is ignored. */
 static void test_snapshot(void **state) {
@@ -379,6 +415,7 @@ int main(void) {
         cmocka_unit_test(test_rerotation_model),
         cmocka_unit_test(test_ratio_one_equals_prefill),
         cmocka_unit_test(test_blend_accounting),
+        cmocka_unit_test(test_pipeline_equivalence),
         cmocka_unit_test(test_snapshot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

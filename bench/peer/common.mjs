@@ -169,22 +169,29 @@ export async function loadLlama({ cpuVariant, verbose = false } = {}) {
             die(`--cpu-variant: unknown variant '${cpuVariant}'; available: ${variants.join(", ")}`);
     }
     const { getLlama, LlamaLogLevel } = await import("node-llama-cpp");
-    const logs = [];
-    const llama = await getLlama({
-        gpu: false,
-        build: "never",
-        usePrebuiltBinaries: true,
-        skipDownload: true,
-        progressLogs: false,
-        maxThreads: 0, // the `threads` context option is then used verbatim
-        logLevel: verbose ? LlamaLogLevel.debug : LlamaLogLevel.info,
-        logger: (level, message) => {
-            logs.push(message);
-            if (verbose || level === LlamaLogLevel.error || level === LlamaLogLevel.fatal ||
-                (level === LlamaLogLevel.warn && !/^(llama_context|llama_kv_cache|init)/.test(message)))
-                process.stderr.write(`[llama.cpp ${level}] ${message.trimEnd()}\n`);
-        }
-    });
+    let llama;
+    try {
+        llama = await getLlama({
+            gpu: false,
+            build: "never",
+            usePrebuiltBinaries: true,
+            skipDownload: true,
+            progressLogs: false,
+            maxThreads: 0, // the `threads` context option is then used verbatim
+            logLevel: verbose ? LlamaLogLevel.debug : LlamaLogLevel.info,
+            logger: (level, message) => {
+                if (verbose || level === LlamaLogLevel.error || level === LlamaLogLevel.fatal ||
+                    (level === LlamaLogLevel.warn && !/^(llama_context|llama_kv_cache|init)/.test(message)))
+                    process.stderr.write(`[llama.cpp ${level}] ${message.trimEnd()}\n`);
+            }
+        });
+    } catch (err) {
+        if (cpuVariant)
+            die(`--cpu-variant ${cpuVariant}: llama.cpp could not start with libggml-cpu-${cpuVariant}.so ` +
+                `(ggml refuses variants this CPU does not support) [${err?.name ?? err}]`, 1);
+        die(`node-llama-cpp found no usable prebuilt llama.cpp binary (${err?.message ?? err}); ` +
+            "reinstall with: cd bench/peer && npm ci --omit=optional", 1);
+    }
     const info = {
         nodeLlamaCpp: packageVersion("node-llama-cpp"),
         binaries: packageVersion("@node-llama-cpp/linux-x64"),
@@ -198,7 +205,7 @@ export async function loadLlama({ cpuVariant, verbose = false } = {}) {
     if (info.gpu !== false) die(`expected a CPU-only llama.cpp, but node-llama-cpp loaded gpu=${info.gpu}`, 1);
     if (cpuVariant && info.cpuVariant !== cpuVariant)
         die(`--cpu-variant ${cpuVariant}: llama.cpp runs on '${info.cpuVariant}' instead`, 1);
-    return { llama, info, logs };
+    return { llama, info };
 }
 
 export function describeBuild(info) {

@@ -12,7 +12,7 @@ import { ensureShim } from "./shim.mjs";
 
 const USAGE = `usage: node bench/peer/llama_bench.mjs -m MODEL.gguf [-p 128,512] [-n 64] [-t 1,2] [-r 5]
                                    [-b 512] [--tg-depth 0] [--tg-feed greedy|tokens] [--fa 0|1|auto]
-                                   [--tokens FILE.json] [--cpu-variant NAME] [--threadpool persistent|disposable]
+                                   [--tokens FILE.json] [--cpu-variant NAME] [--threadpool persistent|disposable] [--pin]
                                    [--json] [--verbose]
   ppN  N prompt tokens evaluated from an empty KV cache in batches of -b (one batch when
        N <= -b; default -b is 512, like reprise bench model), logits for the last token
@@ -29,6 +29,7 @@ const USAGE = `usage: node bench/peer/llama_bench.mjs -m MODEL.gguf [-p 128,512]
   --threadpool persistent (default) gives each context a persistent ggml threadpool, as
   llama-bench/llama-cli/llama-server do (an LD_PRELOAD shim, see shim.mjs);
   'disposable' measures node-llama-cpp as shipped (a new pool per llama_decode).
+  --pin pins the pool to the first -t CPUs and the decoding thread to the last of them.
   --json prints a JSON array of {"engine","model","type","test","threads","tok_s_median",
   "tok_s_min","tok_s_max"}; build details go to stderr as '# ' lines.
 `;
@@ -46,6 +47,7 @@ const opts = parseArgs(process.argv.slice(2), {
     "--tokens": { key: "tokens", arg: true },
     "--cpu-variant": { key: "cpuVariant", arg: true },
     "--threadpool": { key: "threadpool", arg: true },
+    "--pin": { key: "pin", arg: false },
     "--json": { key: "json", arg: false },
     "--verbose": { key: "verbose", arg: false }
 }, USAGE);
@@ -62,7 +64,7 @@ if (tgFeed !== "greedy" && tgFeed !== "tokens") die("--tg-feed must be 'greedy' 
 const fa = opts.fa ?? "0";
 if (!["0", "1", "auto"].includes(fa)) die("--fa must be 0, 1 or auto");
 const flashAttention = fa === "auto" ? "auto" : fa === "1";
-const shim = ensureShim({ threadpool: opts.threadpool ?? "persistent", cpuVariant: opts.cpuVariant }); // may re-execute under LD_PRELOAD
+const shim = ensureShim({ threadpool: opts.threadpool ?? "persistent", cpuVariant: opts.cpuVariant, pin: !!opts.pin }); // may re-execute under LD_PRELOAD
 const modelPath = path.resolve(opts.model); // before a possible chdir by --cpu-variant
 const tokensPath = opts.tokens ? path.resolve(opts.tokens) : null;
 
@@ -92,6 +94,7 @@ note(`system_info: ${info.systemInfo}`);
 note(`load average at start: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")} on ${os.cpus().length} CPUs`);
 note(`model: ${modelPath} (${mtype}, n_vocab ${nVocab}, ${(model.size / 2 ** 20).toFixed(1)} MiB)`);
 note(`threadpool: ${shim.threadpool === "persistent" ? "persistent per context (as llama-bench)" : "disposable (node-llama-cpp as shipped: a new ggml threadpool per decode)"}` +
+    `${shim.pin ? ", pinned" : ""}` +
     `${shim.shim ? `; LD_PRELOAD shim ${shim.shim}` : ""}${opts.cpuVariant ? `; CPU variant forced to ${opts.cpuVariant}` : ""}`);
 note(`batch ${batchSize} (ubatch = batch in node-llama-cpp), flash_attn ${fa}, kv f16, ` +
     `tg from depth ${tgDepth}, tg feed ${tgFeed}, prompt tokens ${tokensPath ? "from " + opts.tokens : "reprise xorshift64"}`);

@@ -11,7 +11,7 @@ import { ensureShim } from "./shim.mjs";
 
 const USAGE = `usage: node bench/peer/prompt_cache.mjs -m MODEL.gguf --prompts PROMPTS.json [-t 2] [-r 1]
                                      [--mode both|reuse|fresh] [-b 512] [-c CTX] [--fa 0|1|auto]
-                                     [--cpu-variant NAME] [--threadpool persistent|disposable]
+                                     [--cpu-variant NAME] [--threadpool persistent|disposable] [--pin]
                                      [--json] [--verbose]
   PROMPTS.json: a JSON array; each item a token-id array (used as is) or a string
   (tokenized by llama.cpp with the model's BOS/special-token rules, as llama-server does).
@@ -27,7 +27,7 @@ const USAGE = `usage: node bench/peer/prompt_cache.mjs -m MODEL.gguf --prompts P
          (cache_prompt: false).
   -r N repeats the whole prompt sequence N times (after one untimed warm-up pass) and
   reports the median/min/max TTFT of each prompt. -c defaults to the longest prompt + 1.
-  --cpu-variant (${listCpuVariants().join(", ") || "?"}) and --threadpool are as in llama_bench.mjs.
+  --cpu-variant (${listCpuVariants().join(", ") || "?"}), --threadpool and --pin are as in llama_bench.mjs.
   --json prints a JSON array of {"engine","model","type","threads","mode","prompt","n_tokens",
   "n_reused","n_evaluated","ttft_ms_median","ttft_ms_min","ttft_ms_max"}.
 `;
@@ -43,6 +43,7 @@ const opts = parseArgs(process.argv.slice(2), {
     "--fa": { key: "fa", arg: true },
     "--cpu-variant": { key: "cpuVariant", arg: true },
     "--threadpool": { key: "threadpool", arg: true },
+    "--pin": { key: "pin", arg: false },
     "--json": { key: "json", arg: false },
     "--verbose": { key: "verbose", arg: false }
 }, USAGE);
@@ -57,7 +58,7 @@ if (!["both", "reuse", "fresh"].includes(mode)) die("--mode must be both, reuse 
 const fa = opts.fa ?? "0";
 if (!["0", "1", "auto"].includes(fa)) die("--fa must be 0, 1 or auto");
 const flashAttention = fa === "auto" ? "auto" : fa === "1";
-const shim = ensureShim({ threadpool: opts.threadpool ?? "persistent", cpuVariant: opts.cpuVariant });
+const shim = ensureShim({ threadpool: opts.threadpool ?? "persistent", cpuVariant: opts.cpuVariant, pin: !!opts.pin });
 const modelPath = path.resolve(opts.model);
 const promptsPath = path.resolve(opts.prompts);
 const rawPrompts = readJson(promptsPath, "--prompts");
@@ -92,7 +93,7 @@ if (ctxSize < maxLen) die(`-c ${ctxSize} is shorter than the longest prompt (${m
 
 note(describeBuild(info));
 note(`model: ${modelPath} (${mtype}, n_vocab ${nVocab})`);
-note(`threadpool: ${shim.threadpool}${opts.cpuVariant ? `; CPU variant forced to ${opts.cpuVariant}` : ""}; ` +
+note(`threadpool: ${shim.threadpool}${shim.pin ? ", pinned" : ""}${opts.cpuVariant ? `; CPU variant forced to ${opts.cpuVariant}` : ""}; ` +
     `threads ${threads}, batch ${Math.min(nBatch, ctxSize)}, ctx ${ctxSize}, flash_attn ${fa}, ` +
     `${prompts.length} prompts (${prompts.map((p) => p.length).join(", ")} tokens)`);
 

@@ -44,6 +44,7 @@ import { listCpuVariants } from "./common.mjs";
 const SHIM_C = String.raw`/* reprise-peer-shim: see bench/peer/shim.mjs */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <sched.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -53,6 +54,15 @@ const SHIM_C = String.raw`/* reprise-peer-shim: see bench/peer/shim.mjs */
 
 struct ggml_threadpool;
 struct llama_context;
+/* ggml.h's struct ggml_threadpool_params (GGML_MAX_N_THREADS 512); only used with --pin. */
+struct tp_params {
+    _Bool cpumask[512];
+    int n_threads;
+    int prio;
+    uint32_t poll;
+    _Bool strict_cpu;
+    _Bool paused;
+};
 /* llama.h's llama_batch, passed by value to llama_decode. */
 typedef struct llama_batch {
     int32_t n_tokens;
@@ -78,7 +88,7 @@ typedef void (*load_all_fn)(const char *);
 typedef void *(*load_fn)(const char *);
 
 static struct {
-    int ready, verbose, persistent;
+    int ready, verbose, persistent, pin;
     decode_fn decode;
     free_fn free_ctx;
     n_threads_fn n_threads;
@@ -90,7 +100,7 @@ static struct {
 } R;
 
 #define MAX_CTX 64
-static struct { struct llama_context *ctx; struct ggml_threadpool *tp; int n; } pools[MAX_CTX];
+static struct { struct llama_context *ctx; struct ggml_threadpool *tp; int n; int main_cpu; } pools[MAX_CTX];
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 struct find_arg { const char *prefix; char path[4096]; };
@@ -142,6 +152,8 @@ static void init_syms(void) {
     R.verbose = v && *v && strcmp(v, "0") != 0;
     const char *tp = getenv("REPRISE_PEER_THREADPOOL");
     R.persistent = tp && strcmp(tp, "persistent") == 0;
+    const char *pin = getenv("REPRISE_PEER_PIN");
+    R.pin = R.persistent && pin && *pin && strcmp(pin, "0") != 0;
     R.ready = 1;
 }
 static void drop_locked(int i) {
@@ -165,19 +177,49 @@ int32_t llama_decode(struct llama_context *ctx, llama_batch batch) {
     }
     if (slot >= 0 && pools[slot].n != n) { drop_locked(slot); freeslot = slot; slot = -1; }
     if (slot < 0 && freeslot >= 0) {
-        /* struct ggml_threadpool_params is treated as opaque (it is ~0.5 KiB). */
+        /* Without --pin, struct ggml_threadpool_params is treated as opaque (it is ~0.5 KiB). */
         _Alignas(64) unsigned char params[16384];
+        struct tp_params *tpp = (struct tp_params *)params;
         R.params_init(params, n); /* ggml defaults: poll 50, normal priority, no affinity */
+        int main_cpu = -1;
+        cpu_set_t saved;
+        CPU_ZERO(&saved);
+        if (R.pin) {
+            /* strict placement on the first n allowed CPUs: workers 1..n-1 get the first
+             * n-1, the decoding thread (worker 0) the n-th (ggml places it last). */
+            if (tpp->n_threads != n || tpp->poll != 50) fail("unexpected ggml_threadpool_params layout");
+            if (pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) != 0) fail("pthread_getaffinity_np failed");
+            int k = 0;
+            for (int c = 0; c < CPU_SETSIZE && c < 512 && k < n; c++)
+                if (CPU_ISSET(c, &saved)) { tpp->cpumask[c] = 1; main_cpu = c; k++; }
+            if (k < n) fail("--pin: fewer allowed CPUs than threads");
+            tpp->strict_cpu = 1;
+        }
         struct ggml_threadpool *tp = R.tp_new(params);
         if (!tp) fail("ggml_threadpool_new failed");
+        if (R.pin) pthread_setaffinity_np(pthread_self(), sizeof saved, &saved); /* tp_new pinned the caller */
         R.attach(ctx, tp, NULL);
         pools[freeslot].ctx = ctx;
         pools[freeslot].tp = tp;
         pools[freeslot].n = n;
-        if (R.verbose) fprintf(stderr, "# threadpool: attached a persistent %d-thread ggml threadpool to llama_context %p\n", n, (void *)ctx);
+        pools[freeslot].main_cpu = main_cpu;
+        slot = freeslot;
+        if (R.verbose)
+            fprintf(stderr, "# threadpool: attached a persistent %d-thread ggml threadpool to llama_context %p%s\n", n,
+                    (void *)ctx, R.pin ? " (threads pinned to the first CPUs, the decoding thread last)" : "");
     }
+    int main_cpu = slot >= 0 ? pools[slot].main_cpu : -1;
     pthread_mutex_unlock(&mu);
-    return R.decode(ctx, batch);
+    if (main_cpu < 0) return R.decode(ctx, batch);
+    /* node-llama-cpp decodes on whichever libuv worker thread is free: pin it for this call only. */
+    cpu_set_t saved, one;
+    int have = pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0;
+    CPU_ZERO(&one);
+    CPU_SET(main_cpu, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    int32_t rc = R.decode(ctx, batch);
+    if (have) pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
+    return rc;
 }
 
 void llama_free(struct llama_context *ctx) {
@@ -233,7 +275,7 @@ function buildShim() {
 // Make sure this process runs with the shim preloaded when the options need it,
 // re-executing itself under LD_PRELOAD if needed (the parent then never returns).
 // threadpool: "persistent" | "disposable"; cpuVariant: a variant name or undefined.
-export function ensureShim({ threadpool = "persistent", cpuVariant } = {}) {
+export function ensureShim({ threadpool = "persistent", cpuVariant, pin = false } = {}) {
     if (threadpool !== "persistent" && threadpool !== "disposable") {
         process.stderr.write("--threadpool must be 'persistent' or 'disposable'\n");
         process.exit(2);
@@ -242,14 +284,18 @@ export function ensureShim({ threadpool = "persistent", cpuVariant } = {}) {
         process.stderr.write(`--cpu-variant: unknown variant '${cpuVariant}'; available: ${listCpuVariants().join(", ")}\n`);
         process.exit(2);
     }
-    if (threadpool === "disposable" && !cpuVariant) return { threadpool, shim: null };
+    if (pin && threadpool !== "persistent") {
+        process.stderr.write("--pin needs --threadpool persistent\n");
+        process.exit(2);
+    }
+    if (threadpool === "disposable" && !cpuVariant) return { threadpool, pin, shim: null };
     if (process.env[ACTIVE_ENV]) {
         const maps = fs.readFileSync("/proc/self/maps", "utf8");
         if (!maps.includes("reprise-peer-shim-")) {
             process.stderr.write("reprise-peer-shim: expected it to be preloaded, but it is not mapped\n");
             process.exit(1);
         }
-        return { threadpool, shim: process.env[ACTIVE_ENV] };
+        return { threadpool, pin, shim: process.env[ACTIVE_ENV] };
     }
     const so = buildShim();
     const env = {
@@ -259,6 +305,8 @@ export function ensureShim({ threadpool = "persistent", cpuVariant } = {}) {
         REPRISE_PEER_THREADPOOL: threadpool,
         REPRISE_PEER_SHIM_VERBOSE: process.env.REPRISE_PEER_SHIM_VERBOSE ?? "1"
     };
+    if (pin) env.REPRISE_PEER_PIN = "1";
+    else delete env.REPRISE_PEER_PIN;
     if (cpuVariant) env.REPRISE_PEER_CPU_VARIANT = cpuVariant;
     else delete env.REPRISE_PEER_CPU_VARIANT;
     const r = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: "inherit", env });

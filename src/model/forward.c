@@ -67,6 +67,8 @@ struct rp_ctx {
     int32_t *n_cells;     /* [n_batch] attention extent per row */
     int32_t *runs;        /* [2 * n_batch] (first row, row count) of attention runs */
     int32_t n_runs;
+    rp_layer_hook hook;
+    void *hook_user;
 };
 
 static void *xalloc(size_t n_floats, bool *ok) {
@@ -147,6 +149,15 @@ const rp_model *rp_ctx_model(const rp_ctx *c) { return c->m; }
 rp_ctx_params rp_ctx_get_params(const rp_ctx *c) { return c->p; }
 int32_t rp_ctx_n_outputs(const rp_ctx *c) { return c->n_out; }
 rp_pool *rp_ctx_pool(rp_ctx *c) { return c->pool; }
+
+void rp_ctx_set_layer_hook(rp_ctx *c, rp_layer_hook fn, void *user) {
+    c->hook = fn;
+    c->hook_user = user;
+}
+
+void rp_ctx_layer_begin(rp_ctx *c, int32_t layer) {
+    if (c->hook) c->hook(c->hook_user, layer);
+}
 const float *rp_ctx_logits(const rp_ctx *c, int32_t i) {
     if (i < 0 || i >= c->n_out) return NULL;
     return c->logits + (size_t)i * (size_t)c->m->hp.n_vocab;
@@ -420,6 +431,7 @@ rp_status rp_fwd_end(rp_ctx *c, const rp_batch *b) {
 rp_status rp_forward(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_kvs) {
     RP_TRY(rp_fwd_begin(c, b, kvs, n_kvs));
     for (int32_t l = 0; l < c->m->hp.n_layer; l++) {
+        rp_ctx_layer_begin(c, l);
         rp_fwd_qkv(c, b, l);
         rp_fwd_store(c, b, kvs, l);
         rp_fwd_attn_ffn(c, b, kvs, l);

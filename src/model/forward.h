@@ -57,6 +57,14 @@ rp_status rp_forward(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_
 int32_t rp_ctx_n_outputs(const rp_ctx *c);
 rp_pool *rp_ctx_pool(rp_ctx *c);
 
+/* A hook called at the start of every layer of every forward pass on this
+ * context (rp_forward and the stepwise callers), before the layer reads the
+ * cache: the reuse engine's load pipeline waits there until that layer's
+ * cached KV is in place. NULL removes it. */
+typedef void (*rp_layer_hook)(void *user, int32_t layer);
+void rp_ctx_set_layer_hook(rp_ctx *c, rp_layer_hook fn, void *user);
+void rp_ctx_layer_begin(rp_ctx *c, int32_t layer);   /* calls the hook if set */
+
 /* ---- the pass in steps, for callers that change the row set between layers
  * (CacheBlend-style selective recompute). rp_forward is exactly:
  *   begin; for each layer l: qkv(l), store(l), attn_ffn(l); end.

@@ -80,6 +80,7 @@ rp_status rp_blend_run(rp_ctx *c, rp_kv *kv, rp_batch *b, const uint8_t *kinds, 
     const int32_t KD = kv->kv_dim;
 
     for (int32_t l = 0; l < n_layer; l++) {
+        rp_ctx_layer_begin(c, l);   /* the load pipeline may still be placing this layer */
         rp_fwd_qkv(c, b, l);
         if (l == check) {
             /* rank reuse rows by how far their cached KV is from the fresh one */

@@ -2,6 +2,8 @@
 #include "reuse/engine.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,9 +41,34 @@ rp_reuse_params rp_reuse_default_params(void) {
         .naive_schedule = false,
         .static_cfg = rp_static_default_cfg(),
         .cache_bytes = (size_t)512 << 20,
+        .pipeline = true,
     };
     return p;
 }
+
+/* one chunk's tokens [t0, t0 + n) to be placed at cells [cell0, ...) */
+typedef struct placement {
+    rp_chunk *ch;
+    int32_t t0, n, cell0;
+    bool unpin;               /* content / partial hits are unpinned once placed */
+} placement;
+
+/* The load pipeline: a thread that places every placement's layer 0, then
+ * layer 1, ..., publishing how many layers are complete; compute waits in the
+ * context's layer hook until its layer is in place. */
+typedef struct loader {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool running, stop;
+    uint64_t job, done;       /* job generations */
+    _Atomic int32_t layers_done;
+    rp_kv *kv;
+    const placement *pl;
+    int32_t n_pl;
+    double busy_ms;
+    float *krow, *cs;         /* loader-owned scratch */
+} loader;
 
 /* what happened to each span of the last prompt, for commit */
 typedef struct span_info {
@@ -74,7 +101,14 @@ struct rp_reuse {
     float *krow;              /* [kv_dim] re-rotation scratch */
     float *cs;                /* [n_rot] */
     double ms_per_token;      /* running estimate of full-prefill cost per token */
+    placement *pl;            /* [max_tokens] pending placements */
+    int32_t n_pl;
+    loader ld;
+    double wait_ms;           /* exposed wait of the current prefill */
 };
+
+static rp_status loader_start(rp_reuse *e);
+static void loader_stop(rp_reuse *e);
 
 static double now_ms(void) {
     struct timespec ts;
@@ -120,12 +154,16 @@ rp_status rp_reuse_create(const rp_model *m, rp_type kv_type, int32_t max_tokens
         e->calls2 = malloc(sizeof *e->calls2 * (size_t)max_tokens);
         e->krow = malloc(sizeof(float) * (size_t)kv_dim);
         e->cs = malloc(sizeof(float) * (size_t)m->hp.n_rot);
+        e->pl = malloc(sizeof *e->pl * (size_t)max_tokens);
+        e->ld.krow = malloc(sizeof(float) * (size_t)kv_dim);
+        e->ld.cs = malloc(sizeof(float) * (size_t)m->hp.n_rot);
         if (!e->spans || !e->info || !e->toks || !e->kinds || !e->tok_kind || !e->matched || !e->segs || !e->calls || !e->calls2 ||
-            !e->krow || !e->cs)
+            !e->krow || !e->cs || !e->pl || !e->ld.krow || !e->ld.cs)
             st = rp_errorf(RP_ERR_NOMEM, "reuse: out of memory");
     }
     if (st == RP_OK) st = rp_batch_init(&e->batch, (int32_t)cap);
     if (st == RP_OK) st = rp_blend_ws_init(&e->ws, (int32_t)cap, kv_dim);
+    if (st == RP_OK && p.pipeline) st = loader_start(e);
     if (st != RP_OK) {
         rp_reuse_free(e);
         return st;
@@ -145,6 +183,7 @@ static void unpin_pending(rp_reuse *e) {
 
 void rp_reuse_free(rp_reuse *e) {
     if (!e) return;
+    loader_stop(e);
     if (e->cache) unpin_pending(e);
     rp_chunk_cache_free(e->cache);
     free(e->spans);
@@ -158,6 +197,9 @@ void rp_reuse_free(rp_reuse *e) {
     free(e->calls2);
     free(e->krow);
     free(e->cs);
+    free(e->pl);
+    free(e->ld.krow);
+    free(e->ld.cs);
     if (e->batch.cap) rp_batch_free(&e->batch);
     rp_blend_ws_free(&e->ws);
     free(e);
@@ -171,27 +213,150 @@ rp_type rp_reuse_kv_type(const rp_reuse *e) { return e->kv_type; }
 
 /* ---- moving cached KV into the session cache ---- */
 
-/* Copies tokens [t0, t0 + n) of chunk `ch` to cells [cell0, cell0 + n), K
- * re-rotated from the chunk's positions to positions == cells. */
-static void place_chunk(rp_reuse *e, rp_kv *kv, const rp_chunk *ch, int32_t t0, int32_t n, int32_t cell0) {
-    const int32_t delta = cell0 - (ch->pos0 + t0);
+/* Copies layer l of placement p: K re-rotated from the chunk's positions to
+ * positions == cells (cs/sn: the rotation table for the delta), V as is. */
+static void place_layer(const rp_model *m, rp_kv *kv, const placement *p, int32_t l, const float *cs, float *krow) {
+    const rp_chunk *ch = p->ch;
     const size_t rb = kv->row_bytes;
-    const int32_t half = e->m->hp.n_rot / 2;
-    if (delta != 0) rp_rerotate_table(e->m, delta, e->cs, e->cs + half);
-    for (int32_t l = 0; l < kv->n_layer; l++) {
-        const uint8_t *sk = rp_chunk_k(ch, l) + (size_t)t0 * rb, *sv = rp_chunk_v(ch, l) + (size_t)t0 * rb;
-        if (delta == 0) {
-            memcpy(rp_kv_k_row(kv, l, cell0), sk, rb * (size_t)n);
-        } else {
-            for (int32_t t = 0; t < n; t++) {
-                rp_kv_load_row(kv, sk + (size_t)t * rb, e->krow);
-                rp_rerotate_row(e->m, e->krow, e->cs, e->cs + half);
-                rp_kv_store_row(kv, rp_kv_k_row(kv, l, cell0 + t), e->krow);
-            }
+    const int32_t delta = p->cell0 - (ch->pos0 + p->t0), half = m->hp.n_rot / 2;
+    const uint8_t *sk = rp_chunk_k(ch, l) + (size_t)p->t0 * rb, *sv = rp_chunk_v(ch, l) + (size_t)p->t0 * rb;
+    if (delta == 0) {
+        memcpy(rp_kv_k_row(kv, l, p->cell0), sk, rb * (size_t)p->n);
+    } else {
+        for (int32_t t = 0; t < p->n; t++) {
+            rp_kv_load_row(kv, sk + (size_t)t * rb, krow);
+            rp_rerotate_row(m, krow, cs, cs + half);
+            rp_kv_store_row(kv, rp_kv_k_row(kv, l, p->cell0 + t), krow);
         }
-        memcpy(rp_kv_v_row(kv, l, cell0), sv, rb * (size_t)n);
     }
-    for (int32_t t = 0; t < n; t++) kv->pos[cell0 + t] = cell0 + t;
+    memcpy(rp_kv_v_row(kv, l, p->cell0), sv, rb * (size_t)p->n);
+}
+
+static void place_all_layers(const rp_model *m, rp_kv *kv, const placement *p, float *cs, float *krow) {
+    const int32_t delta = p->cell0 - (p->ch->pos0 + p->t0);
+    if (delta != 0) rp_rerotate_table(m, delta, cs, cs + m->hp.n_rot / 2);
+    for (int32_t l = 0; l < kv->n_layer; l++) place_layer(m, kv, p, l, cs, krow);
+}
+
+static void *loader_main(void *vp) {
+    rp_reuse *e = vp;
+    loader *ld = &e->ld;
+    pthread_mutex_lock(&ld->mu);
+    for (;;) {
+        while (!ld->stop && ld->job == ld->done) pthread_cond_wait(&ld->cv, &ld->mu);
+        if (ld->stop) break;
+        rp_kv *kv = ld->kv;
+        const placement *pl = ld->pl;
+        const int32_t n_pl = ld->n_pl;
+        pthread_mutex_unlock(&ld->mu);
+        double t0 = now_ms();
+        const int32_t half = e->m->hp.n_rot / 2;
+        /* layer-major: every chunk's layer l before any layer l + 1, so compute
+         * at layer l starts as soon as possible */
+        for (int32_t l = 0; l < kv->n_layer; l++) {
+            for (int32_t i = 0; i < n_pl; i++) {
+                const int32_t delta = pl[i].cell0 - (pl[i].ch->pos0 + pl[i].t0);
+                if (delta != 0) rp_rerotate_table(e->m, delta, ld->cs, ld->cs + half);
+                place_layer(e->m, kv, &pl[i], l, ld->cs, ld->krow);
+            }
+            pthread_mutex_lock(&ld->mu);
+            atomic_store(&ld->layers_done, l + 1);
+            pthread_cond_broadcast(&ld->cv);
+            pthread_mutex_unlock(&ld->mu);
+        }
+        double dt = now_ms() - t0;
+        pthread_mutex_lock(&ld->mu);
+        ld->busy_ms = dt;
+        ld->done = ld->job;
+        pthread_cond_broadcast(&ld->cv);
+    }
+    pthread_mutex_unlock(&ld->mu);
+    return NULL;
+}
+
+static rp_status loader_start(rp_reuse *e) {
+    loader *ld = &e->ld;
+    pthread_mutex_init(&ld->mu, NULL);
+    pthread_cond_init(&ld->cv, NULL);
+    if (pthread_create(&ld->th, NULL, loader_main, e) != 0) return rp_errorf(RP_ERR_NOMEM, "reuse: cannot start the loader thread");
+    ld->running = true;
+    return RP_OK;
+}
+
+static void loader_stop(rp_reuse *e) {
+    loader *ld = &e->ld;
+    if (!ld->running) return;
+    pthread_mutex_lock(&ld->mu);
+    ld->stop = true;
+    pthread_cond_broadcast(&ld->cv);
+    pthread_mutex_unlock(&ld->mu);
+    pthread_join(ld->th, NULL);
+    pthread_mutex_destroy(&ld->mu);
+    pthread_cond_destroy(&ld->cv);
+    ld->running = false;
+}
+
+/* The context's layer hook while a load job runs: wait for layer l. */
+static void loader_wait_layer(void *user, int32_t l) {
+    rp_reuse *e = user;
+    loader *ld = &e->ld;
+    if (atomic_load(&ld->layers_done) > l) return;
+    double t0 = now_ms();
+    pthread_mutex_lock(&ld->mu);
+    while (atomic_load(&ld->layers_done) <= l && ld->done != ld->job) pthread_cond_wait(&ld->cv, &ld->mu);
+    pthread_mutex_unlock(&ld->mu);
+    e->wait_ms += now_ms() - t0;
+}
+
+/* Places the recorded placements: on the loader thread (layer by layer,
+ * overlapping the compute that follows) or right here. */
+static void placements_begin(rp_reuse *e, rp_ctx *c, rp_kv *kv) {
+    e->wait_ms = 0;
+    if (e->n_pl == 0) return;
+    for (int32_t i = 0; i < e->n_pl; i++)
+        for (int32_t t = 0; t < e->pl[i].n; t++) kv->pos[e->pl[i].cell0 + t] = e->pl[i].cell0 + t;
+    if (!e->ld.running) {
+        double t0 = now_ms();
+        for (int32_t i = 0; i < e->n_pl; i++) place_all_layers(e->m, kv, &e->pl[i], e->cs, e->krow);
+        e->ld.busy_ms = now_ms() - t0;
+        e->wait_ms = e->ld.busy_ms;   /* fully exposed */
+        return;
+    }
+    loader *ld = &e->ld;
+    pthread_mutex_lock(&ld->mu);
+    ld->kv = kv;
+    ld->pl = e->pl;
+    ld->n_pl = e->n_pl;
+    atomic_store(&ld->layers_done, 0);
+    ld->job++;
+    pthread_cond_broadcast(&ld->cv);
+    pthread_mutex_unlock(&ld->mu);
+    rp_ctx_set_layer_hook(c, loader_wait_layer, e);
+}
+
+/* Waits for the loader, removes the hook, unpins what was only borrowed. */
+static void placements_end(rp_reuse *e, rp_ctx *c, rp_reuse_stats *st) {
+    if (e->n_pl == 0) return;
+    if (e->ld.running) {
+        loader *ld = &e->ld;
+        double t0 = now_ms();
+        pthread_mutex_lock(&ld->mu);
+        while (ld->done != ld->job) pthread_cond_wait(&ld->cv, &ld->mu);
+        pthread_mutex_unlock(&ld->mu);
+        e->wait_ms += now_ms() - t0;
+        rp_ctx_set_layer_hook(c, NULL, NULL);
+    }
+    for (int32_t i = 0; i < e->n_pl; i++) {
+        st->bytes_loaded += 2 * (uint64_t)e->pl[i].n * e->pl[i].ch->row_bytes * (uint64_t)e->pl[i].ch->n_layer;
+        if (e->pl[i].unpin) rp_chunk_unpin(e->cache, e->pl[i].ch);
+    }
+    st->load_ms += e->ld.busy_ms;
+    st->load_exposed_ms = e->wait_ms;
+    e->n_pl = 0;
+}
+
+static void add_placement(rp_reuse *e, rp_chunk *ch, int32_t t0, int32_t n, int32_t cell0, bool unpin) {
+    e->pl[e->n_pl++] = (placement){ch, t0, n, cell0, unpin};
 }
 
 /* ---- compute steps ---- */
@@ -301,22 +466,31 @@ static void resolve(rp_reuse *e, const rp_token *toks, int32_t n, rp_kv *kv, rp_
         }
     }
     st->match_ms += now_ms() - tm;
-    double tl = now_ms();
+    e->n_pl = 0;
     for (int32_t i = 0; i < nm; i++) {
-        if (kv) place_chunk(e, kv, matched[i], 0, matched[i]->n_tokens, e->spans[i].begin);
+        if (kv) add_placement(e, matched[i], 0, matched[i]->n_tokens, e->spans[i].begin, false);
         e->info[i].prefix_chunk = matched[i];   /* stays pinned until commit */
         e->info[i].exact = true;
     }
     int32_t P_tok = P;
     if (partial) {
-        if (kv) place_chunk(e, kv, partial, 0, n_common, P);
         P_tok += n_common;
-        rp_chunk_unpin(e->cache, partial);
+        if (kv) add_placement(e, partial, 0, n_common, P, true);
+        else rp_chunk_unpin(e->cache, partial);
     }
-    if (P_tok >= n) P_tok = n - 1;   /* the last token is always computed: its logits start generation */
+    if (P_tok >= n) {   /* the last token is always computed: its logits start generation */
+        P_tok = n - 1;
+        if (kv && e->n_pl > 0) {   /* the last placement must stop short of it */
+            placement *lp = &e->pl[e->n_pl - 1];
+            if (lp->cell0 + lp->n > P_tok) lp->n = P_tok - lp->cell0;
+            if (lp->n <= 0) {
+                if (lp->unpin) rp_chunk_unpin(e->cache, lp->ch);
+                e->n_pl--;
+            }
+        }
+    }
     if (kv) kv->n = P_tok;
     st->n_prefix = P_tok;
-    st->load_ms += now_ms() - tl;
 
     uint8_t *tk = e->tok_kind;
     for (int32_t t = P_tok; t < n; t++) tk[t] = RP_ROW_NEW;
@@ -329,10 +503,8 @@ static void resolve(rp_reuse *e, const rp_token *toks, int32_t n, rp_kv *kv, rp_
             rp_chunk *ch = rp_chunk_cache_find(e->cache, toks, sp);
             st->match_ms += now_ms() - tf;
             if (!ch) continue;
-            double tp = now_ms();
-            if (kv) place_chunk(e, kv, ch, 0, sp->len, sp->begin);
-            st->load_ms += now_ms() - tp;
-            rp_chunk_unpin(e->cache, ch);
+            if (kv) add_placement(e, ch, 0, sp->len, sp->begin, true);
+            else rp_chunk_unpin(e->cache, ch);
             for (int32_t t = sp->begin; t < sp->begin + sp->len; t++) tk[t] = RP_ROW_REUSE;
             if (sp->begin < *first_approx) *first_approx = sp->begin;
             st->n_nonprefix += sp->len;
@@ -395,24 +567,29 @@ rp_status rp_reuse_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *to
     uint8_t *tk = e->tok_kind;
 
     if (e->p.mode == RP_REUSE_PREFIX) {
+        placements_begin(e, c, kv);
         double tc = now_ms();
+        rp_status rs = RP_OK;
         if (stat) {
-            for (int32_t a = P_tok; a < n; a += sc->L_P) {
+            for (int32_t a = P_tok; a < n && rs == RP_OK; a += sc->L_P) {
                 int32_t b = a + sc->L_P < n ? a + sc->L_P : n;
-                RP_TRY(run_static_prefill(e, c, kv, toks, a, b, n, st));
+                rs = run_static_prefill(e, c, kv, toks, a, b, n, st);
             }
         } else {
-            RP_TRY(run_plain(e, c, kv, toks, P_tok, n, n, st));
+            rs = run_plain(e, c, kv, toks, P_tok, n, n, st);
         }
+        placements_end(e, c, st);
         st->compute_ms = now_ms() - tc;
         st->n_new = n - P_tok;
         for (int32_t i = nm; i < ns; i++) e->info[i].exact = true;
+        RP_TRY(rs);
         goto done;
     }
 
-    kv->n = n;   /* reused cells are in place; new cells are written before anything reads them */
+    kv->n = n;   /* reused cells are (being) placed; new cells are written before anything reads them */
     for (int32_t t = P_tok; t < n; t++)
         if (tk[t] == RP_ROW_NEW) kv->pos[t] = t;
+    placements_begin(e, c, kv);
     double tc = now_ms();
     rp_status rs = RP_OK;
     const int32_t nb = rp_ctx_get_params(c).n_batch;
@@ -452,6 +629,7 @@ rp_status rp_reuse_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *to
             else rs = run_blend(e, c, kv, toks, tk, cl->begin, cl->end, n, sc->L_S, k_static, st);
         }
     }
+    placements_end(e, c, st);
     st->compute_ms = now_ms() - tc;
     for (int32_t t = P_tok; t < n; t++) st->n_new += tk[t] == RP_ROW_NEW;
     /* chunks wholly before the first non-prefix reuse were computed exactly */
@@ -614,7 +792,9 @@ void rp_reuse_stats_json(const rp_reuse_stats *s, char *buf, size_t cap) {
     snprintf(buf, cap,
              "{\"prompt_tokens\": %d, \"chunks\": %d, \"reused_prefix\": %d, \"reused_nonprefix\": %d, "
              "\"recomputed\": %d, \"new\": %d, \"computed_rows\": %d, \"calls\": %d, \"pad_rows\": %d, "
-             "\"ttft_ms\": %.3f, \"match_ms\": %.3f, \"load_ms\": %.3f, \"compute_ms\": %.3f, \"plan_ms\": %.3f}",
+             "\"ttft_ms\": %.3f, \"match_ms\": %.3f, \"load_ms\": %.3f, \"load_exposed_ms\": %.3f, "
+             "\"bytes_loaded\": %llu, \"compute_ms\": %.3f, \"plan_ms\": %.3f}",
              s->n_prompt, s->n_chunks, s->n_prefix, s->n_nonprefix, s->n_recomputed, s->n_new, s->n_computed_rows,
-             s->n_calls, s->n_pad, s->ttft_ms, s->match_ms, s->load_ms, s->compute_ms, s->plan_ms);
+             s->n_calls, s->n_pad, s->ttft_ms, s->match_ms, s->load_ms, s->load_exposed_ms,
+             (unsigned long long)s->bytes_loaded, s->compute_ms, s->plan_ms);
 }

@@ -33,6 +33,8 @@ typedef struct rp_reuse_params {
     bool naive_schedule;       /* static mode: one call type per segment instead of the DP */
     rp_static_cfg static_cfg;
     size_t cache_bytes;        /* RAM budget of the chunk cache */
+    bool pipeline;             /* place cached KV layer by layer on a loader thread while compute runs
+                                  (default); false: place everything before computing */
 } rp_reuse_params;
 
 rp_reuse_params rp_reuse_default_params(void);
@@ -50,6 +52,8 @@ typedef struct rp_reuse_stats {
     double plan_ms;          /* predicted latency of the static plan (static mode) */
     double ttft_ms;          /* from the call to the last token's logits */
     double match_ms, load_ms, compute_ms;
+    double load_exposed_ms;  /* compute time spent waiting for the loader (pipeline) */
+    uint64_t bytes_loaded;   /* KV bytes placed from the cache */
 } rp_reuse_stats;
 
 typedef struct rp_reuse rp_reuse;

@@ -24,6 +24,14 @@
 #include "kernels/quant.h"
 
 #define RP_FX_INLINE static inline __attribute__((always_inline))
+/* Every loop over a register array is fully unrolled (gcc -O2 does not do it
+ * on its own), so the arrays become registers instead of stack slots. */
+#define FX_PRAGMA(x) _Pragma(#x)
+#if defined(__clang__)
+#define FX_UNROLL(n) FX_PRAGMA(unroll n)
+#else
+#define FX_UNROLL(n) FX_PRAGMA(GCC unroll n)
+#endif
 
 #if defined(__AVX512F__)
 /* ------------------------------------------------------------ AVX-512 */
@@ -75,10 +83,12 @@ RP_FX_INLINE fx_v fx_exp(fx_v x) {
 /* In-register transpose of a 16x16 block: r[i] lane j <-> r[j] lane i. */
 RP_FX_INLINE void fx_transpose(fx_v r[16]) {
     fx_v t[16];
+    FX_UNROLL(8)
     for (int i = 0; i < 8; i++) {
         t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
         t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
     }
+    FX_UNROLL(4)
     for (int i = 0; i < 4; i++) {
         r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
         r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
@@ -86,12 +96,14 @@ RP_FX_INLINE void fx_transpose(fx_v r[16]) {
         r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
     }
     /* r[4i + j], 128-bit lane L, holds element 4L + j of rows 4i..4i+3 */
+    FX_UNROLL(4)
     for (int j = 0; j < 4; j++) {
         t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
         t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
         t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
         t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
     }
+    FX_UNROLL(4)
     for (int j = 0; j < 4; j++) {
         r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
         r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xDD);
@@ -104,9 +116,11 @@ RP_FX_INLINE void fx_transpose(fx_v r[16]) {
  * shuffles/adds instead of 16 separate reductions). */
 RP_FX_INLINE fx_v fx_reduce(const fx_v v[16]) {
     fx_v a[8], c[4];
+    FX_UNROLL(8)
     for (int i = 0; i < 8; i++)
         a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
     /* a[i] per 128-bit lane: (x0+x2, y0+y2, x1+x3, y1+y3), x = v[2i], y = v[2i+1] */
+    FX_UNROLL(4)
     for (int i = 0; i < 4; i++)
         c[i] = _mm512_add_ps(_mm512_shuffle_ps(a[2 * i], a[2 * i + 1], 0x44),
                              _mm512_shuffle_ps(a[2 * i], a[2 * i + 1], 0xEE));
@@ -183,10 +197,12 @@ RP_FX_INLINE fx_v fx_exp(fx_v x) {
 /* In-register transpose of an 8x8 block. */
 RP_FX_INLINE void fx_transpose(fx_v r[8]) {
     fx_v t[8], u[8];
+    FX_UNROLL(4)
     for (int i = 0; i < 4; i++) {
         t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
         t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
     }
+    FX_UNROLL(2)
     for (int i = 0; i < 2; i++) {
         u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
         u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
@@ -194,6 +210,7 @@ RP_FX_INLINE void fx_transpose(fx_v r[8]) {
         u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
     }
     /* u[4i + j], 128-bit half H, holds element 4H + j of rows 4i..4i+3 */
+    FX_UNROLL(4)
     for (int j = 0; j < 4; j++) {
         r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
         r[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
@@ -209,12 +226,6 @@ RP_FX_INLINE fx_v fx_reduce(const fx_v v[8]) {
 }
 #endif
 
-#define FX_PRAGMA(x) _Pragma(#x)
-#if defined(__clang__)
-#define FX_UNROLL(n) FX_PRAGMA(unroll n)
-#else
-#define FX_UNROLL(n) FX_PRAGMA(GCC unroll n)
-#endif
 
 
 /* ===================================================================== matmul
@@ -600,7 +611,9 @@ RP_FX_INLINE void fx_transpose_k(const fx_actx *x, const void *kb, int64_t ks, i
             for (int c = 0; c < FX_W; c++)
                 r[c] = tb + c < tn ? fx_ldm(kb, (int64_t)(tb + c) * ks + dv * FX_W, n, f16) : fx_zero();
             fx_transpose(r);
-            for (int j = 0; j < n; j++) fx_store(x->Kt + (size_t)(dv * FX_W + j) * RP_FX_AT + tb, r[j]);
+            FX_UNROLL(16)
+            for (int j = 0; j < FX_W; j++)
+                if (j < n) fx_store(x->Kt + (size_t)(dv * FX_W + j) * RP_FX_AT + tb, r[j]);
         }
     }
 }

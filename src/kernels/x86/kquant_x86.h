@@ -147,6 +147,7 @@ static inline int rp_kq_amx_enter(rp_amx_cfg *saved) {
     rp_amx_cfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
+    #pragma GCC unroll 16
     for (int t = 0; t < 7; t++) rp_amx_cfg_tile(&c, t, 16, 64);
     RP_KQ_AMX_STORE_CFG(saved);
     if (memcmp(saved, &c, sizeof c) == 0) return 0;
@@ -189,12 +190,14 @@ static inline __attribute__((always_inline)) void rp_kq_amx_gemm(const uint8_t *
                     const uint8_t *pl = scratch + gi * RP_KQ_AMX_GROUP_BYTES;
                     const uint8_t *wg = w + (size_t)((gb + gi) * nb) * gb_bytes;
                     __m512 acc[16];
+                    #pragma GCC unroll 16
                     for (int m = 0; m < 16; m++) acc[m] = _mm512_setzero_ps();
                     for (int bi = 0; bi < nblk; bi++) {
                         const uint8_t *ab = at + (size_t)(b0 + bi) * RP_Q8K_BLOCK;
                         _tile_zero(0);
                         _tile_zero(1);
                         _tile_zero(2);
+                        #pragma GCC unroll 16
                         for (int s = 0; s < 4; s++) {
                             const uint8_t *ps = pl + (size_t)((4 * bi + s) * 3) * 1024;
                             _tile_loadd(3, ab + RP_Q8K_QS + 64 * s, (long)stride);
@@ -212,6 +215,7 @@ static inline __attribute__((always_inline)) void rp_kq_amx_gemm(const uint8_t *
                         const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(wb + off_d)));
                         const __m512 dm =
                             q6 ? d : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(wb + off_dmin)));
+                        #pragma GCC unroll 16
                         for (int m = 0; m < 16; m++) {
                             float da;
                             memcpy(&da, ab + (size_t)m * stride, sizeof da);
@@ -229,6 +233,7 @@ static inline __attribute__((always_inline)) void rp_kq_amx_gemm(const uint8_t *
                             }
                         }
                     }
+                    #pragma GCC unroll 16
                     for (int m = 0; m < 16; m++) {
                         float *yp = y + (16 * it + m) * ldy + rb;
                         if (b0 == 0) _mm512_mask_storeu_ps(yp, km, acc[m]);

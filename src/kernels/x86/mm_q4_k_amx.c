@@ -15,6 +15,7 @@ static void q4k_build(const uint8_t *wg, int64_t b0, int nblk, uint8_t *planes) 
     const __m512i m4 = _mm512_set1_epi8(0x0F), lo16 = _mm512_set1_epi32(0xFFFF), seven = _mm512_set1_epi32(7);
     for (int bi = 0; bi < nblk; bi++) {
         const uint8_t *wb = wg + (size_t)(b0 + bi) * RP_Q4K_GB;
+        #pragma GCC unroll 16
         for (int j = 0; j < 8; j++) {
             uint8_t *t0 = planes + (size_t)((4 * bi + j / 2) * 3) * 1024 + 512 * (j & 1);
             const __m512i sc = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(wb + RP_Q4K_OFF_SC + 16 * j)));
@@ -24,6 +25,7 @@ static void q4k_build(const uint8_t *wg, int64_t b0, int nblk, uint8_t *planes) 
             const __m512i mp = _mm512_cvtepu8_epi16(_mm256_load_si256((const __m256i *)(wb + RP_Q4K_OFF_M + 32 * (j >> 1))));
             const __m512i mj = (j & 1) ? _mm512_srli_epi32(mp, 16) : _mm512_and_si512(mp, lo16);
             const __m512i mb = _mm512_mullo_epi32(mj, _mm512_set1_epi32(0x01010101));
+            #pragma GCC unroll 16
             for (int t = 0; t < 4; t++) {
                 const __m512i v = _mm512_load_si512((const void *)(wb + 64 * (4 * j + t)));
                 const __m512i qa = _mm512_and_si512(v, m4), qb = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);

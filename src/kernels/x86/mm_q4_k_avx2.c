@@ -58,6 +58,7 @@ void rp_q8k_quant_act_avx2(const float *x, void *dst, int64_t cols) {
         }
         int16_t bs[16];
         const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+        #pragma GCC unroll 16
         for (int g = 0; g < 8; g++) {
             /* 32 quants -> 8 dword sums of 4 (dwords 0-3: first 16) -> two sums of 16 */
             __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * g));
@@ -96,8 +97,11 @@ void rp_q4_k_x86_pack(const void *src, size_t src_row_bytes, int64_t rows, int64
                 const uint8_t *blk = (const uint8_t *)src + (size_t)R * src_row_bytes + (size_t)b * sizeof(rp_block_q4_k);
                 const uint8_t *scales = blk + 4, *qs = blk + 4 + RP_K_SCALE_SIZE;
                 uint8_t q[RP_QK_K];
+                #pragma GCC unroll 16
                 for (int j = 0; j < 8; j++)
+                    #pragma GCC unroll 16
                     for (int l = 0; l < 32; l++) q[32 * j + l] = (qs[32 * (j >> 1) + l] >> (4 * (j & 1))) & 0xF;
+                #pragma GCC unroll 16
                 for (int j = 0; j < 8; j++) {
                     uint8_t sc, m;
                     rp_q4_k_scale_min(j, scales, &sc, &m);
@@ -106,8 +110,11 @@ void rp_q4_k_x86_pack(const void *src, size_t src_row_bytes, int64_t rows, int64
                 }
                 memcpy(o + RP_Q4K_OFF_D + 2 * r, blk, 2);
                 memcpy(o + RP_Q4K_OFF_DMIN + 2 * r, blk + 2, 2);
+                #pragma GCC unroll 16
                 for (int j = 0; j < 8; j++)
+                    #pragma GCC unroll 16
                     for (int t = 0; t < 4; t++)
+                        #pragma GCC unroll 16
                         for (int c = 0; c < 4; c++)
                             o[64 * (4 * j + t) + 4 * r + c] =
                                 (uint8_t)(q[32 * j + 8 * t + c] | (q[32 * j + 8 * t + 4 + c] << 4));
@@ -148,8 +155,10 @@ static inline __attribute__((always_inline)) void q4k_half(const uint8_t *wg, in
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *wb = wg + b * RP_Q4K_GB;
         __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        #pragma GCC unroll 16
         for (int j = 0; j < 8; j++) {
             __m256i B[8];
+            #pragma GCC unroll 16
             for (int t = 0; t < 4; t++) {
                 __m256i v = _mm256_loadu_si256((const __m256i *)(wb + 64 * (4 * j + t) + 32 * h));
                 B[2 * t] = _mm256_and_si256(v, m4);
@@ -157,9 +166,11 @@ static inline __attribute__((always_inline)) void q4k_half(const uint8_t *wg, in
             }
             __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(wb + RP_Q4K_OFF_SC + 16 * j + 8 * h)));
             sc = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+            #pragma GCC unroll 16
             for (int i = 0; i < NB; i++) {
                 const uint8_t *aq = act + (size_t)i * act_stride + b * RP_Q8K_BLOCK + RP_Q8K_QS + 32 * j;
                 __m256i s = _mm256_maddubs_epi16(B[0], bcast32(aq));
+                #pragma GCC unroll 16
                 for (int u = 1; u < 8; u++) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(B[u], bcast32(aq + 4 * u)));
                 isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s, sc));
             }
@@ -167,12 +178,15 @@ static inline __attribute__((always_inline)) void q4k_half(const uint8_t *wg, in
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + RP_Q4K_OFF_D + 16 * h)));
         const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + RP_Q4K_OFF_DMIN + 16 * h)));
         __m256i mp[4];
+        #pragma GCC unroll 16
         for (int p = 0; p < 4; p++)
             mp[p] = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(wb + RP_Q4K_OFF_M + 32 * p + 16 * h)));
+        #pragma GCC unroll 16
         for (int i = 0; i < NB; i++) {
             const uint8_t *ab = act + (size_t)i * act_stride;
             const uint8_t *s32 = ab + s32off + 16 * b;
             __m256i ms = _mm256_madd_epi16(mp[0], bcast32(s32));
+            #pragma GCC unroll 16
             for (int p = 1; p < 4; p++) ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mp[p], bcast32(s32 + 4 * p)));
             float da;
             memcpy(&da, ab + b * RP_Q8K_BLOCK, sizeof da);
@@ -181,6 +195,7 @@ static inline __attribute__((always_inline)) void q4k_half(const uint8_t *wg, in
             tot[i] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(dm, vda), tot[i]);
         }
     }
+    #pragma GCC unroll 16
     for (int i = 0; i < NB; i++) store_part(y + i * ldy, tot[i], cnt);
 }
 
@@ -192,6 +207,7 @@ static void q4k_gemm_avx2(const void *w, size_t w_row_bytes, int64_t rows, int64
     for (int64_t g = r0 / RP_KQ_ROWS; g * RP_KQ_ROWS < r1; g++) {
         const uint8_t *wg = (const uint8_t *)w + (size_t)(g * nb) * RP_Q4K_GB;
         const int64_t rb = g * RP_KQ_ROWS;
+        #pragma GCC unroll 16
         for (int h = 0; h < 2; h++) {
             const int64_t cnt = r1 - (rb + 8 * h);
             if (cnt <= 0) break;

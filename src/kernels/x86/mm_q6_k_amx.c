@@ -21,6 +21,7 @@ static inline __m512i mul_digit(__m512i x, __m512i xhi, __m512i e) {
 static inline void digits(__m512i sc, __m512i e[3]) {
     const __m512i three = _mm512_set1_epi32(3), seven = _mm512_set1_epi32(7), lo16 = _mm512_set1_epi32(0xFFFF);
     __m512i r = sc;
+    #pragma GCC unroll 16
     for (int k = 0; k < 3; k++) {
         const __m512i d = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(r, three), seven), three);
         r = _mm512_srai_epi32(_mm512_sub_epi32(r, d), 3);
@@ -36,9 +37,11 @@ static void q6k_build(const uint8_t *wg, int64_t b0, int nblk, uint8_t *planes) 
                   hib = _mm512_set1_epi16((short)0xFF00);
     for (int bi = 0; bi < nblk; bi++) {
         const uint8_t *wb = wg + (size_t)(b0 + bi) * RP_Q6K_GB;
+        #pragma GCC unroll 16
         for (int s = 0; s < 8; s++) {
             const uint8_t *ws = wb + 384 * s;
             uint8_t *t0 = planes + (size_t)((4 * bi + s / 2) * 3) * 1024 + 512 * (s & 1);
+            #pragma GCC unroll 16
             for (int hh = 0; hh < 2; hh++) {
                 const __m512i l0 = _mm512_load_si512((const void *)(ws + 128 * hh));
                 const __m512i l1 = _mm512_load_si512((const void *)(ws + 128 * hh + 64));
@@ -50,9 +53,11 @@ static void q6k_build(const uint8_t *wg, int64_t b0, int nblk, uint8_t *planes) 
                 q[3] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4), _mm512_srli_epi16(x, 2), m30, 0xF8);
                 __m512i e[3];
                 digits(_mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)(wb + RP_Q6K_OFF_SC + 16 * (2 * s + hh)))), e);
+                #pragma GCC unroll 16
                 for (int u = 0; u < 4; u++) {
                     const __m512i xs = _mm512_sub_epi8(q[u], c32), xh = _mm512_and_si512(xs, hib);
                     uint8_t *r = t0 + 64 * (4 * hh + u);
+                    #pragma GCC unroll 16
                     for (int k = 0; k < 3; k++) _mm512_store_si512((void *)(r + 1024 * k), mul_digit(xs, xh, e[k]));
                 }
             }

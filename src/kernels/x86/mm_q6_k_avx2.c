@@ -28,9 +28,11 @@ void rp_q6_k_x86_pack(const void *src, size_t src_row_bytes, int64_t rows, int64
                 const int8_t *scales = (const int8_t *)(blk + 192);
                 /* ggml's element order (dequantize_row_q6_K): q in [0, 63] */
                 uint8_t q[RP_QK_K];
+                #pragma GCC unroll 16
                 for (int half = 0; half < 2; half++) {
                     const uint8_t *ql = ql0 + 64 * half, *qh = qh0 + 32 * half;
                     uint8_t *qq = q + 128 * half;
+                    #pragma GCC unroll 16
                     for (int l = 0; l < 32; l++) {
                         qq[l] = (uint8_t)((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4));
                         qq[l + 32] = (uint8_t)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
@@ -38,14 +40,19 @@ void rp_q6_k_x86_pack(const void *src, size_t src_row_bytes, int64_t rows, int64
                         qq[l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
                     }
                 }
+                #pragma GCC unroll 16
                 for (int gg = 0; gg < 16; gg++) o[RP_Q6K_OFF_SC + 16 * gg + r] = (uint8_t)scales[gg];
                 memcpy(o + RP_Q6K_OFF_D + 2 * r, blk + 208, 2);
+                #pragma GCC unroll 16
                 for (int s = 0; s < 8; s++) {
                     uint8_t *os = o + 384 * s;
                     const uint8_t *qs = q + 32 * s;
+                    #pragma GCC unroll 16
                     for (int c = 0; c < 4; c++) {
+                        #pragma GCC unroll 16
                         for (int t = 0; t < 4; t++)
                             os[64 * t + 4 * r + c] = (uint8_t)((qs[8 * t + c] & 0xF) | ((qs[8 * t + 4 + c] & 0xF) << 4));
+                        #pragma GCC unroll 16
                         for (int h = 0; h < 2; h++) {
                             const uint8_t *qh16 = qs + 16 * h;
                             os[256 + 64 * h + 4 * r + c] =
@@ -90,8 +97,10 @@ static inline __attribute__((always_inline)) void q6k_half(const uint8_t *wg, in
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *wb = wg + b * RP_Q6K_GB;
         __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        #pragma GCC unroll 16
         for (int s = 0; s < 8; s++) {
             const uint8_t *ws = wb + 384 * s + 32 * h;
+            #pragma GCC unroll 16
             for (int hh = 0; hh < 2; hh++) {
                 const __m256i l0 = _mm256_loadu_si256((const __m256i *)(ws + 128 * hh));
                 const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ws + 128 * hh + 64));
@@ -105,6 +114,7 @@ static inline __attribute__((always_inline)) void q6k_half(const uint8_t *wg, in
                 const int g = 2 * s + hh;
                 __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(wb + RP_Q6K_OFF_SC + 16 * g + 8 * h)));
                 sc = _mm256_or_si256(_mm256_and_si256(sc, lo16), _mm256_slli_epi32(sc, 16));
+                #pragma GCC unroll 16
                 for (int i = 0; i < NB; i++) {
                     const uint8_t *aq = act + (size_t)i * act_stride + b * RP_Q8K_BLOCK + RP_Q8K_QS + 16 * g;
                     __m256i s0 = _mm256_add_epi16(_mm256_maddubs_epi16(q0, bcast32(aq)),
@@ -117,15 +127,18 @@ static inline __attribute__((always_inline)) void q6k_half(const uint8_t *wg, in
         }
         /* sc pairs (sc[r][2p], sc[r][2p+1]) as int16 for the bsums term */
         __m256i sp[8];
+        #pragma GCC unroll 16
         for (int p = 0; p < 8; p++) {
             __m128i a = _mm_loadl_epi64((const __m128i *)(wb + RP_Q6K_OFF_SC + 32 * p + 8 * h));
             __m128i c = _mm_loadl_epi64((const __m128i *)(wb + RP_Q6K_OFF_SC + 32 * p + 16 + 8 * h));
             sp[p] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, c));
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + RP_Q6K_OFF_D + 16 * h)));
+        #pragma GCC unroll 16
         for (int i = 0; i < NB; i++) {
             const uint8_t *ab = act + (size_t)i * act_stride + b * RP_Q8K_BLOCK;
             __m256i os = _mm256_madd_epi16(sp[0], bcast32(ab + RP_Q8K_BSUMS));
+            #pragma GCC unroll 16
             for (int p = 1; p < 8; p++) os = _mm256_add_epi32(os, _mm256_madd_epi16(sp[p], bcast32(ab + RP_Q8K_BSUMS + 4 * p)));
             const __m256i is = _mm256_sub_epi32(isum[i], _mm256_slli_epi32(os, 5));
             float da;
@@ -133,6 +146,7 @@ static inline __attribute__((always_inline)) void q6k_half(const uint8_t *wg, in
             tot[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(d, _mm256_set1_ps(da)), tot[i]);
         }
     }
+    #pragma GCC unroll 16
     for (int i = 0; i < NB; i++) store_part(y + i * ldy, tot[i], cnt);
 }
 
@@ -143,6 +157,7 @@ static void q6k_gemm_avx2(const void *w, size_t w_row_bytes, int64_t rows, int64
     for (int64_t g = r0 / RP_KQ_ROWS; g * RP_KQ_ROWS < r1; g++) {
         const uint8_t *wg = (const uint8_t *)w + (size_t)(g * nb) * RP_Q6K_GB;
         const int64_t rb = g * RP_KQ_ROWS;
+        #pragma GCC unroll 16
         for (int h = 0; h < 2; h++) {
             const int64_t cnt = r1 - (rb + 8 * h);
             if (cnt <= 0) break;

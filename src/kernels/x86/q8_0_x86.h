@@ -369,8 +369,12 @@ RP_Q8X_INLINE void rp_q8x_vnni_gemv(const int Q4, const int NG, const rp_q8x_arg
         RP_Q8X_UNROLL for (int g = 0; g < NG; g++) {
             a0[g] = bv;
             a1[g] = _mm512_setzero_si512();
-            _mm_prefetch((const char *)(wq[g] + (size_t)b * qbytes + 4 * qbytes), _MM_HINT_T0);
-            if (!Q4) _mm_prefetch((const char *)(wq[g] + (size_t)b * qbytes + 4 * qbytes + 256), _MM_HINT_T0);
+#ifndef RP_Q8X_PF
+#define RP_Q8X_PF 1024
+#endif
+            if (RP_Q8X_PF)
+                RP_Q8X_UNROLL for (size_t o = 0; o < qbytes; o += 64)
+                    _mm_prefetch((const char *)(wq[g] + (size_t)b * qbytes + RP_Q8X_PF + o), _MM_HINT_T0);
         }
         if (Q4) {
             RP_Q8X_UNROLL for (int c = 0; c < 4; c++) {
