@@ -83,7 +83,7 @@ static int32_t build(rp_token docs[][40], const int *order, int nd, int len, con
         n += len;
     }
     if (nt) bounds[(*nb)++] = n;
-    memcpy(out + n, tail, sizeof(rp_token) * (size_t)nt);
+    if (nt) memcpy(out + n, tail, sizeof(rp_token) * (size_t)nt);
     return n + nt;
 }
 

@@ -440,8 +440,12 @@ static void resolve(rp_reuse *e, const rp_token *toks, int32_t n, rp_kv *kv, rp_
     double tm = now_ms();
     rp_chunk **matched = e->matched;
     int32_t nm = rp_chunk_cache_match_prefix(e->cache, toks, e->spans, ns, matched);
+    /* prefix mode promises exact KV: only exact chunks. full / blend also take
+     * approximate chunks along an identical token path: their KV is what this
+     * same prefix produced before, so the result repeats that earlier one */
+    const bool approx_ok = e->p.mode == RP_REUSE_FULL || e->p.mode == RP_REUSE_BLEND;
     int32_t keep = 0;
-    while (keep < nm && matched[keep]->exact && matched[keep]->pos0 == e->spans[keep].begin) keep++;
+    while (keep < nm && (matched[keep]->exact || approx_ok) && matched[keep]->pos0 == e->spans[keep].begin) keep++;
     for (int32_t i = keep; i < nm; i++) rp_chunk_unpin(e->cache, matched[i]);
     nm = keep;
     int32_t P = nm > 0 ? e->spans[nm - 1].begin + e->spans[nm - 1].len : 0;
@@ -459,7 +463,7 @@ static void resolve(rp_reuse *e, const rp_token *toks, int32_t n, rp_kv *kv, rp_
     if (nm < ns && !next_cached) {
         partial = rp_chunk_cache_match_partial(e->cache, nm > 0 ? matched[nm - 1] : NULL, toks + P, e->spans[nm].len,
                                                &n_common);
-        if (partial && (!partial->exact || partial->pos0 != P)) {
+        if (partial && ((!partial->exact && !approx_ok) || partial->pos0 != P)) {
             rp_chunk_unpin(e->cache, partial);
             partial = NULL;
             n_common = 0;
@@ -467,13 +471,16 @@ static void resolve(rp_reuse *e, const rp_token *toks, int32_t n, rp_kv *kv, rp_
     }
     st->match_ms += now_ms() - tm;
     e->n_pl = 0;
+    *first_approx = n;
     for (int32_t i = 0; i < nm; i++) {
         if (kv) add_placement(e, matched[i], 0, matched[i]->n_tokens, e->spans[i].begin, false);
         e->info[i].prefix_chunk = matched[i];   /* stays pinned until commit */
-        e->info[i].exact = true;
+        e->info[i].exact = matched[i]->exact;
+        if (!matched[i]->exact && e->spans[i].begin < *first_approx) *first_approx = e->spans[i].begin;
     }
     int32_t P_tok = P;
     if (partial) {
+        if (!partial->exact && P < *first_approx) *first_approx = P;
         P_tok += n_common;
         if (kv) add_placement(e, partial, 0, n_common, P, true);
         else rp_chunk_unpin(e->cache, partial);
@@ -494,7 +501,6 @@ static void resolve(rp_reuse *e, const rp_token *toks, int32_t n, rp_kv *kv, rp_
 
     uint8_t *tk = e->tok_kind;
     for (int32_t t = P_tok; t < n; t++) tk[t] = RP_ROW_NEW;
-    *first_approx = n;
     if (e->p.mode == RP_REUSE_FULL || e->p.mode == RP_REUSE_BLEND) {
         for (int32_t i = nm; i < ns; i++) {
             const rp_chunk_span *sp = &e->spans[i];
@@ -661,44 +667,48 @@ rp_status rp_reuse_commit(rp_reuse *e, const rp_kv *kv) {
     if (!e->pending) return RP_OK;
     rp_status st = RP_OK;
     rp_chunk *parent = NULL, *held = NULL;
-    bool chain_ok = true;   /* the prefix path so far is in the cache and exact */
+    bool linked = true;       /* the prefix path so far is in the cache: new chunks hang off it */
+    bool path_exact = true;   /* ... and every chunk on it is exact */
     for (int32_t i = 0; i < e->n_spans && st == RP_OK; i++) {
         const rp_chunk_span *sp = &e->spans[i];
         if (e->info[i].prefix_chunk) {
             parent = e->info[i].prefix_chunk;
+            path_exact = path_exact && parent->exact;
             continue;
         }
         if (sp->begin + sp->len > kv->n) break;   /* the session cache no longer holds these cells */
-        const bool exact = chain_ok && e->info[i].exact;
+        const bool exact = linked && path_exact && e->info[i].exact;
         /* an existing child with the same tokens is refreshed, not duplicated */
         int32_t common = 0;
-        rp_chunk *ch = chain_ok ? rp_chunk_cache_match_partial(e->cache, parent, e->toks + sp->begin, sp->len, &common)
-                                : NULL;
+        rp_chunk *ch = linked ? rp_chunk_cache_match_partial(e->cache, parent, e->toks + sp->begin, sp->len, &common)
+                              : NULL;
         if (ch && (common != sp->len || ch->n_tokens != sp->len)) {
             rp_chunk_unpin(e->cache, ch);
             ch = NULL;
         }
         if (ch) {
-            if (exact && !ch->exact) {
+            if (exact && !ch->exact) {   /* an exact copy now exists: upgrade the approximate one */
                 overwrite_payload(ch, kv, sp->begin);
                 ch->exact = true;
             }
         } else {
-            st = rp_chunk_cache_insert(e->cache, chain_ok ? parent : NULL, e->toks, sp, kv, sp->begin,
+            st = rp_chunk_cache_insert(e->cache, linked ? parent : NULL, e->toks, sp, kv, sp->begin,
                                        e->ms_per_token * sp->len, &ch);
             if (st != RP_OK) break;
-            if (ch) ch->exact = exact;
+            if (ch) ch->exact = exact;   /* unlinked (root orphan) chunks are never exact */
         }
         /* the previous chunk stayed pinned through this insert (which may evict) */
         if (held) rp_chunk_unpin(e->cache, held);
         held = ch;
         if (!ch) {   /* did not fit: later chunks can no longer hang off the prefix path */
-            chain_ok = false;
+            linked = false;
             parent = NULL;
             continue;
         }
-        if (!exact) chain_ok = false;   /* descendants of an approximate chunk are not prefix material */
-        parent = chain_ok ? ch : NULL;
+        /* approximate chunks stay linked (full / blend may follow an identical
+         * path again), but everything after them is approximate too */
+        path_exact = path_exact && ch->exact;
+        parent = linked ? ch : NULL;
     }
     if (held) rp_chunk_unpin(e->cache, held);
     unpin_pending(e);

@@ -1,0 +1,218 @@
+/* bench_reuse.c — `reprise bench reuse`: TTFT of none / prefix / full / blend (dynamic and static) on reuse workloads. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "prompt.h"
+#include "reuse/engine.h"
+#include "workload.h"
+
+typedef struct mode_run {
+    const char *name;
+    rp_reuse_mode mode;
+    bool stat, naive;
+    double *ttft;          /* per query */
+    long reused_prefix, reused_nonprefix, recomputed, computed_rows;
+    double load_ms, exposed_ms, plan_ms;
+    uint64_t bytes_loaded;
+} mode_run;
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, int n, double p) {
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    double idx = p * (n - 1);
+    int lo = (int)floor(idx), hi = (int)ceil(idx);
+    return v[lo] + (v[hi] - v[lo]) * (idx - lo);
+}
+
+int bench_reuse(int argc, char **argv) {
+    cli_args a = {argc, 1, argv, "bench reuse"};
+    const char *model_path = NULL, *workload = "synthetic", *data = NULL, *modes_s = "none,prefix,full,blend,static,static-naive";
+    const char *kv_name = "f16", *json_out = NULL;
+    long threads = 2, n_queries = 8, seed = 1;
+    double ratio = 0.25;
+    rp_workload_params wp = rp_workload_default_params();
+    for (; a.i < argc; a.i++) {
+        const char *v;
+        if (cli_is(&a, "-h", "--help")) {
+            printf("usage: reprise bench reuse -m MODEL.gguf [--workload synthetic|repeat|docqa|chat|skills] [--data PATH]\n"
+                   "         [--modes none,prefix,full,blend,static,static-naive] [--queries 8] [--docs 6] [--doc-len 320]\n"
+                   "         [--tail 40] [--recompute-ratio 0.25] [--kv-type f16] [-t 2] [--seed 1] [--cpu LEVEL]\n"
+                   "         [--json OUT.json]\n"
+                   "Each query's reusable content is cached first (a warm-up prompt with the same pieces in another\n"
+                   "order, as in RAG or chat traffic); the timed prompt then reuses it. Reports mean / p50 / p95 TTFT\n"
+                   "per mode, tokens reused (prefix / non-prefix) and recomputed, load and exposed load time.\n"
+                   "  synthetic: random-token documents (any model);  repeat: the same prompt twice (100%% prefix hit)\n"
+                   "  docqa / chat / skills: HotpotQA, LoCoMo, SkillsBench from ../shared/data (or --data)\n");
+            return 0;
+        } else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
+        else if (cli_is(&a, "--workload", NULL)) { if (!cli_str(&a, &workload)) return 2; }
+        else if (cli_is(&a, "--data", NULL)) { if (!cli_str(&a, &data)) return 2; }
+        else if (cli_is(&a, "--modes", NULL)) { if (!cli_str(&a, &modes_s)) return 2; }
+        else if (cli_is(&a, "--queries", NULL)) { if (!cli_int(&a, 1, 100000, &n_queries)) return 2; }
+        else if (cli_is(&a, "--docs", NULL)) { long x; if (!cli_int(&a, 1, 64, &x)) return 2; wp.n_docs = (int)x; }
+        else if (cli_is(&a, "--doc-len", NULL)) { long x; if (!cli_int(&a, 1, 100000, &x)) return 2; wp.doc_len = (int)x; }
+        else if (cli_is(&a, "--tail", NULL)) { long x; if (!cli_int(&a, 1, 100000, &x)) return 2; wp.tail_len = (int)x; }
+        else if (cli_is(&a, "--recompute-ratio", NULL)) { if (!cli_float(&a, 0, 1, &ratio)) return 2; }
+        else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }
+        else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &threads)) return 2; }
+        else if (cli_is(&a, "--seed", NULL)) { if (!cli_int(&a, 0, 1L << 40, &seed)) return 2; }
+        else if (cli_is(&a, "--cpu", NULL)) { if (!cli_str(&a, &v) || !cli_set_cpu(a.cmd, v)) return 2; }
+        else if (cli_is(&a, "--json", NULL)) { if (!cli_str(&a, &json_out)) return 2; }
+        else return cli_unknown(&a);
+    }
+    if (!model_path) { fprintf(stderr, "reprise bench reuse: -m MODEL.gguf is required\n"); return 2; }
+    int kv_type = rp_type_from_name(kv_name);
+    if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_F32 && kv_type != RP_TYPE_Q8_0) {
+        fprintf(stderr, "reprise bench reuse: --kv-type must be f16, f32 or q8_0\n");
+        return 2;
+    }
+    mode_run runs[8];
+    int n_runs = 0;
+    char mbuf[256];
+    snprintf(mbuf, sizeof mbuf, "%s", modes_s);
+    for (char *tok = strtok(mbuf, ","); tok && n_runs < 8; tok = strtok(NULL, ",")) {
+        mode_run r = {0};
+        if (!strcmp(tok, "static")) { r.mode = RP_REUSE_BLEND; r.stat = true; r.name = "blend-static"; }
+        else if (!strcmp(tok, "static-naive")) { r.mode = RP_REUSE_BLEND; r.stat = r.naive = true; r.name = "blend-static-naive"; }
+        else {
+            int m = rp_reuse_mode_parse(tok);
+            if (m < 0) { fprintf(stderr, "reprise bench reuse: unknown mode '%s'\n", tok); return 2; }
+            r.mode = (rp_reuse_mode)m;
+            r.name = rp_reuse_mode_name(r.mode);
+        }
+        runs[n_runs++] = r;
+    }
+    rp_model *m = NULL;
+    rp_model_params mp = rp_model_default_params();
+    mp.n_threads = (int)threads;
+    rp_status st = rp_model_load(model_path, mp, &m);
+    if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
+    if (!m->tok) { fprintf(stderr, "reprise bench reuse: the model has no tokenizer\n"); rp_model_free(m); return 1; }
+    wp.seed = (uint64_t)seed;
+    wp.n_queries = (int)n_queries;
+    rp_workload *w = NULL;
+    if (!rp_workload_build(a.cmd, workload, data, m, &wp, &w)) { rp_model_free(m); return 1; }
+    const int32_t max_tok = rp_workload_max_tokens(w);
+    rp_static_cfg scfg = rp_static_default_cfg();
+    const int32_t n_ctx = max_tok + (scfg.L_S > scfg.L_P ? scfg.L_S : scfg.L_P) + 8;
+    rp_ctx_params cp = rp_ctx_default_params();
+    cp.n_threads = (int)threads;
+    cp.n_batch = max_tok > 512 ? 1024 : 512;
+    cp.n_outputs = 1;
+    cp.n_ctx_max = n_ctx;
+    rp_ctx *ctx = NULL;
+    rp_kv *kv = NULL;
+    float *lg = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+    int rc = 1;
+    if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK || (st = rp_kv_create(m, n_ctx, (rp_type)kv_type, &kv)) != RP_OK || !lg) {
+        rc = cli_fail(a.cmd, "setup", st);
+        goto out;
+    }
+    fprintf(stderr, "workload %s: %d queries, up to %d tokens per prompt; modes:", workload, rp_workload_n_queries(w), max_tok);
+    for (int r = 0; r < n_runs; r++) fprintf(stderr, " %s", runs[r].name);
+    fprintf(stderr, "\n");
+    const int nq = rp_workload_n_queries(w);
+    for (int r = 0; r < n_runs; r++) {
+        mode_run *mr = &runs[r];
+        mr->ttft = calloc((size_t)nq, sizeof(double));
+        rp_reuse_params rp = rp_reuse_default_params();
+        rp.mode = mr->mode;
+        rp.ratio = (float)ratio;
+        rp.static_mode = mr->stat;
+        rp.naive_schedule = mr->naive;
+        rp_reuse *e = NULL;
+        if (!mr->ttft || (st = rp_reuse_create(m, (rp_type)kv_type, max_tok, rp, &e)) != RP_OK) { rc = cli_fail(a.cmd, "engine", st); goto out; }
+        if (mr->stat) cli_apply_calib(e, m, NULL, (int)threads);
+        for (int q = 0; q < nq; q++) {
+            const rp_query *qq = rp_workload_query(w, q);
+            rp_reuse_stats rs;
+            /* warm-up prompts: compute and cache the reusable pieces (not timed) */
+            for (int k = 0; k < qq->n_warm && mr->mode != RP_REUSE_NONE; k++) {
+                if ((st = rp_reuse_prefill(e, ctx, kv, qq->warm[k].toks, qq->warm[k].n, qq->warm[k].bounds,
+                                           qq->warm[k].n_bounds, lg, &rs)) != RP_OK ||
+                    (st = rp_reuse_commit(e, kv)) != RP_OK) {
+                    rc = cli_fail(a.cmd, "warm-up", st);
+                    rp_reuse_free(e);
+                    goto out;
+                }
+            }
+            if ((st = rp_reuse_prefill(e, ctx, kv, qq->prompt.toks, qq->prompt.n, qq->prompt.bounds, qq->prompt.n_bounds, lg,
+                                       &rs)) != RP_OK) {
+                rc = cli_fail(a.cmd, mr->name, st);
+                rp_reuse_free(e);
+                goto out;
+            }
+            if (mr->mode != RP_REUSE_NONE) rp_reuse_commit(e, kv);
+            mr->ttft[q] = rs.ttft_ms;
+            mr->reused_prefix += rs.n_prefix;
+            mr->reused_nonprefix += rs.n_nonprefix;
+            mr->recomputed += rs.n_recomputed;
+            mr->computed_rows += rs.n_computed_rows;
+            mr->load_ms += rs.load_ms;
+            mr->exposed_ms += rs.load_exposed_ms;
+            mr->bytes_loaded += rs.bytes_loaded;
+            mr->plan_ms += rs.plan_ms;
+            fprintf(stderr, "\r  %-18s query %d/%d: TTFT %.1f ms   ", mr->name, q + 1, nq, rs.ttft_ms);
+        }
+        fprintf(stderr, "\n");
+        rp_reuse_free(e);
+    }
+    /* report */
+    double base_none = 0, base_prefix = 0;
+    for (int r = 0; r < n_runs; r++) {
+        double s = 0;
+        for (int q = 0; q < nq; q++) s += runs[r].ttft[q];
+        if (runs[r].mode == RP_REUSE_NONE) base_none = s / nq;
+        if (runs[r].mode == RP_REUSE_PREFIX && !runs[r].stat) base_prefix = s / nq;
+    }
+    printf("\nworkload %s on %s (%d queries, up to %d tokens, %ld threads, kv %s, r = %.2f)\n\n", workload, model_path, nq,
+           max_tok, threads, kv_name, ratio);
+    printf("| %-18s | %9s | %9s | %9s | %8s | %9s | %12s | %10s | %10s | %9s | %10s |\n", "mode", "mean ms", "p50 ms", "p95 ms",
+           "vs none", "vs prefix", "prefix tok", "reused tok", "recomputed", "load ms", "exposed ms");
+    printf("|--------------------|-----------|-----------|-----------|----------|-----------|--------------|------------|------------|-----------|------------|\n");
+    FILE *jf = json_out ? fopen(json_out, "w") : NULL;
+    if (json_out && !jf) fprintf(stderr, "reprise bench reuse: cannot write '%s'\n", json_out);
+    if (jf) fprintf(jf, "{\"workload\": \"%s\", \"model\": \"%s\", \"queries\": %d, \"max_tokens\": %d, \"threads\": %ld, "
+                        "\"kv_type\": \"%s\", \"ratio\": %.3f, \"modes\": [", workload, model_path, nq, max_tok, threads, kv_name, ratio);
+    for (int r = 0; r < n_runs; r++) {
+        mode_run *mr = &runs[r];
+        double s = 0;
+        for (int q = 0; q < nq; q++) s += mr->ttft[q];
+        double mean = s / nq, p50 = pct(mr->ttft, nq, 0.5), p95 = pct(mr->ttft, nq, 0.95);
+        printf("| %-18s | %9.1f | %9.1f | %9.1f | %7.2fx | %8.2fx | %12.1f | %10.1f | %10.1f | %9.2f | %10.2f |\n", mr->name, mean,
+               p50, p95, base_none > 0 ? base_none / mean : 0, base_prefix > 0 ? base_prefix / mean : 0,
+               (double)mr->reused_prefix / nq, (double)mr->reused_nonprefix / nq, (double)mr->recomputed / nq,
+               mr->load_ms / nq, mr->exposed_ms / nq);
+        if (jf)
+            fprintf(jf, "%s\n  {\"mode\": \"%s\", \"ttft_mean_ms\": %.3f, \"ttft_p50_ms\": %.3f, \"ttft_p95_ms\": %.3f, "
+                        "\"speedup_vs_none\": %.3f, \"speedup_vs_prefix\": %.3f, \"reused_prefix\": %.1f, \"reused_nonprefix\": %.1f, "
+                        "\"recomputed\": %.1f, \"computed_rows\": %.1f, \"load_ms\": %.3f, \"load_exposed_ms\": %.3f, "
+                        "\"bytes_loaded\": %.0f, \"plan_ms\": %.3f}",
+                    r ? "," : "", mr->name, mean, p50, p95, base_none > 0 ? base_none / mean : 0,
+                    base_prefix > 0 ? base_prefix / mean : 0, (double)mr->reused_prefix / nq,
+                    (double)mr->reused_nonprefix / nq, (double)mr->recomputed / nq, (double)mr->computed_rows / nq,
+                    mr->load_ms / nq, mr->exposed_ms / nq, (double)mr->bytes_loaded / nq, mr->plan_ms / nq);
+    }
+    if (jf) {
+        fprintf(jf, "\n]}\n");
+        fclose(jf);
+    }
+    rc = 0;
+out:
+    for (int r = 0; r < n_runs; r++) free(runs[r].ttft);
+    free(lg);
+    rp_kv_free(kv);
+    rp_ctx_free(ctx);
+    rp_workload_free(w);
+    rp_model_free(m);
+    return rc;
+}
