@@ -13,9 +13,12 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_cache(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
 int bench_model(int argc, char **argv);
 int bench_kernels(int argc, char **argv);
 int bench_fidelity(int argc, char **argv);
+int bench_agents(int argc, char **argv);
 int bench_reuse(int argc, char **argv);
 
 /* Applies a --cpu LEVEL option (scalar|avx2|avx512|amx) before models load;

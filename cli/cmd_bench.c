@@ -10,6 +10,7 @@ int cmd_bench(int argc, char **argv) {
                "  model    prefill (ppN) and decode (tgN) throughput, llama-bench style\n"
                "  kernels  per-kernel GFLOP/s and GB/s, memory bandwidth and the decode ceiling of a model\n"
                "  fidelity KL / greedy agreement of full and blend reuse against exact prefill\n"
+               "  agents   multi-agent trace: scheduler policies (batch-ar, seq-sd, batch-sd, hal, hal-yield)\n"
                "  reuse    TTFT of none / prefix / full / blend / static on reuse workloads\n"
                "`reprise bench <what> --help` lists its options.\n");
         return argc < 2 ? 2 : 0;
@@ -17,6 +18,7 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(argv[1], "model")) return bench_model(argc - 1, argv + 1);
     if (!strcmp(argv[1], "kernels")) return bench_kernels(argc - 1, argv + 1);
     if (!strcmp(argv[1], "fidelity")) return bench_fidelity(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "agents")) return bench_agents(argc - 1, argv + 1);
     if (!strcmp(argv[1], "reuse")) return bench_reuse(argc - 1, argv + 1);
     fprintf(stderr, "reprise bench: unknown benchmark '%s' (model, kernels)\n", argv[1]);
     return 2;

@@ -11,7 +11,7 @@
 #include "model/model.h"
 #include "prompt.h"
 #include "reuse/engine.h"
-#include "reuse/persist.h"
+#include "store/store.h"
 
 /* Calibration file for this model and machine: DIR/calib-<fingerprint>.txt,
  * DIR = --cache-dir, else $XDG_CACHE_HOME/reprise, else ~/.cache/reprise. */
@@ -161,12 +161,14 @@ int cmd_plan(int argc, char **argv) {
     } else {
         fprintf(stderr, "no calibration for this model and machine (run with --calibrate); using default latencies\n");
     }
-    if (cache_dir) {
-        char snap[4096];
-        snprintf(snap, sizeof snap, "%s/chunks.rpck", cache_dir);
-        int32_t nl = 0;
-        if (rp_reuse_load(e, snap, &nl) != RP_OK) fprintf(stderr, "reprise plan: cache ignored: %s\n", rp_last_error());
-        fprintf(stderr, "chunk cache: %d chunks loaded from %s\n", nl, snap);
+    if (cache_dir) {   /* a reader of the store: lookups hit flash, nothing is written */
+        rp_store_params stp = rp_store_default_params();
+        stp.read_only = true;
+        rp_store *store = NULL;
+        rp_status cs = rp_store_open(cache_dir, &stp, &store);
+        if (cs == RP_OK) cs = rp_chunk_cache_attach_store(rp_reuse_cache(e), store, rp_reuse_salt(e), m->name, NULL);
+        if (cs != RP_OK) fprintf(stderr, "reprise plan: cache ignored: %s\n", rp_last_error());
+        else fprintf(stderr, "chunk cache: store %s (read-only)\n", cache_dir);
     }
     if (!cli_prompt_build(a.cmd, m->tok, text, segments, separator, &pr)) goto out;
     rp_reuse_analysis an;

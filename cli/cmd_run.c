@@ -11,7 +11,7 @@
 #include "model/session.h"
 #include "prompt.h"
 #include "reuse/engine.h"
-#include "reuse/persist.h"
+#include "store/store.h"
 #include <errno.h>
 #include <sys/stat.h>
 #include "tokenizer/tokenizer.h"
@@ -44,8 +44,10 @@ static void run_usage(void) {
            "      --check-layer L     layer where KV deviation is measured (default 1)\n"
            "      --static            static-shape execution (L_P prefill / L_S recompute calls, DP schedule)\n"
            "      --naive-schedule    with --static: one call type per segment instead of the DP\n"
-           "      --cache-dir DIR     keep the chunk cache in DIR between runs\n"
+           "      --cache-dir DIR     keep the chunk cache in DIR between runs (SQLite store on flash; see\n"
+           "                          `reprise cache`); the RAM cache becomes its pool\n"
            "      --cache-ram MB      RAM budget of the chunk cache (default 512)\n"
+           "      --cache-disk GB     flash budget of --cache-dir (default 0 = unlimited)\n"
            "The last stderr line is `stats: {json}` (prompt, reused prefix/non-prefix, recomputed, TTFT ms).\n");
 }
 
@@ -55,6 +57,7 @@ int cmd_run(int argc, char **argv) {
     const char *segments = NULL, *separator = NULL, *reuse_mode = "blend", *cache_dir = NULL;
     double ratio = 0.25;
     long check_layer = 1, cache_mb = 512;
+    double cache_disk_gb = 0;
     bool static_mode = false, naive = false;
     long n_predict = 128, threads = 2, n_ctx = 0, n_batch = 512;
     bool ignore_eos = false;
@@ -87,7 +90,8 @@ int cmd_run(int argc, char **argv) {
         else if (cli_is(&a, "--static", NULL)) static_mode = true;
         else if (cli_is(&a, "--naive-schedule", NULL)) naive = true;
         else if (cli_is(&a, "--cache-dir", NULL)) { if (!cli_str(&a, &cache_dir)) return 2; }
-        else if (cli_is(&a, "--cache-ram", NULL)) { if (!cli_int(&a, 1, 1 << 20, &cache_mb)) return 2; }
+        else if (cli_is(&a, "--cache-ram", NULL)) { if (!cli_int(&a, 0, 1 << 20, &cache_mb)) return 2; }
+        else if (cli_is(&a, "--cache-disk", NULL)) { if (!cli_float(&a, 0, 1 << 20, &cache_disk_gb)) return 2; }
         else if (cli_is(&a, "--cpu", NULL)) { const char *v; if (!cli_str(&a, &v) || !cli_set_cpu(a.cmd, v)) return 2; }
         else return cli_unknown(&a);
     }
@@ -161,21 +165,24 @@ int cmd_run(int argc, char **argv) {
     if (static_mode && cli_apply_calib(reuse, m, cache_dir, (int)threads))
         fprintf(stderr, "reprise run: static shapes from the stored calibration (L_P %d, L_S %d)\n",
                 rp_reuse_get_params(reuse)->static_cfg.L_P, rp_reuse_get_params(reuse)->static_cfg.L_S);
-    char snap[4096] = "";
-    if (cache_dir) {
-        if (mkdir(cache_dir, 0700) != 0 && errno != EEXIST) {
-            fprintf(stderr, "reprise run: cannot create --cache-dir '%s'\n", cache_dir);
-            goto done_prompt;
+    rp_chunk_cache *pool = rp_reuse_cache(reuse);
+    if (cache_dir) {   /* the chunk cache becomes the RAM pool over the flash store in cache_dir */
+        rp_store_params stp = rp_store_default_params();
+        rp_store *store = NULL;
+        rp_pool_params pp = rp_pool_default_params();
+        pp.disk_budget = (uint64_t)(cache_disk_gb * 1073741824.0);
+        if ((st = rp_store_open(cache_dir, &stp, &store)) != RP_OK ||
+            (st = rp_chunk_cache_attach_store(pool, store, rp_reuse_salt(reuse), m->name, &pp)) != RP_OK) {
+            fprintf(stderr, "reprise run: --cache-dir ignored: %s\n", rp_last_error());
         }
-        snprintf(snap, sizeof snap, "%s/chunks.rpck", cache_dir);
-        int32_t nl = 0;
-        if ((st = rp_reuse_load(reuse, snap, &nl)) != RP_OK) fprintf(stderr, "reprise run: cache ignored: %s\n", rp_last_error());
     }
     float *first_logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
     if (!first_logits) goto done_prompt;
     rp_reuse_stats rst;
     double t1 = cli_now();
+    rp_chunk_cache_busy(pool, true);   /* the store's writer / prefetcher stay off the TTFT path */
     st = rp_reuse_prefill(reuse, ctx, rp_session_kv(s), cp_in.toks, cp_in.n, cp_in.bounds, cp_in.n_bounds, first_logits, &rst);
+    rp_chunk_cache_busy(pool, false);
     if (st == RP_OK) st = rp_session_adopt(s, cp_in.toks, cp_in.n, first_logits);
     free(first_logits);
     if (st != RP_OK) { rc = cli_fail("run", "prompt", st); goto done_prompt; }
@@ -210,7 +217,14 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "prompt: %zu tokens, %.1f ms, %.2f tok/s\n", ntok, t_prompt * 1e3, ntok / (t_prompt > 0 ? t_prompt : 1e-9));
     fprintf(stderr, "generated: %ld tokens, %.1f ms, %.2f tok/s\n", n_gen, t_gen * 1e3, n_gen / (t_gen > 0 ? t_gen : 1e-9));
     if (!committed) rp_reuse_commit(reuse, rp_session_kv(s));
-    if (cache_dir && rp_reuse_save(reuse, snap) != RP_OK) fprintf(stderr, "reprise run: saving the cache failed: %s\n", rp_last_error());
+    if (rp_chunk_cache_has_store(pool)) {   /* clean shutdown: everything new reaches flash */
+        if (rp_chunk_cache_flush(pool) != RP_OK) fprintf(stderr, "reprise run: saving the cache failed: %s\n", rp_last_error());
+        rp_cache_stats cs = rp_chunk_cache_stats(pool);
+        fprintf(stderr, "cache: %llu chunks in RAM (%.1f MiB), flash hits %llu, prefetched %llu (%llu used), written %llu, store %.1f MiB\n",
+                (unsigned long long)cs.n_chunks, cs.bytes / 1048576.0, (unsigned long long)cs.flash_hits,
+                (unsigned long long)cs.prefetched, (unsigned long long)cs.prefetch_used, (unsigned long long)cs.written,
+                cs.disk_bytes / 1048576.0);
+    }
     char js[1024];
     rp_reuse_stats_json(&rst, js, sizeof js);
     fprintf(stderr, "stats: %s\n", js);

@@ -14,7 +14,7 @@ int cmd_synth(int argc, char **argv) {
         if (cli_is(&a, "-h", "--help")) {
             printf("usage: reprise synth --arch llama|qwen3 --preset PRESET --type TYPE [--vocab VOCAB.gguf] [--seed S] "
                    "[-t THREADS] -o OUT.gguf\n"
-                   "  presets: tiny, llama-3.2-1b, llama-3.2-3b (llama); tiny, qwen3-0.6b, qwen3-1.7b, qwen3-4b (qwen3)\n"
+                   "  presets: tiny, small, llama-3.2-1b, llama-3.2-3b (llama); tiny, qwen3-0.6b, qwen3-1.7b, qwen3-4b (qwen3)\n"
                    "  types:   f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, q4_k_m (Q4_K with Q6_K for sensitive tensors)\n"
                    "  --vocab  copy the tokenizer of a (vocab-only) GGUF; default: a built-in byte-level vocabulary\n"
                    "The same arguments always give the same file.\n");

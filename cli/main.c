@@ -12,6 +12,7 @@ static void usage(FILE *f) {
             "usage: reprise <command> [options]\n"
             "\n"
             "commands:\n"
+            "  demo      three requests sharing documents in new orders: TTFT for none / prefix / blend\n"
             "  run       generate text from a prompt           reprise run -m MODEL.gguf -p PROMPT -n 64\n"
             "  chat      interactive chat with the model's chat template\n"
             "  inspect   print a GGUF file's metadata and tensor table\n"
@@ -41,6 +42,8 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(c, "plan")) return cmd_plan(argc - 1, argv + 1);
+    if (!strcmp(c, "cache")) return cmd_cache(argc - 1, argv + 1);
+    if (!strcmp(c, "demo")) return cmd_demo(argc - 1, argv + 1);
     fprintf(stderr, "reprise: unknown command '%s'\n\n", c);
     usage(stderr);
     return 2;

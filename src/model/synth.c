@@ -24,6 +24,8 @@ typedef struct preset {
 static const preset k_presets[] = {
     {"tiny", RP_ARCH_LLAMA, 256, 768, 4, 8, 4, 32, 512, 2048, 10000.0f, 1e-5f, false},
     {"tiny", RP_ARCH_QWEN3, 256, 768, 4, 4, 2, 64, 512, 2048, 1000000.0f, 1e-6f, false},
+    /* a small llama for the demo: big enough that prefill dominates, quick to make */
+    {"small", RP_ARCH_LLAMA, 512, 1536, 8, 8, 4, 64, 8192, 4096, 10000.0f, 1e-5f, false},
     {"llama-3.2-1b", RP_ARCH_LLAMA, 2048, 8192, 16, 32, 8, 64, 128256, 131072, 500000.0f, 1e-5f, true},
     {"llama-3.2-3b", RP_ARCH_LLAMA, 3072, 8192, 28, 24, 8, 128, 128256, 131072, 500000.0f, 1e-5f, true},
     {"qwen3-0.6b", RP_ARCH_QWEN3, 1024, 3072, 28, 16, 8, 128, 151936, 40960, 1000000.0f, 1e-6f, false},
@@ -31,7 +33,7 @@ static const preset k_presets[] = {
     {"qwen3-4b", RP_ARCH_QWEN3, 2560, 9728, 36, 32, 8, 128, 151936, 40960, 1000000.0f, 1e-6f, false},
 };
 
-const char *const rp_synth_preset_names[] = {"tiny", "llama-3.2-1b", "llama-3.2-3b", "qwen3-0.6b",
+const char *const rp_synth_preset_names[] = {"tiny", "small", "llama-3.2-1b", "llama-3.2-3b", "qwen3-0.6b",
                                              "qwen3-1.7b", "qwen3-4b", NULL};
 
 rp_synth_params rp_synth_default_params(void) {
@@ -229,7 +231,7 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
                 return rp_errorf(RP_ERR_INVALID_ARG, "synth: preset '%s' is a %s model, not --arch %s", p->preset,
                                  rp_arch_name(k_presets[i].arch), rp_arch_name(p->arch));
         return rp_errorf(RP_ERR_INVALID_ARG,
-                         "synth: unknown preset '%s' (tiny, llama-3.2-1b, llama-3.2-3b, qwen3-0.6b, qwen3-1.7b, qwen3-4b)",
+                         "synth: unknown preset '%s' (tiny, small, llama-3.2-1b, llama-3.2-3b, qwen3-0.6b, qwen3-1.7b, qwen3-4b)",
                          p->preset);
     }
     int tid = strcmp(p->type, "q4_k_m") == 0 ? RP_TYPE_Q4_K : rp_type_from_name(p->type);

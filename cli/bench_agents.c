@@ -1,0 +1,582 @@
+/* bench_agents.c — `reprise bench agents`: trace-driven multi-agent workload over the scheduler, policies compared. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "kernels/types.h"
+#include "model/model.h"
+#include "sched/sched.h"
+#include "sched/svg.h"
+#include "sched/trace.h"
+
+#define MAX_LIST 16
+
+typedef struct {
+    double lo, hi;
+} stall_range;
+
+/* "0,0.1:1,1:10" -> ranges; "X" alone is [X, X] (0: no stalls). */
+static int parse_stalls(const char *s, stall_range *out, int cap) {
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        double a = strtod(p, &end), b = a;
+        if (end == p || errno || a < 0) return -1;
+        if (*end == ':') {
+            const char *q = end + 1;
+            b = strtod(q, &end);
+            if (end == q || b < a) return -1;
+        }
+        if (n >= cap || (*end && *end != ',')) return -1;
+        out[n++] = (stall_range){a, b};
+        p = *end ? end + 1 : end;
+    }
+    return n;
+}
+
+typedef enum { AG_PENDING, AG_RUN, AG_STALL, AG_DONE } ag_state;
+
+typedef struct {
+    ag_state st;
+    rp_sched_id id;
+    int32_t turn;            /* current turn index */
+    double resume_at, finish_s;
+    int64_t gen, verify_steps, draft_sum, accepted;
+    uint64_t hash;
+    int32_t n_prompt_total;
+} agent_run;
+
+typedef struct {
+    rp_sched_policy policy;
+    int n_agents;
+    stall_range stall;
+    double makespan, compute, tok_s;
+    int64_t steps, forwards, blocked, gen, drafted, accepted, verify_steps;
+    uint64_t hash_all;
+    agent_run *ag;
+    const rp_trace *trace;
+    rp_timeline *tl;
+    bool failed;
+} run_result;
+
+static uint64_t fnv(uint64_t h, const rp_token *t, int32_t n) {
+    for (int32_t i = 0; i < n; i++) {
+        uint32_t v = (uint32_t)t[i];
+        for (int b = 0; b < 4; b++) {
+            h ^= (v >> (8 * b)) & 0xff;
+            h *= 0x100000001b3ULL;
+        }
+    }
+    return h;
+}
+
+static double now_s(void) { return cli_now(); }
+
+static void sleep_s(double s) {
+    if (s <= 0) return;
+    struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+typedef struct {
+    const rp_model *m, *dm;
+    rp_sched_params sp;
+    rp_gen_params gp;
+    bool realtime;
+    int64_t max_steps;
+} bench_cfg;
+
+static rp_gen_params turn_params(const bench_cfg *c, const rp_trace_agent *a, int32_t turn) {
+    rp_gen_params g = c->gp;
+    g.max_tokens = a->turns[turn].gen_tokens;
+    /* every turn but the last ends in a (trace-simulated) tool call when the
+     * model did not emit a real one in its chat format */
+    g.wait_after = turn + 1 < a->n_turns;
+    return g;
+}
+
+/* Runs one trace under one policy. Time is virtual by default: each step
+ * advances the clock by its measured wall time, and when nothing can run
+ * (everyone stalled, or the batch blocked) the clock jumps to the next
+ * arrival or tool completion — stalls cost no real waiting, so long stall
+ * ranges stay cheap to benchmark. --realtime sleeps instead. */
+static int run_trace(const bench_cfg *cfg, const rp_trace *tr, rp_sched_policy pol, run_result *R) {
+    const int32_t N = tr->n_agents;
+    rp_sched_params sp = cfg->sp;
+    sp.policy = pol;
+    sp.max_sessions = N;
+    if (pol == RP_POLICY_BATCH_AR) sp.drafter = RP_DRAFTER_NONE;
+    rp_sched *s = NULL;
+    rp_status st = rp_sched_create(cfg->m, cfg->dm, sp, &s);
+    if (st != RP_OK) return cli_fail("bench agents", "scheduler", st);
+    agent_run *ag = calloc((size_t)N, sizeof *ag);
+    R->ag = ag;
+    R->trace = tr;
+    char title[256];
+    snprintf(title, sizeof title, "%s, %d agents, stalls [%g, %g] s, drafter %s", rp_sched_policy_name(pol), N,
+             R->stall.lo, R->stall.hi, rp_drafter_kind_name(sp.drafter));
+    if (rp_timeline_create(N, title, &R->tl) != RP_OK || !ag) {
+        rp_sched_free(s);
+        fprintf(stderr, "reprise bench agents: out of memory\n");
+        return 1;
+    }
+    for (int32_t i = 0; i < N; i++) {
+        char lab[64];
+        snprintf(lab, sizeof lab, "%d %s", i, rp_agent_kind_name(tr->agents[i].kind));
+        rp_timeline_set_label(R->tl, i, lab);
+        ag[i].hash = 0xcbf29ce484222325ULL;
+    }
+    const double t_start = now_s();
+    double clock = 0;
+    int done = 0, rc = 0;
+    int64_t steps = 0;
+    rp_token *buf = malloc(sizeof(rp_token) * (size_t)sp.n_ctx + 8);
+    while (done < N && rc == 0) {
+        if (cfg->realtime) clock = now_s() - t_start;
+        /* arrivals and tool completions due now */
+        for (int32_t i = 0; i < N && rc == 0; i++) {
+            const rp_trace_agent *a = &tr->agents[i];
+            if (ag[i].st == AG_PENDING && a->arrival_s <= clock) {
+                rp_gen_params g = turn_params(cfg, a, 0);
+                if ((st = rp_sched_session_create(s, &ag[i].id)) != RP_OK ||
+                    (st = rp_sched_submit(s, ag[i].id, a->prompt, a->n_prompt, &g)) != RP_OK)
+                    rc = cli_fail("bench agents", "submit", st);
+                ag[i].st = AG_RUN;
+            } else if (ag[i].st == AG_STALL && ag[i].resume_at <= clock) {
+                const rp_trace_turn *prev = &a->turns[ag[i].turn - 1];
+                rp_gen_params g = turn_params(cfg, a, ag[i].turn);
+                if ((st = rp_sched_resume(s, ag[i].id, prev->result, prev->n_result, &g)) != RP_OK)
+                    rc = cli_fail("bench agents", "resume", st);
+                ag[i].st = AG_RUN;
+            }
+        }
+        if (rc) break;
+        rp_sched_step_info info;
+        double t0 = now_s();
+        if ((st = rp_sched_step(s, &info)) != RP_OK) {
+            rc = cli_fail("bench agents", "step", st);
+            break;
+        }
+        double dt = now_s() - t0, before = clock;
+        steps++;
+        R->steps++;
+        R->blocked += info.blocked;
+        if (info.ran) {
+            R->compute += dt;
+            clock = cfg->realtime ? now_s() - t_start : clock + dt;
+        } else {
+            /* nothing ran: jump (or sleep) to the next event */
+            double next = INFINITY;
+            for (int32_t i = 0; i < N; i++) {
+                if (ag[i].st == AG_PENDING) next = fmin(next, tr->agents[i].arrival_s);
+                if (ag[i].st == AG_STALL) next = fmin(next, ag[i].resume_at);
+            }
+            if (isinf(next)) {
+                fprintf(stderr, "reprise bench agents: nothing can run and nothing is pending (step %lld)\n",
+                        (long long)steps);
+                rc = 1;
+                break;
+            }
+            if (cfg->realtime) {
+                sleep_s(fmin(next - (now_s() - t_start), 0.05));
+                clock = now_s() - t_start;
+            } else {
+                clock = fmax(clock, next);
+            }
+        }
+        /* states over [before, clock], turn ends, budgets */
+        for (int32_t i = 0; i < N; i++) {
+            if (ag[i].st == AG_PENDING || ag[i].st == AG_DONE) continue;
+            if (ag[i].st == AG_STALL) {
+                rp_timeline_add(R->tl, i, before, clock, pol == RP_POLICY_HAL_YIELD ? RP_TL_SUSPENDED : RP_TL_WAITING);
+                continue;
+            }
+            rp_sched_session_info si;
+            if (rp_sched_session_info_get(s, ag[i].id, &si) != RP_OK) continue;
+            rp_tl_state ts = RP_TL_QUEUED;
+            if (si.last_step == info.step && info.ran)
+                ts = si.last_role == RP_ROLE_PREFILL ? RP_TL_PREFILL
+                     : si.last_role == RP_ROLE_VERIFY ? RP_TL_VERIFY : RP_TL_DECODE;
+            else if (info.blocked) ts = RP_TL_BLOCKED;
+            rp_timeline_add(R->tl, i, before, clock, ts);
+            if (si.last_step == info.step && info.ran && si.last_role != RP_ROLE_PREFILL) {
+                ag[i].verify_steps++;
+                ag[i].draft_sum += si.last_draft;
+                ag[i].accepted += si.last_accepted;
+                if (sp.drafter != RP_DRAFTER_NONE && pol != RP_POLICY_BATCH_AR)
+                    rp_timeline_budget(R->tl, i, clock, si.last_draft, si.last_accepted, si.hal);
+            }
+            bool last_turn = ag[i].turn + 1 >= tr->agents[i].n_turns;
+            if (si.state == RP_SESS_WAITING && si.n_turns > ag[i].turn && !last_turn) {
+                /* the turn ended in a tool call: stall, then the result */
+                ag[i].resume_at = clock + tr->agents[i].turns[ag[i].turn].stall_s;
+                ag[i].turn++;
+                ag[i].st = AG_STALL;
+            } else if (si.n_turns >= tr->agents[i].n_turns &&
+                       (si.state == RP_SESS_IDLE || si.state == RP_SESS_WAITING)) {
+                /* done (a real tool call on the last turn also ends the agent) */
+                int32_t n = 0;
+                rp_sched_session_tokens(s, ag[i].id, 0, buf, sp.n_ctx + 8, &n);
+                ag[i].hash = fnv(ag[i].hash, buf, n);
+                ag[i].gen = (int64_t)si.gen_tokens;
+                ag[i].n_prompt_total = (int32_t)si.prompt_tokens;
+                ag[i].finish_s = clock;
+                ag[i].st = AG_DONE;
+                rp_sched_session_free(s, ag[i].id);
+                done++;
+            }
+        }
+        if (steps >= cfg->max_steps) {
+            fprintf(stderr, "reprise bench agents: --max-steps %lld reached\n", (long long)cfg->max_steps);
+            rc = 1;
+        }
+    }
+    free(buf);
+    rp_sched_stats ss;
+    rp_sched_stats_get(s, &ss);
+    R->forwards = ss.forwards;
+    R->drafted = (int64_t)ss.drafted;
+    R->accepted = (int64_t)ss.accepted;
+    R->makespan = 0;
+    R->hash_all = 0xcbf29ce484222325ULL;
+    for (int32_t i = 0; i < N; i++) {
+        R->makespan = fmax(R->makespan, ag[i].finish_s);
+        R->gen += ag[i].gen;
+        R->verify_steps += ag[i].verify_steps;
+        R->hash_all = (R->hash_all ^ ag[i].hash) * 0x100000001b3ULL;
+    }
+    R->tok_s = R->makespan > 0 ? (double)R->gen / R->makespan : 0;
+    R->failed = rc != 0;
+    rp_sched_free(s);
+    return rc;
+}
+
+static void usage(void) {
+    printf("usage: reprise bench agents -m MODEL.gguf [options]\n"
+           "Trace-driven multi-agent workload (EdgeAgent-style): reasoning : code : tool agents 1:2:2 (MuSiQue, MBPP,\n"
+           "ToolBench prompts), each running --turns turns; every turn but the last ends in a tool call with a\n"
+           "log-uniform stall, after which the tool result is appended and the agent continues. Models that never\n"
+           "emit tool calls in their chat format (tiny / random weights) get the boundary from the trace: a turn\n"
+           "generates its trace length, then counts as a tool call. Time is virtual unless --realtime: steps\n"
+           "advance the clock by their measured time, stalls and arrivals by jumping to the next event.\n"
+           "  --policy LIST       batch-ar,seq-sd,batch-sd,hal,hal-yield (default: all)\n"
+           "  --drafter D         ngram | self:K | model:PATH (default ngram)\n"
+           "  --agents LIST       concurrent agents, e.g. 2,3,4 (default 3)\n"
+           "  --stall LIST        stall ranges in seconds: 0 | LO:HI, comma-separated (default 0,0.1:1)\n"
+           "  --turns N           turns per agent (default 3)\n"
+           "  --arrival RATE      Poisson arrivals per second (default 0: all at t=0)\n"
+           "  --gen R,C,T         mean tokens per turn for reasoning,code,tool (default 48,64,40)\n"
+           "  --prompt R,C,T      prompt token caps (default 384,160,256)\n"
+           "  --result N          tool result token cap (default 48)\n"
+           "  --budget M --lmin L --tau T --gamma G --fixed-len L   HAL / Batch-SD constants (16, 1, 1, 0.3, 16)\n"
+           "  --temp T            sampling temperature (default 0: greedy, outputs comparable across policies)\n"
+           "  --threads N --n-batch N --n-ctx N --kv-type f16|f32|q8_0 --cpu LEVEL --seed N --data DIR\n"
+           "  --realtime          really wait for stalls and arrivals\n"
+           "  --json              print the results as JSON (the table goes to stderr)\n"
+           "  --svg OUT.svg       timelines of every run (agent states, draft budget and HAL over time)\n");
+}
+
+static int parse_triple(const char *cmd, const char *opt, const char *s, int32_t out[3]) {
+    long v[3];
+    if (cli_int_list(cmd, opt, s, v, 3) != 3) {
+        fprintf(stderr, "reprise %s: %s expects three comma-separated integers\n", cmd, opt);
+        return -1;
+    }
+    for (int i = 0; i < 3; i++) out[i] = (int32_t)v[i];
+    return 0;
+}
+
+static void print_json(FILE *f, const char *model, const char *drafter, run_result *rs, int n) {
+    fprintf(f, "[");
+    for (int r = 0; r < n; r++) {
+        run_result *R = &rs[r];
+        fprintf(f,
+                "%s\n  {\"model\": \"%s\", \"policy\": \"%s\", \"drafter\": \"%s\", \"agents\": %d, "
+                "\"stall\": [%g, %g], \"makespan_s\": %.4f, \"compute_s\": %.4f, \"gen_tokens\": %lld, "
+                "\"tok_s\": %.2f, \"steps\": %lld, \"blocked_steps\": %lld, \"forwards\": %lld, \"drafted\": %lld, "
+                "\"accepted\": %lld, \"verify_steps\": %lld, \"outputs_hash\": \"%016llx\", \"failed\": %s,\n"
+                "   \"per_agent\": [",
+                r ? "," : "", model, rp_sched_policy_name(R->policy), R->policy == RP_POLICY_BATCH_AR ? "none" : drafter,
+                R->n_agents, R->stall.lo, R->stall.hi, R->makespan, R->compute, (long long)R->gen, R->tok_s,
+                (long long)R->steps, (long long)R->blocked, (long long)R->forwards, (long long)R->drafted,
+                (long long)R->accepted, (long long)R->verify_steps, (unsigned long long)R->hash_all,
+                R->failed ? "true" : "false");
+        for (int i = 0; i < R->n_agents; i++) {
+            const agent_run *a = &R->ag[i];
+            const rp_trace_agent *ta = &R->trace->agents[i];
+            double vs = a->verify_steps > 0 ? (double)a->verify_steps : 1;
+            fprintf(f,
+                    "%s\n    {\"agent\": %d, \"kind\": \"%s\", \"source\": \"%s\", \"arrival_s\": %.4f, "
+                    "\"prompt_tokens\": %d, \"gen_tokens\": %lld, \"finish_s\": %.4f, \"decode_steps\": %lld, "
+                    "\"mean_draft\": %.3f, \"mean_accepted\": %.3f, \"tokens_per_step\": %.3f, "
+                    "\"suspended_s\": %.4f, \"waiting_s\": %.4f, \"blocked_s\": %.4f, \"hash\": \"%016llx\", "
+                    "\"budget\": [",
+                    i ? "," : "", i, rp_agent_kind_name(ta->kind), ta->source, ta->arrival_s, a->n_prompt_total,
+                    (long long)a->gen, a->finish_s, (long long)a->verify_steps, a->draft_sum / vs, a->accepted / vs,
+                    a->verify_steps ? (double)a->gen / vs : 0, rp_timeline_time_in(R->tl, i, RP_TL_SUSPENDED),
+                    rp_timeline_time_in(R->tl, i, RP_TL_WAITING), rp_timeline_time_in(R->tl, i, RP_TL_BLOCKED),
+                    (unsigned long long)a->hash);
+            int32_t nb = rp_timeline_n_budget(R->tl, i);
+            for (int32_t k = 0; k < nb; k++) {
+                double ts;
+                int32_t L, acc;
+                float A;
+                rp_timeline_budget_at(R->tl, i, k, &ts, &L, &acc, &A);
+                fprintf(f, "%s[%.4f, %d, %d, %.3f]", k ? ", " : "", ts, L, acc, A);
+            }
+            fprintf(f, "]}");
+        }
+        fprintf(f, "]}");
+    }
+    fprintf(f, "\n]\n");
+}
+
+int bench_agents(int argc, char **argv) {
+    cli_args a = {argc, 1, argv, "bench agents"};
+    const char *model_path = NULL, *drafter_s = "ngram", *policy_s = "batch-ar,seq-sd,batch-sd,hal,hal-yield";
+    const char *agents_s = "3", *stall_s = "0,0.1:1", *svg_path = NULL, *data_dir = NULL, *kv_name = "f16";
+    const char *gen_s = NULL, *prompt_s = NULL, *v;
+    long turns = 3, threads = 2, n_batch = 256, n_ctx = 0, result_max = 48, budget = 16, lmin = 1, fixed_len = 16;
+    long max_steps = 10000000;
+    double arrival = 0, tau = 1.0, gamma = 0.3, temp = 0;
+    uint64_t seed = 1;
+    bool json = false, realtime = false;
+    for (; a.i < argc; a.i++) {
+        if (cli_is(&a, "-h", "--help")) {
+            usage();
+            return 0;
+        } else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
+        else if (cli_is(&a, "--drafter", NULL)) { if (!cli_str(&a, &drafter_s)) return 2; }
+        else if (cli_is(&a, "--policy", NULL)) { if (!cli_str(&a, &policy_s)) return 2; }
+        else if (cli_is(&a, "--agents", NULL)) { if (!cli_str(&a, &agents_s)) return 2; }
+        else if (cli_is(&a, "--stall", NULL)) { if (!cli_str(&a, &stall_s)) return 2; }
+        else if (cli_is(&a, "--turns", NULL)) { if (!cli_int(&a, 1, 64, &turns)) return 2; }
+        else if (cli_is(&a, "--arrival", NULL)) { if (!cli_float(&a, 0, 1e6, &arrival)) return 2; }
+        else if (cli_is(&a, "--gen", NULL)) { if (!cli_str(&a, &gen_s)) return 2; }
+        else if (cli_is(&a, "--prompt", NULL)) { if (!cli_str(&a, &prompt_s)) return 2; }
+        else if (cli_is(&a, "--result", NULL)) { if (!cli_int(&a, 1, 65536, &result_max)) return 2; }
+        else if (cli_is(&a, "--budget", NULL)) { if (!cli_int(&a, 0, 4096, &budget)) return 2; }
+        else if (cli_is(&a, "--lmin", NULL)) { if (!cli_int(&a, 0, 64, &lmin)) return 2; }
+        else if (cli_is(&a, "--fixed-len", NULL)) { if (!cli_int(&a, 0, RP_SCHED_MAX_DRAFT, &fixed_len)) return 2; }
+        else if (cli_is(&a, "--tau", NULL)) { if (!cli_float(&a, 1e-3, 1e6, &tau)) return 2; }
+        else if (cli_is(&a, "--gamma", NULL)) { if (!cli_float(&a, 0, 1, &gamma)) return 2; }
+        else if (cli_is(&a, "--temp", NULL)) { if (!cli_float(&a, 0, 100, &temp)) return 2; }
+        else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &threads)) return 2; }
+        else if (cli_is(&a, "-b", "--n-batch")) { if (!cli_int(&a, 1, 65536, &n_batch)) return 2; }
+        else if (cli_is(&a, "-c", "--n-ctx")) { if (!cli_int(&a, 16, 1 << 20, &n_ctx)) return 2; }
+        else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }
+        else if (cli_is(&a, "--seed", NULL)) { if (!cli_u64(&a, &seed)) return 2; }
+        else if (cli_is(&a, "--data", NULL)) { if (!cli_str(&a, &data_dir)) return 2; }
+        else if (cli_is(&a, "--max-steps", NULL)) { if (!cli_int(&a, 1, 1L << 40, &max_steps)) return 2; }
+        else if (cli_is(&a, "--cpu", NULL)) { if (!cli_str(&a, &v) || !cli_set_cpu(a.cmd, v)) return 2; }
+        else if (cli_is(&a, "--svg", NULL)) { if (!cli_str(&a, &svg_path)) return 2; }
+        else if (cli_is(&a, "--json", NULL)) json = true;
+        else if (cli_is(&a, "--realtime", NULL)) realtime = true;
+        else return cli_unknown(&a);
+    }
+    if (!model_path) {
+        fprintf(stderr, "reprise bench agents: -m MODEL.gguf is required\n");
+        return 2;
+    }
+    /* lists */
+    rp_sched_policy pols[RP_POLICY_COUNT];
+    int npol = 0;
+    {
+        char tmp[256];
+        snprintf(tmp, sizeof tmp, "%s", policy_s);
+        for (char *tok = strtok(tmp, ","); tok; tok = strtok(NULL, ",")) {
+            int p = rp_sched_policy_parse(tok);
+            if (p < 0 || npol >= RP_POLICY_COUNT) {
+                fprintf(stderr, "reprise bench agents: unknown policy '%s' (batch-ar, seq-sd, batch-sd, hal, hal-yield)\n",
+                        tok);
+                return 2;
+            }
+            pols[npol++] = (rp_sched_policy)p;
+        }
+    }
+    long agents[MAX_LIST];
+    int nag = cli_int_list(a.cmd, "--agents", agents_s, agents, MAX_LIST);
+    stall_range stalls[MAX_LIST];
+    int nst = parse_stalls(stall_s, stalls, MAX_LIST);
+    if (nag < 0 || npol == 0) return 2;
+    if (nst <= 0) {
+        fprintf(stderr, "reprise bench agents: --stall expects e.g. 0,0.1:1,1:10 (seconds)\n");
+        return 2;
+    }
+    rp_trace_params tp = rp_trace_default_params();
+    if ((gen_s && parse_triple(a.cmd, "--gen", gen_s, tp.gen) < 0) ||
+        (prompt_s && parse_triple(a.cmd, "--prompt", prompt_s, tp.prompt_max) < 0))
+        return 2;
+    tp.n_turns = (int32_t)turns;
+    tp.seed = seed;
+    tp.arrival_rate = arrival;
+    tp.result_max = (int32_t)result_max;
+    char data_buf[4096];
+    if (!data_dir) {
+        const char *sh = getenv("RP_SHARED_DIR");
+        snprintf(data_buf, sizeof data_buf, "%s/data", sh && *sh ? sh : "../shared");
+        data_dir = data_buf;
+    }
+    tp.data_dir = data_dir;
+    int kv_type = rp_type_from_name(kv_name);
+    if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_Q8_0 && kv_type != RP_TYPE_F32) {
+        fprintf(stderr, "reprise bench agents: --kv-type must be f16, q8_0 or f32\n");
+        return 2;
+    }
+
+    /* drafter */
+    rp_sched_params sp = rp_sched_default_params();
+    const char *draft_path = NULL;
+    if (!strcmp(drafter_s, "ngram")) sp.drafter = RP_DRAFTER_NGRAM;
+    else if (!strncmp(drafter_s, "self:", 5) && atoi(drafter_s + 5) > 0) {
+        sp.drafter = RP_DRAFTER_SELF;
+        sp.self_layers = atoi(drafter_s + 5);
+    } else if (!strncmp(drafter_s, "model:", 6) && drafter_s[6]) {
+        sp.drafter = RP_DRAFTER_MODEL;
+        draft_path = drafter_s + 6;
+    } else {
+        fprintf(stderr, "reprise bench agents: --drafter must be ngram, self:K or model:PATH\n");
+        return 2;
+    }
+    rp_model *m = NULL, *dm = NULL;
+    rp_model_params mp = rp_model_default_params();
+    mp.n_threads = (int)threads;
+    rp_status st = rp_model_load(model_path, mp, &m);
+    if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
+    if (!m->tok) {
+        rp_model_free(m);
+        fprintf(stderr, "reprise bench agents: the model has no tokenizer (the trace needs one)\n");
+        return 1;
+    }
+    if (draft_path && (st = rp_model_load(draft_path, mp, &dm)) != RP_OK) {
+        rp_model_free(m);
+        return cli_fail(a.cmd, draft_path, st);
+    }
+    sp.n_batch = (int32_t)n_batch;
+    sp.n_threads = (int)threads;
+    sp.kv_type = (rp_type)kv_type;
+    sp.hal.budget = (int32_t)budget;
+    sp.hal.l_min = (int32_t)lmin;
+    sp.hal.tau = (float)tau;
+    sp.hal.gamma = (float)gamma;
+    sp.hal.fixed_len = (int32_t)fixed_len;
+    if (sp.hal.max_len < sp.hal.fixed_len) sp.hal.max_len = sp.hal.fixed_len;
+    if (sp.hal.max_len < sp.hal.budget) sp.hal.max_len = sp.hal.budget < RP_SCHED_MAX_DRAFT ? sp.hal.budget : RP_SCHED_MAX_DRAFT;
+    bench_cfg cfg = {.m = m, .dm = dm, .sp = sp, .gp = rp_gen_default_params(), .realtime = realtime,
+                     .max_steps = max_steps};
+    cfg.gp.sampler.temp = (float)temp;
+    cfg.gp.sampler.seed = seed;
+
+    const char *mname = strrchr(model_path, '/') ? strrchr(model_path, '/') + 1 : model_path;
+    int n_runs = npol * nag * nst, nr = 0, rc = 0;
+    run_result *rs = calloc((size_t)n_runs, sizeof *rs);
+    rp_trace **traces = calloc((size_t)(nag * nst), sizeof *traces);
+    FILE *tab = json ? stderr : stdout;
+    fprintf(tab, "model %s, drafter %s, budget M=%d L_min=%d tau=%g gamma=%g, fixed L=%d, %ld turns/agent, %s time\n",
+            mname, drafter_s, sp.hal.budget, sp.hal.l_min, sp.hal.tau, sp.hal.gamma, sp.hal.fixed_len, turns,
+            realtime ? "real" : "virtual");
+    fprintf(tab, "| %2s | %-9s | %-9s | %9s | %8s | %8s | %6s | %6s | %6s | %7s | %6s | %8s | %s |\n", "N", "stall s",
+            "policy", "makespan", "tok/s", "compute", "steps", "blockd", "gen", "drafted", "acc%", "vs b-sd",
+            "same out");
+    fprintf(tab, "|----|-----------|-----------|-----------|----------|----------|--------|--------|--------|---------|"
+                 "--------|----------|----------|\n");
+    for (int ia = 0; ia < nag && rc == 0; ia++) {
+        for (int is = 0; is < nst && rc == 0; is++) {
+            tp.n_agents = (int32_t)agents[ia];
+            tp.stall_min = stalls[is].lo;
+            tp.stall_max = stalls[is].hi;
+            rp_trace **trp = &traces[ia * nst + is];
+            if ((st = rp_trace_build(m->tok, &tp, trp)) != RP_OK) {
+                rc = cli_fail(a.cmd, "trace", st);
+                break;
+            }
+            int32_t need = 0;
+            for (int32_t i = 0; i < (*trp)->n_agents; i++) {
+                int32_t t = rp_trace_agent_max_tokens(&(*trp)->agents[i]);
+                if (t > need) need = t;
+            }
+            cfg.sp.n_ctx = n_ctx > 0 ? (int32_t)n_ctx : need + 8;
+            if (cfg.sp.n_ctx < need + 2) {
+                fprintf(stderr, "reprise bench agents: --n-ctx %ld is below the trace's %d tokens\n", n_ctx, need + 2);
+                rc = 2;
+                break;
+            }
+            int first = nr;
+            for (int ip = 0; ip < npol && rc == 0; ip++) {
+                run_result *R = &rs[nr++];
+                R->policy = pols[ip];
+                R->n_agents = (int)agents[ia];
+                R->stall = stalls[is];
+                rc = run_trace(&cfg, *trp, pols[ip], R);
+            }
+            /* comparison against Batch-SD (when run) and output agreement */
+            double ref = 0;
+            for (int r = first; r < nr; r++)
+                if (rs[r].policy == RP_POLICY_BATCH_SD) ref = rs[r].makespan;
+            for (int r = first; r < nr; r++) {
+                run_result *R = &rs[r];
+                char stall_txt[32], vs[16] = "-";
+                if (R->stall.hi > 0) snprintf(stall_txt, sizeof stall_txt, "%g:%g", R->stall.lo, R->stall.hi);
+                else snprintf(stall_txt, sizeof stall_txt, "0");
+                if (ref > 0 && R->makespan > 0) snprintf(vs, sizeof vs, "%.2fx", ref / R->makespan);
+                bool same = true;
+                for (int q = first; q < nr; q++) same &= rs[q].hash_all == R->hash_all;
+                fprintf(tab, "| %2d | %-9s | %-9s | %8.3fs | %8.1f | %7.3fs | %6lld | %6lld | %6lld | %7lld | %5.1f%% | %8s | %-8s |\n",
+                        R->n_agents, stall_txt, rp_sched_policy_name(R->policy), R->makespan, R->tok_s, R->compute,
+                        (long long)R->steps, (long long)R->blocked, (long long)R->gen, (long long)R->drafted,
+                        R->drafted ? 100.0 * (double)R->accepted / (double)R->drafted : 0.0, vs,
+                        temp > 0 ? "n/a" : same ? "yes" : "NO");
+            }
+            fflush(tab);
+        }
+    }
+    if (rc == 0) {
+        /* per-agent detail of the last group, the most recent comparison */
+        fprintf(tab, "\nper agent (mean draft L / accepted k per decode step), last configuration:\n");
+        int first = nr - npol < 0 ? 0 : nr - npol;
+        for (int r = first; r < nr; r++) {
+            run_result *R = &rs[r];
+            fprintf(tab, "  %-9s", rp_sched_policy_name(R->policy));
+            for (int i = 0; i < R->n_agents; i++) {
+                const agent_run *ar = &R->ag[i];
+                double vs = ar->verify_steps ? (double)ar->verify_steps : 1;
+                fprintf(tab, "  %d:%s L %.1f k %.2f", i, rp_agent_kind_name(R->trace->agents[i].kind),
+                        ar->draft_sum / vs, ar->accepted / vs);
+            }
+            fprintf(tab, "\n");
+        }
+    }
+    if (json && nr > 0) print_json(stdout, mname, drafter_s, rs, nr);
+    if (svg_path && nr > 0) {
+        FILE *f = fopen(svg_path, "w");
+        if (!f) {
+            fprintf(stderr, "reprise bench agents: cannot write '%s': %s\n", svg_path, strerror(errno));
+            rc = 1;
+        } else {
+            rp_timeline **tls = malloc(sizeof *tls * (size_t)nr);
+            int nt = 0;
+            for (int r = 0; r < nr; r++)
+                if (rs[r].tl) tls[nt++] = rs[r].tl;
+            if (rp_timeline_write_svg(tls, nt, f) != RP_OK) rc = 1;
+            if (fclose(f) != 0) rc = 1;
+            free(tls);
+            if (rc == 0) fprintf(tab, "timeline: %s\n", svg_path);
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        rp_timeline_free(rs[r].tl);
+        free(rs[r].ag);
+    }
+    for (int i = 0; i < nag * nst; i++) rp_trace_free(traces[i]);
+    free(traces);
+    free(rs);
+    rp_model_free(dm);
+    rp_model_free(m);
+    return rc;
+}
