@@ -203,7 +203,7 @@ static int run_trace(const bench_cfg *cfg, const rp_trace *tr, rp_sched_policy p
             if (si.last_step == info.step && info.ran)
                 ts = si.last_role == RP_ROLE_PREFILL ? RP_TL_PREFILL
                      : si.last_role == RP_ROLE_VERIFY ? RP_TL_VERIFY : RP_TL_DECODE;
-            else if (info.blocked) ts = RP_TL_BLOCKED;
+            else if (info.blocked && si.has_slot) ts = RP_TL_BLOCKED;
             rp_timeline_add(R->tl, i, before, clock, ts);
             if (si.last_step == info.step && info.ran && si.last_role != RP_ROLE_PREFILL) {
                 ag[i].verify_steps++;

@@ -8,6 +8,7 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "prompt.h"
+#include "report.h"
 #include "reuse/engine.h"
 #include "workload.h"
 
@@ -36,7 +37,7 @@ static double pct(double *v, int n, double p) {
 int bench_reuse(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "bench reuse"};
     const char *model_path = NULL, *workload = "synthetic", *data = NULL, *modes_s = "none,prefix,full,blend,static,static-naive";
-    const char *kv_name = "f16", *json_out = NULL;
+    const char *kv_name = "f16", *json_out = NULL, *html_out = NULL;
     long threads = 2, n_queries = 8, seed = 1;
     double ratio = 0.25;
     rp_workload_params wp = rp_workload_default_params();
@@ -46,7 +47,7 @@ int bench_reuse(int argc, char **argv) {
             printf("usage: reprise bench reuse -m MODEL.gguf [--workload synthetic|repeat|docqa|chat|skills] [--data PATH]\n"
                    "         [--modes none,prefix,full,blend,static,static-naive] [--queries 8] [--docs 6] [--doc-len 320]\n"
                    "         [--tail 40] [--recompute-ratio 0.25] [--kv-type f16] [-t 2] [--seed 1] [--cpu LEVEL]\n"
-                   "         [--json OUT.json]\n"
+                   "         [--json OUT.json] [--html OUT.html]\n"
                    "Each query's reusable content is cached first (a warm-up prompt with the same pieces in another\n"
                    "order, as in RAG or chat traffic); the timed prompt then reuses it. Reports mean / p50 / p95 TTFT\n"
                    "per mode, tokens reused (prefix / non-prefix) and recomputed, load and exposed load time.\n"
@@ -67,6 +68,7 @@ int bench_reuse(int argc, char **argv) {
         else if (cli_is(&a, "--seed", NULL)) { if (!cli_int(&a, 0, 1L << 40, &seed)) return 2; }
         else if (cli_is(&a, "--cpu", NULL)) { if (!cli_str(&a, &v) || !cli_set_cpu(a.cmd, v)) return 2; }
         else if (cli_is(&a, "--json", NULL)) { if (!cli_str(&a, &json_out)) return 2; }
+        else if (cli_is(&a, "--html", NULL)) { if (!cli_str(&a, &html_out)) return 2; }
         else return cli_unknown(&a);
     }
     if (!model_path) { fprintf(stderr, "reprise bench reuse: -m MODEL.gguf is required\n"); return 2; }
@@ -205,6 +207,31 @@ int bench_reuse(int argc, char **argv) {
     if (jf) {
         fprintf(jf, "\n]}\n");
         fclose(jf);
+    }
+    if (html_out) {
+        char title[512];
+        snprintf(title, sizeof title, "Reprise reuse benchmark: %s workload", workload);
+        FILE *hf = rp_html_open(html_out, title);
+        if (!hf) fprintf(stderr, "reprise bench reuse: cannot write '%s'\n", html_out);
+        else {
+            const char *groups[3] = {"mean", "p50", "p95"};
+            const char *names[8];
+            double vals[3 * 8];
+            for (int r = 0; r < n_runs; r++) {
+                names[r] = runs[r].name;
+                double s = 0;
+                for (int q = 0; q < nq; q++) s += runs[r].ttft[q];
+                vals[0 * n_runs + r] = s / nq;
+                vals[1 * n_runs + r] = pct(runs[r].ttft, nq, 0.5);
+                vals[2 * n_runs + r] = pct(runs[r].ttft, nq, 0.95);
+            }
+            char note[1024];
+            snprintf(note, sizeof note, "model %s, %d queries, up to %d tokens, %ld threads, KV %s, r = %.2f", model_path, nq,
+                     max_tok, threads, kv_name, ratio);
+            rp_html_p(hf, note);
+            rp_svg_bars(hf, "Time to first token by mode", "ms", groups, 3, names, n_runs, vals);
+            rp_html_close(hf);
+        }
     }
     rc = 0;
 out:

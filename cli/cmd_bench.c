@@ -12,6 +12,7 @@ int cmd_bench(int argc, char **argv) {
                "  fidelity KL / greedy agreement of full and blend reuse against exact prefill\n"
                "  agents   multi-agent trace: scheduler policies (batch-ar, seq-sd, batch-sd, hal, hal-yield)\n"
                "  reuse    TTFT of none / prefix / full / blend / static on reuse workloads\n"
+               "  sweep    TTFT vs prefix and non-prefix reuse ratio at several prompt lengths\n"
                "`reprise bench <what> --help` lists its options.\n");
         return argc < 2 ? 2 : 0;
     }
@@ -20,6 +21,7 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(argv[1], "fidelity")) return bench_fidelity(argc - 1, argv + 1);
     if (!strcmp(argv[1], "agents")) return bench_agents(argc - 1, argv + 1);
     if (!strcmp(argv[1], "reuse")) return bench_reuse(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "sweep")) return bench_sweep(argc - 1, argv + 1);
     fprintf(stderr, "reprise bench: unknown benchmark '%s' (model, kernels)\n", argv[1]);
     return 2;
 }
