@@ -65,7 +65,7 @@ const fa = opts.fa ?? "0";
 if (!["0", "1", "auto"].includes(fa)) die("--fa must be 0, 1 or auto");
 const flashAttention = fa === "auto" ? "auto" : fa === "1";
 const shim = ensureShim({ threadpool: opts.threadpool ?? "persistent", cpuVariant: opts.cpuVariant, pin: !!opts.pin }); // may re-execute under LD_PRELOAD
-const modelPath = path.resolve(opts.model); // before a possible chdir by --cpu-variant
+const modelPath = path.resolve(opts.model);
 const tokensPath = opts.tokens ? path.resolve(opts.tokens) : null;
 
 const { llama, info } = await loadLlama({ cpuVariant: opts.cpuVariant, verbose: !!opts.verbose });
