@@ -78,6 +78,15 @@ static uint64_t fnv(uint64_t h, const rp_token *t, int32_t n) {
 
 static double now_s(void) { return cli_now(); }
 
+/* CPU seconds of this process: with --clock cpu a step costs the CPU time it
+ * used, which other processes on a shared machine cannot inflate (exact with
+ * -t 1; with more threads it sums the threads' time). */
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static void sleep_s(double s) {
     if (s <= 0) return;
     struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
@@ -89,6 +98,7 @@ typedef struct {
     rp_sched_params sp;
     rp_gen_params gp;
     bool realtime;
+    bool cpu_clock;
     int64_t max_steps;
 } bench_cfg;
 
@@ -158,12 +168,12 @@ static int run_trace(const bench_cfg *cfg, const rp_trace *tr, rp_sched_policy p
         }
         if (rc) break;
         rp_sched_step_info info;
-        double t0 = now_s();
+        double t0 = cfg->cpu_clock ? cpu_s() : now_s();
         if ((st = rp_sched_step(s, &info)) != RP_OK) {
             rc = cli_fail("bench agents", "step", st);
             break;
         }
-        double dt = now_s() - t0, before = clock;
+        double dt = (cfg->cpu_clock ? cpu_s() : now_s()) - t0, before = clock;
         steps++;
         R->steps++;
         R->blocked += info.blocked;
@@ -278,6 +288,8 @@ static void usage(void) {
            "  --temp T            sampling temperature (default 0: greedy, outputs comparable across policies)\n"
            "  --threads N --n-batch N --n-ctx N --kv-type f16|f32|q8_0 --cpu LEVEL --seed N --data DIR\n"
            "  --realtime          really wait for stalls and arrivals\n"
+           "  --clock wall|cpu    what a step costs on the virtual clock: wall time (default) or process CPU\n"
+           "                      time (robust on a busy machine; use with -t 1)\n"
            "  --json              print the results as JSON (the table goes to stderr)\n"
            "  --svg OUT.svg       timelines of every run (agent states, draft budget and HAL over time)\n");
 }
@@ -346,7 +358,7 @@ int bench_agents(int argc, char **argv) {
     long max_steps = 10000000;
     double arrival = 0, tau = 1.0, gamma = 0.3, temp = 0;
     uint64_t seed = 1;
-    bool json = false, realtime = false;
+    bool json = false, realtime = false, cpu_clock = false;
     for (; a.i < argc; a.i++) {
         if (cli_is(&a, "-h", "--help")) {
             usage();
@@ -378,6 +390,13 @@ int bench_agents(int argc, char **argv) {
         else if (cli_is(&a, "--svg", NULL)) { if (!cli_str(&a, &svg_path)) return 2; }
         else if (cli_is(&a, "--json", NULL)) json = true;
         else if (cli_is(&a, "--realtime", NULL)) realtime = true;
+        else if (cli_is(&a, "--clock", NULL)) {
+            if (!cli_str(&a, &v) || (strcmp(v, "wall") && strcmp(v, "cpu"))) {
+                fprintf(stderr, "reprise bench agents: --clock must be wall or cpu\n");
+                return 2;
+            }
+            cpu_clock = !strcmp(v, "cpu");
+        }
         else return cli_unknown(&a);
     }
     if (!model_path) {
@@ -468,8 +487,14 @@ int bench_agents(int argc, char **argv) {
     sp.hal.fixed_len = (int32_t)fixed_len;
     if (sp.hal.max_len < sp.hal.fixed_len) sp.hal.max_len = sp.hal.fixed_len;
     if (sp.hal.max_len < sp.hal.budget) sp.hal.max_len = sp.hal.budget < RP_SCHED_MAX_DRAFT ? sp.hal.budget : RP_SCHED_MAX_DRAFT;
+    if (realtime && cpu_clock) {
+        fprintf(stderr, "reprise bench agents: --realtime uses the wall clock; drop --clock cpu\n");
+        rp_model_free(dm);
+        rp_model_free(m);
+        return 2;
+    }
     bench_cfg cfg = {.m = m, .dm = dm, .sp = sp, .gp = rp_gen_default_params(), .realtime = realtime,
-                     .max_steps = max_steps};
+                     .cpu_clock = cpu_clock, .max_steps = max_steps};
     cfg.gp.sampler.temp = (float)temp;
     cfg.gp.sampler.seed = seed;
 
@@ -478,9 +503,9 @@ int bench_agents(int argc, char **argv) {
     run_result *rs = calloc((size_t)n_runs, sizeof *rs);
     rp_trace **traces = calloc((size_t)(nag * nst), sizeof *traces);
     FILE *tab = json ? stderr : stdout;
-    fprintf(tab, "model %s, drafter %s, budget M=%d L_min=%d tau=%g gamma=%g, fixed L=%d, %ld turns/agent, %s time\n",
+    fprintf(tab, "model %s, drafter %s, budget M=%d L_min=%d tau=%g gamma=%g, fixed L=%d, %ld turns/agent, %s\n",
             mname, drafter_s, sp.hal.budget, sp.hal.l_min, sp.hal.tau, sp.hal.gamma, sp.hal.fixed_len, turns,
-            realtime ? "real" : "virtual");
+            realtime ? "real time" : cpu_clock ? "virtual time (steps cost CPU time)" : "virtual time (steps cost wall time)");
     fprintf(tab, "| %2s | %-9s | %-9s | %9s | %8s | %8s | %6s | %6s | %6s | %7s | %6s | %8s | %s |\n", "N", "stall s",
             "policy", "makespan", "tok/s", "compute", "steps", "blockd", "gen", "drafted", "acc%", "vs b-sd",
             "same out");
