@@ -13,6 +13,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int bench_model(int argc, char **argv);

@@ -18,6 +18,7 @@ static void usage(FILE *f) {
             "  inspect   print a GGUF file's metadata and tensor table\n"
             "  tokenize  print the token ids of a text (works on vocab-only GGUFs)\n"
             "  synth     write a random-weight model with a real architecture's shape\n"
+            "  serve     OpenAI-compatible HTTP server (chat, completions, tools, SSE, metrics)\n"
             "  plan      show which tokens a prompt reuses or recomputes and the calls chosen\n"
             "  bench     benchmarks: model (prefill/decode tok/s), kernels (GFLOP/s, GB/s, bandwidth)\n"
             "\n"
@@ -42,6 +43,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(c, "plan")) return cmd_plan(argc - 1, argv + 1);
+    if (!strcmp(c, "serve")) return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(c, "cache")) return cmd_cache(argc - 1, argv + 1);
     if (!strcmp(c, "demo")) return cmd_demo(argc - 1, argv + 1);
     fprintf(stderr, "reprise: unknown command '%s'\n\n", c);

@@ -246,10 +246,31 @@ static void test_type(rp_type type) {
     int nk = 0;
     for (int i = 0; i < na; i++)
         if (all[i]->pack && level_ok(all[i])) ks[nk++] = all[i];
+#if defined(__x86_64__)
+    /* Every level the machine has must have its kernel registered. The
+     * registry refers to kernels weakly, so a link that drops their objects
+     * (a static library links only members something references strongly)
+     * leaves the slots NULL and silently falls back to the scalar reference. */
+    for (int lvl = RP_CPU_AVX2; lvl <= (int)rp_cpu_info_get()->best; lvl++) {
+        bool have = false;
+        for (int i = 0; i < na; i++) have |= all[i]->level == (rp_cpu_level)lvl && all[i]->pack != NULL;
+        if (!have) {
+            print_message("no %s %s kernel registered though the CPU has the level: its object file was not linked "
+                          "(static library + weak references: link it whole, e.g. --whole-archive)\n",
+                          rp_type_get_traits(type)->name, rp_cpu_level_name((rp_cpu_level)lvl));
+            fail();
+        }
+    }
+#endif
     if (nk == 0) {
         print_message("SKIP: no x86 kernel for this type on this machine\n");
         skip();
     }
+    /* the driver reserves scratch for its largest n and runs smaller ones */
+    for (int i = 0; i < nk; i++)
+        for (size_t ci = 0; ci < sizeof cols_v / sizeof cols_v[0]; ci++)
+            for (int64_t n = 1; ks[i]->scratch_bytes && n < 600; n++)
+                assert_true(ks[i]->scratch_bytes(cols_v[ci], n) <= ks[i]->scratch_bytes(cols_v[ci], n + 1));
     rng_t rng = {0x2545F4914F6CDD1Dull ^ (uint64_t)type};
     for (size_t ri = 0; ri < sizeof rows_v / sizeof rows_v[0]; ri++)
         for (size_t ci = 0; ci < sizeof cols_v / sizeof cols_v[0]; ci++) {

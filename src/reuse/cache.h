@@ -1,4 +1,4 @@
-/* cache.h — the RAM chunk cache: KV of prompt chunks indexed by a prefix tree (chained hashes) and by content hash. */
+/* cache.h — the RAM pool of KV chunks (prefix tree, content hash, row-id table) over the optional flash store. */
 #ifndef RP_REUSE_CACHE_H
 #define RP_REUSE_CACHE_H
 
@@ -9,9 +9,12 @@
 #include "reprise.h"
 #include "kv/kv.h"
 #include "reuse/chunk.h"
+#include "store/store.h"
 
 /* One cached chunk: its tokens and the K/V it had when computed, for every
- * layer. K is post-RoPE at positions pos0 .. pos0 + n_tokens - 1 (the reuse
+ * layer (with a store attached, `id` is its database row id). Holders may read
+ * every field of a pinned chunk from any thread; only the pool writes refs,
+ * last_used and hits. K is post-RoPE at positions pos0 .. pos0 + n_tokens - 1 (the reuse
  * layer re-rotates it to new positions). The KV is exact as a continuation of
  * its prefix path (parent chain) and approximate anywhere else. */
 typedef struct rp_chunk {
@@ -45,14 +48,27 @@ static inline uint8_t *rp_chunk_v(const rp_chunk *c, int32_t layer) {
 }
 
 typedef struct rp_cache_params {
-    size_t budget_bytes;       /* RAM budget for chunk payloads + tokens; LRU eviction keeps under it */
+    size_t budget_bytes;       /* RAM budget for chunk payloads + tokens; eviction keeps under it */
     int32_t n_layer;
     size_t row_bytes;
     rp_type kv_type;
+    rp_evict_policy policy;    /* AUTO (0): LRU with no store attached, cost-aware once one is */
 } rp_cache_params;
 
 typedef struct rp_cache_stats {
     uint64_t n_chunks, bytes, inserts, evictions, prefix_hits, content_hits, misses;
+    /* the flash tier (zero without a store) */
+    uint64_t flash_hits;       /* lookups answered from flash (payload loaded into the pool) */
+    uint64_t loads, load_bytes;/* chunks / payload bytes read from flash (demand + prefetch) */
+    double load_ms;            /* time in demand loads on the caller's thread */
+    uint64_t load_failures;    /* checksum / read failures (treated as misses; rows removed) */
+    uint64_t prefetched, prefetch_used;   /* chunks prefetched / of those, later hit */
+    uint64_t dirty, dirty_bytes;          /* chunks (bytes) not yet on flash */
+    uint64_t written, write_bytes, write_batches;
+    double write_ms;           /* time in write transactions (background, or the caller's in sync mode) */
+    uint64_t write_failures, dropped_dirty;   /* failed writes; dirty chunks evicted before being written */
+    uint64_t transient, transient_bytes;      /* chunks held outside the budget (over-budget loads / inserts) */
+    uint64_t disk_bytes, disk_evictions;      /* store size (last measured) / rows evicted from flash */
 } rp_cache_stats;
 
 typedef struct rp_chunk_cache rp_chunk_cache;
@@ -82,10 +98,14 @@ rp_chunk *rp_chunk_cache_find(rp_chunk_cache *c, const rp_token *toks, const rp_
 /* Inserts a chunk whose K/V sit in `kv` cells [cell0, cell0 + span->len)
  * (copied, all layers) and whose parent in the prefix tree is `parent` (NULL:
  * a root chunk, i.e. the prompt starts with it). If an identical chunk (same
- * parent and tokens) exists, it is refreshed instead. Evicts unpinned LRU
- * chunks to stay within budget; a chunk larger than the budget is not cached
- * (returns RP_OK with *out NULL). On success *out (if out != NULL) is the
- * chunk, pinned. */
+ * parent and tokens) exists, it is refreshed instead. Evicts unpinned chunks
+ * (policy order) to stay within budget; a chunk that does not fit (larger than
+ * the budget, or the rest is pinned) is not cached (returns RP_OK with *out
+ * NULL) — with a store attached it is still returned, held outside the budget
+ * until written to flash (up to transient_max bytes of such chunks). On
+ * success *out (if out != NULL) is the chunk, pinned. Lookups and inserts may
+ * read flash on the calling thread; nothing here waits for the writer except
+ * pinning a chunk whose payload it is copying at that moment. */
 rp_status rp_chunk_cache_insert(rp_chunk_cache *c, const rp_chunk *parent, const rp_token *toks,
                                 const rp_chunk_span *span, const rp_kv *kv, int32_t cell0, double recompute_ms,
                                 rp_chunk **out);
@@ -100,5 +120,88 @@ rp_cache_stats rp_chunk_cache_stats(const rp_chunk_cache *c);
 
 /* Iteration (for persistence): calls fn for every chunk; stop early by returning false. */
 void rp_chunk_cache_foreach(rp_chunk_cache *c, bool (*fn)(void *user, rp_chunk *ch), void *user);
+
+/* ---- the flash tier ------------------------------------------------------
+ *
+ * With a store attached the cache is the RAM pool of a two-tier store:
+ * lookups search RAM, then flash (a flash hit loads the payload into the
+ * pool, verifying its checksums; a failure is a miss and the row is removed);
+ * inserts enter the pool dirty and a background writer persists them in
+ * batched transactions when the engine is not busy; a prefetcher moves hot
+ * chunks (locality: recency, frequency, co-access, prefix continuations of
+ * recently used chunks) from flash to RAM while I/O is idle; eviction in both
+ * tiers is by locality x cost (see cache.c). All of this is thread-safe; the
+ * public functions may be called from any thread.
+ *
+ * Contract for callers that modify a chunk (payload, pos0, exact): only while
+ * holding a pin on it. The pool detects an exact/pos0 change when the last pin
+ * is released and rewrites the chunk; other payload edits must be reported
+ * with rp_chunk_cache_mark_modified. */
+
+typedef struct rp_pool_params {
+    rp_evict_policy policy;     /* AUTO = COST */
+    double half_life;           /* locality half-life, in accesses (pool clock ticks); default 256 */
+    double reload_ms_per_mib;   /* RAM eviction cost of a clean prefix chunk: flash read time per MiB (default 0.5) */
+    double reload_ms_fixed;     /* + per-chunk latency (default 0.05) */
+    double nonprefix_factor;    /* cost share of a non-prefix (inexact) chunk's reload: its load overlaps compute
+                                   (default 0.05) */
+    double cascade_weight;      /* flash eviction: weight of descendants' recompute cost (default 1) */
+    uint64_t disk_budget;       /* bytes of flash (db + wal + files); 0 = unlimited; kept within by the writer */
+    bool sync_persist;          /* ablation: write a chunk on the caller's thread when its last pin is released */
+    bool no_prefetch;           /* ablation: no prefetch thread (and no warm start) */
+    bool async_load;            /* flash hits return at once and load on the loader thread layer by layer;
+                                   callers must rp_chunk_cache_wait_layer before reading a layer */
+    double prefetch_threshold;  /* prefetch chunks whose locality R >= this (default 0.25) */
+    double prefetch_fraction;   /* prefetch fills at most this share of the RAM budget (default 0.5) */
+    uint32_t write_delay_ms;    /* the writer waits for this much quiet after an insert (default 20) */
+    uint64_t batch_bytes;       /* payload bytes per write transaction (default 32 MiB) */
+    size_t transient_max;       /* bytes of chunks held outside the RAM budget (default 64 MiB) */
+} rp_pool_params;
+
+rp_pool_params rp_pool_default_params(void);
+
+/* Attaches a store (the cache takes ownership, also on failure, and closes
+ * it on detach / free). A read-only store gives a reader pool: lookups hit
+ * flash, nothing is written or prefetched. Binds it to the model `salt` with this cache's
+ * geometry — a store written for another model is never read for this one —
+ * opens connections for the background threads, starts them and (unless
+ * no_prefetch) prefetches the hottest stored chunks. Must be called before
+ * the first insert (ids are the store's row ids). */
+rp_status rp_chunk_cache_attach_store(rp_chunk_cache *c, rp_store *s, uint64_t salt, const char *model_name,
+                                      const rp_pool_params *p);
+/* Flushes, stops the threads, persists locality and co-access state, closes the store. */
+rp_status rp_chunk_cache_detach_store(rp_chunk_cache *c);
+bool rp_chunk_cache_has_store(const rp_chunk_cache *c);
+
+/* Waits until every unpinned dirty chunk is written (or failed). RP_ERR_IO if some write failed. */
+rp_status rp_chunk_cache_flush(rp_chunk_cache *c);
+
+/* The engine's compute phases (prefill; nested calls count): the writer and
+ * prefetcher start no new I/O while busy (a running batch finishes). */
+void rp_chunk_cache_busy(rp_chunk_cache *c, bool busy);
+
+/* async_load: waits until layer `layer` of a pinned chunk is in RAM and
+ * verified. RP_ERR_FORMAT if its load failed (the chunk must not be used; it
+ * is dropped when unpinned). Returns at once for chunks already loaded. */
+rp_status rp_chunk_cache_wait_layer(rp_chunk_cache *c, const rp_chunk *ch, int32_t layer);
+
+/* Reports a payload edit of a pinned chunk: it is rewritten to flash. */
+void rp_chunk_cache_mark_modified(rp_chunk_cache *c, rp_chunk *ch);
+
+/* Flash eviction down to `target` bytes (cost-aware; pinned chunks kept). */
+rp_status rp_chunk_cache_evict_disk(rp_chunk_cache *c, uint64_t target, uint64_t *freed);
+
+/* Runs one prefetch round now and waits for it (tests, benchmarks). */
+void rp_chunk_cache_prefetch_sync(rp_chunk_cache *c);
+
+/* Sub-chunk candidates from flash (keywords + suffix-automaton LCS), see rp_store_find_subchunks. */
+rp_status rp_chunk_cache_find_subchunks(rp_chunk_cache *c, const rp_token *toks, int32_t n, int32_t min_len,
+                                        rp_subchunk_match *out, int32_t cap, int32_t *n_out);
+
+/* A pinned chunk by id (RAM, else flash); NULL if absent. For sub-chunk matches. */
+rp_chunk *rp_chunk_cache_get(rp_chunk_cache *c, uint64_t id);
+
+/* Locality R(c) of a chunk now (tests, ls). */
+double rp_chunk_cache_locality(rp_chunk_cache *c, const rp_chunk *ch);
 
 #endif /* RP_REUSE_CACHE_H */

@@ -28,7 +28,7 @@
  * on its own), so the arrays become registers instead of stack slots. */
 #define FX_PRAGMA(x) _Pragma(#x)
 #if defined(__clang__)
-#define FX_UNROLL(n) FX_PRAGMA(unroll n)
+#define FX_UNROLL(n) FX_PRAGMA(unroll)
 #else
 #define FX_UNROLL(n) FX_PRAGMA(GCC unroll n)
 #endif
@@ -114,19 +114,22 @@ RP_FX_INLINE void fx_transpose(fx_v r[16]) {
 
 /* Lane j of the result = sum of the lanes of v[j] (16 horizontal sums in 45
  * shuffles/adds instead of 16 separate reductions). */
+RP_FX_INLINE fx_v fx_reduce_pair(fx_v x, fx_v y) { /* per 128-bit lane: (x0+x2, y0+y2, x1+x3, y1+y3) */
+    return _mm512_add_ps(_mm512_unpacklo_ps(x, y), _mm512_unpackhi_ps(x, y));
+}
+RP_FX_INLINE fx_v fx_reduce_quad(fx_v a, fx_v b) { /* per 128-bit lane: its partial sums of 4 vectors */
+    return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x44), _mm512_shuffle_ps(a, b, 0xEE));
+}
+/* Straight-line code (no loops over the array): clang keeps the argument
+ * array in registers only then. */
 RP_FX_INLINE fx_v fx_reduce(const fx_v v[16]) {
-    fx_v a[8], c[4];
-    FX_UNROLL(8)
-    for (int i = 0; i < 8; i++)
-        a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
-    /* a[i] per 128-bit lane: (x0+x2, y0+y2, x1+x3, y1+y3), x = v[2i], y = v[2i+1] */
-    FX_UNROLL(4)
-    for (int i = 0; i < 4; i++)
-        c[i] = _mm512_add_ps(_mm512_shuffle_ps(a[2 * i], a[2 * i + 1], 0x44),
-                             _mm512_shuffle_ps(a[2 * i], a[2 * i + 1], 0xEE));
+    const fx_v c0 = fx_reduce_quad(fx_reduce_pair(v[0], v[1]), fx_reduce_pair(v[2], v[3]));
+    const fx_v c1 = fx_reduce_quad(fx_reduce_pair(v[4], v[5]), fx_reduce_pair(v[6], v[7]));
+    const fx_v c2 = fx_reduce_quad(fx_reduce_pair(v[8], v[9]), fx_reduce_pair(v[10], v[11]));
+    const fx_v c3 = fx_reduce_quad(fx_reduce_pair(v[12], v[13]), fx_reduce_pair(v[14], v[15]));
     /* c[i], 128-bit lane L: lane L's partial sums of v[4i..4i+3] */
-    fx_v e0 = _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], 0x88), _mm512_shuffle_f32x4(c[0], c[1], 0xDD));
-    fx_v e1 = _mm512_add_ps(_mm512_shuffle_f32x4(c[2], c[3], 0x88), _mm512_shuffle_f32x4(c[2], c[3], 0xDD));
+    const fx_v e0 = _mm512_add_ps(_mm512_shuffle_f32x4(c0, c1, 0x88), _mm512_shuffle_f32x4(c0, c1, 0xDD));
+    const fx_v e1 = _mm512_add_ps(_mm512_shuffle_f32x4(c2, c3, 0x88), _mm512_shuffle_f32x4(c2, c3, 0xDD));
     return _mm512_add_ps(_mm512_shuffle_f32x4(e0, e1, 0x88), _mm512_shuffle_f32x4(e0, e1, 0xDD));
 }
 
@@ -258,10 +261,12 @@ typedef uint16_t rp_fx_welem;
 #else
 #define RP_FX_NR 6
 #endif
-/* Columns per k-block when n > NR: the NR activation rows of a block (NR * KC
- * floats = 24 KiB) stay in L1 while every weight panel of the range streams
- * past them; y carries the partial sums between k-blocks. */
+/* Columns per k-block when n > 1: a packed block of NR activation rows (NR *
+ * KC floats = 24 KiB) stays in L1 while the weight panels stream past it; y
+ * carries the partial sums between k-blocks. */
+#ifndef RP_FX_KC
 #define RP_FX_KC 512
+#endif
 
 static size_t rp_fx_mm_packed_size(int64_t rows, int64_t cols) {
     int64_t groups = (rows + RP_FX_RB - 1) / RP_FX_RB;
@@ -325,10 +330,11 @@ RP_FX_INLINE void rp_fx_wload(const rp_fx_welem *p, int64_t k, fx_v *w0, fx_v *w
 }
 
 /* y[i][0..nv) (+)= sum_{k in [k0,k1)} x[i][k] * panel[k][0..nv) for i < NR,
- * nv <= RB valid rows of the group. S independent accumulator sets over
+ * nv <= RB valid rows of the group; activation (i, k) at x[(k - k0) * xk + i]
+ * (a packed block: xk = NR; a single row read in place: xk = 1). S independent accumulator sets over
  * alternating k hide the FMA latency when NR is small (S * NR * 2 vectors).
  * first: start from 0, else from the partial sums in y. */
-RP_FX_INLINE void rp_fx_mm_tile(const rp_fx_welem *panel, int64_t k0, int64_t k1, const float *x, int64_t xs,
+RP_FX_INLINE void rp_fx_mm_tile(const rp_fx_welem *panel, int64_t k0, int64_t k1, const float *x, int64_t xk,
                                 float *y, int64_t ldy, int nv, int first, const int NR, const int S) {
     fx_v c0[4][RP_FX_NR], c1[4][RP_FX_NR];
     const int n0 = nv < FX_W ? nv : FX_W, n1 = nv - n0;
@@ -349,6 +355,7 @@ RP_FX_INLINE void rp_fx_mm_tile(const rp_fx_welem *panel, int64_t k0, int64_t k1
         }
     }
     int64_t k = k0;
+    x -= k0 * xk;   /* activation (i, k) at x[k * xk + i] */
     for (; k + S <= k1; k += S) {
         FX_UNROLL(4)
         for (int s = 0; s < S; s++) {
@@ -356,7 +363,7 @@ RP_FX_INLINE void rp_fx_mm_tile(const rp_fx_welem *panel, int64_t k0, int64_t k1
             rp_fx_wload(panel, k + s, &w0, &w1);
             FX_UNROLL(12)
             for (int i = 0; i < NR; i++) {
-                const fx_v b = fx_set1(x[i * xs + k + s]);
+                const fx_v b = fx_set1(x[(k + s) * xk + i]);
                 c0[s][i] = fx_fma(w0, b, c0[s][i]);
                 c1[s][i] = fx_fma(w1, b, c1[s][i]);
             }
@@ -367,7 +374,7 @@ RP_FX_INLINE void rp_fx_mm_tile(const rp_fx_welem *panel, int64_t k0, int64_t k1
         rp_fx_wload(panel, k, &w0, &w1);
         FX_UNROLL(12)
         for (int i = 0; i < NR; i++) {
-            const fx_v b = fx_set1(x[i * xs + k]);
+            const fx_v b = fx_set1(x[k * xk + i]);
             c0[0][i] = fx_fma(w0, b, c0[0][i]);
             c1[0][i] = fx_fma(w1, b, c1[0][i]);
         }
@@ -393,9 +400,9 @@ RP_FX_INLINE void rp_fx_mm_tile(const rp_fx_welem *panel, int64_t k0, int64_t k1
 /* One instantiation per row count: NR is a constant inside each, so the
  * accumulator arrays live in registers. Few rows (memory-bound) get more
  * accumulator sets. */
-static void rp_fx_mm_tile_n(int nr, const rp_fx_welem *panel, int64_t k0, int64_t k1, const float *x, int64_t xs,
+static void rp_fx_mm_tile_n(int nr, const rp_fx_welem *panel, int64_t k0, int64_t k1, const float *x, int64_t xk,
                             float *y, int64_t ldy, int nv, int first) {
-#define RP_FX_T(N, S) rp_fx_mm_tile(panel, k0, k1, x, xs, y, ldy, nv, first, N, S); break
+#define RP_FX_T(N, S) rp_fx_mm_tile(panel, k0, k1, x, xk, y, ldy, nv, first, N, S); break
     switch (nr) {
     case 1: RP_FX_T(1, 4);
     case 2: RP_FX_T(2, 2);
@@ -420,24 +427,80 @@ static void rp_fx_mm_tile_n(int nr, const rp_fx_welem *panel, int64_t k0, int64_
 #undef RP_FX_T
 }
 
+/* Scratch: the activations of one k-block, packed per block of NR rows as
+ * [k][NR] (one pointer walks them; rows act_stride apart would often share
+ * L1 sets: 8 KiB strides put all 12 in one set). */
+static size_t rp_fx_mm_scratch(int64_t cols, int64_t n) {
+    const int64_t kc = n <= RP_FX_NR || cols < RP_FX_KC ? cols : RP_FX_KC;
+    const int64_t np = (n + RP_FX_NR - 1) / RP_FX_NR * RP_FX_NR;
+    return (size_t)(np * kc) * sizeof(float) + 64;
+}
+
+/* d[k * nr + i] = x[i * xs + k] for i < nr, k < kn. Full blocks go through
+ * in-register transposes of W rows (NR real + zero rows) x W columns; each
+ * transposed vector is one k's NR values (its extra lanes are overwritten by
+ * the next k, the last one is stored masked). */
+static void rp_fx_pack_act(const float *x, int64_t xs, int64_t kn, int nr, float *d) {
+    int64_t k = 0;
+    if (nr == RP_FX_NR) {
+        for (; k + FX_W <= kn; k += FX_W) {
+            fx_v r[FX_W];
+            FX_UNROLL(16)
+            for (int c = 0; c < FX_W; c++) r[c] = c < RP_FX_NR ? fx_load(x + c * xs + k) : fx_zero();
+            fx_transpose(r);
+            FX_UNROLL(16)
+            for (int j = 0; j < FX_W; j++) {
+                if (k + j + 1 < kn) fx_store(d + (k + j) * RP_FX_NR, r[j]);
+                else fx_storen(d + (k + j) * RP_FX_NR, r[j], RP_FX_NR);
+            }
+        }
+    }
+    for (; k < kn; k++)
+        for (int i = 0; i < nr; i++) d[k * nr + i] = x[i * xs + k];
+}
+
 static void rp_fx_mm_gemm(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, const void *act,
                           size_t act_stride, int64_t n, int64_t r0, int64_t r1, float *y, int64_t ldy,
                           void *scratch) {
-    (void)w_row_bytes; (void)rows; (void)scratch;
+    (void)w_row_bytes; (void)rows;
     const int64_t g0 = r0 / RP_FX_RB, g1 = (r1 + RP_FX_RB - 1) / RP_FX_RB;
     const int64_t xs = (int64_t)(act_stride / sizeof(float));
     const float *x = act;
-    /* one k-block when all rows fit one register block: nothing to keep in L1 */
+    if (n == 1) {
+        /* GEMV: each weight read once, in storage order; memory-bound */
+        for (int64_t g = g0; g < g1; g++) {
+            const int64_t rb = g * RP_FX_RB;
+            const int nv = (int)(r1 - rb < RP_FX_RB ? r1 - rb : RP_FX_RB);
+            rp_fx_mm_tile_n(1, (const rp_fx_welem *)w + (size_t)g * (size_t)cols * RP_FX_RB, 0, cols, x, 1, y + rb,
+                            ldy, nv, 1);
+        }
+        return;
+    }
+    /* A few rows (n <= NR, memory-bound): one k-block, so each weight is
+     * read once in storage order. Otherwise BLIS order: per k-block (KC
+     * columns) the activations are packed once; then a block of groups whose
+     * k-slices (<= 256 KiB) stay in L2 while every block of NR packed
+     * activation rows (in L1) passes over them. */
+    float *xp = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     const int64_t kc = n <= RP_FX_NR ? cols : RP_FX_KC;
+    int64_t gbn = (int64_t)(256 * 1024 / (RP_FX_KC * RP_FX_RB * sizeof(rp_fx_welem)));
+    if (gbn < 1 || n <= RP_FX_NR) gbn = 1;
     for (int64_t kb = 0; kb < cols; kb += kc) {
-        const int64_t ke = kb + kc < cols ? kb + kc : cols;
+        const int64_t ke = kb + kc < cols ? kb + kc : cols, kn = ke - kb;
         for (int64_t i0 = 0; i0 < n; i0 += RP_FX_NR) {
             const int nr = (int)(n - i0 < RP_FX_NR ? n - i0 : RP_FX_NR);
-            for (int64_t g = g0; g < g1; g++) {
-                const int64_t rb = g * RP_FX_RB;
-                const int nv = (int)(r1 - rb < RP_FX_RB ? r1 - rb : RP_FX_RB);
-                const rp_fx_welem *panel = (const rp_fx_welem *)w + (size_t)g * (size_t)cols * RP_FX_RB;
-                rp_fx_mm_tile_n(nr, panel, kb, ke, x + i0 * xs, xs, y + i0 * ldy + rb, ldy, nv, kb == 0);
+            rp_fx_pack_act(x + i0 * xs + kb, xs, kn, nr, xp + i0 * kn);
+        }
+        for (int64_t gb = g0; gb < g1; gb += gbn) {
+            const int64_t ge = gb + gbn < g1 ? gb + gbn : g1;
+            for (int64_t i0 = 0; i0 < n; i0 += RP_FX_NR) {
+                const int nr = (int)(n - i0 < RP_FX_NR ? n - i0 : RP_FX_NR);
+                for (int64_t g = gb; g < ge; g++) {
+                    const int64_t rb = g * RP_FX_RB;
+                    const int nv = (int)(r1 - rb < RP_FX_RB ? r1 - rb : RP_FX_RB);
+                    const rp_fx_welem *panel = (const rp_fx_welem *)w + (size_t)g * (size_t)cols * RP_FX_RB;
+                    rp_fx_mm_tile_n(nr, panel, kb, ke, xp + i0 * kn, nr, y + i0 * ldy + rb, ldy, nv, kb == 0);
+                }
             }
         }
     }
@@ -557,14 +620,15 @@ static void fx_deq_q8(const uint8_t *row, int32_t off, int32_t D, int32_t Dp, fl
     for (int32_t i = D; i < Dp; i++) dst[i] = 0.0f;
 }
 
-/* Path A: S[q][t0 + c] for NQA query vectors x NCA cells (NQA * NCA = W).
+/* Path A: S[q][t0 + c] for NQA (<= 8) query vectors x NCA cells (NQA * NCA
+ * = W): NQA x NCA accumulators over head_dim, then one reduction tree.
  * Cells past tn - 1 repeat cell tn - 1 (finite; softmax masks them). */
 RP_FX_INLINE void fx_qk_dot(const fx_actx *x, int32_t qv0, const void *kb, int64_t ks, int t0, int tn,
                             const int NQA, const int NCA, const int f16) {
     const float scale = x->a->scale;
-    const float *qp[4];
+    const float *qp[8];
     int64_t ko[FX_W];
-    FX_UNROLL(4)
+    FX_UNROLL(8)
     for (int q = 0; q < NQA; q++) qp[q] = fx_qptr(x, qv0 + q);
     FX_UNROLL(16)
     for (int c = 0; c < NCA; c++) ko[c] = (int64_t)(t0 + c < tn ? t0 + c : tn - 1) * ks;
@@ -573,35 +637,57 @@ RP_FX_INLINE void fx_qk_dot(const fx_actx *x, int32_t qv0, const void *kb, int64
     for (int i = 0; i < FX_W; i++) acc[i] = fx_zero();
     for (int dv = 0; dv < x->DV; dv++) {
         const int n = dv == x->DV - 1 ? x->ln : FX_W;
-        fx_v qv[4];
-        FX_UNROLL(4)
+        fx_v qv[8];
+        FX_UNROLL(8)
         for (int q = 0; q < NQA; q++) qv[q] = fx_ldqm(qp[q] + dv * FX_W, n);
         FX_UNROLL(16)
         for (int c = 0; c < NCA; c++) {
             const fx_v k = fx_ldm(kb, ko[c] + dv * FX_W, n, f16);
-            FX_UNROLL(4)
+            FX_UNROLL(8)
             for (int q = 0; q < NQA; q++) acc[q * NCA + c] = fx_fma(qv[q], k, acc[q * NCA + c]);
         }
     }
     float tmp[FX_W];
     fx_store(tmp, fx_mul(fx_reduce(acc), fx_set1(scale)));
-    FX_UNROLL(4)
+    FX_UNROLL(8)
     for (int q = 0; q < NQA; q++) memcpy(x->S + (size_t)(qv0 + q) * RP_FX_AT + t0, tmp + q * NCA, sizeof(float) * NCA);
 }
 
-RP_FX_INLINE void fx_qk_a(const fx_actx *x, const void *kb, int64_t ks, int tn, const int f16) {
+/* One specialization per block shape and source: separate functions keep
+ * each one's accumulators in registers and the code (and compile time,
+ * sanitizers included) linear in the number of shapes. */
+#define RP_FX_NOINLINE static __attribute__((noinline))
+typedef void (*fx_qk_a_fn)(const fx_actx *x, int32_t qv, const void *kb, int64_t ks, int tn);
+#define RP_FX_QKA(NQA, NCA, F16)                                                                       \
+    RP_FX_NOINLINE void fx_qk_a_##NQA##_##F16(const fx_actx *x, int32_t qv, const void *kb, int64_t ks, int tn) { \
+        for (int t0 = 0; t0 < tn; t0 += NCA) fx_qk_dot(x, qv, kb, ks, t0, tn, NQA, NCA, F16);          \
+    }
+#if FX_W == 16
+RP_FX_QKA(8, 2, 0)
+RP_FX_QKA(8, 2, 1)
+#endif
+RP_FX_QKA(4, FX_W / 4, 0)
+RP_FX_QKA(4, FX_W / 4, 1)
+RP_FX_QKA(2, FX_W / 2, 0)
+RP_FX_QKA(2, FX_W / 2, 1)
+RP_FX_QKA(1, FX_W, 0)
+RP_FX_QKA(1, FX_W, 1)
+#undef RP_FX_QKA
+
+static void fx_qk_a(const fx_actx *x, const void *kb, int64_t ks, int tn, int f16) {
     int32_t qv = 0;
-    for (; qv + 4 <= x->NQ; qv += 4)
-        for (int t0 = 0; t0 < tn; t0 += FX_W / 4) fx_qk_dot(x, qv, kb, ks, t0, tn, 4, FX_W / 4, f16);
-    for (; qv + 2 <= x->NQ; qv += 2)
-        for (int t0 = 0; t0 < tn; t0 += FX_W / 2) fx_qk_dot(x, qv, kb, ks, t0, tn, 2, FX_W / 2, f16);
-    for (; qv < x->NQ; qv++)
-        for (int t0 = 0; t0 < tn; t0 += FX_W) fx_qk_dot(x, qv, kb, ks, t0, tn, 1, FX_W, f16);
+#if FX_W == 16
+    /* 8 query vectors (a GQA group of 8) x 2 cells: each K row loaded once */
+    for (; qv + 8 <= x->NQ; qv += 8) (f16 ? fx_qk_a_8_1 : fx_qk_a_8_0)(x, qv, kb, ks, tn);
+#endif
+    for (; qv + 4 <= x->NQ; qv += 4) (f16 ? fx_qk_a_4_1 : fx_qk_a_4_0)(x, qv, kb, ks, tn);
+    for (; qv + 2 <= x->NQ; qv += 2) (f16 ? fx_qk_a_2_1 : fx_qk_a_2_0)(x, qv, kb, ks, tn);
+    for (; qv < x->NQ; qv++) (f16 ? fx_qk_a_1_1 : fx_qk_a_1_0)(x, qv, kb, ks, tn);
 }
 
 /* Path B, step 1: Kt[d][t] for d < D, t < tn rounded up to 4 vectors (the
  * cells past tn are 0). */
-RP_FX_INLINE void fx_transpose_k(const fx_actx *x, const void *kb, int64_t ks, int tn, const int f16) {
+RP_FX_INLINE void fx_transpose_k_t(const fx_actx *x, const void *kb, int64_t ks, int tn, const int f16) {
     const int tend = (tn + 4 * FX_W - 1) / (4 * FX_W) * (4 * FX_W);
     for (int tb = 0; tb < tend; tb += FX_W) {
         for (int dv = 0; dv < x->DV; dv++) {
@@ -616,6 +702,13 @@ RP_FX_INLINE void fx_transpose_k(const fx_actx *x, const void *kb, int64_t ks, i
                 if (j < n) fx_store(x->Kt + (size_t)(dv * FX_W + j) * RP_FX_AT + tb, r[j]);
         }
     }
+}
+
+RP_FX_NOINLINE void fx_transpose_k_0(const fx_actx *x, const void *kb, int64_t ks, int tn) {
+    fx_transpose_k_t(x, kb, ks, tn, 0);
+}
+RP_FX_NOINLINE void fx_transpose_k_1(const fx_actx *x, const void *kb, int64_t ks, int tn) {
+    fx_transpose_k_t(x, kb, ks, tn, 1);
 }
 
 /* Path B, step 2: S for NQB query vectors x 4 cell vectors at tb. */
@@ -647,26 +740,30 @@ RP_FX_INLINE void fx_qk_t(const fx_actx *x, int32_t qv0, int tb, const int NQB) 
         for (int j = 0; j < 4; j++) fx_store(x->S + (size_t)(qv0 + q) * RP_FX_AT + tb + j * FX_W, fx_mul(acc[q][j], sc));
 }
 
-static void fx_qk_b(const fx_actx *x, int tn) {
-    for (int tb = 0; tb < tn; tb += 4 * FX_W) {
-        int32_t qv = 0;
-        for (; qv + RP_FX_QB <= x->NQ; qv += RP_FX_QB) {
-            int any = 0;   /* skip blocks whose rows have no cells from tb on */
-            for (int q = 0; q < RP_FX_QB; q++) any |= x->VC[qv + q] > tb;
-            if (!any) continue;
-            fx_qk_t(x, qv, tb, RP_FX_QB);
-        }
-        switch (x->NQ - qv) {
-        case 1: fx_qk_t(x, qv, tb, 1); break;
-        case 2: fx_qk_t(x, qv, tb, 2); break;
+typedef void (*fx_qk_t_fn)(const fx_actx *x, int32_t qv0, int tb);
+#define RP_FX_QKT(N) \
+    RP_FX_NOINLINE void fx_qk_t_##N(const fx_actx *x, int32_t qv0, int tb) { fx_qk_t(x, qv0, tb, N); }
+RP_FX_QKT(1)
+RP_FX_QKT(2)
+RP_FX_QKT(3)
 #if RP_FX_QB > 3
-        case 3: fx_qk_t(x, qv, tb, 3); break;
-        case 4: fx_qk_t(x, qv, tb, 4); break;
-        case 5: fx_qk_t(x, qv, tb, 5); break;
+RP_FX_QKT(4)
+RP_FX_QKT(5)
+RP_FX_QKT(6)
+static const fx_qk_t_fn fx_qk_t_tab[RP_FX_QB] = {fx_qk_t_1, fx_qk_t_2, fx_qk_t_3, fx_qk_t_4, fx_qk_t_5, fx_qk_t_6};
+#else
+static const fx_qk_t_fn fx_qk_t_tab[RP_FX_QB] = {fx_qk_t_1, fx_qk_t_2, fx_qk_t_3};
 #endif
-        default: break;
+#undef RP_FX_QKT
+
+static void fx_qk_b(const fx_actx *x, int tn) {
+    for (int tb = 0; tb < tn; tb += 4 * FX_W)
+        for (int32_t qv = 0; qv < x->NQ; qv += RP_FX_QB) {
+            const int nq = x->NQ - qv < RP_FX_QB ? x->NQ - qv : RP_FX_QB;
+            int any = 0;   /* skip blocks whose rows have no cells from tb on */
+            for (int q = 0; q < nq; q++) any |= x->VC[qv + q] > tb;
+            if (any) fx_qk_t_tab[nq - 1](x, qv, tb);
         }
-    }
 }
 
 /* Step 3 for one query vector with v >= 1 valid cells (of tn) in the tile. */
@@ -734,7 +831,38 @@ RP_FX_INLINE void fx_pv(const fx_actx *x, int32_t qv0, int dv0, const void *vb, 
     }
 }
 
-RP_FX_INLINE void fx_pv_all(const fx_actx *x, const void *vb, int64_t vs, int first, const int f16) {
+typedef void (*fx_pv_fn)(const fx_actx *x, int32_t qv0, int dv0, const void *vb, int64_t vs, int tv, int first);
+#define RP_FX_PVF(Q, D, F16)                                                                              \
+    RP_FX_NOINLINE void fx_pv_##Q##_##D##_##F16(const fx_actx *x, int32_t qv0, int dv0, const void *vb, int64_t vs, \
+                                                int tv, int first) {                                      \
+        fx_pv(x, qv0, dv0, vb, vs, tv, first, Q, D, F16);                                                 \
+    }
+#define RP_FX_PVD(Q, F16) RP_FX_PVF(Q, 1, F16) RP_FX_PVF(Q, 2, F16) RP_FX_PVF(Q, 3, F16) RP_FX_PVF(Q, 4, F16)
+#define RP_FX_PVT(Q, F16) {fx_pv_##Q##_1_##F16, fx_pv_##Q##_2_##F16, fx_pv_##Q##_3_##F16, fx_pv_##Q##_4_##F16}
+RP_FX_PVD(1, 0)
+RP_FX_PVD(1, 1)
+RP_FX_PVD(2, 0)
+RP_FX_PVD(2, 1)
+#if RP_FX_PQ > 2
+RP_FX_PVD(3, 0)
+RP_FX_PVD(3, 1)
+RP_FX_PVD(4, 0)
+RP_FX_PVD(4, 1)
+static const fx_pv_fn fx_pv_tab[2][RP_FX_PQ][RP_FX_PD] = {
+    {RP_FX_PVT(1, 0), RP_FX_PVT(2, 0), RP_FX_PVT(3, 0), RP_FX_PVT(4, 0)},
+    {RP_FX_PVT(1, 1), RP_FX_PVT(2, 1), RP_FX_PVT(3, 1), RP_FX_PVT(4, 1)},
+};
+#else
+static const fx_pv_fn fx_pv_tab[2][RP_FX_PQ][RP_FX_PD] = {
+    {RP_FX_PVT(1, 0), RP_FX_PVT(2, 0)},
+    {RP_FX_PVT(1, 1), RP_FX_PVT(2, 1)},
+};
+#endif
+#undef RP_FX_PVF
+#undef RP_FX_PVD
+#undef RP_FX_PVT
+
+static void fx_pv_all(const fx_actx *x, const void *vb, int64_t vs, int first, int f16) {
     for (int32_t qv = 0; qv < x->NQ; qv += RP_FX_PQ) {
         const int nq = x->NQ - qv < RP_FX_PQ ? x->NQ - qv : RP_FX_PQ;
         int tv = 0;
@@ -742,36 +870,42 @@ RP_FX_INLINE void fx_pv_all(const fx_actx *x, const void *vb, int64_t vs, int fi
         if (tv == 0) continue;
         for (int dv0 = 0; dv0 < x->DV; dv0 += RP_FX_PD) {
             const int nd = x->DV - dv0 < RP_FX_PD ? x->DV - dv0 : RP_FX_PD;
-#define RP_FX_PV(Q, Dn) fx_pv(x, qv, dv0, vb, vs, tv, first, Q, Dn, f16)
-#define RP_FX_PVQ(Q)                             \
-    switch (nd) {                                \
-    case 1: RP_FX_PV(Q, 1); break;               \
-    case 2: RP_FX_PV(Q, 2); break;               \
-    case 3: RP_FX_PV(Q, 3); break;               \
-    default: RP_FX_PV(Q, 4); break;              \
-    }
-            switch (nq) {
-            case 1: RP_FX_PVQ(1); break;
-#if RP_FX_PQ > 2
-            case 2: RP_FX_PVQ(2); break;
-            case 3: RP_FX_PVQ(3); break;
-#endif
-            default: RP_FX_PVQ(RP_FX_PQ); break;
-            }
-#undef RP_FX_PVQ
-#undef RP_FX_PV
+            fx_pv_tab[f16 != 0][nq - 1][nd - 1](x, qv, dv0, vb, vs, tv, first);
         }
     }
 }
 
-/* kind: 0 = F32 cache, 1 = F16 cache, 2 = Q8_0 (dequantized to F32 tiles). */
-RP_FX_INLINE void fx_attn_run(fx_actx *x, const int kind) {
+/* Prefetches (into L2) the head's bytes [hoff, hoff + hbytes) of cells
+ * [c0, c1): the cache rows hold every KV head, so a head is a short piece
+ * every kv_row_bytes, a stride the hardware prefetchers follow poorly. */
+static inline void fx_prefetch_cells(const uint8_t *base, size_t row_bytes, size_t hoff, size_t hbytes, int32_t c0,
+                                     int32_t c1) {
+    for (int32_t c = c0; c < c1; c++) {
+        const uint8_t *r = base + (size_t)c * row_bytes + hoff;
+        for (size_t o = 0; o < hbytes; o += 64) _mm_prefetch((const char *)(r + o), _MM_HINT_T1);
+        _mm_prefetch((const char *)(r + hbytes - 1), _MM_HINT_T1);
+    }
+}
+
+/* f16: the cache is F16 (converted as loaded), else F32 values are read:
+ * the cache itself (F32) or the tiles Q8_0 rows are dequantized into. */
+static void fx_attn_run(fx_actx *x, const int f16) {
     const rp_attn_args *a = x->a;
-    const int f16 = kind == 1;
+    const int kind = f16 ? 1 : a->kv_type == RP_TYPE_Q8_0 ? 2 : 0;
     const int32_t off = a->kv_head * x->D;
     int32_t maxc = 0;
     for (int32_t i = 0; i < a->n_rows; i++) maxc = a->n_cells[i] > maxc ? a->n_cells[i] : maxc;
     const int path_a = x->NQ <= RP_FX_NQ_A;
+    /* byte range of this head within a cache row (Q8_0: its whole blocks) */
+    size_t hoff, hbytes;
+    if (kind == 2) {
+        const int32_t b0 = off / RP_QK8_0, b1 = (off + x->D + RP_QK8_0 - 1) / RP_QK8_0;
+        hoff = (size_t)b0 * sizeof(rp_block_q8_0);
+        hbytes = (size_t)(b1 - b0) * sizeof(rp_block_q8_0);
+    } else {
+        hoff = (size_t)off * (kind == 1 ? 2 : 4);
+        hbytes = (size_t)x->D * (kind == 1 ? 2 : 4);
+    }
     for (int32_t c0 = 0; c0 < maxc; c0 += RP_FX_AT) {
         const int tn = maxc - c0 < RP_FX_AT ? maxc - c0 : RP_FX_AT;
         const int first = c0 == 0;
@@ -780,6 +914,13 @@ RP_FX_INLINE void fx_attn_run(fx_actx *x, const int kind) {
             x->VC[qv] = v <= 0 ? 0 : v < tn ? v : tn;
         }
         const uint8_t *krow = a->k + (size_t)c0 * a->kv_row_bytes, *vrow = a->v + (size_t)c0 * a->kv_row_bytes;
+        /* the next tile's K and V are fetched into L2 while this one is
+         * computed. Not into L1: cache rows are kv_row_bytes apart (2 KiB
+         * for 8 F16 heads of 128), so a tile's rows share a few L1 sets and
+         * would evict each other before use. */
+        const int32_t pf0 = c0 + RP_FX_AT, pf1 = maxc < pf0 + RP_FX_AT ? maxc : pf0 + RP_FX_AT;
+        fx_prefetch_cells(a->k, a->kv_row_bytes, hoff, hbytes, pf0, pf1);
+        fx_prefetch_cells(a->v, a->kv_row_bytes, hoff, hbytes, pf0, pf1);
         const void *kb, *vb;
         int64_t ks, vs;
         if (kind == 2) {
@@ -800,7 +941,7 @@ RP_FX_INLINE void fx_attn_run(fx_actx *x, const int kind) {
         if (path_a) {
             fx_qk_a(x, kb, ks, tn, f16);
         } else {
-            fx_transpose_k(x, kb, ks, tn, f16);
+            (f16 ? fx_transpose_k_1 : fx_transpose_k_0)(x, kb, ks, tn);
             fx_qk_b(x, tn);
         }
         for (int32_t qv = 0; qv < x->NQ; qv++)
@@ -846,9 +987,9 @@ static void rp_fx_attn(const rp_attn_args *a) {
     x.Kn = fx_carve(&p, (size_t)x.Dp * RP_FX_AT);
     x.Vn = fx_carve(&p, (size_t)x.Dp * RP_FX_AT);
     switch (a->kv_type) {
-    case RP_TYPE_F32: fx_attn_run(&x, 0); break;
     case RP_TYPE_F16: fx_attn_run(&x, 1); break;
-    case RP_TYPE_Q8_0: fx_attn_run(&x, 2); break;
+    case RP_TYPE_F32:
+    case RP_TYPE_Q8_0: fx_attn_run(&x, 0); break;
     default: rp_attn_ref(a); break;
     }
 }

@@ -2,8 +2,9 @@
 #ifndef RP_KERNELS_X86_KQUANT_X86_H
 #define RP_KERNELS_X86_KQUANT_X86_H
 
-/* Included by the avx2, avx512 and amx files alike: plain C, except the AMX
- * driver at the end, which only AMX-compiled files see (#if __AMX_INT8__). Every level of one weight type shares
+/* Included by the avx2, avx512 and amx files alike: plain C, except two
+ * guarded sections at the end (AVX-512 helpers, the AMX driver) that only
+ * files compiled for those levels see. Every level of one weight type shares
  * one packing (row_block 16), and every kernel of one level shares one
  * activation format, so Q4_K and Q6_K weights fed by the same input (q/k/v)
  * quantize it once (rp_mm_same_act compares the function pointers). */
@@ -44,17 +45,17 @@
 
 /* ------------------------------------------------------------------ Q6_K
  * One group-block = 16 rows x 256 K, RP_Q6K_GB bytes. Values q in [0, 63]
- * (the weight is q - 32). Eight spans s of 32 K, 384 bytes each:
+ * (the weight is q - 32). Sub-block g (16 K) is three lines at 192g:
  *
- *   +384s + 64t  ql line t (t = 0..3), K [32s+8t, 32s+8t+8):
- *                  byte 4r+c = lo4(q[r][32s+8t+c]) | lo4(q[r][32s+8t+4+c]) << 4
- *   +384s + 256 + 64h  qh line h (h = 0, 1), K [32s+16h, 32s+16h+16):
- *                  byte 4r+c = hi2(q[r][32s+16h+c])       << 0
- *                            | hi2(q[r][32s+16h+4+c])     << 2
- *                            | hi2(q[r][32s+16h+8+c])     << 4
- *                            | hi2(q[r][32s+16h+12+c])    << 6
- *   so sub-block g = 2s+h (16 K) is ql lines 2h, 2h+1 plus qh line h.
- *   +3072  sc  [16][16] int8: sc[g][r]
+ *   +192g + 64i  (i = 0, 1, 2), byte 4r+c:
+ *                  bits 0-5 = q[r][16g + 4i + c]          (K-quad i)
+ *                  bits 6-7 = bits 2i, 2i+1 of q[r][16g + 12 + c] (K-quad 3)
+ *   so quads 0-2 are one AND each and quad 3 gathers three 2-bit fields
+ *   (why: ggml's 4+2-bit split costs ~13 vector ops per 4 quads, this 9, and
+ *   decode of Q6_K, e.g. the output matrix, is compute-bound otherwise).
+ *   +3072  sc  [8][16][2] int8: pair p, row r = (sc[r][2p], sc[r][2p+1]), so a
+ *              VPMOVSXBW of 32 bytes gives the int16 pairs VPDPWSSD takes
+ *              against (bsum[2p], bsum[2p+1]), and shifts give each scale
  *   +3328  d   [16] fp16 per row, then 32 bytes of zero padding
  *   = 3392 bytes (53 lines): 6.625 bits/weight vs GGUF's 6.5625 (+1%). */
 #define RP_Q6K_GB 3392
@@ -95,6 +96,39 @@ void rp_q4_k_gemm_avx512(const void *w, size_t w_row_bytes, int64_t rows, int64_
 void rp_q6_k_gemm_avx512(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, const void *act,
                          size_t act_stride, int64_t n, int64_t r0, int64_t r1, float *y, int64_t ldy, void *scratch);
 
+/* ---------------------------------------------------- AVX-512 helpers
+ * Q6_K unpacking shared by the avx512 and amx files (guarded: AVX-512 only). */
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#include <immintrin.h>
+
+/* The four u8 K-quad lines (16 rows x 16 K, q in [0, 63]) of a sub-block
+ * from its three packed lines (kquant_x86.h): quads 0-2 are the low 6 bits;
+ * quad 3 gathers the top 2 bits of each line, each 16-bit shift's spill from
+ * the neighbouring byte falling outside the bits the VPTERNLOG selects:
+ * t = (l0 >> 6 : bits 0-1) | (l1 >> 4 : bits 2-7), then bits 0-3 of t and
+ * 4-7 of l2 >> 2, then & 0x3F. */
+static inline __attribute__((always_inline)) void rp_q6k_unpack(const uint8_t *p, __m512i q[4]) {
+    const __m512i m3f = _mm512_set1_epi8(0x3F);
+    const __m512i l0 = _mm512_load_si512((const void *)p);
+    const __m512i l1 = _mm512_load_si512((const void *)(p + 64));
+    const __m512i l2 = _mm512_load_si512((const void *)(p + 128));
+    q[0] = _mm512_and_si512(l0, m3f);
+    q[1] = _mm512_and_si512(l1, m3f);
+    q[2] = _mm512_and_si512(l2, m3f);
+    __m512i t = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l0, 6), _mm512_srli_epi16(l1, 4), _mm512_set1_epi8(0x03), 0xE4);
+    t = _mm512_ternarylogic_epi32(t, _mm512_srli_epi16(l2, 2), _mm512_set1_epi8(0x0F), 0xE4);   /* C ? A : B */
+    q[3] = _mm512_and_si512(t, m3f);
+}
+
+/* (sc[r][2p], sc[r][2p+1]) as int16 pairs per lane: the VPDPWSSD operand for
+ * the bsums offset; the scales themselves are its sign-extended halves. */
+static inline __m512i rp_q6k_sc_pair(const uint8_t *wb, int p) {
+    return _mm512_cvtepi8_epi16(_mm256_load_si256((const __m256i *)(wb + RP_Q6K_OFF_SC + 32 * p)));
+}
+static inline __m512i rp_q6k_sc_even(__m512i pair) { return _mm512_srai_epi32(_mm512_slli_epi32(pair, 16), 16); }
+static inline __m512i rp_q6k_sc_odd(__m512i pair) { return _mm512_srai_epi32(pair, 16); }
+#endif /* AVX-512 */
+
 /* ------------------------------------------------------------------ AMX
  * Shared by mm_q4_k_amx.c and mm_q6_k_amx.c (guarded: AMX files only).
  *
@@ -116,18 +150,19 @@ void rp_q6_k_gemm_avx512(const void *w, size_t w_row_bytes, int64_t rows, int64_
  *
  * Tiles: C0..C2 = tmm0..2 (16 act rows x 16 weight rows int32), A = tmm3
  * (16 act rows x 64 K), B0..B2 = tmm4..6 (16 K-quads x 16 rows x 4 K: one
- * packed-layout line per tile row). The planes for up to RP_KQ_AMX_GROUPS
- * groups x RP_KQ_AMX_KCB blocks are built once into scratch and reused by
- * every 16-row activation tile; each activation tile's K chunk (16 x 1 KB
- * per block) is reused across those groups from L1.
- * Scratch: [group][step (64 K)][plane][1 KB tile], then 3 KB for C stores. */
-#define RP_KQ_AMX_GROUPS 4
-#define RP_KQ_AMX_KCB 4                      /* 256-K blocks per chunk */
+ * packed-layout line per tile row). The planes of one group x RP_KQ_AMX_KCB
+ * blocks (24 KB: L1-resident) are built once into scratch and used by every
+ * 16-row activation tile, whose 16 x 292-byte blocks stream from L2; the
+ * chunk's partial sums are added into y.
+ * Scratch: [step (64 K)][plane][1 KB tile], then 3 KB for the C stores. */
+#define RP_KQ_AMX_KCB 2                      /* 256-K blocks per chunk */
 #define RP_KQ_AMX_STEPS (RP_KQ_AMX_KCB * 4)  /* 64-K steps per chunk */
-#define RP_KQ_AMX_GROUP_BYTES ((size_t)RP_KQ_AMX_STEPS * 3 * 1024)
-#define RP_KQ_AMX_SCRATCH (RP_KQ_AMX_GROUPS * RP_KQ_AMX_GROUP_BYTES + 3 * 1024)
+#define RP_KQ_AMX_PLANES ((size_t)RP_KQ_AMX_STEPS * 3 * 1024)
+#define RP_KQ_AMX_SCRATCH (RP_KQ_AMX_PLANES + 3 * 1024)
 
-#if defined(__AMX_INT8__) && defined(__AMX_TILE__) && defined(__AVX512F__)
+/* gcc spells the macros __AMX_INT8__ / __AMX_TILE__, clang __AMXINT8__ / __AMXTILE__ */
+#if (defined(__AMX_INT8__) || defined(__AMXINT8__)) && (defined(__AMX_TILE__) || defined(__AMXTILE__)) && \
+    defined(__AVX512F__)
 #include <immintrin.h>
 
 #include "kernels/x86/amx.h"
@@ -173,72 +208,66 @@ static inline __attribute__((always_inline)) void rp_kq_amx_gemm(const uint8_t *
                                                                   uint8_t *scratch, rp_kq_amx_build_fn build,
                                                                   const int q6, const int off_d, const int off_dmin) {
     const int64_t nb = cols / RP_QK_K;
-    uint8_t *cbuf = scratch + RP_KQ_AMX_GROUPS * RP_KQ_AMX_GROUP_BYTES;
+    uint8_t *cbuf = scratch + RP_KQ_AMX_PLANES;
     const int64_t ge = (r1 + RP_KQ_ROWS - 1) / RP_KQ_ROWS;
-    for (int64_t gb = r0 / RP_KQ_ROWS; gb < ge; gb += RP_KQ_AMX_GROUPS) {
-        const int ng = ge - gb < RP_KQ_AMX_GROUPS ? (int)(ge - gb) : RP_KQ_AMX_GROUPS;
+    for (int64_t g = r0 / RP_KQ_ROWS; g < ge; g++) {
+        const uint8_t *wg = w + (size_t)(g * nb) * gb_bytes;
+        const int64_t rb = g * RP_KQ_ROWS;
+        const int64_t cnt = r1 - rb;
+        const __mmask16 km = cnt >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cnt) - 1);
         for (int64_t b0 = 0; b0 < nb; b0 += RP_KQ_AMX_KCB) {
             const int nblk = nb - b0 < RP_KQ_AMX_KCB ? (int)(nb - b0) : RP_KQ_AMX_KCB;
-            for (int gi = 0; gi < ng; gi++)
-                build(w + (size_t)((gb + gi) * nb) * gb_bytes, b0, nblk, scratch + gi * RP_KQ_AMX_GROUP_BYTES);
+            build(wg, b0, nblk, scratch);
             for (int64_t it = 0; it < ntile; it++) {
                 const uint8_t *at = act + (size_t)(16 * it) * stride;
-                for (int gi = 0; gi < ng; gi++) {
-                    const int64_t rb = (gb + gi) * RP_KQ_ROWS;
-                    const int64_t cnt = r1 - rb;
-                    const __mmask16 km = cnt >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cnt) - 1);
-                    const uint8_t *pl = scratch + gi * RP_KQ_AMX_GROUP_BYTES;
-                    const uint8_t *wg = w + (size_t)((gb + gi) * nb) * gb_bytes;
-                    __m512 acc[16];
-                    #pragma GCC unroll 16
-                    for (int m = 0; m < 16; m++) acc[m] = _mm512_setzero_ps();
-                    for (int bi = 0; bi < nblk; bi++) {
-                        const uint8_t *ab = at + (size_t)(b0 + bi) * RP_Q8K_BLOCK;
-                        _tile_zero(0);
-                        _tile_zero(1);
-                        _tile_zero(2);
-                        #pragma GCC unroll 16
-                        for (int s = 0; s < 4; s++) {
-                            const uint8_t *ps = pl + (size_t)((4 * bi + s) * 3) * 1024;
-                            _tile_loadd(3, ab + RP_Q8K_QS + 64 * s, (long)stride);
-                            _tile_loadd(4, ps, 64);
-                            _tile_loadd(5, ps + 1024, 64);
-                            _tile_loadd(6, ps + 2048, 64);
-                            _tile_dpbssd(0, 3, 4);
-                            _tile_dpbssd(1, 3, 5);
-                            _tile_dpbssd(2, 3, 6);
-                        }
-                        _tile_stored(0, cbuf, 64);
-                        _tile_stored(1, cbuf + 1024, 64);
-                        _tile_stored(2, cbuf + 2048, 64);
-                        const uint8_t *wb = wg + (size_t)(b0 + bi) * gb_bytes;
-                        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(wb + off_d)));
-                        const __m512 dm =
-                            q6 ? d : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(wb + off_dmin)));
-                        #pragma GCC unroll 16
-                        for (int m = 0; m < 16; m++) {
-                            float da;
-                            memcpy(&da, ab + (size_t)m * stride, sizeof da);
-                            const __m512 vda = _mm512_set1_ps(da);
-                            const __m512i c0 = _mm512_load_si512((const void *)(cbuf + 64 * m));
-                            const __m512i c1 = _mm512_load_si512((const void *)(cbuf + 1024 + 64 * m));
-                            const __m512i c2 = _mm512_load_si512((const void *)(cbuf + 2048 + 64 * m));
-                            __m512i t = _mm512_add_epi32(c0, _mm512_slli_epi32(c1, 3));
-                            if (q6) {
-                                t = _mm512_add_epi32(t, _mm512_slli_epi32(c2, 6));
-                                acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(d, vda), acc[m]);
-                            } else {
-                                acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(d, vda), acc[m]);
-                                acc[m] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(c2), _mm512_mul_ps(dm, vda), acc[m]);
-                            }
-                        }
+                __m512 acc[16];
+                #pragma GCC unroll 16
+                for (int m = 0; m < 16; m++) acc[m] = _mm512_setzero_ps();
+                for (int bi = 0; bi < nblk; bi++) {
+                    const uint8_t *ab = at + (size_t)(b0 + bi) * RP_Q8K_BLOCK;
+                    _tile_zero(0);
+                    _tile_zero(1);
+                    _tile_zero(2);
+                    #pragma GCC unroll 4
+                    for (int s = 0; s < 4; s++) {
+                        const uint8_t *ps = scratch + (size_t)((4 * bi + s) * 3) * 1024;
+                        _tile_loadd(3, ab + RP_Q8K_QS + 64 * s, (long)stride);
+                        _tile_loadd(4, ps, 64);
+                        _tile_loadd(5, ps + 1024, 64);
+                        _tile_loadd(6, ps + 2048, 64);
+                        _tile_dpbssd(0, 3, 4);
+                        _tile_dpbssd(1, 3, 5);
+                        _tile_dpbssd(2, 3, 6);
                     }
+                    _tile_stored(0, cbuf, 64);
+                    _tile_stored(1, cbuf + 1024, 64);
+                    _tile_stored(2, cbuf + 2048, 64);
+                    const uint8_t *wb = wg + (size_t)(b0 + bi) * gb_bytes;
+                    const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(wb + off_d)));
+                    const __m512 dm = q6 ? d : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(wb + off_dmin)));
                     #pragma GCC unroll 16
                     for (int m = 0; m < 16; m++) {
-                        float *yp = y + (16 * it + m) * ldy + rb;
-                        if (b0 == 0) _mm512_mask_storeu_ps(yp, km, acc[m]);
-                        else _mm512_mask_storeu_ps(yp, km, _mm512_add_ps(_mm512_maskz_loadu_ps(km, yp), acc[m]));
+                        float da;
+                        memcpy(&da, ab + (size_t)m * stride, sizeof da);
+                        const __m512 vda = _mm512_set1_ps(da);
+                        const __m512i c0 = _mm512_load_si512((const void *)(cbuf + 64 * m));
+                        const __m512i c1 = _mm512_load_si512((const void *)(cbuf + 1024 + 64 * m));
+                        const __m512i c2 = _mm512_load_si512((const void *)(cbuf + 2048 + 64 * m));
+                        __m512i t = _mm512_add_epi32(c0, _mm512_slli_epi32(c1, 3));
+                        if (q6) {
+                            t = _mm512_add_epi32(t, _mm512_slli_epi32(c2, 6));
+                            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(d, vda), acc[m]);
+                        } else {
+                            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(d, vda), acc[m]);
+                            acc[m] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(c2), _mm512_mul_ps(dm, vda), acc[m]);
+                        }
                     }
+                }
+                #pragma GCC unroll 16
+                for (int m = 0; m < 16; m++) {
+                    float *yp = y + (16 * it + m) * ldy + rb;
+                    if (b0 == 0) _mm512_mask_storeu_ps(yp, km, acc[m]);
+                    else _mm512_mask_storeu_ps(yp, km, _mm512_add_ps(_mm512_maskz_loadu_ps(km, yp), acc[m]));
                 }
             }
         }

@@ -13,6 +13,6 @@ const rp_mm_kernel rp_mm_bf16_avx2 = {
     .pack = rp_fx_mm_pack,
     .act_row_size = rp_fx_mm_act_size,
     .quant_act = rp_fx_mm_act_copy,
-    .scratch_bytes = NULL,
+    .scratch_bytes = rp_fx_mm_scratch,
     .gemm = rp_fx_mm_gemm,
 };

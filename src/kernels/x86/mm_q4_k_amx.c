@@ -41,9 +41,14 @@ static void q4k_build(const uint8_t *wg, int64_t b0, int nblk, uint8_t *planes) 
     }
 }
 
+extern const rp_mm_kernel rp_mm_q4_k_avx512;
+
+/* The AMX planes, and what the VNNI kernel needs for n < 16 or the n % 16
+ * leftover rows (they run one after the other, so they share it). Monotone
+ * in n: the driver reserves for its largest n and runs smaller ones. */
 static size_t q4k_amx_scratch(int64_t cols, int64_t n) {
-    (void)cols;
-    return n >= 16 ? RP_KQ_AMX_SCRATCH : 0;
+    const size_t v = rp_mm_q4_k_avx512.scratch_bytes(cols, n < 2 ? n : 2);
+    return n >= 16 && v < RP_KQ_AMX_SCRATCH ? RP_KQ_AMX_SCRATCH : v;
 }
 
 /* Whole 16-row activation tiles on AMX; the remaining n % 16 rows (and all of
@@ -60,7 +65,7 @@ static void q4k_gemm_amx(const void *w, size_t w_row_bytes, int64_t rows, int64_
     }
     if (n > 16 * ntile)
         rp_q4_k_gemm_avx512(w, w_row_bytes, rows, cols, (const uint8_t *)act + (size_t)(16 * ntile) * act_stride,
-                            act_stride, n - 16 * ntile, r0, r1, y + 16 * ntile * ldy, ldy, NULL);
+                            act_stride, n - 16 * ntile, r0, r1, y + 16 * ntile * ldy, ldy, scratch);
 }
 
 const rp_mm_kernel rp_mm_q4_k_amx = {

@@ -97,11 +97,8 @@ void rp_q4_k_x86_pack(const void *src, size_t src_row_bytes, int64_t rows, int64
                 const uint8_t *blk = (const uint8_t *)src + (size_t)R * src_row_bytes + (size_t)b * sizeof(rp_block_q4_k);
                 const uint8_t *scales = blk + 4, *qs = blk + 4 + RP_K_SCALE_SIZE;
                 uint8_t q[RP_QK_K];
-                #pragma GCC unroll 16
                 for (int j = 0; j < 8; j++)
-                    #pragma GCC unroll 16
                     for (int l = 0; l < 32; l++) q[32 * j + l] = (qs[32 * (j >> 1) + l] >> (4 * (j & 1))) & 0xF;
-                #pragma GCC unroll 16
                 for (int j = 0; j < 8; j++) {
                     uint8_t sc, m;
                     rp_q4_k_scale_min(j, scales, &sc, &m);
@@ -110,11 +107,8 @@ void rp_q4_k_x86_pack(const void *src, size_t src_row_bytes, int64_t rows, int64
                 }
                 memcpy(o + RP_Q4K_OFF_D + 2 * r, blk, 2);
                 memcpy(o + RP_Q4K_OFF_DMIN + 2 * r, blk + 2, 2);
-                #pragma GCC unroll 16
                 for (int j = 0; j < 8; j++)
-                    #pragma GCC unroll 16
                     for (int t = 0; t < 4; t++)
-                        #pragma GCC unroll 16
                         for (int c = 0; c < 4; c++)
                             o[64 * (4 * j + t) + 4 * r + c] =
                                 (uint8_t)(q[32 * j + 8 * t + c] | (q[32 * j + 8 * t + 4 + c] << 4));
@@ -199,31 +193,125 @@ static inline __attribute__((always_inline)) void q4k_half(const uint8_t *wg, in
     for (int i = 0; i < NB; i++) store_part(y + i * ldy, tot[i], cnt);
 }
 
+/* Prefill: each group is unpacked once per call into scratch (RP_Q4K_WU2
+ * bytes per block), so the nibble unpack is not repeated for every pair of
+ * activation rows and 4 rows share each sub-block's 8 quant registers:
+ *   +0     q    [8 sub-blocks][8 K-quads] x 64 B exact u8 (lane r = row r)
+ *   +4096  scw  [8][16] int32: sc | sc << 16 (the madd multiplier)
+ *   +4608  d    [16] fp32, +4672 dmin [16] fp32
+ *   +4736  mp   [4][16] int16 pairs (m[r][2p], m[r][2p+1]) */
+#define RP_Q4K_WU2 4992
+
+static void q4k_unpack2(const uint8_t *wg, int64_t nb, uint8_t *wu) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = wg + b * RP_Q4K_GB;
+        uint8_t *o = wu + b * RP_Q4K_WU2;
+        for (int l = 0; l < 64; l++) {
+            const __m256i v = _mm256_load_si256((const __m256i *)(wb + 32 * l));
+            uint8_t *q = o + 128 * (l >> 1) + 32 * (l & 1);   /* line l/2, half l&1 */
+            _mm256_store_si256((__m256i *)q, _mm256_and_si256(v, m4));
+            _mm256_store_si256((__m256i *)(q + 64), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        }
+        for (int j = 0; j < 16; j++) {
+            const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(wb + RP_Q4K_OFF_SC + 8 * j)));
+            _mm256_store_si256((__m256i *)(o + 4096 + 32 * j), _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16)));
+        }
+        for (int h = 0; h < 2; h++) {
+            _mm256_store_ps((float *)(o + 4608 + 32 * h), _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(wb + RP_Q4K_OFF_D + 16 * h))));
+            _mm256_store_ps((float *)(o + 4672 + 32 * h), _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(wb + RP_Q4K_OFF_DMIN + 16 * h))));
+        }
+        for (int p = 0; p < 8; p++)
+            _mm256_store_si256((__m256i *)(o + 4736 + 32 * p),
+                               _mm256_cvtepu8_epi16(_mm_load_si128((const __m128i *)(wb + RP_Q4K_OFF_M + 16 * p))));
+    }
+}
+
+static inline __attribute__((always_inline)) void q4k_rows2(const uint8_t *wu, int64_t nb, int h, const uint8_t *act,
+                                                            size_t stride, int64_t s32off, const int NB, float *y,
+                                                            int64_t ldy, int cnt) {
+    __m256 tot[4];
+    #pragma GCC unroll 4
+    for (int i = 0; i < NB; i++) tot[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *o = wu + b * RP_Q4K_WU2;
+        const uint8_t *ab = act + b * RP_Q8K_BLOCK;
+        __m256i isum[4];
+        #pragma GCC unroll 4
+        for (int i = 0; i < NB; i++) isum[i] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            __m256i B[8];
+            #pragma GCC unroll 8
+            for (int u = 0; u < 8; u++) B[u] = _mm256_load_si256((const __m256i *)(o + 512 * j + 64 * u + 32 * h));
+            const __m256i sc = _mm256_load_si256((const __m256i *)(o + 4096 + 64 * j + 32 * h));
+            #pragma GCC unroll 4
+            for (int i = 0; i < NB; i++) {
+                const uint8_t *aq = ab + (size_t)i * stride + RP_Q8K_QS + 32 * j;
+                __m256i s = _mm256_maddubs_epi16(B[0], bcast32(aq));
+                #pragma GCC unroll 8
+                for (int u = 1; u < 8; u++) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(B[u], bcast32(aq + 4 * u)));
+                isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s, sc));
+            }
+        }
+        const __m256 d = _mm256_load_ps((const float *)(o + 4608 + 32 * h));
+        const __m256 dm = _mm256_load_ps((const float *)(o + 4672 + 32 * h));
+        #pragma GCC unroll 4
+        for (int i = 0; i < NB; i++) {
+            const uint8_t *ai = ab + (size_t)i * stride;
+            const uint8_t *s32 = act + (size_t)i * stride + s32off + 16 * b;
+            __m256i ms = _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(o + 4736 + 32 * h)), bcast32(s32));
+            #pragma GCC unroll 4
+            for (int p = 1; p < 4; p++)
+                ms = _mm256_add_epi32(ms, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(o + 4736 + 64 * p + 32 * h)),
+                                                            bcast32(s32 + 4 * p)));
+            float da;
+            memcpy(&da, ai, sizeof da);
+            const __m256 vda = _mm256_set1_ps(da);
+            tot[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(d, vda), tot[i]);
+            tot[i] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(dm, vda), tot[i]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int i = 0; i < NB; i++) store_part(y + i * ldy, tot[i], cnt);
+}
+
+static size_t q4k_scratch_avx2(int64_t cols, int64_t n) {
+    return n > 1 ? (size_t)(cols / RP_QK_K) * RP_Q4K_WU2 : 0;
+}
+
 static void q4k_gemm_avx2(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, const void *act,
                           size_t act_stride, int64_t n, int64_t r0, int64_t r1, float *y, int64_t ldy, void *scratch) {
-    (void)w_row_bytes; (void)rows; (void)scratch;
+    (void)w_row_bytes; (void)rows;
     const int64_t nb = cols / RP_QK_K;
     const int64_t s32off = (int64_t)rp_q8k_x86_s32_off(cols);
+    const uint8_t *A = act;
     for (int64_t g = r0 / RP_KQ_ROWS; g * RP_KQ_ROWS < r1; g++) {
         const uint8_t *wg = (const uint8_t *)w + (size_t)(g * nb) * RP_Q4K_GB;
         const int64_t rb = g * RP_KQ_ROWS;
-        #pragma GCC unroll 16
+        if (n > 1 && scratch) q4k_unpack2(wg, nb, scratch);
         for (int h = 0; h < 2; h++) {
             const int64_t cnt = r1 - (rb + 8 * h);
             if (cnt <= 0) break;
             const int c = cnt > 8 ? 8 : (int)cnt;
+            float *yh = y + rb + 8 * h;
+            if (n == 1 || !scratch) {   /* decode: stream the packed nibbles */
+                for (int64_t i = 0; i < n; i++)
+                    q4k_half(wg, nb, h, A + i * act_stride, act_stride, s32off, 1, yh + i * ldy, ldy, c);
+                continue;
+            }
             int64_t i = 0;
-            for (; i + 2 <= n; i += 2)
-                q4k_half(wg, nb, h, (const uint8_t *)act + i * act_stride, act_stride, s32off, 2, y + i * ldy + rb + 8 * h,
-                         ldy, c);
-            if (i < n)
-                q4k_half(wg, nb, h, (const uint8_t *)act + i * act_stride, act_stride, s32off, 1, y + i * ldy + rb + 8 * h,
-                         ldy, c);
+            for (; i + 4 <= n; i += 4) q4k_rows2(scratch, nb, h, A + i * act_stride, act_stride, s32off, 4, yh + i * ldy, ldy, c);
+            switch (n - i) {
+            case 3: q4k_rows2(scratch, nb, h, A + i * act_stride, act_stride, s32off, 3, yh + i * ldy, ldy, c); break;
+            case 2: q4k_rows2(scratch, nb, h, A + i * act_stride, act_stride, s32off, 2, yh + i * ldy, ldy, c); break;
+            case 1: q4k_rows2(scratch, nb, h, A + i * act_stride, act_stride, s32off, 1, yh + i * ldy, ldy, c); break;
+            default: break;
+            }
         }
     }
 }
 
 const rp_mm_kernel rp_mm_q4_k_avx2 = {
     "q4_k/avx2", RP_TYPE_Q4_K, RP_CPU_AVX2, RP_TYPE_Q8_K, RP_KQ_ROWS, rp_q4_k_x86_packed_size, rp_q4_k_x86_pack,
-    rp_q8k_x86_act_row_size, rp_q8k_quant_act_avx2, NULL, q4k_gemm_avx2,
+    rp_q8k_x86_act_row_size, rp_q8k_quant_act_avx2, q4k_scratch_avx2, q4k_gemm_avx2,
 };

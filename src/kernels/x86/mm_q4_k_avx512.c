@@ -198,8 +198,31 @@ static inline __attribute__((always_inline)) void q4k_gemm_rows(const uint8_t *w
 
 #define Q4K_NB 8   /* activation rows per register block: 8 quants + 2 per row + temporaries <= 32 zmm */
 
+/* Groups unpacked per batch: each activation row chunk (hot in L1/L2) is used
+ * against up to 4 groups, keeping the unpacked batch within ~256 KB of L2. */
+static int q4k_batch(int64_t nb) {
+    const int64_t g = (256 << 10) / (nb * RP_Q4K_WU);
+    return g < 1 ? 1 : g > 4 ? 4 : (int)g;
+}
+
 static size_t q4k_scratch_avx512(int64_t cols, int64_t n) {
-    return n > 1 ? (size_t)(cols / RP_QK_K) * RP_Q4K_WU : 0;
+    const int64_t nb = cols / RP_QK_K;
+    return n > 1 ? (size_t)q4k_batch(nb) * (size_t)nb * RP_Q4K_WU : 0;
+}
+
+static void q4k_rows_n(const uint8_t *wu, int64_t nb, const uint8_t *a, size_t stride, int64_t s32off, int nr, float *y,
+                      int64_t ldy, __mmask16 km) {
+    switch (nr) {
+    case 8: q4k_gemm_rows(wu, nb, a, stride, s32off, 8, y, ldy, km); break;
+    case 7: q4k_gemm_rows(wu, nb, a, stride, s32off, 7, y, ldy, km); break;
+    case 6: q4k_gemm_rows(wu, nb, a, stride, s32off, 6, y, ldy, km); break;
+    case 5: q4k_gemm_rows(wu, nb, a, stride, s32off, 5, y, ldy, km); break;
+    case 4: q4k_gemm_rows(wu, nb, a, stride, s32off, 4, y, ldy, km); break;
+    case 3: q4k_gemm_rows(wu, nb, a, stride, s32off, 3, y, ldy, km); break;
+    case 2: q4k_gemm_rows(wu, nb, a, stride, s32off, 2, y, ldy, km); break;
+    case 1: q4k_gemm_rows(wu, nb, a, stride, s32off, 1, y, ldy, km); break;
+    default: break;
+    }
 }
 
 void rp_q4_k_gemm_avx512(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, const void *act,
@@ -209,31 +232,28 @@ void rp_q4_k_gemm_avx512(const void *w, size_t w_row_bytes, int64_t rows, int64_
     const int64_t s32off = (int64_t)rp_q8k_x86_s32_off(cols);
     const uint8_t *A = act;
     uint8_t *wu = scratch;
-    for (int64_t g = r0 / RP_KQ_ROWS; g * RP_KQ_ROWS < r1; g++) {
-        const uint8_t *wg = (const uint8_t *)w + (size_t)(g * nb) * RP_Q4K_GB;
-        const int64_t rb = g * RP_KQ_ROWS;
-        const int64_t cnt = r1 - rb;
-        const __mmask16 km = cnt >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cnt) - 1);
-        if (n == 1 || !wu) {   /* decode (no scratch is ever needed for it) */
-            for (int64_t i = 0; i < n; i++)
-                _mm512_mask_storeu_ps(y + i * ldy + rb, km, q4k_gemv_group(wg, nb, A + i * act_stride, s32off));
-            continue;
+    const int64_t g0 = r0 / RP_KQ_ROWS, g1 = (r1 + RP_KQ_ROWS - 1) / RP_KQ_ROWS;
+    if (n == 1 || !wu) {   /* decode: weights streamed once, no scratch */
+        for (int64_t g = g0; g < g1; g++) {
+            const uint8_t *wg = (const uint8_t *)w + (size_t)(g * nb) * RP_Q4K_GB;
+            const int64_t rb = g * RP_KQ_ROWS, cnt = r1 - rb;
+            const __mmask16 km = cnt >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cnt) - 1);
+            for (int64_t i = 0; i < n; i++) _mm512_mask_storeu_ps(y + i * ldy + rb, km, q4k_gemv_group(wg, nb, A + i * act_stride, s32off));
         }
-        q4k_unpack_group(wg, nb, wu);
-        int64_t i = 0;
-        for (; i + Q4K_NB <= n; i += Q4K_NB)
-            q4k_gemm_rows(wu, nb, A + i * act_stride, act_stride, s32off, Q4K_NB, y + i * ldy + rb, ldy, km);
-        const uint8_t *Ai = A + i * act_stride;
-        float *yi = y + i * ldy + rb;
-        switch (n - i) {
-        case 7: q4k_gemm_rows(wu, nb, Ai, act_stride, s32off, 7, yi, ldy, km); break;
-        case 6: q4k_gemm_rows(wu, nb, Ai, act_stride, s32off, 6, yi, ldy, km); break;
-        case 5: q4k_gemm_rows(wu, nb, Ai, act_stride, s32off, 5, yi, ldy, km); break;
-        case 4: q4k_gemm_rows(wu, nb, Ai, act_stride, s32off, 4, yi, ldy, km); break;
-        case 3: q4k_gemm_rows(wu, nb, Ai, act_stride, s32off, 3, yi, ldy, km); break;
-        case 2: q4k_gemm_rows(wu, nb, Ai, act_stride, s32off, 2, yi, ldy, km); break;
-        case 1: q4k_gemm_rows(wu, nb, Ai, act_stride, s32off, 1, yi, ldy, km); break;
-        default: break;
+        return;
+    }
+    const int batch = q4k_batch(nb);
+    for (int64_t gb = g0; gb < g1; gb += batch) {
+        const int ng = g1 - gb < batch ? (int)(g1 - gb) : batch;
+        for (int gi = 0; gi < ng; gi++)
+            q4k_unpack_group((const uint8_t *)w + (size_t)((gb + gi) * nb) * RP_Q4K_GB, nb, wu + (size_t)(gi * nb) * RP_Q4K_WU);
+        for (int64_t i = 0; i < n; i += Q4K_NB) {
+            const int nr = n - i < Q4K_NB ? (int)(n - i) : Q4K_NB;
+            for (int gi = 0; gi < ng; gi++) {
+                const int64_t rb = (gb + gi) * RP_KQ_ROWS, cnt = r1 - rb;
+                const __mmask16 km = cnt >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cnt) - 1);
+                q4k_rows_n(wu + (size_t)(gi * nb) * RP_Q4K_WU, nb, A + i * act_stride, act_stride, s32off, nr, y + i * ldy + rb, ldy, km);
+            }
         }
     }
 }

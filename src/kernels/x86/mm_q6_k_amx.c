@@ -29,45 +29,40 @@ static inline void digits(__m512i sc, __m512i e[3]) {
     }
 }
 
-/* The B planes of blocks [b0, b0+nblk) of one group: per 32-K span s (tile
- * rows 8(s&1) .. +8 of step 4*bi + s/2) the two sub-blocks' x = q - 32,
- * times each scale digit. */
+/* The B planes of blocks [b0, b0+nblk) of one group: sub-block g (16 K) is
+ * tile rows 4(g&3) .. +4 of step 4*bi + g/4; x = q - 32 times each digit of
+ * sc_g. */
 static void q6k_build(const uint8_t *wg, int64_t b0, int nblk, uint8_t *planes) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), c32 = _mm512_set1_epi8(32),
-                  hib = _mm512_set1_epi16((short)0xFF00);
+    const __m512i c32 = _mm512_set1_epi8(32), hib = _mm512_set1_epi16((short)0xFF00);
     for (int bi = 0; bi < nblk; bi++) {
         const uint8_t *wb = wg + (size_t)(b0 + bi) * RP_Q6K_GB;
-        #pragma GCC unroll 16
-        for (int s = 0; s < 8; s++) {
-            const uint8_t *ws = wb + 384 * s;
-            uint8_t *t0 = planes + (size_t)((4 * bi + s / 2) * 3) * 1024 + 512 * (s & 1);
-            #pragma GCC unroll 16
-            for (int hh = 0; hh < 2; hh++) {
-                const __m512i l0 = _mm512_load_si512((const void *)(ws + 128 * hh));
-                const __m512i l1 = _mm512_load_si512((const void *)(ws + 128 * hh + 64));
-                const __m512i x = _mm512_load_si512((const void *)(ws + 256 + 64 * hh));
-                __m512i q[4];
-                q[0] = _mm512_ternarylogic_epi32(_mm512_and_si512(l0, m4), _mm512_slli_epi16(x, 4), m30, 0xF8);
-                q[1] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4), _mm512_slli_epi16(x, 2), m30, 0xF8);
-                q[2] = _mm512_ternarylogic_epi32(_mm512_and_si512(l1, m4), x, m30, 0xF8);
-                q[3] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4), _mm512_srli_epi16(x, 2), m30, 0xF8);
-                __m512i e[3];
-                digits(_mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)(wb + RP_Q6K_OFF_SC + 16 * (2 * s + hh)))), e);
-                #pragma GCC unroll 16
+        for (int p = 0; p < 8; p++) {
+            const __m512i sp = rp_q6k_sc_pair(wb, p);
+            for (int e = 0; e < 2; e++) {
+                const int g = 2 * p + e;
+                __m512i q[4], dg[3];
+                rp_q6k_unpack(wb + 192 * g, q);
+                digits(e ? rp_q6k_sc_odd(sp) : rp_q6k_sc_even(sp), dg);
+                uint8_t *r = planes + (size_t)((4 * bi + g / 4) * 3) * 1024 + 256 * (g & 3);
+                #pragma GCC unroll 4
                 for (int u = 0; u < 4; u++) {
                     const __m512i xs = _mm512_sub_epi8(q[u], c32), xh = _mm512_and_si512(xs, hib);
-                    uint8_t *r = t0 + 64 * (4 * hh + u);
-                    #pragma GCC unroll 16
-                    for (int k = 0; k < 3; k++) _mm512_store_si512((void *)(r + 1024 * k), mul_digit(xs, xh, e[k]));
+                    #pragma GCC unroll 3
+                    for (int k = 0; k < 3; k++) _mm512_store_si512((void *)(r + 64 * u + 1024 * k), mul_digit(xs, xh, dg[k]));
                 }
             }
         }
     }
 }
 
+extern const rp_mm_kernel rp_mm_q6_k_avx512;
+
+/* The AMX planes, and what the VNNI kernel needs for n < 16 or the n % 16
+ * leftover rows (they run one after the other, so they share it). Monotone
+ * in n: the driver reserves for its largest n and runs smaller ones. */
 static size_t q6k_amx_scratch(int64_t cols, int64_t n) {
-    (void)cols;
-    return n >= 16 ? RP_KQ_AMX_SCRATCH : 0;
+    const size_t v = rp_mm_q6_k_avx512.scratch_bytes(cols, n < 2 ? n : 2);
+    return n >= 16 && v < RP_KQ_AMX_SCRATCH ? RP_KQ_AMX_SCRATCH : v;
 }
 
 /* Whole 16-row activation tiles on AMX; the remaining n % 16 rows (and all of
@@ -84,7 +79,7 @@ static void q6k_gemm_amx(const void *w, size_t w_row_bytes, int64_t rows, int64_
     }
     if (n > 16 * ntile)
         rp_q6_k_gemm_avx512(w, w_row_bytes, rows, cols, (const uint8_t *)act + (size_t)(16 * ntile) * act_stride,
-                            act_stride, n - 16 * ntile, r0, r1, y + 16 * ntile * ldy, ldy, NULL);
+                            act_stride, n - 16 * ntile, r0, r1, y + 16 * ntile * ldy, ldy, scratch);
 }
 
 const rp_mm_kernel rp_mm_q6_k_amx = {

@@ -3,8 +3,8 @@
 #include "kernels/x86/q8_0_x86.h"
 
 /* Packed layout (q8_0_x86.h) with row_block 8 and signed bytes: per block
- * eight 32-byte chunks, chunk j = rows 0..7 x ggml qs[4j .. 4j+3]; then the
- * group's fp16 scales (8 per block).
+ * eight 32-byte chunks, chunk j = rows 0..7 x ggml qs[4j .. 4j+3];
+ * super-blocks of 4 blocks (1024 bytes of quants, then 4 x 8 fp16 scales).
  *
  * AVX2 has no u8 x s8 dot with 32-bit sums, and vpmaddubsw saturates its
  * int16 pair sums, so weights stay signed and ggml's sign trick is used:
@@ -14,8 +14,9 @@
  * once (two steps could overflow int16). The activation bias is not used. */
 
 #define RB 8
+#define QB 32   /* quant bytes per weight row per block */
 
-static size_t packed_size(int64_t rows, int64_t cols) { return rp_q8x_packed_size(rows, cols, RB, 32); }
+static size_t packed_size(int64_t rows, int64_t cols) { return rp_q8x_packed_size(rows, cols, RB, QB); }
 
 static void pack(const void *src, size_t src_row_bytes, int64_t rows, int64_t cols, void *dst, int64_t g0,
                  int64_t g1) {
@@ -26,10 +27,12 @@ static size_t act_row_size(int64_t cols) { return rp_q8x_act_row_size(cols); }
 
 static void quant_act(const float *x, void *dst, int64_t cols) { rp_q8x_quant_act_avx2(x, dst, cols, 0); }
 
-/* MR activation rows (1..4) x one group of 8 rows. */
-RP_Q8X_INLINE void tile(const int MR, const uint8_t *wq, int64_t nb, int64_t cols, const uint8_t *act,
-                        size_t astride, float *y, int64_t ldy, int valid) {
-    const uint16_t *wd = (const uint16_t *)(const void *)(wq + (size_t)nb * RB * 32);
+/* MR activation rows x NG groups of 8 rows, used as 4 x 1 (GEMM) and 1 x NG
+ * (GEMV, NG <= 4), sized for the 16 ymm registers. */
+RP_Q8X_INLINE void tile(const int MR, const int NG, const uint8_t *w0, size_t gb, int64_t nb, int64_t cols,
+                        const uint8_t *act, size_t astride, float *y, int64_t ldy, int valid) {
+    const uint8_t *wq[4];
+    RP_Q8X_UNROLL for (int g = 0; g < NG; g++) wq[g] = w0 + (size_t)g * gb;
     const uint8_t *ar[4];
     const rp_q8x_f32u *da[4];
     RP_Q8X_UNROLL for (int m = 0; m < MR; m++) {
@@ -37,30 +40,40 @@ RP_Q8X_INLINE void tile(const int MR, const uint8_t *wq, int64_t nb, int64_t col
         da[m] = rp_q8x_act_d(ar[m], cols);
     }
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 accf[4];
-    RP_Q8X_UNROLL for (int m = 0; m < MR; m++) accf[m] = _mm256_setzero_ps();
+    __m256 accf[4][4];
+    RP_Q8X_UNROLL for (int m = 0; m < MR; m++) RP_Q8X_UNROLL for (int g = 0; g < NG; g++) accf[m][g] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        __m256i acc[4];
-        RP_Q8X_UNROLL for (int m = 0; m < MR; m++) acc[m] = _mm256_setzero_si256();
-        if (MR == 1) _mm_prefetch((const char *)(wq + (size_t)b * RB * 32 + 4 * RB * 32), _MM_HINT_T0);
+        const size_t qo = rp_q8x_qoff(b, RB, QB), dof = rp_q8x_doff(b, RB, QB);
+        __m256i acc[4][4];
+        RP_Q8X_UNROLL for (int m = 0; m < MR; m++) RP_Q8X_UNROLL for (int g = 0; g < NG; g++) acc[m][g] = _mm256_setzero_si256();
         RP_Q8X_UNROLL for (int j = 0; j < 8; j++) {
-            const __m256i v = _mm256_load_si256((const __m256i *)(const void *)(wq + (size_t)b * RB * 32 + 32 * j));
-            const __m256i av = _mm256_sign_epi8(v, v);   /* |w| as u8 (-128 -> 128) */
+            __m256i v[4], av[4];
+            RP_Q8X_UNROLL for (int g = 0; g < NG; g++) {
+                v[g] = _mm256_load_si256((const __m256i *)(const void *)(wq[g] + qo + 32 * j));
+                av[g] = _mm256_sign_epi8(v[g], v[g]);   /* |w| as u8 (-128 -> 128) */
+            }
             RP_Q8X_UNROLL for (int m = 0; m < MR; m++) {
                 const __m256i a = _mm256_set1_epi32(*(const rp_q8x_i32u *)(ar[m] + 32 * b + 4 * j));
-                const __m256i p = _mm256_maddubs_epi16(av, _mm256_sign_epi8(a, v));
-                acc[m] = _mm256_add_epi32(acc[m], _mm256_madd_epi16(p, ones));
+                RP_Q8X_UNROLL for (int g = 0; g < NG; g++) {
+                    const __m256i p = _mm256_maddubs_epi16(av[g], _mm256_sign_epi8(a, v[g]));
+                    acc[m][g] = _mm256_add_epi32(acc[m][g], _mm256_madd_epi16(p, ones));
+                }
             }
         }
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(wd + RB * b)));
-        RP_Q8X_UNROLL for (int m = 0; m < MR; m++)
-            accf[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[m]), _mm256_mul_ps(dw, _mm256_set1_ps(da[m][b])), accf[m]);
+        RP_Q8X_UNROLL for (int g = 0; g < NG; g++) {
+            const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(wq[g] + dof)));
+            RP_Q8X_UNROLL for (int m = 0; m < MR; m++)
+                accf[m][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[m][g]), _mm256_mul_ps(dw, _mm256_set1_ps(da[m][b])), accf[m][g]);
+        }
     }
-    if (valid == RB) {
-        RP_Q8X_UNROLL for (int m = 0; m < MR; m++) _mm256_storeu_ps(y + m * ldy, accf[m]);
-    } else {
-        const __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32(valid), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        RP_Q8X_UNROLL for (int m = 0; m < MR; m++) _mm256_maskstore_ps(y + m * ldy, k, accf[m]);
+    RP_Q8X_UNROLL for (int g = 0; g < NG; g++) {
+        const int v = g + 1 < NG ? RB : valid;   /* only the last group may be partial */
+        if (v == RB) {
+            RP_Q8X_UNROLL for (int m = 0; m < MR; m++) _mm256_storeu_ps(y + m * ldy + g * RB, accf[m][g]);
+        } else {
+            const __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            RP_Q8X_UNROLL for (int m = 0; m < MR; m++) _mm256_maskstore_ps(y + m * ldy + g * RB, k, accf[m][g]);
+        }
     }
 }
 
@@ -68,22 +81,43 @@ static void gemm(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, 
                  int64_t n, int64_t r0, int64_t r1, float *y, int64_t ldy, void *scratch) {
     (void)w_row_bytes;
     (void)scratch;
-    const int64_t nb = cols / 32;
-    const size_t gb = rp_q8x_group_bytes(cols, RB, 32);
+    const int64_t nb = cols / 32, ga = r0 / RB, gz = (r1 + RB - 1) / RB;
+    const size_t gb = rp_q8x_group_bytes(cols, RB, QB);
     const uint8_t *a8 = act;
-    for (int64_t g = r0 / RB; g < (r1 + RB - 1) / RB; g++) {
-        const uint8_t *wq = (const uint8_t *)w + (size_t)g * gb;
-        const int valid = rows - g * RB >= RB ? RB : (int)(rows - g * RB);
-        float *yg = y + g * RB;
-        int64_t m = 0;
-        for (; m + 4 <= n; m += 4) tile(4, wq, nb, cols, a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid);
-        switch (n - m) {
-        case 3: tile(3, wq, nb, cols, a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid); break;
-        case 2: tile(2, wq, nb, cols, a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid); break;
-        case 1: tile(1, wq, nb, cols, a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid); break;
+#define GROUP_ARGS(g) (const uint8_t *)w + (size_t)(g) * gb, gb, nb, cols
+#define VALID(g) (rows - (g) * RB >= RB ? RB : (int)(rows - (g) * RB))
+    if (n == 1) {
+        /* GEMV: 4 groups (32 rows) in flight, for memory-level parallelism */
+        int64_t g = ga;
+        for (; g + 4 <= gz; g += 4) tile(1, 4, GROUP_ARGS(g), a8, act_stride, y + g * RB, ldy, VALID(g + 3));
+        switch (gz - g) {
+        case 3: tile(1, 3, GROUP_ARGS(g), a8, act_stride, y + g * RB, ldy, VALID(g + 2)); break;
+        case 2: tile(1, 2, GROUP_ARGS(g), a8, act_stride, y + g * RB, ldy, VALID(g + 1)); break;
+        case 1: tile(1, 1, GROUP_ARGS(g), a8, act_stride, y + g * RB, ldy, VALID(g)); break;
         default: break;
         }
+        return;
     }
+    /* activation rows in chunks of 64 (L2-resident) while the groups of the
+     * range stream past them */
+    for (int64_t m0 = 0; m0 < n; m0 += 64) {
+        const int64_t m1 = m0 + 64 < n ? m0 + 64 : n;
+        for (int64_t g = ga; g < gz; g++) {
+            const int valid = VALID(g);
+            float *yg = y + g * RB;
+            int64_t m = m0;
+            for (; m + 4 <= m1; m += 4)
+                tile(4, 1, GROUP_ARGS(g), a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid);
+            switch (m1 - m) {
+            case 3: tile(3, 1, GROUP_ARGS(g), a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid); break;
+            case 2: tile(2, 1, GROUP_ARGS(g), a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid); break;
+            case 1: tile(1, 1, GROUP_ARGS(g), a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid); break;
+            default: break;
+            }
+        }
+    }
+#undef GROUP_ARGS
+#undef VALID
 }
 
 const rp_mm_kernel rp_mm_q8_0_avx2 = {

@@ -1,0 +1,128 @@
+/* cmd_serve.c — `reprise serve`: the OpenAI-compatible HTTP server until SIGINT / SIGTERM (then a graceful drain). */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "kernels/types.h"
+#include "reuse/engine.h"
+#include "server/server.h"
+
+static void serve_usage(void) {
+    printf("usage: reprise serve -m MODEL.gguf [options]\n"
+           "OpenAI-compatible API: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
+           "GET /health, GET /metrics (Prometheus), DELETE /v1/sessions/ID. See docs/server.md.\n"
+           "  -m, --model PATH        GGUF model\n"
+           "      --draft PATH        draft model for speculative decoding (with --parallel > 1)\n"
+           "      --host ADDR         bind address (default 127.0.0.1; 0.0.0.0 exposes the server)\n"
+           "      --port N            TCP port (default 8080; 0 picks a free one)\n"
+           "      --port-file PATH    write the port actually bound to PATH\n"
+           "      --api-key KEY       require \"Authorization: Bearer KEY\" (default: $REPRISE_API_KEY, else none)\n"
+           "      --model-id NAME     model name reported by /v1/models (default: the file's base name)\n"
+           "  -c, --ctx-size N        context per sequence (default min(4096, the model's))\n"
+           "  -t, --threads N         compute threads (default 2)\n"
+           "      --parallel N        sequences decoded together (default 1: serial, full KV reuse engine;\n"
+           "                          N > 1: the scheduler with continuous batching)\n"
+           "      --queue N           requests waiting beyond the running ones; more get 429 (default 64)\n"
+           "      --sessions N        reprise_session sessions kept (default 16)\n"
+           "      --session-ttl S     idle session lifetime in seconds (default 1800)\n"
+           "      --timeout S         per-request limit in seconds, queueing included (default 600)\n"
+           "      --max-body BYTES    request body limit (default 1048576)\n"
+           "      --max-tokens N      reply length when a request gives none (default 2048)\n"
+           "      --reuse MODE        default KV reuse: none | prefix | full | blend (default blend)\n"
+           "      --recompute-ratio R default blend recompute ratio (default 0.25)\n"
+           "      --cache-dir DIR     persistent KV chunk store (flash tier) in DIR\n"
+           "      --cache-ram MB      RAM budget of the chunk cache (default 512)\n"
+           "      --cache-disk GB     disk budget of the store (default: unlimited)\n"
+           "      --kv-type T         f16 (default), q8_0, f32\n"
+           "      --no-spec           no speculative decoding (scheduler)\n"
+           "      --drain-timeout S   on SIGTERM, seconds in-flight requests may finish (default 30)\n"
+           "      --quiet             no access log\n"
+           "      --cpu LEVEL         force a kernel level: scalar, avx2, avx512, amx\n");
+}
+
+int cmd_serve(int argc, char **argv) {
+    cli_args a = {argc, 1, argv, "serve"};
+    rp_server_config cfg = rp_server_default_config();
+    const char *kv_name = "f16", *reuse = "blend", *port_file = NULL;
+    long port = 8080, l;
+    double d, drain = 30;
+    cfg.api_key = getenv("REPRISE_API_KEY");
+    for (; a.i < argc; a.i++) {
+        if (cli_is(&a, "-h", "--help")) { serve_usage(); return 0; }
+        else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &cfg.backend.model_path)) return 2; }
+        else if (cli_is(&a, "--draft", NULL)) { if (!cli_str(&a, &cfg.backend.draft_path)) return 2; }
+        else if (cli_is(&a, "--host", NULL)) { if (!cli_str(&a, &cfg.host)) return 2; }
+        else if (cli_is(&a, "--port", NULL)) { if (!cli_int(&a, 0, 65535, &port)) return 2; }
+        else if (cli_is(&a, "--port-file", NULL)) { if (!cli_str(&a, &port_file)) return 2; }
+        else if (cli_is(&a, "--api-key", NULL)) { if (!cli_str(&a, &cfg.api_key)) return 2; }
+        else if (cli_is(&a, "--model-id", NULL)) { if (!cli_str(&a, &cfg.model_id)) return 2; }
+        else if (cli_is(&a, "-c", "--ctx-size")) { if (!cli_int(&a, 16, 1 << 20, &l)) return 2; cfg.backend.n_ctx = (int32_t)l; }
+        else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &l)) return 2; cfg.backend.n_threads = (int)l; }
+        else if (cli_is(&a, "--parallel", "-np")) { if (!cli_int(&a, 1, 64, &l)) return 2; cfg.backend.parallel = (int)l; }
+        else if (cli_is(&a, "--queue", NULL)) { if (!cli_int(&a, 0, 4096, &l)) return 2; cfg.backend.queue_max = (int)l; }
+        else if (cli_is(&a, "--sessions", NULL)) { if (!cli_int(&a, 0, 128, &l)) return 2; cfg.backend.max_sessions = (int)l; }
+        else if (cli_is(&a, "--session-ttl", NULL)) { if (!cli_float(&a, 1, 1e7, &cfg.session_ttl_s)) return 2; }
+        else if (cli_is(&a, "--timeout", NULL)) { if (!cli_float(&a, 0.1, 1e6, &cfg.timeout_s)) return 2; }
+        else if (cli_is(&a, "--max-body", NULL)) { if (!cli_int(&a, 1024, 1L << 30, &l)) return 2; cfg.max_body = (size_t)l; }
+        else if (cli_is(&a, "--max-tokens", NULL)) { if (!cli_int(&a, 1, 1 << 20, &l)) return 2; cfg.default_max_tokens = (int32_t)l; }
+        else if (cli_is(&a, "--reuse", NULL)) { if (!cli_str(&a, &reuse)) return 2; }
+        else if (cli_is(&a, "--recompute-ratio", NULL)) { if (!cli_float(&a, 0, 1, &d)) return 2; cfg.backend.recompute_ratio = (float)d; }
+        else if (cli_is(&a, "--cache-dir", NULL)) { if (!cli_str(&a, &cfg.backend.cache_dir)) return 2; }
+        else if (cli_is(&a, "--cache-ram", NULL)) { if (!cli_int(&a, 1, 1 << 20, &l)) return 2; cfg.backend.cache_ram_mb = (size_t)l; }
+        else if (cli_is(&a, "--cache-disk", NULL)) { if (!cli_float(&a, 0, 1e6, &cfg.backend.cache_disk_gb)) return 2; }
+        else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }
+        else if (cli_is(&a, "--no-spec", NULL)) cfg.backend.speculate = false;
+        else if (cli_is(&a, "--drain-timeout", NULL)) { if (!cli_float(&a, 0, 3600, &drain)) return 2; }
+        else if (cli_is(&a, "--quiet", "-q")) cfg.quiet = true;
+        else if (cli_is(&a, "--cpu", NULL)) { const char *v; if (!cli_str(&a, &v) || !cli_set_cpu(a.cmd, v)) return 2; }
+        else return cli_unknown(&a);
+    }
+    if (!cfg.backend.model_path) { fprintf(stderr, "reprise serve: -m MODEL.gguf is required\n"); return 2; }
+    cfg.port = (uint16_t)port;
+    int mode = rp_reuse_mode_parse(reuse);
+    if (mode < 0) { fprintf(stderr, "reprise serve: --reuse must be none, prefix, full or blend, got '%s'\n", reuse); return 2; }
+    cfg.backend.reuse_mode = mode;
+    int kv_type = rp_type_from_name(kv_name);
+    if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_Q8_0 && kv_type != RP_TYPE_F32) {
+        fprintf(stderr, "reprise serve: --kv-type must be f16, q8_0 or f32, got '%s'\n", kv_name);
+        return 2;
+    }
+    cfg.backend.kv_type = (rp_type)kv_type;
+
+    /* every thread started from here on inherits the mask: the signals wait for sigwait below */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    rp_server *srv = NULL;
+    rp_status st = rp_server_start(&cfg, &srv);
+    if (st != RP_OK) return cli_fail("serve", "start", st);
+    unsigned bound = rp_server_port(srv);
+    const char *host = cfg.host ? cfg.host : "127.0.0.1";
+    fprintf(stderr, "reprise serve: listening on http://%s%s%s:%u (backend %s, context %d, %s)\n",
+            strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", bound,
+            rp_backend_kind(rp_server_backend(srv)), rp_backend_n_ctx(rp_server_backend(srv)),
+            cfg.api_key && cfg.api_key[0] ? "API key required" : "no API key");
+    if (port_file) {
+        FILE *f = fopen(port_file, "w");
+        if (!f || fprintf(f, "%u\n", bound) < 0 || fclose(f) != 0) {
+            fprintf(stderr, "reprise serve: cannot write --port-file '%s': %s\n", port_file, strerror(errno));
+            rp_server_stop(srv);
+            return 1;
+        }
+    }
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0) {}
+    fprintf(stderr, "reprise serve: %s: draining (up to %.0f s)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT", drain);
+    rp_server_drain(srv, drain);
+    rp_server_stop(srv);
+    fprintf(stderr, "reprise serve: stopped\n");
+    return 0;
+}

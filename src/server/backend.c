@@ -1,0 +1,302 @@
+/* backend.c — backend creation (model loading, core vs sched) and the job channel shared by both backends. */
+#include "server/backend_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "reuse/engine.h"
+
+double rp_srv_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+rp_backend_config rp_backend_default_config(void) {
+    rp_backend_config c = {
+        .n_ctx = 0,
+        .n_threads = 2,
+        .parallel = 1,
+        .queue_max = 64,
+        .max_sessions = 16,
+        .cache_ram_mb = 512,
+        .cache_disk_gb = 0,
+        .reuse_mode = RP_REUSE_BLEND,
+        .recompute_ratio = 0.25f,
+        .kv_type = RP_TYPE_F16,
+        .speculate = true,
+    };
+    return c;
+}
+
+rp_status rp_backend_create(const rp_backend_config *cfg, rp_backend **out) {
+    *out = NULL;
+    if (!cfg || !cfg->model_path) return rp_errorf(RP_ERR_INVALID_ARG, "backend: no model path");
+    if (cfg->parallel < 1 || cfg->parallel > 64 || cfg->queue_max < 0 || cfg->queue_max > 4096 ||
+        cfg->max_sessions < 0 || cfg->max_sessions > 128 || cfg->n_threads < 1)
+        return rp_errorf(RP_ERR_INVALID_ARG, "backend: parallel %d (1-64), queue %d (0-4096), sessions %d (0-128)",
+                         cfg->parallel, cfg->queue_max, cfg->max_sessions);
+    rp_backend *b = calloc(1, sizeof *b);
+    if (!b) return rp_errorf(RP_ERR_NOMEM, "backend: out of memory");
+    b->cfg = *cfg;
+    rp_model_params mp = rp_model_default_params();
+    mp.n_threads = cfg->n_threads;
+    rp_status st = rp_model_load(cfg->model_path, mp, &b->m);
+    if (st != RP_OK) goto fail;
+    if (!b->m->tok) {
+        st = rp_errorf(RP_ERR_UNSUPPORTED, "'%s' has no tokenizer", cfg->model_path);
+        goto fail;
+    }
+    if (cfg->draft_path && (st = rp_model_load(cfg->draft_path, mp, &b->dm)) != RP_OK) goto fail;
+    int32_t n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : 4096;
+    if (b->m->hp.n_ctx_train > 0 && n_ctx > b->m->hp.n_ctx_train) {
+        if (cfg->n_ctx > 0)
+            fprintf(stderr, "reprise serve: -c %d exceeds the model's training context %d; using %d\n", cfg->n_ctx,
+                    b->m->hp.n_ctx_train, b->m->hp.n_ctx_train);
+        n_ctx = b->m->hp.n_ctx_train;
+    }
+    b->n_ctx = n_ctx;
+    b->ops = cfg->parallel > 1 ? &rp_backend_sched_ops : &rp_backend_core_ops;
+    if ((st = b->ops->start(b)) != RP_OK) goto fail;
+    *out = b;
+    return RP_OK;
+fail:
+    rp_model_free(b->dm);
+    rp_model_free(b->m);
+    free(b);
+    return st;
+}
+
+void rp_backend_free(rp_backend *b) {
+    if (!b) return;
+    b->ops->stop(b);
+    rp_model_free(b->dm);
+    rp_model_free(b->m);
+    free(b);
+}
+
+const rp_model *rp_backend_model(const rp_backend *b) { return b->m; }
+int32_t rp_backend_n_ctx(const rp_backend *b) { return b->n_ctx; }
+const char *rp_backend_kind(const rp_backend *b) { return b->ops->kind; }
+rp_status rp_backend_flush(rp_backend *b) { return b->ops->flush ? b->ops->flush(b) : RP_OK; }
+
+rp_status rp_backend_session_create(rp_backend *b, rp_bk_session **out) { return b->ops->session_create(b, out); }
+void rp_backend_session_free(rp_backend *b, rp_bk_session *s) { if (s) b->ops->session_free(b, s); }
+void rp_backend_session_suspend(rp_backend *b, rp_bk_session *s) { if (s) b->ops->session_suspend(b, s); }
+int32_t rp_backend_session_resident(rp_backend *b, rp_bk_session *s) { return s ? b->ops->session_resident(b, s) : 0; }
+void rp_backend_stats_get(rp_backend *b, rp_backend_stats *out) {
+    memset(out, 0, sizeof *out);
+    b->ops->stats(b, out);
+}
+
+/* ------------------------------------------------------------------ jobs */
+
+static void job_free(rp_job *j) {
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    free(j->toks);
+    free(j->bounds);
+    free(j->bias);
+    free(j->gen);
+    free(j);
+}
+
+void rp_job_unref(rp_job *j) {
+    if (!j) return;
+    pthread_mutex_lock(&j->mu);
+    int left = --j->refs;
+    pthread_mutex_unlock(&j->mu);
+    if (left == 0) job_free(j);
+}
+
+rp_status rp_backend_submit(rp_backend *b, const rp_job_params *p, rp_job **out) {
+    *out = NULL;
+    if (!p || p->n < 1 || !p->toks || p->max_tokens < 0 || p->n_bounds < 0 || (p->n_bounds && !p->bounds))
+        return rp_errorf(RP_ERR_INVALID_ARG, "backend: bad job (%d tokens)", p ? p->n : -1);
+    if ((int64_t)p->n + p->max_tokens > b->n_ctx)
+        return rp_errorf(RP_ERR_RANGE, "backend: %d prompt + %d new tokens exceed the context of %d", p->n,
+                         p->max_tokens, b->n_ctx);
+    const int32_t n_vocab = b->m->hp.n_vocab;
+    for (int32_t i = 0; i < p->n; i++)
+        if (p->toks[i] < 0 || p->toks[i] >= n_vocab)
+            return rp_errorf(RP_ERR_RANGE, "backend: token %d at %d is not in the vocabulary (%d)", p->toks[i], i, n_vocab);
+    for (int32_t i = 0; i < p->sampler.n_bias; i++)
+        if (p->sampler.bias[i].token < 0 || p->sampler.bias[i].token >= n_vocab)
+            return rp_errorf(RP_ERR_RANGE, "backend: logit_bias token %d is not in the vocabulary (%d)",
+                             p->sampler.bias[i].token, n_vocab);
+    rp_job *j = calloc(1, sizeof *j);
+    if (!j) return rp_errorf(RP_ERR_NOMEM, "backend: out of memory");
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    j->refs = 2;
+    j->b = b;
+    j->p = *p;
+    j->cap_gen = p->max_tokens + 1;
+    j->toks = malloc(sizeof *j->toks * (size_t)p->n);
+    j->bounds = p->n_bounds ? malloc(sizeof *j->bounds * (size_t)p->n_bounds) : NULL;
+    j->bias = p->sampler.n_bias ? malloc(sizeof *j->bias * (size_t)p->sampler.n_bias) : NULL;
+    j->gen = malloc(sizeof *j->gen * (size_t)j->cap_gen);
+    if (!j->toks || (p->n_bounds && !j->bounds) || (p->sampler.n_bias && !j->bias) || !j->gen) {
+        job_free(j);
+        return rp_errorf(RP_ERR_NOMEM, "backend: out of memory");
+    }
+    memcpy(j->toks, p->toks, sizeof *j->toks * (size_t)p->n);
+    if (p->n_bounds) memcpy(j->bounds, p->bounds, sizeof *j->bounds * (size_t)p->n_bounds);
+    if (p->sampler.n_bias) memcpy(j->bias, p->sampler.bias, sizeof *j->bias * (size_t)p->sampler.n_bias);
+    j->p.toks = j->toks;
+    j->p.bounds = j->bounds;
+    j->p.sampler.bias = j->bias;
+    j->st.n_prompt = p->n;
+    j->t_submit = rp_srv_now();
+    atomic_init(&j->cancel, false);
+    rp_status st = b->ops->submit(b, j);
+    if (st != RP_OK) {
+        job_free(j);
+        return st;
+    }
+    *out = j;
+    return RP_OK;
+}
+
+static void deadline_in(struct timespec *ts, double s) {
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    if (s < 0) s = 0;
+    double whole = floor(s);
+    ts->tv_sec += (time_t)whole;
+    ts->tv_nsec += (long)((s - whole) * 1e9);
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+static void cond_wait_until(rp_job *j, const struct timespec *ts) {
+    /* the condvar uses CLOCK_REALTIME by default; convert the monotonic deadline */
+    struct timespec now_m, now_r, abs;
+    clock_gettime(CLOCK_MONOTONIC, &now_m);
+    clock_gettime(CLOCK_REALTIME, &now_r);
+    double left = (double)(ts->tv_sec - now_m.tv_sec) + (double)(ts->tv_nsec - now_m.tv_nsec) * 1e-9;
+    if (left <= 0) return;
+    double whole = floor(left);
+    abs.tv_sec = now_r.tv_sec + (time_t)whole;
+    abs.tv_nsec = now_r.tv_nsec + (long)((left - whole) * 1e9);
+    if (abs.tv_nsec >= 1000000000L) {
+        abs.tv_sec++;
+        abs.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&j->cv, &j->mu, &abs);
+}
+
+int32_t rp_job_wait(rp_job *j, int32_t have, double timeout_s, bool *done) {
+    struct timespec ts;
+    deadline_in(&ts, timeout_s);
+    pthread_mutex_lock(&j->mu);
+    while (j->n_gen <= have && !j->done) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > ts.tv_sec || (now.tv_sec == ts.tv_sec && now.tv_nsec >= ts.tv_nsec)) break;
+        cond_wait_until(j, &ts);
+    }
+    int32_t n = j->n_gen;
+    if (done) *done = j->done;
+    pthread_mutex_unlock(&j->mu);
+    return n;
+}
+
+int32_t rp_job_tokens(rp_job *j, int32_t from, rp_token *buf, int32_t cap) {
+    pthread_mutex_lock(&j->mu);
+    int32_t n = 0;
+    if (from >= 0 && from < j->n_gen) {
+        n = j->n_gen - from < cap ? j->n_gen - from : cap;
+        memcpy(buf, j->gen + from, sizeof *buf * (size_t)n);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return n;
+}
+
+void rp_job_cancel(rp_job *j) {
+    if (!j) return;
+    bool was = atomic_exchange(&j->cancel, true);
+    pthread_mutex_lock(&j->mu);
+    bool done = j->done;
+    pthread_mutex_unlock(&j->mu);
+    if (!was && !done) j->b->ops->cancel(j->b, j);
+}
+
+bool rp_job_wait_done(rp_job *j, double timeout_s) {
+    struct timespec ts;
+    deadline_in(&ts, timeout_s);
+    pthread_mutex_lock(&j->mu);
+    while (!j->done) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > ts.tv_sec || (now.tv_sec == ts.tv_sec && now.tv_nsec >= ts.tv_nsec)) break;
+        cond_wait_until(j, &ts);
+    }
+    bool d = j->done;
+    pthread_mutex_unlock(&j->mu);
+    return d;
+}
+
+rp_job_finish rp_job_result(rp_job *j, rp_job_stats *st, char *err, size_t cap) {
+    pthread_mutex_lock(&j->mu);
+    rp_job_finish f = j->done ? j->finish : RP_JOB_RUNNING;
+    if (st) *st = j->st;
+    if (st) st->n_gen = j->n_gen;
+    if (err && cap) snprintf(err, cap, "%s", j->err);
+    pthread_mutex_unlock(&j->mu);
+    return f;
+}
+
+bool rp_job_started(rp_job *j) {
+    pthread_mutex_lock(&j->mu);
+    bool s = j->started;
+    pthread_mutex_unlock(&j->mu);
+    return s;
+}
+
+void rp_job_release(rp_job *j) { rp_job_unref(j); }
+
+void rp_job_mark_started(rp_job *j) {
+    pthread_mutex_lock(&j->mu);
+    j->started = true;
+    j->st.queue_ms = (rp_srv_now() - j->t_submit) * 1e3;
+    pthread_mutex_unlock(&j->mu);
+}
+
+bool rp_job_push(rp_job *j, rp_token t) {
+    pthread_mutex_lock(&j->mu);
+    bool ok = j->n_gen < j->cap_gen;
+    if (ok) {
+        if (j->n_gen == 0) j->st.ttft_ms = (rp_srv_now() - j->t_submit) * 1e3;
+        j->gen[j->n_gen++] = t;
+        pthread_cond_broadcast(&j->cv);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return ok && !atomic_load(&j->cancel);
+}
+
+void rp_job_complete(rp_job *j, rp_job_finish why, const rp_job_stats *st, const char *err) {
+    pthread_mutex_lock(&j->mu);
+    if (!j->done) {
+        if (st) {
+            double ttft = j->st.ttft_ms, queue = j->st.queue_ms;
+            j->st = *st;
+            j->st.ttft_ms = ttft;
+            if (!st->queue_ms) j->st.queue_ms = queue;
+        }
+        j->st.n_prompt = j->p.n;
+        j->st.n_gen = j->n_gen;
+        j->finish = why;
+        if (err) snprintf(j->err, sizeof j->err, "%s", err);
+        j->done = true;
+        pthread_cond_broadcast(&j->cv);
+    }
+    pthread_mutex_unlock(&j->mu);
+    rp_job_unref(j);
+}

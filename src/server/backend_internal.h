@@ -1,0 +1,76 @@
+/* backend_internal.h — shared state of the backends (core, sched) and the job channel between a backend and a request. */
+#ifndef RP_SERVER_BACKEND_INTERNAL_H
+#define RP_SERVER_BACKEND_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "server/backend.h"
+
+struct rp_job {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;                    /* backend + consumer (mu) */
+    rp_backend *b;
+
+    /* parameters (owned copies) */
+    rp_job_params p;
+    rp_token *toks;
+    int32_t *bounds;
+    rp_logit_bias *bias;
+
+    /* output (mu): gen[0..n_gen) */
+    rp_token *gen;
+    int32_t n_gen, cap_gen;      /* cap = max_tokens + 1 */
+    bool started, done;
+    rp_job_finish finish;
+    char err[256];
+    rp_job_stats st;
+    double t_submit;
+
+    _Atomic bool cancel;
+
+    /* backend-private */
+    rp_job *next;                /* core: queue link */
+    int64_t sched_id;            /* sched: the session running it */
+    bool ephemeral;              /* sched: the session is freed after the job */
+};
+
+/* A backend implementation. */
+typedef struct rp_backend_ops {
+    const char *kind;
+    rp_status (*start)(rp_backend *b);
+    void (*stop)(rp_backend *b);                       /* cancel everything, join the thread, free impl */
+    rp_status (*submit)(rp_backend *b, rp_job *j);     /* takes the backend's reference on success */
+    void (*cancel)(rp_backend *b, rp_job *j);
+    rp_status (*session_create)(rp_backend *b, rp_bk_session **out);
+    void (*session_free)(rp_backend *b, rp_bk_session *s);
+    void (*session_suspend)(rp_backend *b, rp_bk_session *s);
+    int32_t (*session_resident)(rp_backend *b, rp_bk_session *s);
+    void (*stats)(rp_backend *b, rp_backend_stats *out);
+    rp_status (*flush)(rp_backend *b);
+} rp_backend_ops;
+
+struct rp_backend {
+    rp_backend_config cfg;
+    rp_model *m, *dm;
+    int32_t n_ctx;
+    const rp_backend_ops *ops;
+    void *impl;
+};
+
+extern const rp_backend_ops rp_backend_core_ops;
+extern const rp_backend_ops rp_backend_sched_ops;
+
+double rp_srv_now(void);   /* monotonic seconds */
+
+/* Called by backends. */
+void rp_job_mark_started(rp_job *j);
+/* Appends a generated token and wakes the consumer. Returns false when the
+ * job was cancelled or the buffer is full (the backend then ends it). */
+bool rp_job_push(rp_job *j, rp_token t);
+/* Ends the job (stats copied) and drops the backend's reference. */
+void rp_job_complete(rp_job *j, rp_job_finish why, const rp_job_stats *st, const char *err);
+void rp_job_unref(rp_job *j);
+
+#endif /* RP_SERVER_BACKEND_INTERNAL_H */

@@ -1,0 +1,385 @@
+/* backend_sched.c — the batching backend: jobs run as scheduler sessions (continuous batching, speculation, suspend/resume). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "sched/sched.h"
+#include "server/backend_internal.h"
+
+struct rp_bk_session {
+    rp_sched_id id;
+    bool waiting;          /* suspended after a tool call (WAITING in the scheduler) */
+    int32_t resident;      /* history length after its last job */
+};
+
+typedef struct sched_be {
+    rp_backend *b;
+    rp_sched *s;
+    pthread_t th;
+    bool th_started;
+    pthread_mutex_t mu;
+    rp_job **active;               /* [cap_active] jobs submitted to the scheduler (mu) */
+    int32_t n_active, cap_active;
+    rp_job *pend_head, *pend_tail; /* one-off jobs waiting for a sequence: they hold no KV yet (mu) */
+    int32_t n_pending;
+    int32_t n_oneoff;              /* one-off jobs holding a scheduler session (<= parallel) */
+    rp_token *scratch;             /* [n_ctx] session history for prefix matching (mu) */
+    _Atomic bool stop;
+    rp_backend_stats st;           /* (mu) */
+    rp_sched_stats ss;             /* snapshot taken by the loop between steps (mu): reading the
+                                      scheduler's stats during a step would race with its forward */
+    int32_t n_sessions, n_waiting;
+} sched_be;
+
+static void dispatch_pending(sched_be *x);
+
+/* Per-token callback: runs on the loop thread under the scheduler mutex. */
+static bool on_token(void *user, rp_sched_id id, rp_token tok) {
+    rp_job *j = user;
+    return rp_job_push(j, tok);
+}
+
+static rp_job_finish map_finish(rp_finish_reason r) {
+    switch (r) {
+    case RP_FINISH_EOG:
+    case RP_FINISH_STOP:
+    case RP_FINISH_TOOL_CALL: return RP_JOB_EOG;
+    case RP_FINISH_LENGTH: return RP_JOB_LENGTH;
+    case RP_FINISH_CTX: return RP_JOB_CTX;
+    case RP_FINISH_CANCELLED: return RP_JOB_CANCELLED;
+    default: return RP_JOB_ERROR;
+    }
+}
+
+/* After a step: completes jobs whose turn ended. Called on the loop thread. */
+static void reap(sched_be *x, double step_s, int32_t step_rows) {
+    pthread_mutex_lock(&x->mu);
+    for (int32_t i = 0; i < x->n_active;) {
+        rp_job *j = x->active[i];
+        rp_sched_session_info info;
+        rp_status st = rp_sched_session_info_get(x->s, j->sched_id, &info);
+        bool running = st == RP_OK && (info.state == RP_SESS_PREFILL || info.state == RP_SESS_DECODE);
+        if (st == RP_OK && running) {
+            if (info.last_role != RP_ROLE_NONE && !j->started) rp_job_mark_started(j);
+            i++;
+            continue;
+        }
+        x->active[i] = x->active[--x->n_active];
+        rp_job_stats js = j->st;
+        rp_job_finish why = st == RP_OK ? map_finish(info.finish) : RP_JOB_ERROR;
+        if (st == RP_OK) {
+            js.drafted = info.drafted;
+            js.accepted = info.accepted;
+        }
+        if (!j->started) rp_job_mark_started(j);
+        x->st.jobs++;
+        x->st.prompt_tokens += (uint64_t)j->p.n;
+        x->st.gen_tokens += (uint64_t)j->n_gen;
+        x->st.reused_prefix += (uint64_t)js.n_prefix;
+        x->st.computed += (uint64_t)js.n_computed;
+        if (j->ephemeral) {
+            rp_sched_session_free(x->s, j->sched_id);
+            x->n_sessions--;
+            x->n_oneoff--;
+        } else if (st == RP_OK) {
+            struct rp_bk_session *bs = j->p.session;
+            bs->resident = info.n_tokens;
+            bs->waiting = info.state == RP_SESS_WAITING;
+        }
+        if (j->n_gen > 0) {
+            js.prefill_ms = j->st.ttft_ms - j->st.queue_ms;
+            js.decode_ms = (rp_srv_now() - j->t_submit) * 1e3 - j->st.ttft_ms;
+        }
+        rp_job_complete(j, why, &js, st == RP_OK ? NULL : "the scheduler lost the session");
+    }
+    (void)step_s;
+    (void)step_rows;
+    dispatch_pending(x);
+    pthread_mutex_unlock(&x->mu);
+}
+
+static void *loop(void *arg) {
+    sched_be *x = arg;
+    while (!atomic_load(&x->stop)) {
+        rp_sched_step_info info;
+        memset(&info, 0, sizeof info);
+        rp_status st = rp_sched_step(x->s, &info);
+        if (st != RP_OK) {
+            /* the step's sessions were rolled back: end their jobs with the error */
+            fprintf(stderr, "reprise serve: scheduler step failed: %s\n", rp_last_error());
+            pthread_mutex_lock(&x->mu);
+            for (int32_t i = 0; i < x->n_active; i++) rp_sched_cancel(x->s, x->active[i]->sched_id);
+            pthread_mutex_unlock(&x->mu);
+        }
+        if (st == RP_OK && info.ran) {
+            pthread_mutex_lock(&x->mu);
+            double pre = info.n_rows > 0 ? info.t_target * info.n_prefill_rows / info.n_rows : 0;
+            x->st.prefill_s += pre;
+            x->st.decode_s += info.t_total - pre;
+            x->st.drafted += (uint64_t)info.n_drafted;
+            x->st.accepted += (uint64_t)info.n_accepted;
+            pthread_mutex_unlock(&x->mu);
+        }
+        reap(x, info.t_total, info.n_rows);
+        rp_sched_stats ss;
+        rp_sched_stats_get(x->s, &ss);
+        pthread_mutex_lock(&x->mu);
+        x->ss = ss;
+        pthread_mutex_unlock(&x->mu);
+        if (st != RP_OK || info.idle || info.blocked) rp_sched_wait_event(x->s, 0.02);
+    }
+    return NULL;
+}
+
+static rp_status sb_start(rp_backend *b) {
+    sched_be *x = calloc(1, sizeof *x);
+    if (!x) return rp_errorf(RP_ERR_NOMEM, "server: out of memory");
+    x->b = b;
+    pthread_mutex_init(&x->mu, NULL);
+    b->impl = x;
+    rp_sched_params p = rp_sched_default_params();
+    /* one-off jobs hold a sequence only while running (at most `parallel`); sessions keep theirs */
+    int32_t ms = b->cfg.parallel + b->cfg.max_sessions + 1;
+    p.max_sessions = ms > RP_SCHED_MAX_SESSIONS ? RP_SCHED_MAX_SESSIONS : ms;
+    p.max_active = b->cfg.parallel;
+    p.n_ctx = b->n_ctx;
+    p.n_batch = 512 < b->cfg.parallel ? b->cfg.parallel : 512;
+    p.kv_type = b->cfg.kv_type;
+    p.n_threads = b->cfg.n_threads;
+    if (!b->cfg.speculate) {
+        p.policy = RP_POLICY_BATCH_AR;
+        p.drafter = RP_DRAFTER_NONE;
+    } else {
+        p.policy = RP_POLICY_HAL_YIELD;
+        p.drafter = b->dm ? RP_DRAFTER_MODEL : RP_DRAFTER_NGRAM;
+    }
+    x->cap_active = b->cfg.parallel + b->cfg.queue_max + b->cfg.max_sessions + 1;
+    x->active = calloc((size_t)x->cap_active, sizeof *x->active);
+    x->scratch = malloc(sizeof *x->scratch * (size_t)b->n_ctx);
+    rp_status st = !x->active || !x->scratch ? rp_errorf(RP_ERR_NOMEM, "server: out of memory") : RP_OK;
+    if (st == RP_OK) st = rp_sched_create(b->m, b->dm, p, &x->s);
+    atomic_init(&x->stop, false);
+    if (st == RP_OK) {
+        if (pthread_create(&x->th, NULL, loop, x) != 0) st = rp_errorf(RP_ERR_INTERNAL, "server: cannot start the loop");
+        else x->th_started = true;
+    }
+    if (b->cfg.cache_dir)
+        fprintf(stderr, "reprise serve: --cache-dir applies to --parallel 1 (the scheduler keeps KV per session)\n");
+    if (st != RP_OK) {
+        rp_backend_sched_ops.stop(b);
+        return st;
+    }
+    return RP_OK;
+}
+
+static void sb_stop(rp_backend *b) {
+    sched_be *x = b->impl;
+    if (!x) return;
+    if (x->s) {
+        pthread_mutex_lock(&x->mu);
+        for (int32_t i = 0; i < x->n_active; i++) rp_sched_cancel(x->s, x->active[i]->sched_id);
+        pthread_mutex_unlock(&x->mu);
+        /* let the loop run the cancellations, bounded */
+        double until = rp_srv_now() + 5;
+        for (;;) {
+            pthread_mutex_lock(&x->mu);
+            int32_t n = x->n_active;
+            pthread_mutex_unlock(&x->mu);
+            if (n == 0 || !x->th_started || rp_srv_now() > until) break;
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    atomic_store(&x->stop, true);
+    if (x->th_started) pthread_join(x->th, NULL);
+    for (int32_t i = 0; i < x->n_active; i++) rp_job_complete(x->active[i], RP_JOB_CANCELLED, NULL, NULL);
+    x->n_active = 0;
+    for (rp_job *j = x->pend_head, *nx; j; j = nx) {
+        nx = j->next;
+        rp_job_complete(j, RP_JOB_CANCELLED, NULL, NULL);
+    }
+    x->pend_head = x->pend_tail = NULL;
+    rp_sched_free(x->s);
+    free(x->active);
+    free(x->scratch);
+    pthread_mutex_destroy(&x->mu);
+    free(x);
+    b->impl = NULL;
+}
+
+/* Hands a job to the scheduler (mu held): a one-off job gets a fresh sequence, a session job
+ * continues its session from the longest common prefix of its history and the prompt. */
+static rp_status dispatch(sched_be *x, rp_job *j) {
+    rp_backend *b = x->b;
+    rp_gen_params gp = rp_gen_default_params();
+    gp.sampler = j->p.sampler;
+    gp.max_tokens = j->p.max_tokens;
+    gp.stop_at_eog = true;
+    gp.suspend_on_tool_call = j->p.session != NULL;
+    gp.on_token = on_token;
+    gp.user = j;
+    struct rp_bk_session *bs = j->p.session;
+    rp_sched_id id = 0;
+    rp_status st = RP_OK;
+    int32_t common = 0;
+    if (bs) {
+        id = bs->id;
+        int32_t have = 0;
+        st = rp_sched_session_tokens(x->s, id, 0, x->scratch, b->n_ctx, &have);
+        if (st == RP_OK) {
+            int32_t lim = have < j->p.n ? have : j->p.n;
+            while (common < lim && x->scratch[common] == j->toks[common]) common++;
+            if (common >= j->p.n) common = j->p.n - 1;   /* run the last prompt token again for its logits */
+            if (common < have) st = rp_sched_truncate(x->s, id, common);
+        }
+    } else {
+        st = rp_sched_session_create(x->s, &id);
+        if (st != RP_OK) st = rp_errorf(RP_ERR_FULL, "server: no free sequence");
+    }
+    if (st == RP_OK) {
+        rp_sched_session_info info;
+        bool waiting = rp_sched_session_info_get(x->s, id, &info) == RP_OK && info.state == RP_SESS_WAITING;
+        j->sched_id = id;
+        j->ephemeral = bs == NULL;
+        j->st.n_prefix = common;
+        j->st.n_computed = j->p.n - common;
+        st = waiting ? rp_sched_resume(x->s, id, j->toks + common, j->p.n - common, &gp)
+                     : rp_sched_submit(x->s, id, j->toks + common, j->p.n - common, &gp);
+        if (st == RP_OK) {
+            x->active[x->n_active++] = j;
+            if (!bs) {
+                x->n_oneoff++;
+                x->n_sessions++;
+            }
+        } else if (!bs) {
+            rp_sched_session_free(x->s, id);
+        }
+    }
+    return st;
+}
+
+/* Moves pending one-off jobs to the scheduler while sequences are free (mu held). */
+static void dispatch_pending(sched_be *x) {
+    while (x->pend_head && x->n_oneoff < x->b->cfg.parallel) {
+        rp_job *j = x->pend_head;
+        x->pend_head = j->next;
+        if (!x->pend_head) x->pend_tail = NULL;
+        x->n_pending--;
+        j->next = NULL;
+        rp_status st = dispatch(x, j);
+        if (st != RP_OK) {
+            char err[256];
+            snprintf(err, sizeof err, "%s", rp_last_error());
+            rp_job_mark_started(j);
+            rp_job_complete(j, RP_JOB_ERROR, NULL, err);
+        }
+    }
+}
+
+static rp_status sb_submit(rp_backend *b, rp_job *j) {
+    sched_be *x = b->impl;
+    pthread_mutex_lock(&x->mu);
+    if (x->n_active + x->n_pending >= b->cfg.parallel + b->cfg.queue_max) {
+        int32_t busy = x->n_active + x->n_pending;
+        pthread_mutex_unlock(&x->mu);
+        return rp_errorf(RP_ERR_FULL, "server: the queue is full (%d jobs)", busy);
+    }
+    rp_status st = RP_OK;
+    if (j->p.session) {
+        st = dispatch(x, j);   /* its KV already exists; the scheduler queues it for a slot */
+    } else {
+        if (x->pend_tail) x->pend_tail->next = j;
+        else x->pend_head = j;
+        x->pend_tail = j;
+        x->n_pending++;
+        dispatch_pending(x);
+    }
+    pthread_mutex_unlock(&x->mu);
+    return st;
+}
+
+static void sb_cancel(rp_backend *b, rp_job *j) {
+    sched_be *x = b->impl;
+    pthread_mutex_lock(&x->mu);
+    rp_job **pp = &x->pend_head, *prev = NULL;
+    bool found = false;
+    while (*pp) {
+        if (*pp == j) {
+            *pp = j->next;
+            if (x->pend_tail == j) x->pend_tail = prev;
+            x->n_pending--;
+            found = true;
+            break;
+        }
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    pthread_mutex_unlock(&x->mu);
+    if (found) {
+        j->next = NULL;
+        rp_job_complete(j, RP_JOB_CANCELLED, NULL, NULL);
+    } else {
+        rp_sched_cancel(x->s, j->sched_id);
+    }
+}
+
+static rp_status sb_session_create(rp_backend *b, rp_bk_session **out) {
+    sched_be *x = b->impl;
+    *out = calloc(1, sizeof **out);
+    if (!*out) return rp_errorf(RP_ERR_NOMEM, "server: out of memory");
+    rp_status st = rp_sched_session_create(x->s, &(*out)->id);
+    if (st != RP_OK) {
+        free(*out);
+        *out = NULL;
+        return rp_errorf(RP_ERR_FULL, "server: the scheduler holds no more sessions");
+    }
+    pthread_mutex_lock(&x->mu);
+    x->n_sessions++;
+    pthread_mutex_unlock(&x->mu);
+    return RP_OK;
+}
+
+static void sb_session_free(rp_backend *b, rp_bk_session *s) {
+    sched_be *x = b->impl;
+    rp_sched_session_free(x->s, s->id);
+    pthread_mutex_lock(&x->mu);
+    x->n_sessions--;
+    pthread_mutex_unlock(&x->mu);
+    free(s);
+}
+
+static void sb_session_suspend(rp_backend *b, rp_bk_session *s) {
+    sched_be *x = b->impl;
+    if (rp_sched_mark_waiting(x->s, s->id) == RP_OK) s->waiting = true;
+}
+
+static int32_t sb_session_resident(rp_backend *b, rp_bk_session *s) { return s->resident; }
+
+static void sb_stats(rp_backend *b, rp_backend_stats *out) {
+    sched_be *x = b->impl;
+    pthread_mutex_lock(&x->mu);
+    const rp_sched_stats ss = x->ss;
+    *out = x->st;
+    out->running = ss.n_admitted;
+    out->queued = x->n_pending + (x->n_active > ss.n_admitted ? x->n_active - ss.n_admitted : 0);
+    pthread_mutex_unlock(&x->mu);
+    out->sessions = ss.n_sessions;
+    out->sessions_waiting = ss.n_waiting;
+    out->kv_bytes = ss.kv_resident;
+}
+
+const rp_backend_ops rp_backend_sched_ops = {
+    .kind = "sched",
+    .start = sb_start,
+    .stop = sb_stop,
+    .submit = sb_submit,
+    .cancel = sb_cancel,
+    .session_create = sb_session_create,
+    .session_free = sb_session_free,
+    .session_suspend = sb_session_suspend,
+    .session_resident = sb_session_resident,
+    .stats = sb_stats,
+    .flush = NULL,
+};

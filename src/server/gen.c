@@ -1,0 +1,224 @@
+/* gen.c — generated text bookkeeping for one request: stop sequences, hold-back for streaming, tool-call parsing. */
+#include "server/gen.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "server/json_prefix.h"
+
+rp_status rp_srv_gen_init(rp_srv_gen *g, const rp_tokenizer *tok, const rp_srv_request *r, const rp_srv_text *t) {
+    memset(g, 0, sizeof *g);
+    g->tok = tok;
+    if (tok) {
+        rp_detok_init(&g->dt, tok, false);
+        g->dt.at_start = false;   /* a continuation keeps its leading space */
+    }
+    for (int i = 0; i < r->n_stop; i++) g->stop[g->n_stop++] = r->stop[i];
+    g->tools = t && t->tools_active && t->parse_fmt != RP_CHAT_UNKNOWN;
+    g->fmt = t ? t->parse_fmt : RP_CHAT_UNKNOWN;
+    g->forced = t ? t->forced : NULL;
+    g->forced_close = t ? t->forced_close : NULL;
+    g->hold_all = g->forced != NULL;
+    g->cap = 256;
+    g->text = malloc(g->cap);
+    if (!g->text) return rp_errorf(RP_ERR_NOMEM, "server: out of memory");
+    g->text[0] = '\0';
+    return RP_OK;
+}
+
+void rp_srv_gen_free(rp_srv_gen *g) {
+    free(g->text);
+    memset(g, 0, sizeof *g);
+}
+
+static rp_status append(rp_srv_gen *g, const char *s, size_t n) {
+    if (g->len + n + 1 > g->cap) {
+        size_t nc = g->cap * 2;
+        while (nc < g->len + n + 1) nc *= 2;
+        char *np = realloc(g->text, nc);
+        if (!np) return rp_errorf(RP_ERR_NOMEM, "server: out of memory");
+        g->text = np;
+        g->cap = nc;
+    }
+    memcpy(g->text + g->len, s, n);
+    g->len += n;
+    g->text[g->len] = '\0';
+    return RP_OK;
+}
+
+/* Cuts the text at the earliest stop sequence that ends in the new bytes [from, len). */
+static void check_stops(rp_srv_gen *g, size_t from) {
+    size_t cut = g->len;
+    for (int i = 0; i < g->n_stop; i++) {
+        size_t sl = strlen(g->stop[i]);
+        size_t start = from >= sl - 1 ? from - (sl - 1) : 0;
+        for (size_t p = start; p + sl <= g->len && p < cut; p++)
+            if (memcmp(g->text + p, g->stop[i], sl) == 0) {
+                cut = p;
+                break;
+            }
+    }
+    if (cut < g->len) {
+        g->len = cut;
+        g->text[cut] = '\0';
+        g->stopped = true;
+    }
+}
+
+rp_status rp_srv_gen_feed(rp_srv_gen *g, const rp_token *toks, int32_t n) {
+    for (int32_t i = 0; i < n && !g->stopped; i++) {
+        char buf[4096];
+        int w = rp_detok_push(&g->dt, toks[i], buf, sizeof buf);
+        if (w <= 0) continue;
+        size_t from = g->len;
+        RP_TRY(append(g, buf, (size_t)w));
+        check_stops(g, from);
+    }
+    return RP_OK;
+}
+
+rp_status rp_srv_gen_flush(rp_srv_gen *g) {
+    if (g->flushed) return RP_OK;
+    g->flushed = true;
+    if (g->stopped || !g->tok) return RP_OK;
+    char buf[64];
+    int w = rp_detok_flush(&g->dt, buf, sizeof buf);
+    if (w > 0) {
+        size_t from = g->len;
+        RP_TRY(append(g, buf, (size_t)w));
+        check_stops(g, from);
+    }
+    return RP_OK;
+}
+
+/* Length of the longest proper prefix of `pat` that ends the text. */
+static size_t partial_suffix(const char *text, size_t len, const char *pat) {
+    size_t pl = strlen(pat);
+    for (size_t k = pl - 1 < len ? pl - 1 : len; k > 0; k--)
+        if (memcmp(text + len - k, pat, k) == 0) return k;
+    return 0;
+}
+
+size_t rp_srv_gen_stream_end(const rp_srv_gen *g) {
+    if (g->hold_all) return g->emitted;
+    size_t end = g->len;
+    if (g->tools) {
+        if (g->fmt == RP_CHAT_LLAMA3) {
+            /* a Llama 3 call is the whole reply as JSON: hold while it could be one */
+            size_t i = 0;
+            while (i < g->len && (g->text[i] == ' ' || g->text[i] == '\n' || g->text[i] == '\t')) i++;
+            if (i == g->len || g->text[i] == '{' || g->text[i] == '[') return g->emitted;
+        } else {
+            const char *at = strstr(g->text, "<tool_call>");
+            if (at) end = (size_t)(at - g->text);
+            else end = g->len - partial_suffix(g->text, g->len, "<tool_call>");
+        }
+    }
+    if (!g->flushed && !g->stopped) {
+        size_t hold = 0;
+        for (int i = 0; i < g->n_stop; i++) {
+            size_t h = partial_suffix(g->text, g->len, g->stop[i]);
+            if (h > hold) hold = h;
+        }
+        if (g->len - hold < end) end = g->len - hold;
+    }
+    return end > g->emitted ? end : g->emitted;
+}
+
+/* The forced call's arguments: the longest valid JSON-object prefix of the text, closed. */
+static char *forced_args(const char *text, size_t len, size_t *used) {
+    rp_json_prefix jp, ok;
+    rp_jsonp_init(&jp);
+    ok = jp;
+    size_t i = 0, good = 0;
+    while (i < len && (text[i] == ' ' || text[i] == '\n')) i++;
+    for (; i < len; i++) {
+        if (!rp_jsonp_feed(&jp, text + i, 1)) break;
+        ok = jp;
+        good = i + 1;
+        if (rp_jsonp_done(&jp)) break;
+    }
+    char close[128];
+    rp_jsonp_close(&ok, close, sizeof close);
+    size_t cl = strlen(close);
+    char *s = malloc(good + cl + 1);
+    if (!s) return NULL;
+    memcpy(s, text, good);
+    memcpy(s + good, close, cl + 1);
+    *used = good;
+    return s;
+}
+
+rp_status rp_srv_gen_reply(rp_srv_gen *g, rp_job_finish finish, rp_srv_reply *out) {
+    memset(out, 0, sizeof *out);
+    out->finish_reason = finish == RP_JOB_LENGTH || finish == RP_JOB_CTX || finish == RP_JOB_CANCELLED ? "length" : "stop";
+    if (g->stopped) out->finish_reason = "stop";
+    rp_status st = RP_OK;
+    if (g->forced) {
+        size_t used = 0;
+        char *args = forced_args(g->text, g->len, &used);
+        size_t fl = strlen(g->forced), al = args ? strlen(args) : 0, cl = g->forced_close ? strlen(g->forced_close) : 0;
+        char *full = args ? malloc(fl + al + cl + 1) : NULL;
+        if (!full) {
+            free(args);
+            return rp_errorf(RP_ERR_NOMEM, "server: out of memory");
+        }
+        memcpy(full, g->forced, fl);
+        memcpy(full + fl, args, al);
+        memcpy(full + fl + al, g->forced_close ? g->forced_close : "", cl + 1);
+        free(args);
+        st = rp_chat_parse_tool_calls(g->fmt, full, &out->calls, &out->n_calls, &out->content);
+        free(full);
+    } else if (g->tools) {
+        st = rp_chat_parse_tool_calls(g->fmt, g->text, &out->calls, &out->n_calls, &out->content);
+    } else {
+        out->content = malloc(g->len + 1);
+        if (!out->content) st = rp_errorf(RP_ERR_NOMEM, "server: out of memory");
+        else memcpy(out->content, g->text, g->len + 1);
+    }
+    if (st != RP_OK) {
+        rp_srv_reply_free(out);
+        return st;
+    }
+    if (out->n_calls > 0) out->finish_reason = "tool_calls";
+    return RP_OK;
+}
+
+void rp_srv_reply_free(rp_srv_reply *r) {
+    free(r->content);
+    rp_tool_calls_free(r->calls, r->n_calls);
+    memset(r, 0, sizeof *r);
+}
+
+char *rp_srv_utf8_clean(const char *s, size_t n) {
+    char *o = malloc(n * 3 + 1), *p = o;   /* each bad byte becomes 3 bytes at most */
+    if (!o) return NULL;
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = u[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        bool ok = len > 0 && i + len <= n && c != 0;
+        for (size_t k = 1; ok && k < len; k++) ok = (u[i + k] & 0xC0) == 0x80;
+        if (ok && len == 2) ok = c >= 0xC2;
+        if (ok && len == 3) {
+            unsigned cp = ((c & 15u) << 12) | ((u[i + 1] & 63u) << 6) | (u[i + 2] & 63u);
+            ok = cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF);
+        }
+        if (ok && len == 4) {
+            unsigned cp = ((c & 7u) << 18) | ((u[i + 1] & 63u) << 12) | ((u[i + 2] & 63u) << 6) | (u[i + 3] & 63u);
+            ok = cp >= 0x10000 && cp <= 0x10FFFF;
+        }
+        if (ok) {
+            memcpy(p, s + i, len);
+            p += len;
+            i += len;
+        } else {
+            memcpy(p, "\xEF\xBF\xBD", 3);
+            p += 3;
+            i++;
+        }
+    }
+    *p = '\0';
+    return o;
+}

@@ -1,0 +1,472 @@
+/* http.c — the libmicrohttpd daemon: routing, bearer auth, body limits, SSE responses, disconnect detection, drain. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "server/backend_internal.h"
+#include "server/server_internal.h"
+
+rp_server_config rp_server_default_config(void) {
+    rp_server_config c = {
+        .backend = rp_backend_default_config(),
+        .host = "127.0.0.1",
+        .port = 8080,
+        .max_body = (size_t)1 << 20,
+        .max_depth = 64,
+        .max_messages = 1024,
+        .default_max_tokens = 2048,
+        .timeout_s = 600,
+        .session_ttl_s = 1800,
+        .max_connections = 256,
+    };
+    return c;
+}
+
+/* Per HTTP request (MHD's con_cls). */
+typedef struct http_req {
+    int ep;                   /* RP_M_* */
+    int route;                /* R_* */
+    char *body;
+    size_t len, cap;
+    bool too_large;
+    size_t discarded;         /* body bytes dropped past the limit */
+    bool early;               /* a response was queued on the first call */
+    int status;               /* for the metrics */
+    double t0;
+    char path_arg[128];       /* {id} of /v1/models/{id}, /v1/sessions/{id} */
+    bool counted;
+} http_req;
+
+enum { R_NONE, R_CHAT, R_COMPLETIONS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_SESSION };
+
+/* ------------------------------------------------------------ responses */
+
+static enum MHD_Result send_text(struct MHD_Connection *conn, http_req *r, int status, const char *ctype, char *body) {
+    if (!body) {
+        body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}");
+        status = 500;
+        if (!body) return MHD_NO;
+    }
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (status == 405) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->route == R_CHAT || r->route == R_COMPLETIONS ? "POST" : r->route == R_SESSION ? "DELETE" : "GET");
+    if (status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (status == 429 || status == 503) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    r->status = status;
+    return ret;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *conn, http_req *r, int status, char *body) {
+    return send_text(conn, r, status, "application/json", body);
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *conn, http_req *r, const rp_api_error *e) {
+    return send_json(conn, r, e->http, rp_api_error_json(e));
+}
+
+static enum MHD_Result fail(struct MHD_Connection *conn, http_req *r, int status, const char *code, const char *fmt,
+                            const char *arg) {
+    rp_api_error e;
+    rp_api_errorf(&e, RP_ERR_INVALID_ARG, status, code, NULL, fmt, arg ? arg : "");
+    return send_error(conn, r, &e);
+}
+
+/* ------------------------------------------------------------ helpers */
+
+static bool ct_equal(const char *a, size_t al, const char *b, size_t bl) {
+    /* time depends only on the lengths, never on where the bytes differ */
+    size_t n = al > bl ? al : bl;
+    unsigned char d = (unsigned char)(al != bl);
+    for (size_t i = 0; i < n; i++) d |= (unsigned char)((i < al ? a[i] : 0) ^ (i < bl ? b[i] : 0));
+    return d == 0;
+}
+
+static bool authorized(rp_server *s, struct MHD_Connection *conn) {
+    if (!s->api_key) return true;
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
+    h += 7;
+    while (*h == ' ') h++;
+    return ct_equal(h, strlen(h), s->api_key, strlen(s->api_key));
+}
+
+/* The client is still there: its socket has not been shut down or reset. */
+static bool conn_alive(void *user) {
+    struct MHD_Connection *conn = user;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return true;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return true;
+    return !(p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+static int route(const char *url, const char *method, int *ep, char *arg, size_t cap, bool *method_ok) {
+    const char *u = url;
+    if (!strncmp(u, "/v1/", 4)) u += 3;
+    *method_ok = true;
+    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    if (!strcmp(u, "/chat/completions")) { *ep = RP_M_CHAT; *method_ok = post; return R_CHAT; }
+    if (!strcmp(u, "/completions")) { *ep = RP_M_COMPLETIONS; *method_ok = post; return R_COMPLETIONS; }
+    if (!strcmp(u, "/models")) { *ep = RP_M_MODELS; *method_ok = get; return R_MODELS; }
+    if (!strncmp(u, "/models/", 8)) {
+        *ep = RP_M_MODELS;
+        *method_ok = get;
+        snprintf(arg, cap, "%s", u + 8);
+        return R_MODEL;
+    }
+    if (!strcmp(url, "/health") || !strcmp(u, "/health")) { *ep = RP_M_HEALTH; *method_ok = get; return R_HEALTH; }
+    if (!strcmp(url, "/metrics")) { *ep = RP_M_METRICS; *method_ok = get; return R_METRICS; }
+    if (!strncmp(u, "/sessions/", 10)) {
+        *ep = RP_M_SESSIONS;
+        *method_ok = !strcmp(method, "DELETE");
+        snprintf(arg, cap, "%s", u + 10);
+        return R_SESSION;
+    }
+    *ep = RP_M_OTHER;
+    return R_NONE;
+}
+
+/* ------------------------------------------------------------ SSE */
+
+static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    rp_srv_call *c = cls;
+    long n = rp_srv_call_read(c, buf, max);
+    if (n == -1) return MHD_CONTENT_READER_END_OF_STREAM;
+    if (n < 0) return MHD_CONTENT_READER_END_WITH_ERROR;
+    return (ssize_t)n;
+}
+
+static void sse_free(void *cls) { rp_srv_call_free(cls); }
+
+/* ------------------------------------------------------------ handlers */
+
+static enum MHD_Result handle_generate(rp_server *s, struct MHD_Connection *conn, http_req *r) {
+    rp_api_error err;
+    /* a generation may stay silent (queue, long prefill) for up to the request timeout */
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)(s->cfg.timeout_s + 30));
+    rp_srv_call *c = NULL;
+    rp_srv_endpoint ep = r->route == R_CHAT ? RP_EP_CHAT : RP_EP_COMPLETIONS;
+    if (rp_srv_call_create(s, ep, r->body ? r->body : "", r->len, conn_alive, conn, &c, &err) != RP_OK)
+        return send_error(conn, r, &err);
+    if (c->req.stream) {
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_reader, c, sse_free);
+        if (!resp) {
+            rp_srv_call_free(c);
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        if (c->sess_id[0]) MHD_add_response_header(resp, "X-Reprise-Session", c->sess_id);
+        enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp);   /* the call is freed by sse_free when MHD is done with it */
+        r->status = 200;
+        return ret;
+    }
+    char *json = NULL;
+    int http = 200;
+    rp_status st = rp_srv_call_run(c, &json, &http, &err);
+    char sid[33];
+    memcpy(sid, c->sess_id, sizeof sid);
+    rp_srv_call_free(c);
+    if (st != RP_OK) {
+        if (err.http == 499) { /* nobody to answer */
+            r->status = 499;
+            return MHD_NO;
+        }
+        return send_error(conn, r, &err);
+    }
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(json), json, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(json);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    if (sid[0]) MHD_add_response_header(resp, "X-Reprise-Session", sid);
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)http, resp);
+    MHD_destroy_response(resp);
+    r->status = http;
+    return ret;
+}
+
+static enum MHD_Result dispatch(rp_server *s, struct MHD_Connection *conn, http_req *r) {
+    switch (r->route) {
+    case R_CHAT:
+    case R_COMPLETIONS:
+        if (atomic_load(&s->draining)) {
+            atomic_fetch_add(&s->metrics.rejected, 1);
+            return fail(conn, r, 503, "server_shutting_down", "the server is shutting down%s", "");
+        }
+        return handle_generate(s, conn, r);
+    case R_MODELS: return send_json(conn, r, 200, rp_srv_models_json(s));
+    case R_MODEL: {
+        char *m = rp_srv_model_json(s, r->path_arg);
+        if (!m) return fail(conn, r, 404, "model_not_found", "The model '%s' does not exist", r->path_arg);
+        return send_json(conn, r, 200, m);
+    }
+    case R_HEALTH: return send_json(conn, r, atomic_load(&s->draining) ? 503 : 200, rp_srv_health_json(s));
+    case R_METRICS: {
+        rp_backend_stats bs;
+        rp_backend_stats_get(s->b, &bs);
+        rp_metrics_extra x = {.model = s->model_id, .backend = rp_backend_kind(s->b), .draining = atomic_load(&s->draining)};
+        rp_stab_counts(s->sessions, &x.sessions, &x.sessions_active, &x.sessions_suspended);
+        return send_text(conn, r, 200, "text/plain; version=0.0.4; charset=utf-8", rp_metrics_render(&s->metrics, &bs, &x));
+    }
+    case R_SESSION: {
+        rp_status st = rp_stab_delete(s->sessions, r->path_arg);
+        if (st == RP_ERR_NOT_FOUND) return fail(conn, r, 404, "session_not_found", "no session '%.40s'", r->path_arg);
+        if (st != RP_OK) return fail(conn, r, 409, "session_busy", "the session is busy%s", "");
+        json_t *o = json_pack("{s:s,s:s,s:b}", "id", r->path_arg, "object", "reprise.session.deleted", "deleted", 1);
+        char *body = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        return send_json(conn, r, 200, body);
+    }
+    default: return fail(conn, r, 404, "not_found", "unknown endpoint%s", "");
+    }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_size, void **con_cls) {
+    rp_server *s = cls;
+    http_req *r = *con_cls;
+    if (!r) {
+        r = calloc(1, sizeof *r);
+        if (!r) return MHD_NO;
+        *con_cls = r;
+        r->t0 = rp_srv_now();
+        atomic_fetch_add(&s->metrics.inflight, 1);
+        bool method_ok;
+        r->route = route(url, method, &r->ep, r->path_arg, sizeof r->path_arg, &method_ok);
+        /* errors known before the body: answered at once, the body is not read */
+        if (r->route != R_HEALTH && r->route != R_NONE && !authorized(s, conn)) {
+            r->early = true;
+            return fail(conn, r, 401, "invalid_api_key", "Incorrect API key provided (use Authorization: Bearer KEY)%s", "");
+        }
+        if (r->route == R_NONE) {
+            r->early = true;
+            return fail(conn, r, 404, "not_found", "unknown endpoint: %.100s", url);
+        }
+        if (!method_ok) {
+            r->early = true;
+            return fail(conn, r, 405, "method_not_allowed", "method %.16s is not allowed here", method);
+        }
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > s->lim.max_body) {
+            r->early = true;
+            char lim[32];
+            snprintf(lim, sizeof lim, "%zu", s->lim.max_body);
+            return fail(conn, r, 413, "request_too_large", "the request body is larger than %s bytes", lim);
+        }
+        return MHD_YES;
+    }
+    if (r->early) {
+        *upload_size = 0;   /* discard anything that still arrives */
+        return MHD_YES;
+    }
+    if (*upload_size > 0) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (r->too_large || r->len + n > s->lim.max_body) {
+            /* a chunked body over the limit: discarded and answered 413 at its end (MHD cannot reply in
+             * the middle of an upload); one that goes on past 8x the limit gets the connection closed */
+            r->too_large = true;
+            r->discarded += n;
+            return r->discarded > 8 * s->lim.max_body ? MHD_NO : MHD_YES;
+        }
+        if (r->len + n + 1 > r->cap) {
+            size_t nc = r->cap ? r->cap : 4096;
+            while (nc < r->len + n + 1) nc *= 2;
+            if (nc > s->lim.max_body + 1) nc = s->lim.max_body + 1;
+            char *nb = realloc(r->body, nc);
+            if (!nb) return MHD_NO;
+            r->body = nb;
+            r->cap = nc;
+        }
+        memcpy(r->body + r->len, upload_data, n);
+        r->len += n;
+        r->body[r->len] = '\0';
+        return MHD_YES;
+    }
+    if (r->too_large) {
+        char lim[32];
+        snprintf(lim, sizeof lim, "%zu", s->lim.max_body);
+        return fail(conn, r, 413, "request_too_large", "the request body is larger than %s bytes", lim);
+    }
+    return dispatch(s, conn, r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    rp_server *s = cls;
+    http_req *r = *con_cls;
+    if (!r) return;
+    atomic_fetch_sub(&s->metrics.inflight, 1);
+    if (r->status >= 100 && r->status < 600) rp_metrics_request(&s->metrics, r->ep, r->status);
+    if (!s->cfg.quiet && r->status)
+        fprintf(stderr, "reprise serve: %d %s %.1f ms%s\n", r->status,
+                r->route == R_CHAT ? "chat" : r->route == R_COMPLETIONS ? "completions" : r->route == R_METRICS ? "metrics" : "request",
+                (rp_srv_now() - r->t0) * 1e3, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
+    free(r->body);
+    free(r);
+    *con_cls = NULL;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static void model_id_from_path(const char *path, char *out, size_t cap) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base);
+    if (n > 5 && !strcmp(base + n - 5, ".gguf")) n -= 5;
+    if (n >= cap) n = cap - 1;
+    char *clean = rp_srv_utf8_clean(base, n);
+    snprintf(out, cap, "%s", clean ? clean : "model");
+    free(clean);
+}
+
+rp_status rp_server_start(const rp_server_config *cfg, rp_server **out) {
+    *out = NULL;
+    rp_server *s = calloc(1, sizeof *s);
+    if (!s) return rp_errorf(RP_ERR_NOMEM, "server: out of memory");
+    s->cfg = *cfg;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    rp_metrics_init(&s->metrics);
+    s->host = strdup(cfg->host ? cfg->host : "127.0.0.1");
+    s->api_key = cfg->api_key && cfg->api_key[0] ? strdup(cfg->api_key) : NULL;
+    rp_status st = RP_OK;
+    if (!s->host || (cfg->api_key && cfg->api_key[0] && !s->api_key)) {
+        st = rp_errorf(RP_ERR_NOMEM, "server: out of memory");
+        goto fail;
+    }
+    if (cfg->timeout_s <= 0 || cfg->max_body < 64 || cfg->max_depth < 2 || cfg->max_messages < 1 ||
+        cfg->max_connections < 1 || cfg->default_max_tokens < 1) {
+        st = rp_errorf(RP_ERR_INVALID_ARG, "server: bad limits (timeout %.1f, body %zu, depth %d, messages %d)",
+                       cfg->timeout_s, cfg->max_body, cfg->max_depth, cfg->max_messages);
+        goto fail;
+    }
+    /* the address first: a bad --host fails before the model loads */
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%u", (unsigned)cfg->port);
+    int gai = getaddrinfo(s->host, port, &hints, &ai);
+    if (gai != 0 || !ai) {
+        st = rp_errorf(RP_ERR_INVALID_ARG, "server: cannot resolve --host '%s': %s", s->host, gai_strerror(gai));
+        goto fail;
+    }
+    struct sockaddr_storage addr;
+    memcpy(&addr, ai->ai_addr, ai->ai_addrlen);
+    bool v6 = ai->ai_family == AF_INET6;
+    freeaddrinfo(ai);
+
+    if ((st = rp_backend_create(&cfg->backend, &s->b)) != RP_OK) goto fail;
+    const rp_model *m = rp_backend_model(s->b);
+    if (cfg->model_id && cfg->model_id[0]) {
+        char *clean = rp_srv_utf8_clean(cfg->model_id, strnlen(cfg->model_id, sizeof s->model_id - 1));
+        snprintf(s->model_id, sizeof s->model_id, "%s", clean ? clean : "model");
+        free(clean);
+    } else {
+        model_id_from_path(cfg->backend.model_path, s->model_id, sizeof s->model_id);
+    }
+    snprintf(s->fingerprint, sizeof s->fingerprint, "fp_%016llx", (unsigned long long)m->fingerprint);
+    s->created = (int64_t)time(NULL);
+    s->lim = rp_srv_default_limits(rp_backend_n_ctx(s->b));
+    s->lim.max_body = cfg->max_body;
+    s->lim.max_depth = cfg->max_depth;
+    s->lim.max_messages = (size_t)cfg->max_messages;
+    if ((st = rp_stab_create(s->b, cfg->backend.max_sessions, cfg->session_ttl_s, &s->sessions)) != RP_OK) goto fail;
+
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC;
+    if (v6) flags |= MHD_USE_IPv6;
+    s->d = MHD_start_daemon(flags, cfg->port, NULL, NULL, on_request, s,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,   /* idle keep-alive connections */
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_END);
+    if (!s->d) {
+        st = rp_errorf(RP_ERR_IO, "server: cannot listen on %s:%u (in use, or no permission)", s->host, (unsigned)cfg->port);
+        goto fail;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : cfg->port;
+    *out = s;
+    return RP_OK;
+fail:
+    rp_server_stop(s);
+    return st;
+}
+
+uint16_t rp_server_port(const rp_server *s) { return s->port; }
+rp_backend *rp_server_backend(rp_server *s) { return s->b; }
+
+void rp_server_drain(rp_server *s, double deadline_s) {
+    if (!s || s->drained) return;
+    s->drained = true;
+    atomic_store(&s->draining, true);
+    if (s->d) {
+        MHD_socket lfd = MHD_quiesce_daemon(s->d);   /* no new connections; open ones continue */
+        if (lfd != MHD_INVALID_SOCKET) close(lfd);
+    }
+    double until = rp_srv_now() + deadline_s;
+    pthread_mutex_lock(&s->mu);
+    while (s->n_calls > 0 && rp_srv_now() < until) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    }
+    pthread_mutex_unlock(&s->mu);
+    rp_srv_cancel_all(s);   /* what is left ends now, with what it generated */
+    until = rp_srv_now() + 5;
+    pthread_mutex_lock(&s->mu);
+    while (s->n_calls > 0 && rp_srv_now() < until) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (s->b && rp_backend_flush(s->b) != RP_OK)
+        fprintf(stderr, "reprise serve: flushing the cache store failed: %s\n", rp_last_error());
+}
+
+void rp_server_stop(rp_server *s) {
+    if (!s) return;
+    if (s->d) {
+        rp_srv_cancel_all(s);
+        MHD_stop_daemon(s->d);   /* closes connections; request callbacks finish first */
+        s->d = NULL;
+    }
+    rp_stab_free(s->sessions);
+    rp_backend_free(s->b);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s->host);
+    free(s->api_key);
+    free(s);
+}

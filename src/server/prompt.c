@@ -1,0 +1,416 @@
+/* prompt.c — renders chat / completion requests into prompt pieces and tokenizes them with chunk boundaries. */
+#include "server/prompt.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "core/error.h"
+
+/* A growable string; `oom` sticks. */
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *s, size_t n) {
+    if (b->oom || n == 0) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap : 256;
+        while (nc < b->n + n + 1) nc *= 2;
+        char *np = realloc(b->p, nc);
+        if (!np) {
+            b->oom = true;
+            return;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+static void sb_str(sbuf *b, const char *s) { if (s) sb_add(b, s, strlen(s)); }
+
+/* Strings made while rendering, freed together. */
+typedef struct strpool {
+    char *v[8 + 4 * 1024];
+    size_t n;
+} strpool;
+
+static char *pool_take(strpool *sp, sbuf *b) {
+    if (b->oom || sp->n == sizeof sp->v / sizeof sp->v[0]) {
+        free(b->p);
+        return NULL;
+    }
+    if (!b->p) {
+        b->p = malloc(1);
+        if (!b->p) return NULL;
+        b->p[0] = '\0';
+    }
+    sp->v[sp->n++] = b->p;
+    return b->p;
+}
+
+static void pool_free(strpool *sp) {
+    for (size_t i = 0; i < sp->n; i++) free(sp->v[i]);
+    sp->n = 0;
+}
+
+/* Compact on purpose: the models without a native tool template are small, with short contexts. */
+static const char k_generic_tools_head[] = "Tools you may call:";
+static const char k_generic_tools_tail[] =
+    "\nTo call a tool, reply with <tool_call>{\"name\": NAME, \"arguments\": {...}}</tool_call>";
+
+/* System-prompt text the request adds: generic tool list, the tool_choice "required" instruction, document marker. */
+static bool system_extra(const rp_srv_request *r, bool generic_tools, bool tools_active, const char *marker,
+                         sbuf *b) {
+    if (generic_tools && tools_active) {
+        sb_str(b, k_generic_tools_head);
+        json_t *tools = json_loads(r->tools_json, 0, NULL);
+        for (size_t i = 0; i < json_array_size(tools); i++) {
+            json_t *fn = json_object_get(json_array_get(tools, i), "function");
+            char *s = json_dumps(fn, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            sb_str(b, "\n");
+            sb_str(b, s);
+            free(s);
+        }
+        json_decref(tools);
+        sb_str(b, k_generic_tools_tail);
+    }
+    if (tools_active && r->tool_choice == RP_TOOL_CHOICE_REQUIRED) {
+        if (b->n) sb_str(b, "\n\n");
+        sb_str(b, "You must answer with a call to one of the provided functions.");
+    }
+    /* named: no instruction; the reply is forced to open the call (the system prompt, and with it the
+     * cached prefix, stays the same whatever tool_choice a turn uses) */
+    if (marker) {
+        if (b->n) sb_str(b, "\n\n");
+        sb_str(b, marker);
+    }
+    return !b->oom;
+}
+
+/* Plain transcript for models without a chat template. */
+static void plain_transcript(const rp_chat_msg *m, size_t n, sbuf *b) {
+    for (size_t i = 0; i < n; i++) {
+        const char *role = m[i].role;
+        sb_str(b, !strcmp(role, "system") ? "System: " : !strcmp(role, "user") ? "User: " : "Assistant: ");
+        sb_str(b, m[i].content ? m[i].content : "");
+        sb_str(b, "\n");
+    }
+    sb_str(b, "Assistant:");
+}
+
+/* Rewrites tool messages for templates without tool support: assistant calls
+ * become <tool_call> blocks in the content, tool results user turns with
+ * <tool_response> blocks; consecutive turns of the same role are merged (the
+ * Llama 2 template needs strict alternation). */
+static rp_status generic_messages(const rp_chat_msg *in, size_t n, rp_chat_msg *out, size_t *n_out, strpool *sp,
+                                  rp_api_error *err) {
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        const rp_chat_msg *m = &in[i];
+        sbuf b = {0};
+        const char *role = !strcmp(m->role, "tool") ? "user" : m->role;
+        if (!strcmp(m->role, "tool")) {
+            sb_str(&b, "<tool_response>\n");
+            sb_str(&b, m->content);
+            sb_str(&b, "\n</tool_response>");
+        } else {
+            sb_str(&b, m->content);
+            for (size_t k = 0; k < m->n_tool_calls; k++) {
+                if (b.n) sb_str(&b, "\n");
+                sb_str(&b, "<tool_call>\n{\"name\": \"");
+                sb_str(&b, m->tool_calls[k].name);
+                sb_str(&b, "\", \"arguments\": ");
+                sb_str(&b, m->tool_calls[k].arguments ? m->tool_calls[k].arguments : "{}");
+                sb_str(&b, "}\n</tool_call>");
+            }
+        }
+        if (w > 0 && !strcmp(out[w - 1].role, role) && strcmp(role, "system") != 0) {
+            sbuf j = {0};
+            sb_str(&j, out[w - 1].content);
+            sb_str(&j, "\n\n");
+            sb_add(&j, b.p ? b.p : "", b.n);
+            free(b.p);
+            const char *s = pool_take(sp, &j);
+            if (!s) return rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory rendering the prompt");
+            out[w - 1].content = s;
+            continue;
+        }
+        const char *s = pool_take(sp, &b);
+        if (!s) return rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory rendering the prompt");
+        out[w++] = (rp_chat_msg){.role = role, .content = s};
+    }
+    *n_out = w;
+    return RP_OK;
+}
+
+/* Splits `rendered` at the marker into pieces: head | doc 1 | ... | doc n | tail. */
+static rp_status place_documents(const rp_srv_request *r, char *rendered, const char *marker, rp_srv_text *t,
+                                 rp_api_error *err) {
+    t->n_pieces = 0;
+    t->cut[0] = 0;
+    const char *at = marker ? strstr(rendered, marker) : NULL;
+    if (!at || r->n_docs == 0) {
+        t->text = rendered;
+        t->len = strlen(rendered);
+        t->special[0] = true;
+        t->n_pieces = 1;
+        t->cut[1] = t->len;
+        return RP_OK;
+    }
+    sbuf b = {0};
+    size_t head = (size_t)(at - rendered);
+    sb_add(&b, rendered, head);
+    t->special[t->n_pieces] = true;
+    for (size_t i = 0; i < r->n_docs; i++) {
+        if (b.n > 0 && t->n_pieces + 1 < RP_SRV_MAX_PIECES) {
+            t->cut[++t->n_pieces] = b.n;
+            t->special[t->n_pieces] = false;
+        }
+        sb_str(&b, r->docs[i]);
+        if (i + 1 < r->n_docs) sb_str(&b, "\n\n");
+    }
+    if (t->n_pieces + 1 < RP_SRV_MAX_PIECES) {
+        t->cut[++t->n_pieces] = b.n;
+        t->special[t->n_pieces] = true;
+    }
+    sb_str(&b, at + strlen(marker));
+    free(rendered);
+    if (b.oom) {
+        free(b.p);
+        return rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory rendering the prompt");
+    }
+    t->text = b.p;
+    t->len = b.n;
+    /* drop empty pieces (a prompt ending right after the documents) */
+    t->cut[++t->n_pieces] = b.n;
+    int w = 0;
+    for (int i = 0; i < t->n_pieces; i++)
+        if (t->cut[i + 1] > t->cut[i] || (w == 0 && i == t->n_pieces - 1)) {
+            t->cut[w] = t->cut[i];
+            t->special[w] = t->special[i];
+            w++;
+        }
+    t->cut[w] = b.n;
+    t->n_pieces = w;
+    return RP_OK;
+}
+
+rp_status rp_srv_render_chat(rp_chat_format fmt, const rp_srv_request *r, rp_srv_text *t, rp_api_error *err) {
+    memset(t, 0, sizeof *t);
+    if (r->ep != RP_EP_CHAT || r->n_msgs == 0)
+        return rp_api_errorf(err, RP_ERR_INVALID_ARG, 400, NULL, "messages", "'messages' is required");
+    const bool tools_active = r->n_tools > 0 && r->tool_choice != RP_TOOL_CHOICE_NONE;
+    bool has_tool_msgs = false;
+    for (size_t i = 0; i < r->n_msgs; i++)
+        has_tool_msgs |= r->msgs[i].n_tool_calls > 0 || !strcmp(r->msgs[i].role, "tool");
+    const bool native = fmt == RP_CHAT_LLAMA3 || fmt == RP_CHAT_CHATML;
+    const bool generic = !native && (tools_active || has_tool_msgs);
+    t->tools_active = tools_active;
+    t->parse_fmt = !tools_active ? RP_CHAT_UNKNOWN : native ? fmt : RP_CHAT_CHATML;
+
+    /* the document marker carries 64 random bits so request text cannot fake it */
+    char marker[48] = "";
+    if (r->n_docs > 0) {
+        uint64_t nonce = 0;
+        if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) nonce = (uint64_t)(uintptr_t)r ^ 0x9e3779b97f4a7c15ULL;
+        snprintf(marker, sizeof marker, "\x1e" "RPDOCS%016llx\x1e", (unsigned long long)nonce);
+    }
+    strpool *sp = calloc(1, sizeof *sp);
+    rp_chat_msg *msgs = calloc(r->n_msgs + 1, sizeof *msgs);
+    rp_status st = RP_OK;
+    char *rendered = NULL;
+    if (!sp || !msgs) {
+        st = rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory rendering the prompt");
+        goto done;
+    }
+    size_t n = r->n_msgs;
+    if (generic) {
+        if ((st = generic_messages(r->msgs, r->n_msgs, msgs, &n, sp, err)) != RP_OK) goto done;
+    } else {
+        memcpy(msgs, r->msgs, n * sizeof *msgs);
+    }
+    sbuf extra = {0};
+    if (!system_extra(r, generic, tools_active, marker[0] ? marker : NULL, &extra)) {
+        free(extra.p);
+        st = rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory rendering the prompt");
+        goto done;
+    }
+    if (extra.n > 0) {
+        if (n > 0 && !strcmp(msgs[0].role, "system")) {
+            sbuf s = {0};
+            sb_str(&s, msgs[0].content);
+            if (s.n) sb_str(&s, "\n\n");
+            sb_add(&s, extra.p, extra.n);
+            free(extra.p);
+            msgs[0].content = pool_take(sp, &s);
+        } else {
+            memmove(msgs + 1, msgs, n * sizeof *msgs);
+            msgs[0] = (rp_chat_msg){.role = "system", .content = pool_take(sp, &extra)};
+            n++;
+        }
+        if (!msgs[0].content) {
+            st = rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory rendering the prompt");
+            goto done;
+        }
+    } else {
+        free(extra.p);
+    }
+
+    if (fmt == RP_CHAT_UNKNOWN) {
+        sbuf b = {0};
+        plain_transcript(msgs, n, &b);
+        if (b.oom || !b.p) {
+            free(b.p);
+            st = rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory rendering the prompt");
+            goto done;
+        }
+        rendered = b.p;
+    } else {
+        rp_chat_opts co = {
+            .tools_json = native && tools_active ? r->tools_json : NULL,
+            .add_generation_prompt = true,
+            .enable_thinking = false,
+        };
+        st = rp_chat_apply(fmt, msgs, n, &co, &rendered);
+        if (st != RP_OK) {
+            st = rp_api_errorf(err, st == RP_ERR_NOMEM ? RP_ERR_NOMEM : RP_ERR_INVALID_ARG, st == RP_ERR_NOMEM ? 500 : 400,
+                               st == RP_ERR_UNSUPPORTED ? "unsupported_value" : NULL, "messages", "%s", rp_last_error());
+            goto done;
+        }
+    }
+    /* named tool_choice: the reply opens the call; the model writes the arguments */
+    if (tools_active && r->tool_choice == RP_TOOL_CHOICE_NAMED) {
+        sbuf f = {0};
+        if (t->parse_fmt == RP_CHAT_LLAMA3) {
+            sb_str(&f, "{\"name\": \"");
+            sb_str(&f, r->tool_name);
+            sb_str(&f, "\", \"parameters\": ");
+            t->forced_close = "}";
+        } else {
+            sb_str(&f, "<tool_call>\n{\"name\": \"");
+            sb_str(&f, r->tool_name);
+            sb_str(&f, "\", \"arguments\": ");
+            t->forced_close = "}\n</tool_call>";
+        }
+        sbuf all = {0};
+        sb_str(&all, rendered);
+        /* as the template renders a finished assistant turn, so the next call's prompt matches this one */
+        if (fmt == RP_CHAT_LLAMA2 || fmt == RP_CHAT_UNKNOWN) sb_str(&all, " ");
+        sb_add(&all, f.p ? f.p : "", f.n);
+        free(rendered);
+        rendered = all.p;
+        t->forced = f.p;
+        t->constrain_json = true;
+        if (all.oom || f.oom || !rendered || !t->forced) {
+            st = rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory rendering the prompt");
+            goto done;
+        }
+    } else if (r->json_mode) {
+        t->constrain_json = true;
+    }
+    st = place_documents(r, rendered, marker[0] ? marker : NULL, t, err);
+    rendered = NULL;
+done:
+    free(rendered);
+    if (sp) pool_free(sp);
+    free(sp);
+    free(msgs);
+    if (st != RP_OK) rp_srv_text_free(t);
+    return st;
+}
+
+rp_status rp_srv_render_completion(const rp_srv_request *r, rp_srv_text *t, rp_api_error *err) {
+    memset(t, 0, sizeof *t);
+    t->constrain_json = r->json_mode;
+    sbuf b = {0};
+    for (size_t i = 0; i < r->n_docs && t->n_pieces + 1 < RP_SRV_MAX_PIECES; i++) {
+        t->cut[t->n_pieces] = b.n;
+        t->special[t->n_pieces++] = false;
+        sb_str(&b, r->docs[i]);
+        sb_str(&b, "\n\n");
+    }
+    if (r->prompt && r->prompt[0]) {
+        t->cut[t->n_pieces] = b.n;
+        t->special[t->n_pieces++] = false;
+        sb_str(&b, r->prompt);
+    }
+    if (b.oom) {
+        free(b.p);
+        return rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory rendering the prompt");
+    }
+    if (!b.p) {
+        b.p = calloc(1, 1);
+        if (!b.p) return rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory rendering the prompt");
+    }
+    if (t->n_pieces == 0) t->special[t->n_pieces++] = false;
+    t->text = b.p;
+    t->len = b.n;
+    t->cut[t->n_pieces] = b.n;
+    return RP_OK;
+}
+
+void rp_srv_text_free(rp_srv_text *t) {
+    if (!t) return;
+    free(t->text);
+    free(t->forced);
+    memset(t, 0, sizeof *t);
+}
+
+rp_status rp_srv_tokenize(const rp_tokenizer *tok, const rp_srv_text *t, int32_t max_tokens, rp_srv_prompt *p,
+                          rp_api_error *err) {
+    memset(p, 0, sizeof *p);
+    if (max_tokens < 1) max_tokens = 1;
+    p->toks = malloc(sizeof *p->toks * ((size_t)max_tokens + 1));
+    p->bounds = malloc(sizeof *p->bounds * (size_t)(t->n_pieces + 1));
+    if (!p->toks || !p->bounds) {
+        rp_srv_prompt_free(p);
+        return rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory tokenizing the prompt");
+    }
+    size_t need_total = 0;
+    bool over = false;
+    for (int i = 0; i < t->n_pieces; i++) {
+        size_t len = t->cut[i + 1] - t->cut[i];
+        if (len == 0 && !(i == 0 && p->n == 0)) continue;
+        rp_tokenize_opts o = {.add_bos = i == 0 && rp_tokenizer_add_bos(tok), .parse_special = t->special[i]};
+        size_t room = over ? 0 : (size_t)(max_tokens + 1 - p->n), got = 0;
+        rp_status st = rp_tokenizer_encode(tok, t->text + t->cut[i], len, o, over ? NULL : p->toks + p->n, room, &got);
+        if (st == RP_ERR_FULL) {
+            over = true;
+            need_total += got;
+            continue;
+        }
+        if (st != RP_OK) {
+            rp_srv_prompt_free(p);
+            return rp_api_errorf(err, st, 400, NULL, NULL, "tokenizing the prompt failed: %s", rp_last_error());
+        }
+        need_total += got;
+        if (over) continue;
+        if (p->n > 0 && got > 0) p->bounds[p->n_bounds++] = p->n;
+        p->n += (int32_t)got;
+    }
+    if (over || p->n > max_tokens) {
+        rp_srv_prompt_free(p);
+        return rp_api_errorf(err, RP_ERR_RANGE, 400, "context_length_exceeded", "messages",
+                             "the prompt is %zu tokens, more than the %d this request can use (context minus "
+                             "max_tokens)", need_total, max_tokens);
+    }
+    if (p->n == 0) {
+        rp_srv_prompt_free(p);
+        return rp_api_errorf(err, RP_ERR_INVALID_ARG, 400, NULL, "prompt", "the prompt is empty");
+    }
+    return RP_OK;
+}
+
+void rp_srv_prompt_free(rp_srv_prompt *p) {
+    if (!p) return;
+    free(p->toks);
+    free(p->bounds);
+    memset(p, 0, sizeof *p);
+}

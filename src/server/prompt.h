@@ -1,0 +1,66 @@
+/* prompt.h — request -> prompt text (chat template, tools, documents as segments) -> tokens with chunk boundaries. */
+#ifndef RP_SERVER_PROMPT_H
+#define RP_SERVER_PROMPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "reprise.h"
+#include "server/errors.h"
+#include "server/request.h"
+#include "tokenizer/chat.h"
+#include "tokenizer/tokenizer.h"
+
+#define RP_SRV_MAX_PIECES (RP_SRV_MAX_DOCS_PIECES + 2)
+#define RP_SRV_MAX_DOCS_PIECES 256
+
+/* The rendered prompt as text: pieces [cut[i], cut[i+1]) are tokenized
+ * separately and each piece after the first starts a chunk boundary
+ * (documents are pieces of their own, so the same document gives the same
+ * tokens wherever it appears). */
+typedef struct rp_srv_text {
+    char *text;                        /* malloc'd, NUL-terminated */
+    size_t len;
+    size_t cut[RP_SRV_MAX_PIECES + 1]; /* cut[0] = 0, cut[n_pieces] = len */
+    bool special[RP_SRV_MAX_PIECES];   /* piece i may contain special-token texts (template output) */
+    int n_pieces;
+    rp_chat_format parse_fmt;          /* tool-call syntax of the reply (UNKNOWN: replies carry no calls) */
+    bool tools_active;                 /* tools were put in the prompt: parse calls out of the reply */
+    char *forced;                      /* text the reply is forced to start with (already at the end of `text`), or NULL */
+    const char *forced_close;          /* with `forced`: appended after the arguments object ends */
+    bool constrain_json;               /* the reply (after `forced`) must be one JSON object */
+} rp_srv_text;
+
+/* Renders a chat request for a model with chat format `fmt` (no tokenizer
+ * needed; the fuzz target calls this for every format). Tools go into the
+ * template when it supports them (Llama 3, ChatML) and otherwise into a
+ * generic system prompt with <tool_call> blocks (parsed as ChatML);
+ * tool_choice none leaves them out, required adds an instruction to the
+ * system prompt, named forces the reply to open a call of that tool (the
+ * arguments are then constrained to one JSON object). reprise_documents
+ * join the system message, each its own piece. Errors are 400s naming the
+ * message. */
+rp_status rp_srv_render_chat(rp_chat_format fmt, const rp_srv_request *r, rp_srv_text *out, rp_api_error *err);
+
+/* /v1/completions: documents (each a piece) then the prompt text. */
+rp_status rp_srv_render_completion(const rp_srv_request *r, rp_srv_text *out, rp_api_error *err);
+
+void rp_srv_text_free(rp_srv_text *t);
+
+/* Tokens of a rendered prompt. bounds[] are the piece starts (> 0). */
+typedef struct rp_srv_prompt {
+    rp_token *toks;
+    int32_t n;
+    int32_t *bounds;
+    int32_t n_bounds;
+} rp_srv_prompt;
+
+/* Tokenizes the pieces (BOS first when the vocabulary wants one). More than
+ * `max_tokens` tokens is a 400 context_length_exceeded; allocation is at most
+ * max_tokens + 1 ids. */
+rp_status rp_srv_tokenize(const rp_tokenizer *tok, const rp_srv_text *t, int32_t max_tokens, rp_srv_prompt *out,
+                          rp_api_error *err);
+void rp_srv_prompt_free(rp_srv_prompt *p);
+
+#endif /* RP_SERVER_PROMPT_H */

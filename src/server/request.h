@@ -1,0 +1,110 @@
+/* request.h — parsed and validated bodies of /v1/chat/completions and /v1/completions (the path fuzz_request drives). */
+#ifndef RP_SERVER_REQUEST_H
+#define RP_SERVER_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "reprise.h"
+#include "model/sampler.h"
+#include "server/errors.h"
+#include "tokenizer/chat.h"
+
+#define RP_SRV_MAX_STOP 4          /* stop sequences per request (OpenAI's limit) */
+#define RP_SRV_MAX_STOP_LEN 256    /* bytes per stop sequence */
+#define RP_SRV_MAX_TOOLS 128
+#define RP_SRV_MAX_TOOL_CALLS 64   /* per assistant message */
+#define RP_SRV_MAX_BIAS 1024       /* logit_bias entries */
+#define RP_SRV_SESSION_HEX 32      /* 128-bit session ids as lowercase hex */
+
+typedef enum rp_srv_endpoint {
+    RP_EP_CHAT = 0,          /* POST /v1/chat/completions */
+    RP_EP_COMPLETIONS = 1,   /* POST /v1/completions */
+} rp_srv_endpoint;
+
+typedef enum rp_tool_choice {
+    RP_TOOL_CHOICE_AUTO = 0,
+    RP_TOOL_CHOICE_NONE = 1,       /* tools are left out of the prompt */
+    RP_TOOL_CHOICE_REQUIRED = 2,   /* the prompt instructs the model to call a tool */
+    RP_TOOL_CHOICE_NAMED = 3,      /* the reply is forced to start a call of tool_name */
+} rp_tool_choice;
+
+typedef enum rp_srv_session_kind {
+    RP_SRV_SESSION_NONE = 0,
+    RP_SRV_SESSION_NEW = 1,   /* "reprise_session": true | "new" */
+    RP_SRV_SESSION_ID = 2,    /* "reprise_session": "<32 hex>" */
+} rp_srv_session_kind;
+
+/* Request-size limits (the server's configuration; all > 0). */
+typedef struct rp_srv_limits {
+    size_t max_body;          /* bytes (default 1 MiB) */
+    int max_depth;            /* JSON nesting (default 64) */
+    size_t max_values;        /* JSON values (default 200000) */
+    size_t max_messages;      /* default 1024 */
+    size_t max_documents;     /* reprise_documents entries (default 256) */
+    int32_t n_ctx;            /* context in tokens: max_tokens above it is refused before tokenizing */
+} rp_srv_limits;
+
+rp_srv_limits rp_srv_default_limits(int32_t n_ctx);
+
+/* A parsed request. Every string points into `root` or into `owned` and
+ * lives until rp_srv_request_free. */
+typedef struct rp_srv_request {
+    rp_srv_endpoint ep;
+    struct json_t *root;
+    const char *model;              /* may be NULL (any model name is answered by the loaded one) */
+
+    /* chat */
+    rp_chat_msg *msgs;
+    size_t n_msgs;
+    rp_tool_call *calls;            /* storage for every message's tool_calls */
+    size_t n_calls;
+    char *tools_json;               /* JSON array text of the tool definitions, NULL when none */
+    size_t n_tools;
+    rp_tool_choice tool_choice;
+    const char *tool_name;          /* NAMED */
+    bool json_mode;                 /* response_format {"type": "json_object"} */
+
+    /* completions */
+    const char *prompt;             /* text, or NULL when prompt_ids is used */
+    int32_t *prompt_ids;            /* token ids given directly */
+    size_t n_prompt_ids;
+
+    /* sampling and output */
+    bool stream, include_usage;
+    int32_t max_tokens;             /* -1: not given */
+    float temperature, top_p;       /* OpenAI defaults 1, 1 */
+    bool has_seed;
+    uint64_t seed;
+    const char *stop[RP_SRV_MAX_STOP];
+    int n_stop;
+    rp_logit_bias *bias;            /* logit_bias (ids checked against the vocabulary later) */
+    int32_t n_bias;
+
+    /* extensions */
+    rp_srv_session_kind session;
+    char session_id[RP_SRV_SESSION_HEX + 1];
+    int cache_mode;                 /* rp_reuse_mode, or -1 for the server's default */
+    float cache_ratio;              /* -1: default */
+    bool cache_persist;             /* false: this request's chunks are not cached (default true) */
+    const char **docs;
+    size_t n_docs;
+
+    char **owned;                   /* strings built while parsing (joined content parts, arguments) */
+    size_t n_owned, cap_owned;
+} rp_srv_request;
+
+/* Parses and validates a body for endpoint `ep`: limits first (size, depth,
+ * value count, without parsing), then JSON, then every field's type and
+ * range. Unknown fields are ignored. On failure *err says what (HTTP 400 or
+ * 413, param naming the field) and *out is left empty. Never aborts on any
+ * input; allocations are bounded by the body size. */
+rp_status rp_srv_parse_request(rp_srv_endpoint ep, const char *body, size_t len, const rp_srv_limits *lim,
+                               rp_srv_request *out, rp_api_error *err);
+void rp_srv_request_free(rp_srv_request *r);
+
+/* Session ids: true if s is exactly 32 lowercase hex digits. */
+bool rp_srv_session_id_valid(const char *s);
+
+#endif /* RP_SERVER_REQUEST_H */

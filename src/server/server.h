@@ -1,0 +1,44 @@
+/* server.h — the OpenAI-compatible HTTP server (libmicrohttpd): start, port, drain, stop. */
+#ifndef RP_SERVER_H
+#define RP_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "reprise.h"
+#include "server/backend.h"
+#include "server/request.h"
+
+typedef struct rp_server_config {
+    rp_backend_config backend;
+    const char *host;            /* bind address (default "127.0.0.1"; "0.0.0.0" / "::" expose it) */
+    uint16_t port;               /* 0: an ephemeral port (rp_server_port tells which) */
+    const char *api_key;         /* NULL: no auth; else "Authorization: Bearer KEY" on everything but /health */
+    const char *model_id;        /* name in /v1/models and responses (NULL: the model file's base name) */
+    size_t max_body;             /* bytes (default 1 MiB) */
+    int max_depth;               /* JSON nesting (default 64) */
+    int max_messages;            /* default 1024 */
+    int32_t default_max_tokens;  /* chat replies without max_tokens (default 2048, capped by the context) */
+    double timeout_s;            /* per request, queueing included (default 600) */
+    double session_ttl_s;        /* idle reprise_session lifetime (default 1800) */
+    int max_connections;         /* concurrent connections (default 256; one thread each) */
+    bool quiet;                  /* no access log on stderr */
+} rp_server_config;
+
+rp_server_config rp_server_default_config(void);
+
+typedef struct rp_server rp_server;
+
+/* Loads the model, starts the backend and the HTTP daemon. */
+rp_status rp_server_start(const rp_server_config *cfg, rp_server **out);
+uint16_t rp_server_port(const rp_server *s);
+rp_backend *rp_server_backend(rp_server *s);
+/* Graceful shutdown, step one: stop accepting connections, answer new
+ * requests on open ones with 503, let in-flight generations finish for up to
+ * deadline_s, then cancel the rest (they end with finish_reason "length"),
+ * and flush the store. Idempotent. */
+void rp_server_drain(rp_server *s, double deadline_s);
+/* Stops the daemon (closing connections) and frees everything. */
+void rp_server_stop(rp_server *s);
+
+#endif /* RP_SERVER_H */

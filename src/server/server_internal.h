@@ -1,0 +1,98 @@
+/* server_internal.h — state shared by the HTTP layer (http.c) and the API handlers (call.c, api_*.c). */
+#ifndef RP_SERVER_INTERNAL_H
+#define RP_SERVER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "server/backend.h"
+#include "server/errors.h"
+#include "server/gen.h"
+#include "server/metrics.h"
+#include "server/prompt.h"
+#include "server/request.h"
+#include "server/server.h"
+#include "server/session_table.h"
+
+typedef struct rp_srv_call rp_srv_call;
+
+struct rp_server {
+    rp_server_config cfg;
+    char *host, *api_key;
+    char model_id[256];
+    char fingerprint[40];          /* "fp_" + model fingerprint */
+    int64_t created;               /* unix time the model was loaded */
+    rp_srv_limits lim;
+    rp_backend *b;
+    rp_session_table *sessions;
+    rp_metrics metrics;
+    struct MHD_Daemon *d;
+    uint16_t port;
+    _Atomic bool draining;
+    bool drained, stopped;
+    pthread_mutex_t mu;            /* calls list */
+    pthread_cond_t cv;
+    rp_srv_call *calls;            /* generations in flight (mu) */
+    int n_calls;
+};
+
+/* Says whether the client is still connected (polls its socket). */
+typedef bool (*rp_srv_alive_fn)(void *user);
+
+/* One generation request in flight. */
+struct rp_srv_call {
+    rp_server *srv;
+    rp_srv_call *prev, *next;      /* server list (srv->mu) */
+    rp_srv_endpoint ep;
+    rp_srv_request req;
+    rp_srv_text text;
+    rp_srv_prompt prompt;
+    rp_job *job;
+    rp_stab_entry *sess;
+    char sess_id[33];
+    rp_srv_gen gen;
+    int32_t n_consumed;            /* tokens taken from the job */
+    int32_t n_counted;             /* completion tokens (up to a stop sequence) */
+    double t0, deadline;
+    char id[48];
+    int64_t created;
+    rp_srv_alive_fn alive;
+    void *alive_user;
+    /* outcome */
+    bool done, timed_out, gone, ttft_recorded;
+    rp_job_finish finish;
+    rp_job_stats stats;
+    char job_err[256];
+    rp_srv_reply reply;
+    bool have_reply;
+    /* streaming */
+    char *out;
+    size_t out_len, out_cap, out_off;
+    int phase;
+};
+
+/* call.c */
+rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, const char *body, size_t len, rp_srv_alive_fn alive,
+                             void *alive_user, rp_srv_call **out, rp_api_error *err);
+/* Non-streaming: waits for the end and renders the response body (malloc'd). */
+rp_status rp_srv_call_run(rp_srv_call *c, char **json, int *http, rp_api_error *err);
+/* Streaming: fills buf with SSE bytes; returns the count, -1 at the end of
+ * the stream, -2 when the client went away. Blocks until it has bytes. */
+long rp_srv_call_read(rp_srv_call *c, char *buf, size_t max);
+void rp_srv_call_free(rp_srv_call *c);
+void rp_srv_cancel_all(rp_server *s);
+
+/* api_chat.c / api_completions.c: response bodies (malloc'd JSON text) */
+char *rp_srv_chat_response(rp_srv_call *c);
+char *rp_srv_chat_chunk(rp_srv_call *c, const char *content, const char *finish, bool role, const rp_srv_reply *calls);
+char *rp_srv_completion_response(rp_srv_call *c);
+char *rp_srv_completion_chunk(rp_srv_call *c, const char *text, const char *finish);
+struct json_t *rp_srv_usage_json(rp_srv_call *c);
+char *rp_srv_usage_chunk(rp_srv_call *c);
+
+/* api_models.c */
+char *rp_srv_models_json(rp_server *s);
+char *rp_srv_model_json(rp_server *s, const char *id);   /* NULL if not ours */
+char *rp_srv_health_json(rp_server *s);
+
+#endif /* RP_SERVER_INTERNAL_H */
