@@ -180,9 +180,7 @@ int cmd_run(int argc, char **argv) {
     if (!first_logits) goto done_prompt;
     rp_reuse_stats rst;
     double t1 = cli_now();
-    rp_chunk_cache_busy(pool, true);   /* the store's writer / prefetcher stay off the TTFT path */
     st = rp_reuse_prefill(reuse, ctx, rp_session_kv(s), cp_in.toks, cp_in.n, cp_in.bounds, cp_in.n_bounds, first_logits, &rst);
-    rp_chunk_cache_busy(pool, false);
     if (st == RP_OK) st = rp_session_adopt(s, cp_in.toks, cp_in.n, first_logits);
     free(first_logits);
     if (st != RP_OK) { rc = cli_fail("run", "prompt", st); goto done_prompt; }

@@ -63,6 +63,7 @@ typedef struct loader {
     bool running, stop;
     uint64_t job, done;       /* job generations */
     _Atomic int32_t layers_done;
+    atomic_bool failed;       /* a chunk's payload failed verification while loading */
     rp_kv *kv;
     const placement *pl;
     int32_t n_pl;
@@ -232,10 +233,15 @@ static void place_layer(const rp_model *m, rp_kv *kv, const placement *p, int32_
     memcpy(rp_kv_v_row(kv, l, p->cell0), sv, rb * (size_t)p->n);
 }
 
-static void place_all_layers(const rp_model *m, rp_kv *kv, const placement *p, float *cs, float *krow) {
+static bool place_all_layers(rp_chunk_cache *cache, const rp_model *m, rp_kv *kv, const placement *p, float *cs,
+                             float *krow) {
     const int32_t delta = p->cell0 - (p->ch->pos0 + p->t0);
     if (delta != 0) rp_rerotate_table(m, delta, cs, cs + m->hp.n_rot / 2);
-    for (int32_t l = 0; l < kv->n_layer; l++) place_layer(m, kv, p, l, cs, krow);
+    for (int32_t l = 0; l < kv->n_layer; l++) {
+        if (rp_chunk_cache_wait_layer(cache, p->ch, l) != RP_OK) return false;
+        place_layer(m, kv, p, l, cs, krow);
+    }
+    return true;
 }
 
 static void *loader_main(void *vp) {
@@ -255,6 +261,11 @@ static void *loader_main(void *vp) {
          * at layer l starts as soon as possible */
         for (int32_t l = 0; l < kv->n_layer; l++) {
             for (int32_t i = 0; i < n_pl; i++) {
+                /* a chunk read from flash with async loading arrives layer by layer */
+                if (rp_chunk_cache_wait_layer(e->cache, pl[i].ch, l) != RP_OK) {
+                    atomic_store(&ld->failed, true);
+                    continue;
+                }
                 const int32_t delta = pl[i].cell0 - (pl[i].ch->pos0 + pl[i].t0);
                 if (delta != 0) rp_rerotate_table(e->m, delta, ld->cs, ld->cs + half);
                 place_layer(e->m, kv, &pl[i], l, ld->cs, ld->krow);
@@ -312,12 +323,14 @@ static void loader_wait_layer(void *user, int32_t l) {
  * overlapping the compute that follows) or right here. */
 static void placements_begin(rp_reuse *e, rp_ctx *c, rp_kv *kv) {
     e->wait_ms = 0;
+    atomic_store(&e->ld.failed, false);
     if (e->n_pl == 0) return;
     for (int32_t i = 0; i < e->n_pl; i++)
         for (int32_t t = 0; t < e->pl[i].n; t++) kv->pos[e->pl[i].cell0 + t] = e->pl[i].cell0 + t;
     if (!e->ld.running) {
         double t0 = now_ms();
-        for (int32_t i = 0; i < e->n_pl; i++) place_all_layers(e->m, kv, &e->pl[i], e->cs, e->krow);
+        for (int32_t i = 0; i < e->n_pl; i++)
+            if (!place_all_layers(e->cache, e->m, kv, &e->pl[i], e->cs, e->krow)) atomic_store(&e->ld.failed, true);
         e->ld.busy_ms = now_ms() - t0;
         e->wait_ms = e->ld.busy_ms;   /* fully exposed */
         return;
@@ -536,8 +549,8 @@ static int32_t build_segments(rp_reuse *e, int32_t n, int32_t P_tok) {
 
 /* ---- prefill ---- */
 
-rp_status rp_reuse_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *toks, int32_t n,
-                           const int32_t *bounds, int32_t n_bounds, float *logits, rp_reuse_stats *st) {
+static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *toks, int32_t n,
+                              const int32_t *bounds, int32_t n_bounds, float *logits, rp_reuse_stats *st) {
     memset(st, 0, sizeof *st);
     const double t0 = now_ms();
     if (n <= 0) return rp_errorf(RP_ERR_INVALID_ARG, "reuse: empty prompt");
@@ -661,6 +674,21 @@ static void overwrite_payload(rp_chunk *ch, const rp_kv *kv, int32_t cell0) {
         memcpy(rp_chunk_v(ch, l), rp_kv_v_row(kv, l, cell0), rb * n);
     }
     ch->pos0 = kv->pos[cell0];
+}
+
+rp_status rp_reuse_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *toks, int32_t n,
+                           const int32_t *bounds, int32_t n_bounds, float *logits, rp_reuse_stats *st) {
+    /* the store's writer and prefetcher start no new I/O while we compute */
+    rp_chunk_cache_busy(e->cache, true);
+    rp_status rs = prefill_once(e, c, kv, toks, n, bounds, n_bounds, logits, st);
+    if (rs == RP_OK && atomic_load(&e->ld.failed)) {
+        /* a cached payload failed verification while loading: it has been
+         * dropped from the cache, so the retry treats it as a miss */
+        if (e->pending) unpin_pending(e);
+        rs = prefill_once(e, c, kv, toks, n, bounds, n_bounds, logits, st);
+    }
+    rp_chunk_cache_busy(e->cache, false);
+    return rs;
 }
 
 rp_status rp_reuse_commit(rp_reuse *e, const rp_kv *kv) {
