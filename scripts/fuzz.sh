@@ -3,10 +3,13 @@
 set -e
 cd "$(dirname "$0")/.."
 secs="${1:-60}"
-dir=$(sh scripts/build.sh fuzz)
-for t in "$dir"/fuzz_*; do
-  [ -x "$t" ] || continue
-  name=$(basename "$t")
+sh scripts/deps.sh
+dir=build-fuzz
+[ -f "$dir/CMakeCache.txt" ] || cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DRP_FUZZ=ON -DCMAKE_C_COMPILER=clang >/dev/null
+targets=$(ls fuzz/fuzz_*.c | sed 's#fuzz/##; s#\.c$##')
+for t in $targets; do cmake --build "$dir" -j"$(nproc)" --target "$t" >&2; done
+for name in $targets; do
+  t="$dir/$name"
   corpus="$dir/corpus-$name"; mkdir -p "$corpus"
   [ -d "fuzz/seeds/$name" ] && cp -n fuzz/seeds/"$name"/* "$corpus"/ 2>/dev/null || true
   echo "fuzz: $name for ${secs}s" >&2
