@@ -17,6 +17,8 @@ static int inspect_system(void) {
            c->avx512fp16, c->avxvnni);
     printf("amx: tile %d int8 %d bf16 %d | os state: avx %d avx512 %d amx %d | amx permission granted %d\n",
            c->amx_tile, c->amx_int8, c->amx_bf16, c->os_avx, c->os_avx512, c->os_amx, c->amx_permitted);
+    if (c->amx_permitted && c->best < RP_CPU_AMX)
+        printf("note: AMX is present but its kernels are opt-in until validated on real hardware (RP_ENABLE_AMX=1)\n");
     rp_cpu_level act = rp_cpu_level_active();
     printf("best level: %s\nchosen level: %s%s\n", rp_cpu_level_name(c->best), rp_cpu_level_name(act),
            act != c->best ? " (forced by RP_FORCE_REF / RP_CPU / --cpu)" : "");

@@ -224,8 +224,10 @@ static void check_decode(rp_type t) {
 }
 
 /* Rows with arbitrary (non-monotone) extents, several rows ending inside a
- * tile, in the middle of a 64-row run; and huge scores (softmax nearly one
- * hot; a naive exp would overflow). */
+ * tile, in the middle of a 64-row run; huge scores (softmax nearly one hot;
+ * a naive exp would overflow); and head sizes that are not whole vectors
+ * (24, 80: partial last vector, Q8_0 heads cutting through blocks; 20: not a
+ * multiple of 8, where AVX2 defers to the reference). */
 static void check_irregular(rp_type t) {
     const rp_attn_kernel *ks[8];
     const int nk = kernels_for(t, ks, 8);
@@ -233,13 +235,15 @@ static void check_irregular(rp_type t) {
     uint64_t seed = 300 + (uint64_t)t;
     rng_t r = {seed};
     int32_t nc[64];
+    static const int32_t dims[] = {8, 64, 128, 24, 80, 20};
+    const size_t ndims = t == RP_TYPE_Q8_0 ? 5 : 6;   /* 4 heads of 20 are not whole Q8_0 blocks */
     for (int rep = 0; rep < 6; rep++)
-        for (size_t di = 0; di < 3; di++) {
+        for (size_t di = 0; di < ndims; di++) {
             const int32_t R = 1 + (int32_t)(rng_next(&r) % 64), G = k_groups[rng_next(&r) % 4];
             for (int32_t i = 0; i < R; i++) nc[i] = 1 + (int32_t)(rng_next(&r) % 300);
             const float qscale = rep < 3 ? 300.0f : 1.0f;
             problem p;
-            make_problem(&p, t, k_dims[di], G, R, nc, qscale, seed++);
+            make_problem(&p, t, dims[di], G, R, nc, qscale, seed++);
             for (int j = 0; j < nk; j++) check(ks[j], &p);
             free_problem(&p);
         }

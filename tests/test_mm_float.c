@@ -234,6 +234,31 @@ static void check_type(rp_type t) {
             print_message("%s: worst |err| / sum|w*a| = %.3g\n", g_worst[q].k->name, g_worst[q].worst);
 }
 
+/* The driver sizes scratch once for its largest n and then runs any n up to
+ * it: scratch_bytes must not shrink as n grows. */
+static void test_mm_scratch_monotone(void **state) {
+    (void)state;
+    static const rp_type types[] = {RP_TYPE_F32, RP_TYPE_F16, RP_TYPE_BF16};
+    static const int64_t cols_v[] = {1, 8, 100, 512, 513, 4096, 14336};
+    for (size_t ti = 0; ti < 3; ti++) {
+        const rp_mm_kernel *ks[16];
+        const int nk = kernels_for(types[ti], ks, 16);
+        for (int q = 0; q < nk; q++) {
+            if (!ks[q]->scratch_bytes) continue;
+            for (size_t c = 0; c < sizeof cols_v / sizeof cols_v[0]; c++) {
+                size_t prev = 0;
+                for (int64_t n = 1; n <= 600; n++) {
+                    const size_t b = ks[q]->scratch_bytes(cols_v[c], n);
+                    if (b < prev)
+                        fail_msg("%s cols=%lld: scratch_bytes(n=%lld) = %zu < %zu for n-1", ks[q]->name,
+                                 (long long)cols_v[c], (long long)n, b, prev);
+                    prev = b;
+                }
+            }
+        }
+    }
+}
+
 static void test_mm_f32(void **state) { (void)state; check_type(RP_TYPE_F32); }
 static void test_mm_f16(void **state) { (void)state; check_type(RP_TYPE_F16); }
 static void test_mm_bf16(void **state) { (void)state; check_type(RP_TYPE_BF16); }
@@ -339,6 +364,7 @@ static void test_mm_bf16_act_pair(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mm_scratch_monotone),
         cmocka_unit_test(test_mm_f32),
         cmocka_unit_test(test_mm_f16),
         cmocka_unit_test(test_mm_bf16),

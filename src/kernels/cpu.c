@@ -84,7 +84,12 @@ done:
     if (c->best == RP_CPU_AVX2 && c->avx512f && c->avx512bw && c->avx512dq && c->avx512vl && c->avx512vnni &&
         c->os_avx512)
         c->best = RP_CPU_AVX512;
-    if (c->best == RP_CPU_AVX512 && c->amx_tile && c->amx_int8 && c->amx_bf16 && c->amx_permitted)
+    /* The AMX kernels have only run under an emulator so far (no AMX machine
+     * has been available to this project): they are opt-in until validated on
+     * real hardware. */
+    const char *amx_on = getenv("RP_ENABLE_AMX");
+    if (c->best == RP_CPU_AVX512 && c->amx_tile && c->amx_int8 && c->amx_bf16 && c->amx_permitted && amx_on &&
+        !strcmp(amx_on, "1"))
         c->best = RP_CPU_AMX;
 
     int lvl = c->best;

@@ -34,15 +34,15 @@ static inline void rp_amx_load_cfg(const rp_amx_cfg *c) {
 
 static inline void rp_amx_release(void) { __asm__ volatile("tilerelease" ::: "memory"); }
 
-/* Per-thread cache of the last loaded config: reloading the same shape costs a
- * memcmp instead of an LDTILECFG (which also zeroes all tiles). */
+/* Loads `c` unless it is already the thread's live configuration, read back
+ * with STTILECFG (a per-file cache would go stale when another file's kernel
+ * loads different shapes on the same thread). LDTILECFG zeroes every tile, so
+ * skipping an identical reload also keeps it cheap. */
 static inline void rp_amx_ensure_cfg(const rp_amx_cfg *c) {
-    static _Thread_local rp_amx_cfg cur;
-    static _Thread_local int have;
-    if (have && memcmp(&cur, c, sizeof cur) == 0) return;
-    memcpy(&cur, c, sizeof cur);
-    rp_amx_load_cfg(&cur);
-    have = 1;
+    rp_amx_cfg cur;
+    __asm__ volatile("sttilecfg %0" : "=m"(*(struct { char b[64]; } *)&cur) : : "memory");
+    if (memcmp(&cur, c, sizeof cur) == 0) return;
+    rp_amx_load_cfg(c);
 }
 
 #endif /* RP_KERNELS_X86_AMX_H */

@@ -32,6 +32,11 @@
 #else
 #define FX_UNROLL(n) FX_PRAGMA(GCC unroll n)
 #endif
+/* for (i = 0; i < N; i++) where N <= MAX is a constant only after inlining:
+ * the loop runs to the literal MAX with a guard, so the generic body already
+ * unrolls and keeps its arrays in registers (clang simplifies an always_inline
+ * callee before inlining it; a loop to N would stay a loop there). */
+#define FX_FOR(i, MAX, N) FX_UNROLL(MAX) for (int i = 0; i < (MAX); i++) if (i < (N))
 
 #if defined(__AVX512F__)
 /* ------------------------------------------------------------ AVX-512 */
@@ -338,10 +343,8 @@ RP_FX_INLINE void rp_fx_mm_tile(const rp_fx_welem *panel, int64_t k0, int64_t k1
                                 float *y, int64_t ldy, int nv, int first, const int NR, const int S) {
     fx_v c0[4][RP_FX_NR], c1[4][RP_FX_NR];
     const int n0 = nv < FX_W ? nv : FX_W, n1 = nv - n0;
-    FX_UNROLL(4)
-    for (int s = 0; s < S; s++) {
-        FX_UNROLL(12)
-        for (int i = 0; i < NR; i++) {
+    FX_FOR(s, 4, S) {
+        FX_FOR(i, RP_FX_NR, NR) {
             if (first || s > 0) {
                 c0[s][i] = fx_zero();
                 c1[s][i] = fx_zero();
@@ -357,12 +360,10 @@ RP_FX_INLINE void rp_fx_mm_tile(const rp_fx_welem *panel, int64_t k0, int64_t k1
     int64_t k = k0;
     x -= k0 * xk;   /* activation (i, k) at x[k * xk + i] */
     for (; k + S <= k1; k += S) {
-        FX_UNROLL(4)
-        for (int s = 0; s < S; s++) {
+        FX_FOR(s, 4, S) {
             fx_v w0, w1;
             rp_fx_wload(panel, k + s, &w0, &w1);
-            FX_UNROLL(12)
-            for (int i = 0; i < NR; i++) {
+            FX_FOR(i, RP_FX_NR, NR) {
                 const fx_v b = fx_set1(x[(k + s) * xk + i]);
                 c0[s][i] = fx_fma(w0, b, c0[s][i]);
                 c1[s][i] = fx_fma(w1, b, c1[s][i]);
@@ -372,18 +373,16 @@ RP_FX_INLINE void rp_fx_mm_tile(const rp_fx_welem *panel, int64_t k0, int64_t k1
     for (; k < k1; k++) {
         fx_v w0, w1;
         rp_fx_wload(panel, k, &w0, &w1);
-        FX_UNROLL(12)
-        for (int i = 0; i < NR; i++) {
+        FX_FOR(i, RP_FX_NR, NR) {
             const fx_v b = fx_set1(x[k * xk + i]);
             c0[0][i] = fx_fma(w0, b, c0[0][i]);
             c1[0][i] = fx_fma(w1, b, c1[0][i]);
         }
     }
-    FX_UNROLL(12)
-    for (int i = 0; i < NR; i++) {
+    FX_FOR(i, RP_FX_NR, NR) {
         fx_v a0 = c0[0][i], a1 = c1[0][i];
-        FX_UNROLL(4)
-        for (int s = 1; s < S; s++) {
+        FX_FOR(s, 4, S) {
+            if (s == 0) continue;
             a0 = fx_add(a0, c0[s][i]);
             a1 = fx_add(a1, c1[s][i]);
         }
@@ -431,9 +430,11 @@ static void rp_fx_mm_tile_n(int nr, const rp_fx_welem *panel, int64_t k0, int64_
  * [k][NR] (one pointer walks them; rows act_stride apart would often share
  * L1 sets: 8 KiB strides put all 12 in one set). */
 static size_t rp_fx_mm_scratch(int64_t cols, int64_t n) {
-    const int64_t kc = n <= RP_FX_NR || cols < RP_FX_KC ? cols : RP_FX_KC;
-    const int64_t np = (n + RP_FX_NR - 1) / RP_FX_NR * RP_FX_NR;
-    return (size_t)(np * kc) * sizeof(float) + 64;
+    /* any call with up to n rows: a few rows (<= NR) pack whole rows, more
+     * pack KC columns of every row (rounded up to NR) */
+    const int64_t few = (n < RP_FX_NR ? n : RP_FX_NR) * cols;
+    const int64_t many = n <= RP_FX_NR ? 0 : (n + RP_FX_NR - 1) / RP_FX_NR * RP_FX_NR * (cols < RP_FX_KC ? cols : RP_FX_KC);
+    return (size_t)(few > many ? few : many) * sizeof(float) + 64;
 }
 
 /* d[k * nr + i] = x[i * xs + k] for i < nr, k < kn. Full blocks go through
@@ -628,29 +629,23 @@ RP_FX_INLINE void fx_qk_dot(const fx_actx *x, int32_t qv0, const void *kb, int64
     const float scale = x->a->scale;
     const float *qp[8];
     int64_t ko[FX_W];
-    FX_UNROLL(8)
-    for (int q = 0; q < NQA; q++) qp[q] = fx_qptr(x, qv0 + q);
-    FX_UNROLL(16)
-    for (int c = 0; c < NCA; c++) ko[c] = (int64_t)(t0 + c < tn ? t0 + c : tn - 1) * ks;
+    FX_FOR(q, 8, NQA) qp[q] = fx_qptr(x, qv0 + q);
+    FX_FOR(c, FX_W, NCA) ko[c] = (int64_t)(t0 + c < tn ? t0 + c : tn - 1) * ks;
     fx_v acc[FX_W];
     FX_UNROLL(16)
     for (int i = 0; i < FX_W; i++) acc[i] = fx_zero();
     for (int dv = 0; dv < x->DV; dv++) {
         const int n = dv == x->DV - 1 ? x->ln : FX_W;
         fx_v qv[8];
-        FX_UNROLL(8)
-        for (int q = 0; q < NQA; q++) qv[q] = fx_ldqm(qp[q] + dv * FX_W, n);
-        FX_UNROLL(16)
-        for (int c = 0; c < NCA; c++) {
+        FX_FOR(q, 8, NQA) qv[q] = fx_ldqm(qp[q] + dv * FX_W, n);
+        FX_FOR(c, FX_W, NCA) {
             const fx_v k = fx_ldm(kb, ko[c] + dv * FX_W, n, f16);
-            FX_UNROLL(8)
-            for (int q = 0; q < NQA; q++) acc[q * NCA + c] = fx_fma(qv[q], k, acc[q * NCA + c]);
+            FX_FOR(q, 8, NQA) acc[q * NCA + c] = fx_fma(qv[q], k, acc[q * NCA + c]);
         }
     }
     float tmp[FX_W];
     fx_store(tmp, fx_mul(fx_reduce(acc), fx_set1(scale)));
-    FX_UNROLL(8)
-    for (int q = 0; q < NQA; q++) memcpy(x->S + (size_t)(qv0 + q) * RP_FX_AT + t0, tmp + q * NCA, sizeof(float) * NCA);
+    FX_FOR(q, 8, NQA) memcpy(x->S + (size_t)(qv0 + q) * RP_FX_AT + t0, tmp + q * NCA, sizeof(float) * NCA);
 }
 
 /* One specialization per block shape and source: separate functions keep
@@ -714,11 +709,9 @@ RP_FX_NOINLINE void fx_transpose_k_1(const fx_actx *x, const void *kb, int64_t k
 /* Path B, step 2: S for NQB query vectors x 4 cell vectors at tb. */
 RP_FX_INLINE void fx_qk_t(const fx_actx *x, int32_t qv0, int tb, const int NQB) {
     const float *qp[RP_FX_QB];
-    FX_UNROLL(6)
-    for (int q = 0; q < NQB; q++) qp[q] = fx_qptr(x, qv0 + q);
+    FX_FOR(q, RP_FX_QB, NQB) qp[q] = fx_qptr(x, qv0 + q);
     fx_v acc[RP_FX_QB][4];
-    FX_UNROLL(6)
-    for (int q = 0; q < NQB; q++)
+    FX_FOR(q, RP_FX_QB, NQB)
         FX_UNROLL(4)
         for (int j = 0; j < 4; j++) acc[q][j] = fx_zero();
     const float *kt = x->Kt + tb;
@@ -726,16 +719,14 @@ RP_FX_INLINE void fx_qk_t(const fx_actx *x, int32_t qv0, int tb, const int NQB) 
         fx_v k[4];
         FX_UNROLL(4)
         for (int j = 0; j < 4; j++) k[j] = fx_load(kt + j * FX_W);
-        FX_UNROLL(6)
-        for (int q = 0; q < NQB; q++) {
+        FX_FOR(q, RP_FX_QB, NQB) {
             const fx_v b = fx_set1(qp[q][d]);
             FX_UNROLL(4)
             for (int j = 0; j < 4; j++) acc[q][j] = fx_fma(b, k[j], acc[q][j]);
         }
     }
     const fx_v sc = fx_set1(x->a->scale);
-    FX_UNROLL(6)
-    for (int q = 0; q < NQB; q++)
+    FX_FOR(q, RP_FX_QB, NQB)
         FX_UNROLL(4)
         for (int j = 0; j < 4; j++) fx_store(x->S + (size_t)(qv0 + q) * RP_FX_AT + tb + j * FX_W, fx_mul(acc[q][j], sc));
 }
@@ -798,32 +789,24 @@ static void fx_softmax(const fx_actx *x, int32_t qv, int v, int first) {
 RP_FX_INLINE void fx_pv(const fx_actx *x, int32_t qv0, int dv0, const void *vb, int64_t vs, int tv, int first,
                         const int NPQ, const int NPD, const int f16) {
     int nl[RP_FX_PD];
-    FX_UNROLL(4)
-    for (int j = 0; j < NPD; j++) nl[j] = dv0 + j == x->DV - 1 ? x->ln : FX_W;
+    FX_FOR(j, RP_FX_PD, NPD) nl[j] = dv0 + j == x->DV - 1 ? x->ln : FX_W;
     fx_v acc[RP_FX_PQ][RP_FX_PD];
-    FX_UNROLL(4)
-    for (int q = 0; q < NPQ; q++)
-        FX_UNROLL(4)
-        for (int j = 0; j < NPD; j++) acc[q][j] = fx_zero();
+    FX_FOR(q, RP_FX_PQ, NPQ)
+        FX_FOR(j, RP_FX_PD, NPD) acc[q][j] = fx_zero();
     const float *s = x->S + (size_t)qv0 * RP_FX_AT;
     for (int t = 0; t < tv; t++) {
         fx_v v[RP_FX_PD];
-        FX_UNROLL(4)
-        for (int j = 0; j < NPD; j++) v[j] = fx_ldm(vb, (int64_t)t * vs + (dv0 + j) * FX_W, nl[j], f16);
-        FX_UNROLL(4)
-        for (int q = 0; q < NPQ; q++) {
+        FX_FOR(j, RP_FX_PD, NPD) v[j] = fx_ldm(vb, (int64_t)t * vs + (dv0 + j) * FX_W, nl[j], f16);
+        FX_FOR(q, RP_FX_PQ, NPQ) {
             const fx_v p = fx_set1(s[q * RP_FX_AT + t]);
-            FX_UNROLL(4)
-            for (int j = 0; j < NPD; j++) acc[q][j] = fx_fma(p, v[j], acc[q][j]);
+            FX_FOR(j, RP_FX_PD, NPD) acc[q][j] = fx_fma(p, v[j], acc[q][j]);
         }
     }
-    FX_UNROLL(4)
-    for (int q = 0; q < NPQ; q++) {
+    FX_FOR(q, RP_FX_PQ, NPQ) {
         if (x->VC[qv0 + q] == 0) continue;   /* finished rows keep their output */
         float *o = fx_optr(x, qv0 + q) + dv0 * FX_W;
         const fx_v c = fx_set1(x->C[qv0 + q]);
-        FX_UNROLL(4)
-        for (int j = 0; j < NPD; j++) {
+        FX_FOR(j, RP_FX_PD, NPD) {
             fx_v r = acc[q][j];
             if (!first) r = fx_fma(fx_ldqm(o + j * FX_W, nl[j]), c, r);
             fx_stm(o + j * FX_W, r, nl[j]);

@@ -31,9 +31,9 @@ static void quant_act(const float *x, void *dst, int64_t cols) { rp_q8x_quant_ac
  * (GEMV, NG <= 4): 4 fp32 + 4 int16 accumulators, the weight vectors,
  * broadcasts and constants fit the 16 ymm registers. */
 RP_Q8X_INLINE void tile(const int MR, const int NG, const uint8_t *w0, size_t gb, int64_t nb, int64_t cols,
-                        const uint8_t *act, size_t astride, float *y, int64_t ldy, int valid) {
+                        const uint8_t *act, size_t astride, float *y, int64_t ldy, int valid, int64_t gs) {
     const uint8_t *wq[4];
-    RP_Q8X_UNROLL for (int g = 0; g < NG; g++) wq[g] = w0 + (size_t)g * gb;
+    RP_Q8X_UNROLL for (int g = 0; g < NG; g++) wq[g] = w0 + (size_t)(g * gs) * gb;   /* groups gs apart */
     const uint8_t *ar[4];
     const rp_q8x_f32u *da[4];
     const rp_q8x_i32u *bs[4];
@@ -77,10 +77,10 @@ RP_Q8X_INLINE void tile(const int MR, const int NG, const uint8_t *w0, size_t gb
     RP_Q8X_UNROLL for (int g = 0; g < NG; g++) {
         const int v = g + 1 < NG ? RB : valid;   /* only the last group may be partial */
         if (v == RB) {
-            RP_Q8X_UNROLL for (int m = 0; m < MR; m++) _mm256_storeu_ps(y + m * ldy + g * RB, accf[m][g]);
+            RP_Q8X_UNROLL for (int m = 0; m < MR; m++) _mm256_storeu_ps(y + m * ldy + g * gs * RB, accf[m][g]);
         } else {
             const __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-            RP_Q8X_UNROLL for (int m = 0; m < MR; m++) _mm256_maskstore_ps(y + m * ldy + g * RB, k, accf[m][g]);
+            RP_Q8X_UNROLL for (int m = 0; m < MR; m++) _mm256_maskstore_ps(y + m * ldy + g * gs * RB, k, accf[m][g]);
         }
     }
 }
@@ -95,13 +95,17 @@ static void gemm(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, 
 #define GROUP_ARGS(g) (const uint8_t *)w + (size_t)(g) * gb, gb, nb, cols
 #define VALID(g) (rows - (g) * RB >= RB ? RB : (int)(rows - (g) * RB))
     if (n == 1) {
-        /* GEMV: 4 groups (32 rows) in flight, for memory-level parallelism */
-        int64_t g = ga;
-        for (; g + 4 <= gz; g += 4) tile(1, 4, GROUP_ARGS(g), a8, act_stride, y + g * RB, ldy, VALID(g + 3));
+        /* GEMV: 4 groups (32 rows) in flight, for memory-level parallelism,
+         * taken from 4 contiguous quarters of the range so each stream runs
+         * on across groups (see rp_q8x_vnni_gemm) */
+        const int64_t q = (gz - ga) / 4;
+        for (int64_t i = 0; i < q; i++)
+            tile(1, 4, GROUP_ARGS(ga + i), a8, act_stride, y + (ga + i) * RB, ldy, VALID(ga + i + 3 * q), q);
+        const int64_t g = ga + 4 * q;
         switch (gz - g) {
-        case 3: tile(1, 3, GROUP_ARGS(g), a8, act_stride, y + g * RB, ldy, VALID(g + 2)); break;
-        case 2: tile(1, 2, GROUP_ARGS(g), a8, act_stride, y + g * RB, ldy, VALID(g + 1)); break;
-        case 1: tile(1, 1, GROUP_ARGS(g), a8, act_stride, y + g * RB, ldy, VALID(g)); break;
+        case 3: tile(1, 3, GROUP_ARGS(g), a8, act_stride, y + g * RB, ldy, VALID(g + 2), 1); break;
+        case 2: tile(1, 2, GROUP_ARGS(g), a8, act_stride, y + g * RB, ldy, VALID(g + 1), 1); break;
+        case 1: tile(1, 1, GROUP_ARGS(g), a8, act_stride, y + g * RB, ldy, VALID(g), 1); break;
         default: break;
         }
         return;
@@ -115,11 +119,11 @@ static void gemm(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, 
             float *yg = y + g * RB;
             int64_t m = m0;
             for (; m + 4 <= m1; m += 4)
-                tile(4, 1, GROUP_ARGS(g), a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid);
+                tile(4, 1, GROUP_ARGS(g), a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid, 1);
             switch (m1 - m) {
-            case 3: tile(3, 1, GROUP_ARGS(g), a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid); break;
-            case 2: tile(2, 1, GROUP_ARGS(g), a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid); break;
-            case 1: tile(1, 1, GROUP_ARGS(g), a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid); break;
+            case 3: tile(3, 1, GROUP_ARGS(g), a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid, 1); break;
+            case 2: tile(2, 1, GROUP_ARGS(g), a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid, 1); break;
+            case 1: tile(1, 1, GROUP_ARGS(g), a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid, 1); break;
             default: break;
             }
         }
