@@ -10,8 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The AMX BF16 kernel compiled with -DRP_AMX_EMULATE (scalar tile model) for
- * machines without AMX; only linked into ad-hoc test builds. */
+/* The AMX BF16 kernel's gemm over a scalar model of the tile instructions
+ * (mm_bf16_amx.c), so its layouts are checked on machines without AMX. Weak:
+ * a build without that file skips it. */
 extern const rp_mm_kernel rp_mm_bf16_amx_emu __attribute__((weak));
 
 /* xorshift64*: deterministic, so a failure reproduces. */

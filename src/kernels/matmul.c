@@ -138,6 +138,12 @@ void rp_mm_run(rp_pool *pool, const rp_weight *W, int64_t r0, int64_t r1, int64_
      * each group is already a lot of work (prefill) */
     int64_t chunk = groups / ((int64_t)T * 8);
     if (n >= 32) chunk = groups / ((int64_t)T * 4);
+    /* decode streams weights: short claims break the hardware prefetcher's
+     * streams, so each claim covers at least 8 groups (or half a thread's share) */
+    if (n < 4) {
+        chunk = groups / ((int64_t)T * 2);
+        if (chunk < 8) chunk = 8;
+    }
     if (chunk < 1) chunk = 1;
     run_job j = {W, r0, r1, n, act_stride, y, ldy, s};
     /* below ~64k multiply-adds a wake-up of the other threads costs more than the work */

@@ -269,9 +269,7 @@ typedef uint16_t rp_fx_welem;
 /* Columns per k-block when n > 1: a packed block of NR activation rows (NR *
  * KC floats = 24 KiB) stays in L1 while the weight panels stream past it; y
  * carries the partial sums between k-blocks. */
-#ifndef RP_FX_KC
 #define RP_FX_KC 512
-#endif
 
 static size_t rp_fx_mm_packed_size(int64_t rows, int64_t cols) {
     int64_t groups = (rows + RP_FX_RB - 1) / RP_FX_RB;
@@ -335,10 +333,10 @@ RP_FX_INLINE void rp_fx_wload(const rp_fx_welem *p, int64_t k, fx_v *w0, fx_v *w
 }
 
 /* y[i][0..nv) (+)= sum_{k in [k0,k1)} x[i][k] * panel[k][0..nv) for i < NR,
- * nv <= RB valid rows of the group; activation (i, k) at x[(k - k0) * xk + i]
- * (a packed block: xk = NR; a single row read in place: xk = 1). S independent accumulator sets over
- * alternating k hide the FMA latency when NR is small (S * NR * 2 vectors).
- * first: start from 0, else from the partial sums in y. */
+ * nv <= RB valid rows of the group. Activation (i, k) is x[(k - k0) * xk + i]
+ * (a packed block: xk = NR; one row read in place: xk = 1). S independent
+ * accumulator sets over alternating k hide the FMA latency when NR is small
+ * (S * NR * 2 vectors). first: start from 0, else from the partial sums in y. */
 RP_FX_INLINE void rp_fx_mm_tile(const rp_fx_welem *panel, int64_t k0, int64_t k1, const float *x, int64_t xk,
                                 float *y, int64_t ldy, int nv, int first, const int NR, const int S) {
     fx_v c0[4][RP_FX_NR], c1[4][RP_FX_NR];
@@ -530,7 +528,11 @@ static void rp_fx_mm_gemm(const void *w, size_t w_row_bytes, int64_t rows, int64
  *   4. out[qv] = C * out[qv] + sum_t S[qv][t] * v_t, register-blocked over
  *      query vectors x head_dim vectors (the output is the accumulator).
  * At the end out[qv] /= L. Scratch (rp_attn_scratch_bytes): S (NQ x 64),
- * M/L/C/valid (4 x NQ), Kt (Dp x 64), Kn and Vn (64 x Dp).
+ * M/L/C/valid (4 x NQ), Kt (Dp x 64), Kn and Vn (64 x Dp). The next tile's
+ * K/V head slices are prefetched into L2 during each tile. e^x is a
+ * polynomial (about 1 ulp), so results match rp_attn_ref to float rounding
+ * (score order, softmax grouping). Any head_dim works with AVX-512 (masked
+ * last vector); AVX2 takes multiples of 8 and hands others to rp_attn_ref.
  * ========================================================================== */
 #if defined(RP_FX_ATTN)
 

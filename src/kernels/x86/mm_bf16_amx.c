@@ -36,23 +36,22 @@
  * activation block of m < 16 rows uses a tile configuration with m-row A and
  * C tiles (rp_amx_ensure_cfg reloads only when the shape changes).
  *
- * Built with -DRP_AMX_EMULATE the tile instructions become a scalar model of
- * their documented semantics and the kernel is exported as
- * rp_mm_bf16_amx_emu at the AVX512 level, so the layouts, tile shapes and
- * edge handling are testable on machines without AMX. */
+ * The same gemm is also built over a scalar model of the tile instructions'
+ * documented semantics and exported as rp_mm_bf16_amx_emu (AVX512 level, not
+ * in the registry): tests run it on machines without AMX, so the layouts,
+ * tile shapes and edge handling are checked everywhere. */
 
 #define AMX_RB 32
 #define AMX_KC 32 /* bf16 columns per tile row (64 bytes) */
 
 static inline int64_t amx_kp(int64_t cols) { return (cols + AMX_KC - 1) / AMX_KC * AMX_KC; }
 
-#if defined(RP_AMX_EMULATE)
 /* ---- scalar model of the tile unit (per thread, like the real state) ---- */
 typedef struct { uint8_t b[16][64]; } emu_tile;
 static _Thread_local emu_tile emu_t[8];
 static _Thread_local rp_amx_cfg emu_cfg;
 
-static void amx_set_cfg(const rp_amx_cfg *c) {
+static void emu_set_cfg(const rp_amx_cfg *c) {
     emu_cfg = *c;
     memset(emu_t, 0, sizeof emu_t);   /* LDTILECFG zeroes the tiles */
 }
@@ -81,17 +80,30 @@ static void emu_dp(int c, int a, int b) {
             memcpy(emu_t[c].b[m] + 4 * n, &acc, 4);
         }
 }
-#define T_LOAD(t, p, s) emu_load(t, p, s)
-#define T_STORE(t, p, s) emu_store(t, p, s)
-#define T_ZERO(t) emu_zero(t)
-#define T_DP(c, a, b) emu_dp(c, a, b)
-#else
-static void amx_set_cfg(const rp_amx_cfg *c) { rp_amx_ensure_cfg(c); }
-#define T_LOAD(t, p, s) _tile_loadd(t, p, (long)(s))
-#define T_STORE(t, p, s) _tile_stored(t, p, (long)(s))
-#define T_ZERO(t) _tile_zero(t)
-#define T_DP(c, a, b) _tile_dpbf16ps(c, a, b)
-#endif
+
+/* Tile operations of the gemm template: `emu` is a constant in each of its
+ * two instantiations, so only one side is compiled into each. Tile numbers
+ * are literals (the instructions encode them). */
+#define T_LOAD(t, p, s)                                     \
+    do {                                                    \
+        if (emu) emu_load(t, p, s);                         \
+        else _tile_loadd(t, p, (long)(s));                  \
+    } while (0)
+#define T_STORE(t, p, s)                                    \
+    do {                                                    \
+        if (emu) emu_store(t, p, s);                        \
+        else _tile_stored(t, p, (long)(s));                 \
+    } while (0)
+#define T_ZERO(t)                                           \
+    do {                                                    \
+        if (emu) emu_zero(t);                               \
+        else _tile_zero(t);                                 \
+    } while (0)
+#define T_DP(c, a, b)                                       \
+    do {                                                    \
+        if (emu) emu_dp(c, a, b);                           \
+        else _tile_dpbf16ps(c, a, b);                       \
+    } while (0)
 
 static size_t amx_packed_size(int64_t rows, int64_t cols) {
     const int64_t groups = (rows + AMX_RB - 1) / AMX_RB;
@@ -182,7 +194,7 @@ static size_t amx_scratch(int64_t cols, int64_t n) {
 
 /* Tiles 0..3 = C[mi][h] (mi: activation block, h: weight tile), 4/5 = A[mi],
  * 6/7 = B[h]; m0/m1 rows in the two activation blocks (m1 may be 0). */
-static void amx_config(int m0, int m1) {
+static void amx_config(int m0, int m1, int emu) {
     rp_amx_cfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
@@ -195,7 +207,8 @@ static void amx_config(int m0, int m1) {
     rp_amx_cfg_tile(&c, 5, m1r, 64);
     rp_amx_cfg_tile(&c, 6, 16, 64);
     rp_amx_cfg_tile(&c, 7, 16, 64);
-    amx_set_cfg(&c);
+    if (emu) emu_set_cfg(&c);
+    else rp_amx_ensure_cfg(&c);
 }
 
 /* Writes C tile `t` (m rows) to y rows [0, m), columns [0, nv) of this
@@ -212,9 +225,9 @@ static void amx_config(int m0, int m1) {
         }                                                                               \
     } while (0)
 
-static void amx_gemm(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, const void *act,
-                     size_t act_stride, int64_t n, int64_t r0, int64_t r1, float *y, int64_t ldy, void *scratch) {
-    (void)w_row_bytes; (void)rows;
+static inline __attribute__((always_inline)) void amx_gemm_t(const void *w, int64_t cols, const void *act,
+                                                               size_t act_stride, int64_t n, int64_t r0, int64_t r1,
+                                                               float *y, int64_t ldy, void *scratch, const int emu) {
     const int64_t kp = amx_kp(cols), nkc = kp / AMX_KC;
     const int64_t g0 = r0 / AMX_RB, g1 = (r1 + AMX_RB - 1) / AMX_RB;
     float *buf = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
@@ -222,8 +235,8 @@ static void amx_gemm(const void *w, size_t w_row_bytes, int64_t rows, int64_t co
     for (int64_t i0 = 0; i0 < n; i0 += 32) {
         const int mr = (int)(n - i0 < 32 ? n - i0 : 32);
         const int m0 = mr < 16 ? mr : 16, m1 = mr - m0;
-        amx_config(m0, m1);
-        const uint8_t *a0 = ab + (size_t)i0 * act_stride, *a1 = a0 + 16 * act_stride;
+        amx_config(m0, m1, emu);
+        const uint8_t *a0 = ab + (size_t)i0 * act_stride, *a1 = m1 > 0 ? a0 + 16 * act_stride : a0;
         for (int64_t g = g0; g < g1; g++) {
             const uint8_t *wg = wb + (size_t)g * (size_t)nkc * 2048;
             T_ZERO(0);
@@ -259,16 +272,22 @@ static void amx_gemm(const void *w, size_t w_row_bytes, int64_t rows, int64_t co
     }
 }
 
-#if defined(RP_AMX_EMULATE)
-const rp_mm_kernel rp_mm_bf16_amx_emu = {
-    .name = "bf16/amx-emu",
-    .level = RP_CPU_AVX512,
-#else
+static void amx_gemm(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, const void *act,
+                     size_t act_stride, int64_t n, int64_t r0, int64_t r1, float *y, int64_t ldy, void *scratch) {
+    (void)w_row_bytes; (void)rows;
+    amx_gemm_t(w, cols, act, act_stride, n, r0, r1, y, ldy, scratch, 0);
+}
+
+static void amx_gemm_emu(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, const void *act,
+                         size_t act_stride, int64_t n, int64_t r0, int64_t r1, float *y, int64_t ldy, void *scratch) {
+    (void)w_row_bytes; (void)rows;
+    amx_gemm_t(w, cols, act, act_stride, n, r0, r1, y, ldy, scratch, 1);
+}
+
 const rp_mm_kernel rp_mm_bf16_amx = {
     .name = "bf16/amx",
-    .level = RP_CPU_AMX,
-#endif
     .wtype = RP_TYPE_BF16,
+    .level = RP_CPU_AMX,
     .act_type = RP_TYPE_BF16,
     .row_block = AMX_RB,
     .packed_size = amx_packed_size,
@@ -277,4 +296,19 @@ const rp_mm_kernel rp_mm_bf16_amx = {
     .quant_act = amx_quant_act,
     .scratch_bytes = amx_scratch,
     .gemm = amx_gemm,
+};
+
+/* The scalar tile model (tests only; see the top of the file). */
+const rp_mm_kernel rp_mm_bf16_amx_emu = {
+    .name = "bf16/amx-emu",
+    .wtype = RP_TYPE_BF16,
+    .level = RP_CPU_AVX512,
+    .act_type = RP_TYPE_BF16,
+    .row_block = AMX_RB,
+    .packed_size = amx_packed_size,
+    .pack = amx_pack,
+    .act_row_size = amx_act_size,
+    .quant_act = amx_quant_act,
+    .scratch_bytes = amx_scratch,
+    .gemm = amx_gemm_emu,
 };

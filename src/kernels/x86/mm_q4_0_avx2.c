@@ -110,10 +110,12 @@ static void gemm(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, 
         }
         return;
     }
-    /* activation rows in chunks of 64 (L2-resident) while the groups of the
-     * range stream past them */
-    for (int64_t m0 = 0; m0 < n; m0 += 64) {
-        const int64_t m1 = m0 + 64 < n ? m0 + 64 : n;
+    /* activation rows in L2-resident chunks (~256 KB, a multiple of 4 rows)
+     * while the groups of the range stream past them */
+    int64_t mc = (int64_t)((256 * 1024) / rp_q8x_act_row_size(cols)) & ~(int64_t)3;
+    if (mc < 4) mc = 4;
+    for (int64_t m0 = 0; m0 < n; m0 += mc) {
+        const int64_t m1 = m0 + mc < n ? m0 + mc : n;
         for (int64_t g = ga; g < gz; g++) {
             const int valid = VALID(g);
             float *yg = y + g * RB;

@@ -462,8 +462,9 @@ RP_Q8X_INLINE void rp_q8x_vnni_gemv(const int Q4, const int NG, const rp_q8x_arg
         _mm512_mask_storeu_ps(A->y + (g0 + g * gs) * 16, rp_q8x_row_mask(A, g0 + g * gs), accf[g]);
 }
 
-/* activation rows per L2-resident chunk of the GEMM (a multiple of 4) */
-#define RP_Q8X_MC 64
+/* activation bytes per L2-resident chunk of the GEMM: 256 KB leaves room in
+ * a 1-2 MB L2 for a group pair's weights (up to 2 x 272 KB at K = 8192) */
+#define RP_Q8X_MC_BYTES (256 * 1024)
 
 static inline void rp_q8x_vnni_gemm(const int Q4, const uint8_t *w, int64_t rows, int64_t cols, const uint8_t *act,
                                     size_t astride, int64_t n, int64_t r0, int64_t r1, float *y, int64_t ldy) {
@@ -486,11 +487,13 @@ static inline void rp_q8x_vnni_gemm(const int Q4, const uint8_t *w, int64_t rows
         }
         return;
     }
-    /* Activation rows in chunks of RP_Q8X_MC that stay in L2 while every
-     * group pair of the range streams past them (a pair's weights stay in
-     * L1/L2 across the chunk's 4-row tiles). */
-    for (int64_t m0 = 0; m0 < n; m0 += RP_Q8X_MC) {
-        const int64_t m1 = m0 + RP_Q8X_MC < n ? m0 + RP_Q8X_MC : n;
+    /* Activation rows in chunks (a multiple of 4 rows, ~RP_Q8X_MC_BYTES) that
+     * stay in L2 while every group pair of the range streams past them (a
+     * pair's weights stay in L1/L2 across the chunk's 4-row tiles). */
+    int64_t mc = (int64_t)(RP_Q8X_MC_BYTES / rp_q8x_act_row_size(cols)) & ~(int64_t)3;
+    if (mc < 4) mc = 4;
+    for (int64_t m0 = 0; m0 < n; m0 += mc) {
+        const int64_t m1 = m0 + mc < n ? m0 + mc : n;
         for (int64_t g = ga; g < gz; g += 2) {
             const int ng = gz - g >= 2 ? 2 : 1;
             int64_t m = m0;
