@@ -529,7 +529,7 @@ static void rp_fx_mm_gemm(const void *w, size_t w_row_bytes, int64_t rows, int64
  *      query vectors x head_dim vectors (the output is the accumulator).
  * At the end out[qv] /= L. Scratch (rp_attn_scratch_bytes): S (NQ x 64),
  * M/L/C/valid (4 x NQ), Kt (Dp x 64), Kn and Vn (64 x Dp). The next tile's
- * K/V head slices are prefetched into L2 during each tile. e^x is a
+ * K/V head slices are prefetched while each tile is computed. e^x is a
  * polynomial (about 1 ulp), so results match rp_attn_ref to float rounding
  * (score order, softmax grouping). Any head_dim works with AVX-512 (masked
  * last vector); AVX2 takes multiples of 8 and hands others to rp_attn_ref.
@@ -553,6 +553,7 @@ static void rp_fx_mm_gemm(const void *w, size_t w_row_bytes, int64_t rows, int64
 typedef struct {
     const rp_attn_args *a;
     int32_t D, DV, Dp, G, NQ, ln;   /* ln: lanes of the last head_dim vector */
+    int32_t pn;                     /* cells of the next tile to prefetch (0: none) */
     float *S, *M, *L, *C, *Kt, *Kn, *Vn;
     int32_t *VC;                    /* valid cells of each qv in the current tile */
 } fx_actx;
@@ -591,6 +592,18 @@ RP_FX_INLINE void fx_stm(float *p, fx_v v, int n) {
     (void)n;
     fx_store(p, v);
 #endif
+}
+
+/* Vectors of head_dim per 64-byte line of the source (F16: 2 on AVX-512). */
+#define FX_VPL(f16) (64 / (FX_W * ((f16) ? 2 : 4)))
+
+/* Prefetches the line holding element i of the source row `t` cells into
+ * the next tile, if that cell exists (x->pn). The compute loops call it as
+ * they walk this tile, so the next tile's K/V lines arrive spread over the
+ * tile's work (one bulk prefetch of a whole tile was measured slower). */
+RP_FX_INLINE void fx_pf_next(const fx_actx *x, const void *base, int64_t stride, int t, int64_t i, const int f16) {
+    if (t < x->pn)
+        _mm_prefetch((const char *)base + ((int64_t)(t + RP_FX_AT) * stride + i) * (f16 ? 2 : 4), _MM_HINT_T0);
 }
 
 /* One Q8_0 cache row's head [off, off + D) as floats, zero-padded to Dp.
@@ -638,6 +651,8 @@ RP_FX_INLINE void fx_qk_dot(const fx_actx *x, int32_t qv0, const void *kb, int64
     for (int i = 0; i < FX_W; i++) acc[i] = fx_zero();
     for (int dv = 0; dv < x->DV; dv++) {
         const int n = dv == x->DV - 1 ? x->ln : FX_W;
+        if (qv0 == 0 && dv % FX_VPL(f16) == 0)   /* the first block walks the cells first */
+            FX_FOR(c, FX_W, NCA) fx_pf_next(x, kb, ks, t0 + c, (int64_t)dv * FX_W, f16);
         fx_v qv[8];
         FX_FOR(q, 8, NQA) qv[q] = fx_ldqm(qp[q] + dv * FX_W, n);
         FX_FOR(c, FX_W, NCA) {
@@ -689,6 +704,9 @@ RP_FX_INLINE void fx_transpose_k_t(const fx_actx *x, const void *kb, int64_t ks,
     for (int tb = 0; tb < tend; tb += FX_W) {
         for (int dv = 0; dv < x->DV; dv++) {
             const int n = dv == x->DV - 1 ? x->ln : FX_W;
+            if (dv % FX_VPL(f16) == 0)
+                FX_UNROLL(16)
+                for (int c = 0; c < FX_W; c++) fx_pf_next(x, kb, ks, tb + c, (int64_t)dv * FX_W, f16);
             fx_v r[FX_W];
             FX_UNROLL(16)
             for (int c = 0; c < FX_W; c++)
@@ -797,6 +815,8 @@ RP_FX_INLINE void fx_pv(const fx_actx *x, int32_t qv0, int dv0, const void *vb, 
         FX_FOR(j, RP_FX_PD, NPD) acc[q][j] = fx_zero();
     const float *s = x->S + (size_t)qv0 * RP_FX_AT;
     for (int t = 0; t < tv; t++) {
+        if (qv0 == 0)   /* the first block walks the V rows first */
+            FX_FOR(j, RP_FX_PD, NPD) if (j % FX_VPL(f16) == 0) fx_pf_next(x, vb, vs, t, (int64_t)(dv0 + j) * FX_W, f16);
         fx_v v[RP_FX_PD];
         FX_FOR(j, RP_FX_PD, NPD) v[j] = fx_ldm(vb, (int64_t)t * vs + (dv0 + j) * FX_W, nl[j], f16);
         FX_FOR(q, RP_FX_PQ, NPQ) {
@@ -860,15 +880,15 @@ static void fx_pv_all(const fx_actx *x, const void *vb, int64_t vs, int first, i
     }
 }
 
-/* Prefetches (into L2) the head's bytes [hoff, hoff + hbytes) of cells
- * [c0, c1): the cache rows hold every KV head, so a head is a short piece
- * every kv_row_bytes, a stride the hardware prefetchers follow poorly. */
+/* Prefetches the head's bytes [hoff, hoff + hbytes) of cells [c0, c1): the
+ * cache rows hold every KV head, so a head is a short piece every
+ * kv_row_bytes, a stride the hardware prefetchers follow poorly. */
 static inline void fx_prefetch_cells(const uint8_t *base, size_t row_bytes, size_t hoff, size_t hbytes, int32_t c0,
                                      int32_t c1) {
     for (int32_t c = c0; c < c1; c++) {
         const uint8_t *r = base + (size_t)c * row_bytes + hoff;
-        for (size_t o = 0; o < hbytes; o += 64) _mm_prefetch((const char *)(r + o), _MM_HINT_T1);
-        _mm_prefetch((const char *)(r + hbytes - 1), _MM_HINT_T1);
+        for (size_t o = 0; o < hbytes; o += 64) _mm_prefetch((const char *)(r + o), _MM_HINT_T0);
+        _mm_prefetch((const char *)(r + hbytes - 1), _MM_HINT_T0);
     }
 }
 
@@ -899,17 +919,18 @@ static void fx_attn_run(fx_actx *x, const int f16) {
             x->VC[qv] = v <= 0 ? 0 : v < tn ? v : tn;
         }
         const uint8_t *krow = a->k + (size_t)c0 * a->kv_row_bytes, *vrow = a->v + (size_t)c0 * a->kv_row_bytes;
-        /* the next tile's K and V are fetched into L2 while this one is
-         * computed. Not into L1: cache rows are kv_row_bytes apart (2 KiB
-         * for 8 F16 heads of 128), so a tile's rows share a few L1 sets and
-         * would evict each other before use. */
-        const int32_t pf0 = c0 + RP_FX_AT, pf1 = maxc < pf0 + RP_FX_AT ? maxc : pf0 + RP_FX_AT;
-        fx_prefetch_cells(a->k, a->kv_row_bytes, hoff, hbytes, pf0, pf1);
-        fx_prefetch_cells(a->v, a->kv_row_bytes, hoff, hbytes, pf0, pf1);
+        /* cells of the next tile: F32/F16 loops prefetch them as they go
+         * (fx_pf_next); Q8_0 prefetches its raw rows while dequantizing */
+        const int32_t nxt = maxc - (c0 + RP_FX_AT);
+        x->pn = kind == 2 || nxt <= 0 ? 0 : nxt < RP_FX_AT ? nxt : RP_FX_AT;
         const void *kb, *vb;
         int64_t ks, vs;
         if (kind == 2) {
             for (int t = 0; t < tn; t++) {
+                if (c0 + RP_FX_AT + t < maxc) {
+                    fx_prefetch_cells(a->k, a->kv_row_bytes, hoff, hbytes, c0 + RP_FX_AT + t, c0 + RP_FX_AT + t + 1);
+                    fx_prefetch_cells(a->v, a->kv_row_bytes, hoff, hbytes, c0 + RP_FX_AT + t, c0 + RP_FX_AT + t + 1);
+                }
                 fx_deq_q8(krow + (size_t)t * a->kv_row_bytes, off, x->D, x->Dp, x->Kn + (size_t)t * x->Dp);
                 fx_deq_q8(vrow + (size_t)t * a->kv_row_bytes, off, x->D, x->Dp, x->Vn + (size_t)t * x->Dp);
             }
