@@ -67,27 +67,3 @@ void rp_kv_load_row(const rp_kv *kv, const uint8_t *src, float *dst) {
     if (kv->type == RP_TYPE_F32) memcpy(dst, src, sizeof(float) * (size_t)kv->kv_dim);
     else rp_dequantize_row(kv->type, src, dst, kv->kv_dim);
 }
-
-void rp_kv_load_head(const rp_kv *kv, const uint8_t *row, int32_t h, float *out, float *tmp) {
-    const int32_t hd = kv->head_dim, off = h * hd;
-    switch (kv->type) {
-    case RP_TYPE_F32:
-        memcpy(out, (const float *)row + off, sizeof(float) * (size_t)hd);
-        return;
-    case RP_TYPE_F16: {
-        const uint16_t *p = (const uint16_t *)row + off;
-        for (int32_t i = 0; i < hd; i++) out[i] = rp_fp16_to_fp32(p[i]);
-        return;
-    }
-    case RP_TYPE_Q8_0: {
-        int32_t b0 = off / RP_QK8_0, b1 = (off + hd - 1) / RP_QK8_0;
-        const rp_block_q8_0 *blk = (const rp_block_q8_0 *)row + b0;
-        int32_t nb = b1 - b0 + 1;
-        rp_dequantize_row(RP_TYPE_Q8_0, blk, tmp, (int64_t)nb * RP_QK8_0);
-        memcpy(out, tmp + (off - b0 * RP_QK8_0), sizeof(float) * (size_t)hd);
-        return;
-    }
-    default:
-        memset(out, 0, sizeof(float) * (size_t)hd);
-    }
-}

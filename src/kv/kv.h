@@ -46,8 +46,4 @@ static inline uint8_t *rp_kv_v_row(const rp_kv *kv, int32_t layer, int32_t cell)
 void rp_kv_store_row(const rp_kv *kv, uint8_t *dst, const float *src);
 void rp_kv_load_row(const rp_kv *kv, const uint8_t *src, float *dst);
 
-/* Loads head `h`'s head_dim values of a row; `tmp` needs kv_dim floats for
- * Q8_0 rows whose heads are not block-aligned. */
-void rp_kv_load_head(const rp_kv *kv, const uint8_t *row, int32_t h, float *out, float *tmp);
-
 #endif /* RP_KV_H */
