@@ -87,8 +87,9 @@ int cmd_plan(int argc, char **argv) {
                    "Shows the prompt's chunks and segments (prefix-reused / reusable / new) against the chunk cache\n"
                    "in --cache-dir, how many tokens blend would recompute, and the static-shape calls chosen by the\n"
                    "DP scheduler next to the naive one-call-type-per-segment schedule. --calibrate measures call\n"
-                   "latencies over sizes (multiples of 32), picks L_P / L_S at the turning points and stores them for\n"
-                   "this model and machine.\n");
+                   "latencies over sizes (multiples of 32), picks L_P / L_S among the sizes near the per-token turning\n"
+                   "point (the pair with the least predicted latency over doc-QA / chat / skills layouts) and stores\n"
+                   "them for this model and machine.\n");
             return 0;
         } else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
         else if (cli_is(&a, "--segments", NULL)) { if (!cli_str(&a, &segments)) return 2; }
@@ -151,7 +152,7 @@ int cmd_plan(int argc, char **argv) {
         for (int32_t i = 0; i < cal.n_points; i++)
             printf("| %4d | %10.2f | %8.3f | %12.2f | %8.3f |\n", cal.sizes[i], cal.prefill_ms[i],
                    cal.prefill_ms[i] / cal.sizes[i], cal.recompute_ms[i], cal.recompute_ms[i] / cal.sizes[i]);
-        printf("turning points: L_P = %d (%.2f ms per call), L_S = %d (%.2f ms per call), r = %.2f\n", cal.cfg.L_P,
+        printf("shapes: L_P = %d (%.2f ms per call), L_S = %d (%.2f ms per call), r = %.2f\n", cal.cfg.L_P,
                cal.cfg.lat_P_ms, cal.cfg.L_S, cal.cfg.lat_S_ms, cal.cfg.r);
         if ((st = rp_calib_save(&cal, path)) != RP_OK) { rc = cli_fail(a.cmd, "save calibration", st); goto out; }
         printf("saved %s\n", path);

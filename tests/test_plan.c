@@ -542,6 +542,39 @@ static void test_recompute_rule_boundaries(void **state) {
 
 /* ---- calibration ---------------------------------------------------------- */
 
+/* Shape choice on a calibration measured on this project's 2-core Zen 4 box
+ * (Llama-3.2-1B shape, Q4_0, 2 threads): the turning point alone gives
+ * L_P = 64, L_S = 256; the layout-aware choice keeps L_P = 64 and takes
+ * L_S = 384, whose plans pad less across the layout family. */
+static void test_choose_shapes(void **state) {
+    (void)state;
+    const int32_t sizes[10] = {32, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
+    const double pre[10] = {138.07, 254.44, 367.97, 480.17, 719.06, 937.17, 1420.73, 1898.48, 2976.30, 4089.94};
+    const double rec[10] = {60.50, 92.63, 128.20, 166.75, 235.38, 311.12, 440.17, 593.36, 917.77, 1287.06};
+    rp_static_cfg c = rp_static_default_cfg();
+    assert_int_equal(rp_calib_choose_shapes(sizes, pre, rec, 10, 0.15, &c), RP_OK);
+    assert_int_equal(c.L_P, 64);
+    assert_int_equal(c.L_S, 384);
+    assert_true(fabs(c.lat_P_ms - 254.44) < 1e-9);
+    assert_true(fabs(c.lat_S_ms - 440.17) < 1e-9);
+    assert_true(fabs(c.r - 0.25f) < 1e-9);
+    /* with zero tolerance only the per-token optimum of each curve is a candidate */
+    c = rp_static_default_cfg();
+    assert_int_equal(rp_calib_choose_shapes(sizes, pre, rec, 10, 0.0, &c), RP_OK);
+    assert_int_equal(c.L_P, 256);   /* 3.661 ms/token */
+    assert_int_equal(c.L_S, 384);   /* 1.146 ms/token */
+    /* a flat prefill curve (no batching gain) makes the smallest prefill shape
+     * best: it only ever adds padding */
+    double flat[10];
+    for (int i = 0; i < 10; i++) flat[i] = 4.0 * sizes[i];
+    c = rp_static_default_cfg();
+    assert_int_equal(rp_calib_choose_shapes(sizes, flat, rec, 10, 0.15, &c), RP_OK);
+    assert_int_equal(c.L_P, 32);
+    /* bad input */
+    assert_int_equal(rp_calib_choose_shapes(sizes, pre, rec, 0, 0.15, &c), RP_ERR_INVALID_ARG);
+    assert_int_equal(rp_calib_choose_shapes(sizes, pre, rec, 10, 0.15, NULL), RP_ERR_INVALID_ARG);
+}
+
 static void test_turning_point(void **state) {
     (void)state;
     int32_t sizes[32];
@@ -840,6 +873,7 @@ int main(void) {
         cmocka_unit_test(test_full_contract),
         cmocka_unit_test(test_recompute_rule_boundaries),
         cmocka_unit_test(test_turning_point),
+        cmocka_unit_test(test_choose_shapes),
         cmocka_unit_test(test_calib_roundtrip),
         cmocka_unit_test(test_calib_corruption),
         cmocka_unit_test(test_comparison_table),

@@ -37,6 +37,105 @@ int32_t rp_calib_turning_point(const int32_t *sizes, const double *lat_ms, int32
     return out;
 }
 
+/* ---- shape choice -------------------------------------------------------- */
+
+/* One synthetic prompt layout: `n` segments of the given kinds and lengths. */
+typedef struct layout { int32_t n; rp_segment seg[16]; } layout;
+
+static void lay_add(layout *L, rp_seg_kind k, int32_t len) {
+    if (len <= 0 || L->n >= 16) return;
+    int32_t b = L->n ? L->seg[L->n - 1].begin + L->seg[L->n - 1].len : 0;
+    L->seg[L->n++] = (rp_segment){k, b, len};
+}
+
+/* The layout family (per prompt length N): doc QA — a one-token prefix, six
+ * reused documents, a 5% new question; long chat — half the prompt a prefix,
+ * 40% reused dialogue chunks, a 10% new turn; agent skills — a 70% reused
+ * skill description and a 30% new task; interleaved — reused documents
+ * separated by short new glue text. Sizes are not multiples of anything on
+ * purpose: remainders are what the choice is about. */
+static int32_t build_layouts(layout *out, int32_t cap) {
+    static const int32_t lens[] = {512, 1024, 2048, 4096};
+    int32_t n = 0;
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0] && n + 4 <= cap; i++) {
+        const int32_t N = lens[i] - 1 - (int32_t)(i * 37 % 61);
+        layout *L = &out[n++];
+        L->n = 0;
+        int32_t q = N / 20 > 16 ? N / 20 : 16, d = (N - 1 - q) / 6;
+        lay_add(L, RP_SEG_PREFIX, 1);
+        lay_add(L, RP_SEG_REUSE, 6 * d);
+        lay_add(L, RP_SEG_NEW, N - 1 - 6 * d);
+        L = &out[n++];
+        L->n = 0;
+        lay_add(L, RP_SEG_PREFIX, N / 2);
+        lay_add(L, RP_SEG_REUSE, N * 2 / 5);
+        lay_add(L, RP_SEG_NEW, N - N / 2 - N * 2 / 5);
+        L = &out[n++];
+        L->n = 0;
+        lay_add(L, RP_SEG_REUSE, N * 7 / 10);
+        lay_add(L, RP_SEG_NEW, N - N * 7 / 10);
+        L = &out[n++];
+        L->n = 0;
+        lay_add(L, RP_SEG_PREFIX, 1);
+        int32_t glue = 9, doc = (N - 1) / 5 - glue;
+        for (int k = 0; k < 5; k++) {
+            lay_add(L, RP_SEG_REUSE, doc);
+            lay_add(L, RP_SEG_NEW, glue);
+        }
+        lay_add(L, RP_SEG_NEW, N - 1 - 5 * (doc + glue));
+    }
+    return n;
+}
+
+rp_status rp_calib_choose_shapes(const int32_t *sizes, const double *prefill_ms, const double *recompute_ms, int32_t n,
+                                 double tolerance, rp_static_cfg *cfg) {
+    if (!cfg) return rp_errorf(RP_ERR_INVALID_ARG, "calibrate: cfg is NULL");
+    const int32_t lp0 = rp_calib_turning_point(sizes, prefill_ms, n, tolerance);
+    const int32_t ls0 = rp_calib_turning_point(sizes, recompute_ms, n, tolerance);
+    if (lp0 <= 0 || ls0 <= 0) return rp_errorf(RP_ERR_INVALID_ARG, "calibrate: no usable measurements");
+    double qp = INFINITY, qs = INFINITY;   /* best per-token latencies */
+    for (int32_t i = 0; i < n; i++) {
+        if (prefill_ms[i] / sizes[i] < qp) qp = prefill_ms[i] / sizes[i];
+        if (recompute_ms[i] / sizes[i] < qs) qs = recompute_ms[i] / sizes[i];
+    }
+    layout lay[16];
+    const int32_t n_lay = build_layouts(lay, 16);
+    enum { CAP = 4096 };
+    rp_call *calls = malloc(sizeof *calls * CAP);
+    if (!calls) return rp_errorf(RP_ERR_NOMEM, "calibrate: out of memory");
+    double best = INFINITY;
+    rp_static_cfg pick = *cfg;
+    for (int32_t a = 0; a < n; a++) {
+        if (prefill_ms[a] / sizes[a] > qp * (1.0 + tolerance)) continue;
+        for (int32_t b = 0; b < n; b++) {
+            if (recompute_ms[b] / sizes[b] > qs * (1.0 + tolerance)) continue;
+            rp_static_cfg c = *cfg;
+            c.L_P = sizes[a];
+            c.L_S = sizes[b];
+            c.lat_P_ms = prefill_ms[a];
+            c.lat_S_ms = recompute_ms[b];
+            if (rp_static_k(&c) < 1) continue;
+            double total = 0;
+            bool ok = true;
+            for (int32_t j = 0; j < n_lay && ok; j++) {
+                int32_t nc = 0;
+                double ms = 0;
+                ok = rp_plan_dp(lay[j].seg, lay[j].n, &c, calls, CAP, &nc, &ms) == RP_OK;
+                total += ms;
+            }
+            /* ties go to the turning point's (smaller) shapes: less padding on short prompts */
+            if (ok && total < best * (1.0 - 1e-9)) {
+                best = total;
+                pick = c;
+            }
+        }
+    }
+    free(calls);
+    if (!isfinite(best)) return rp_errorf(RP_ERR_INVALID_ARG, "calibrate: no feasible shape pair (r = %g)", (double)cfg->r);
+    *cfg = pick;
+    return RP_OK;
+}
+
 /* ---- file format ----------------------------------------------------------
  * UTF-8/ASCII text, one `key value` per line, '#' comments and blank lines
  * ignored, unknown keys ignored (forward compatibility), CRLF tolerated:

@@ -812,16 +812,8 @@ rp_status rp_reuse_calibrate(rp_reuse *e, rp_ctx *c, rp_kv *kv, const int32_t *s
     rp_kv_clear(kv);
     cal->n_points = n_sizes;
     cal->model_fingerprint = e->m->fingerprint;
-    int32_t lp = rp_calib_turning_point(cal->sizes, cal->prefill_ms, n_sizes, 0.05);
-    int32_t ls = rp_calib_turning_point(cal->sizes, cal->recompute_ms, n_sizes, 0.05);
-    if (lp <= 0 || ls <= 0) return rp_errorf(RP_ERR_INTERNAL, "calibrate: no turning point");
     cal->cfg = e->p.static_cfg;
-    cal->cfg.L_P = lp;
-    cal->cfg.L_S = ls;
-    for (int32_t i = 0; i < n_sizes; i++) {
-        if (cal->sizes[i] == lp) cal->cfg.lat_P_ms = cal->prefill_ms[i];
-        if (cal->sizes[i] == ls) cal->cfg.lat_S_ms = cal->recompute_ms[i];
-    }
+    RP_TRY(rp_calib_choose_shapes(cal->sizes, cal->prefill_ms, cal->recompute_ms, n_sizes, 0.15, &cal->cfg));
     e->p.static_cfg = cal->cfg;
     return RP_OK;
 }

@@ -80,6 +80,18 @@ rp_status rp_plan_naive(const rp_segment *segs, int32_t n_segs, const rp_static_
  * per-token latency over all sizes — beyond it, larger calls only add padding. */
 int32_t rp_calib_turning_point(const int32_t *sizes, const double *lat_ms, int32_t n, double tolerance);
 
+/* Chooses the two static shapes from measured call latencies: candidates are
+ * the sizes whose per-token latency is within `tolerance` of the best (the
+ * turning-point region; smaller calls waste the matrix units), and among them
+ * the (L_P, L_S) pair whose DP plans have the least predicted latency summed
+ * over a fixed family of prompt layouts (doc QA, chat, agent skills and
+ * interleaved documents at 512..4096 tokens; see calib.c). The turning point
+ * alone ignores padding: a 32-token remainder padded to a 64-row prefill call
+ * costs as much as 64 tokens. Sets cfg->L_P/L_S/lat_*; cfg->r is an input.
+ * RP_ERR_INVALID_ARG on bad measurements. */
+rp_status rp_calib_choose_shapes(const int32_t *sizes, const double *prefill_ms, const double *recompute_ms, int32_t n,
+                                 double tolerance, rp_static_cfg *cfg);
+
 /* Calibration record stored per model fingerprint and machine; text format
  * (one `key value` per line) so it survives versions. */
 typedef struct rp_calib {
