@@ -10,6 +10,7 @@
 #include "prompt.h"
 #include "report.h"
 #include "reuse/engine.h"
+#include "store/store.h"
 #include "workload.h"
 
 typedef struct mode_run {
@@ -20,7 +21,66 @@ typedef struct mode_run {
     long reused_prefix, reused_nonprefix, recomputed, computed_rows;
     double load_ms, exposed_ms, plan_ms;
     uint64_t bytes_loaded;
+    double kl_sum;         /* fidelity vs the exact (none) run: summed KL over scored steps */
+    long n_scored, n_agree;
 } mode_run;
+
+/* KL(p || q) of two logit vectors' softmax distributions (nats). */
+static double kl_logits(const float *p, const float *q, int32_t n) {
+    double mp = -INFINITY, mq = -INFINITY;
+    for (int32_t i = 0; i < n; i++) {
+        if (p[i] > mp) mp = p[i];
+        if (q[i] > mq) mq = q[i];
+    }
+    double zp = 0, zq = 0;
+    for (int32_t i = 0; i < n; i++) {
+        zp += exp((double)p[i] - mp);
+        zq += exp((double)q[i] - mq);
+    }
+    const double lzp = mp + log(zp), lzq = mq + log(zq);
+    double kl = 0;
+    for (int32_t i = 0; i < n; i++) {
+        double lp = p[i] - lzp, lq = q[i] - lzq;
+        kl += exp(lp) * (lp - lq);
+    }
+    return kl > 0 ? kl : 0;
+}
+
+static int32_t argmax(const float *v, int32_t n) {
+    int32_t b = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (v[i] > v[b]) b = i;
+    return b;
+}
+
+/* Teacher-forced continuation after a prefill of n tokens: step 0 scores the
+ * prefill's logits, step j > 0 feeds ref_tok[j-1] at position n+j-1. With
+ * ref == NULL (the exact run) it records greedy tokens and logits instead. */
+static rp_status continue_and_score(rp_ctx *ctx, rp_kv *kv, rp_batch *b, int32_t n, int gen, int32_t n_vocab,
+                                    const float *first, float *ref_logits, rp_token *ref_tok, bool record,
+                                    mode_run *mr) {
+    const float *cur = first;
+    for (int j = 0; j < gen; j++) {
+        if (j > 0) {
+            rp_batch_clear(b);
+            rp_batch_add(b, ref_tok[j - 1], 0, n + j - 1, n + j - 1, true);
+            rp_kv *kvs[1] = {kv};
+            rp_status fs = rp_forward(ctx, b, kvs, 1);
+            if (fs != RP_OK) return fs;
+            cur = rp_ctx_logits(ctx, 0);
+        }
+        float *ref = ref_logits + (size_t)j * n_vocab;
+        if (record) {
+            memcpy(ref, cur, sizeof(float) * (size_t)n_vocab);
+            ref_tok[j] = argmax(cur, n_vocab);
+        } else {
+            mr->kl_sum += kl_logits(ref, cur, n_vocab);
+            mr->n_agree += argmax(cur, n_vocab) == ref_tok[j];
+            mr->n_scored++;
+        }
+    }
+    return RP_OK;
+}
 
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -34,30 +94,70 @@ static double pct(double *v, int n, double p) {
     return v[lo] + (v[hi] - v[lo]) * (idx - lo);
 }
 
+static void put_prompt(FILE *f, const rp_wprompt *p, bool *first) {
+    fprintf(f, "%s\n  [", *first ? "" : ",");
+    *first = false;
+    for (int32_t i = 0; i < p->n; i++) fprintf(f, "%s%d", i ? "," : "", (int)p->toks[i]);
+    fprintf(f, "]");
+}
+
+/* The workload's prompts in the order this bench runs them (warm-ups, then the
+ * timed prompt, per query), as token ids, so a peer engine sees the same tokens. */
+static bool export_prompts(const rp_workload *w, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) return false;
+    bool first = true;
+    fprintf(f, "[");
+    for (int q = 0; q < rp_workload_n_queries(w); q++) {
+        const rp_query *qq = rp_workload_query(w, q);
+        for (int k = 0; k < qq->n_warm; k++) put_prompt(f, &qq->warm[k], &first);
+        put_prompt(f, &qq->prompt, &first);
+    }
+    fprintf(f, "\n]\n");
+    return fclose(f) == 0;
+}
+
 int bench_reuse(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "bench reuse"};
     const char *model_path = NULL, *workload = "synthetic", *data = NULL, *modes_s = "none,prefix,full,blend,static,static-naive";
-    const char *kv_name = "f16", *json_out = NULL, *html_out = NULL;
+    const char *kv_name = "f16", *json_out = NULL, *html_out = NULL, *export_path = NULL;
+    const char *cache_dir = NULL;
+    bool cold = false, no_commit = false;
+    long gen = 8, passes = 1;
     long threads = 2, n_queries = 8, seed = 1;
     double ratio = 0.25;
     rp_workload_params wp = rp_workload_default_params();
+    bool modes_given = false;
     for (; a.i < argc; a.i++) {
         const char *v;
         if (cli_is(&a, "-h", "--help")) {
             printf("usage: reprise bench reuse -m MODEL.gguf [--workload synthetic|repeat|docqa|chat|skills] [--data PATH]\n"
                    "         [--modes none,prefix,full,blend,static,static-naive] [--queries 8] [--docs 6] [--doc-len 320]\n"
                    "         [--tail 40] [--recompute-ratio 0.25] [--kv-type f16] [-t 2] [--seed 1] [--cpu LEVEL]\n"
-                   "         [--json OUT.json] [--html OUT.html]\n"
+                   "         [--json OUT.json] [--html OUT.html] [--export-prompts OUT.json]\n"
+                   "         [--cache-dir DIR [--cold] [--no-commit]] [--passes 1] [--gen 8]\n"
                    "Each query's reusable content is cached first (a warm-up prompt with the same pieces in another\n"
                    "order, as in RAG or chat traffic); the timed prompt then reuses it. Reports mean / p50 / p95 TTFT\n"
-                   "per mode, tokens reused (prefix / non-prefix) and recomputed, load and exposed load time.\n"
+                   "per mode, tokens reused (prefix / non-prefix) and recomputed, load and exposed load time, and\n"
+                   "fidelity against the exact (none) run: mean KL of the next-token distributions over --gen steps\n"
+                   "(teacher-forced on the exact run's greedy tokens) and greedy agreement (needs mode none).\n"
                    "  synthetic: random-token documents (any model);  repeat: the same prompt twice (100%% prefix hit)\n"
-                   "  docqa / chat / skills: HotpotQA, LoCoMo, SkillsBench from ../shared/data (or --data)\n");
+                   "  docqa / chat / skills: HotpotQA, LoCoMo, SkillsBench from ../shared/data (or --data)\n"
+                   "--export-prompts writes every query's warm-up and timed prompts, in order, as a JSON array of\n"
+                   "token-id arrays for bench/peer/prompt_cache.mjs (llama.cpp's prompt cache on the same tokens);\n"
+                   "with it and no --modes, nothing is timed.\n"
+                   "--cache-dir attaches the persistent store in DIR as the flash tier under the RAM pool (modes then\n"
+                   "share it: use one mode). --no-commit keeps the timed prompts out of the cache (only warm-up\n"
+                   "pieces are stored); --cold skips the warm-up prompts, so a second process on the same DIR times\n"
+                   "the same prompts against what the first one left on flash (restart TTFT). --passes N runs the\n"
+                   "timed prompts N times in one engine (implies --no-commit; warm-ups only before the first pass),\n"
+                   "prints each pass's mean TTFT and reports the last: pass 1 of a --cold run is the restart case,\n"
+                   "pass 2 the warm in-memory case over the same cache contents.\n");
             return 0;
         } else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
         else if (cli_is(&a, "--workload", NULL)) { if (!cli_str(&a, &workload)) return 2; }
         else if (cli_is(&a, "--data", NULL)) { if (!cli_str(&a, &data)) return 2; }
-        else if (cli_is(&a, "--modes", NULL)) { if (!cli_str(&a, &modes_s)) return 2; }
+        else if (cli_is(&a, "--modes", NULL)) { if (!cli_str(&a, &modes_s)) return 2; modes_given = true; }
         else if (cli_is(&a, "--queries", NULL)) { if (!cli_int(&a, 1, 100000, &n_queries)) return 2; }
         else if (cli_is(&a, "--docs", NULL)) { long x; if (!cli_int(&a, 1, 64, &x)) return 2; wp.n_docs = (int)x; }
         else if (cli_is(&a, "--doc-len", NULL)) { long x; if (!cli_int(&a, 1, 100000, &x)) return 2; wp.doc_len = (int)x; }
@@ -69,6 +169,12 @@ int bench_reuse(int argc, char **argv) {
         else if (cli_is(&a, "--cpu", NULL)) { if (!cli_str(&a, &v) || !cli_set_cpu(a.cmd, v)) return 2; }
         else if (cli_is(&a, "--json", NULL)) { if (!cli_str(&a, &json_out)) return 2; }
         else if (cli_is(&a, "--html", NULL)) { if (!cli_str(&a, &html_out)) return 2; }
+        else if (cli_is(&a, "--export-prompts", NULL)) { if (!cli_str(&a, &export_path)) return 2; }
+        else if (cli_is(&a, "--cache-dir", NULL)) { if (!cli_str(&a, &cache_dir)) return 2; }
+        else if (cli_is(&a, "--cold", NULL)) cold = true;
+        else if (cli_is(&a, "--gen", NULL)) { if (!cli_int(&a, 0, 256, &gen)) return 2; }
+        else if (cli_is(&a, "--passes", NULL)) { if (!cli_int(&a, 1, 100, &passes)) return 2; no_commit = passes > 1; }
+        else if (cli_is(&a, "--no-commit", NULL)) no_commit = true;
         else return cli_unknown(&a);
     }
     if (!model_path) { fprintf(stderr, "reprise bench reuse: -m MODEL.gguf is required\n"); return 2; }
@@ -93,6 +199,15 @@ int bench_reuse(int argc, char **argv) {
         }
         runs[n_runs++] = r;
     }
+    /* the exact run goes first: it is the fidelity reference */
+    for (int r = 1; r < n_runs; r++)
+        if (runs[r].mode == RP_REUSE_NONE) {
+            mode_run t = runs[r];
+            memmove(&runs[1], &runs[0], sizeof runs[0] * (size_t)r);
+            runs[0] = t;
+            break;
+        }
+    const bool scored = gen > 0 && n_runs > 0 && runs[0].mode == RP_REUSE_NONE;
     rp_model *m = NULL;
     rp_model_params mp = rp_model_default_params();
     mp.n_threads = (int)threads;
@@ -104,8 +219,18 @@ int bench_reuse(int argc, char **argv) {
     rp_workload *w = NULL;
     if (!rp_workload_build(a.cmd, workload, data, m, &wp, &w)) { rp_model_free(m); return 1; }
     const int32_t max_tok = rp_workload_max_tokens(w);
+    if (export_path) {
+        if (!export_prompts(w, export_path)) {
+            fprintf(stderr, "reprise bench reuse: cannot write '%s'\n", export_path);
+            rp_workload_free(w);
+            rp_model_free(m);
+            return 1;
+        }
+        fprintf(stderr, "wrote %s (per query: its warm-up prompt(s), then the timed one)\n", export_path);
+        if (!modes_given) { rp_workload_free(w); rp_model_free(m); return 0; }
+    }
     rp_static_cfg scfg = rp_static_default_cfg();
-    const int32_t n_ctx = max_tok + (scfg.L_S > scfg.L_P ? scfg.L_S : scfg.L_P) + 8;
+    const int32_t n_ctx = max_tok + (scfg.L_S > scfg.L_P ? scfg.L_S : scfg.L_P) + 8 + (int32_t)gen;
     rp_ctx_params cp = rp_ctx_default_params();
     cp.n_threads = (int)threads;
     cp.n_batch = max_tok > 512 ? 1024 : 512;
@@ -114,7 +239,17 @@ int bench_reuse(int argc, char **argv) {
     rp_ctx *ctx = NULL;
     rp_kv *kv = NULL;
     float *lg = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+    const int nq0 = rp_workload_n_queries(w);
+    const int32_t n_vocab = m->hp.n_vocab;
+    /* reference logits and tokens of the exact run, per query and step */
+    float *ref_logits = scored ? malloc(sizeof(float) * (size_t)nq0 * (size_t)gen * (size_t)n_vocab) : NULL;
+    rp_token *ref_tok = scored ? malloc(sizeof(rp_token) * (size_t)nq0 * (size_t)gen) : NULL;
+    rp_batch fb = {0};
     int rc = 1;
+    if (scored && (!ref_logits || !ref_tok || rp_batch_init(&fb, 1) != RP_OK)) {
+        fprintf(stderr, "reprise bench reuse: out of memory for the fidelity reference (%d queries x %ld steps)\n", nq0, gen);
+        goto out;
+    }
     if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK || (st = rp_kv_create(m, n_ctx, (rp_type)kv_type, &kv)) != RP_OK || !lg) {
         rc = cli_fail(a.cmd, "setup", st);
         goto out;
@@ -134,11 +269,32 @@ int bench_reuse(int argc, char **argv) {
         rp_reuse *e = NULL;
         if (!mr->ttft || (st = rp_reuse_create(m, (rp_type)kv_type, max_tok, rp, &e)) != RP_OK) { rc = cli_fail(a.cmd, "engine", st); goto out; }
         if (mr->stat) cli_apply_calib(e, m, NULL, (int)threads);
+        if (cache_dir && mr->mode != RP_REUSE_NONE) {
+            rp_store_params stp = rp_store_default_params();
+            rp_pool_params pp = rp_pool_default_params();
+            rp_store *store = NULL;
+            if ((st = rp_store_open(cache_dir, &stp, &store)) != RP_OK ||
+                (st = rp_chunk_cache_attach_store(rp_reuse_cache(e), store, rp_reuse_salt(e), m->name, &pp)) != RP_OK) {
+                rc = cli_fail(a.cmd, cache_dir, st);
+                rp_reuse_free(e);
+                goto out;
+            }
+        }
+        for (int pass = 0; pass < passes; pass++) {
+        if (pass > 0) {   /* report the last pass: reset the accumulators */
+            double s = 0;
+            for (int q = 0; q < nq; q++) s += mr->ttft[q];
+            printf("%s pass %d: mean TTFT %.1f ms\n", mr->name, pass, s / nq);
+            mr->reused_prefix = mr->reused_nonprefix = mr->recomputed = mr->computed_rows = 0;
+            mr->load_ms = mr->exposed_ms = mr->plan_ms = mr->kl_sum = 0;
+            mr->bytes_loaded = 0;
+            mr->n_scored = mr->n_agree = 0;
+        }
         for (int q = 0; q < nq; q++) {
             const rp_query *qq = rp_workload_query(w, q);
             rp_reuse_stats rs;
             /* warm-up prompts: compute and cache the reusable pieces (not timed) */
-            for (int k = 0; k < qq->n_warm && mr->mode != RP_REUSE_NONE; k++) {
+            for (int k = 0; k < qq->n_warm && mr->mode != RP_REUSE_NONE && !cold && pass == 0; k++) {
                 if ((st = rp_reuse_prefill(e, ctx, kv, qq->warm[k].toks, qq->warm[k].n, qq->warm[k].bounds,
                                            qq->warm[k].n_bounds, lg, &rs)) != RP_OK ||
                     (st = rp_reuse_commit(e, kv)) != RP_OK) {
@@ -153,8 +309,15 @@ int bench_reuse(int argc, char **argv) {
                 rp_reuse_free(e);
                 goto out;
             }
-            if (mr->mode != RP_REUSE_NONE) rp_reuse_commit(e, kv);
+            if (mr->mode != RP_REUSE_NONE && !no_commit) rp_reuse_commit(e, kv);
             mr->ttft[q] = rs.ttft_ms;
+            if (scored && (st = continue_and_score(ctx, kv, &fb, qq->prompt.n, (int)gen, n_vocab, lg,
+                                                   ref_logits + (size_t)q * gen * n_vocab, ref_tok + (size_t)q * gen,
+                                                   r == 0, mr)) != RP_OK) {
+                rc = cli_fail(a.cmd, "fidelity", st);
+                rp_reuse_free(e);
+                goto out;
+            }
             mr->reused_prefix += rs.n_prefix;
             mr->reused_nonprefix += rs.n_nonprefix;
             mr->recomputed += rs.n_recomputed;
@@ -165,8 +328,22 @@ int bench_reuse(int argc, char **argv) {
             mr->plan_ms += rs.plan_ms;
             fprintf(stderr, "\r  %-18s query %d/%d: TTFT %.1f ms   ", mr->name, q + 1, nq, rs.ttft_ms);
         }
+        }
+        if (passes > 1) {
+            double s = 0;
+            for (int q = 0; q < nq; q++) s += mr->ttft[q];
+            printf("%s pass %ld: mean TTFT %.1f ms\n", mr->name, passes, s / nq);
+        }
         fprintf(stderr, "\n");
-        rp_reuse_free(e);
+        if (cache_dir && mr->mode != RP_REUSE_NONE) {
+            rp_cache_stats cs = rp_chunk_cache_stats(rp_reuse_cache(e));
+            fprintf(stderr, "  %-18s pool: %llu prefix + %llu content hits, %llu from flash, %llu prefetched (%llu used), "
+                            "%llu chunks written\n", mr->name, (unsigned long long)cs.prefix_hits,
+                    (unsigned long long)cs.content_hits, (unsigned long long)cs.flash_hits,
+                    (unsigned long long)cs.prefetched, (unsigned long long)cs.prefetch_used,
+                    (unsigned long long)cs.written);
+        }
+        rp_reuse_free(e);   /* with a store: flushes and closes it */
     }
     /* report */
     double base_none = 0, base_prefix = 0;
@@ -178,9 +355,10 @@ int bench_reuse(int argc, char **argv) {
     }
     printf("\nworkload %s on %s (%d queries, up to %d tokens, %ld threads, kv %s, r = %.2f)\n\n", workload, model_path, nq,
            max_tok, threads, kv_name, ratio);
-    printf("| %-18s | %9s | %9s | %9s | %8s | %9s | %12s | %10s | %10s | %9s | %10s |\n", "mode", "mean ms", "p50 ms", "p95 ms",
-           "vs none", "vs prefix", "prefix tok", "reused tok", "recomputed", "load ms", "exposed ms");
-    printf("|--------------------|-----------|-----------|-----------|----------|-----------|--------------|------------|------------|-----------|------------|\n");
+    printf("| %-18s | %9s | %9s | %9s | %8s | %9s | %12s | %10s | %10s | %9s | %10s | %9s | %7s |\n", "mode", "mean ms", "p50 ms",
+           "p95 ms", "vs none", "vs prefix", "prefix tok", "reused tok", "recomputed", "load ms", "exposed ms", "KL", "greedy");
+    printf("|--------------------|-----------|-----------|-----------|----------|-----------|--------------|------------|------------|"
+           "-----------|------------|-----------|---------|\n");
     FILE *jf = json_out ? fopen(json_out, "w") : NULL;
     if (json_out && !jf) fprintf(stderr, "reprise bench reuse: cannot write '%s'\n", json_out);
     if (jf) fprintf(jf, "{\"workload\": \"%s\", \"model\": \"%s\", \"queries\": %d, \"max_tokens\": %d, \"threads\": %ld, "
@@ -190,19 +368,29 @@ int bench_reuse(int argc, char **argv) {
         double s = 0;
         for (int q = 0; q < nq; q++) s += mr->ttft[q];
         double mean = s / nq, p50 = pct(mr->ttft, nq, 0.5), p95 = pct(mr->ttft, nq, 0.95);
-        printf("| %-18s | %9.1f | %9.1f | %9.1f | %7.2fx | %8.2fx | %12.1f | %10.1f | %10.1f | %9.2f | %10.2f |\n", mr->name, mean,
-               p50, p95, base_none > 0 ? base_none / mean : 0, base_prefix > 0 ? base_prefix / mean : 0,
+        char klb[32] = "-", agb[32] = "-";
+        if (scored && r == 0) { snprintf(klb, sizeof klb, "0"); snprintf(agb, sizeof agb, "100%%"); }
+        else if (scored && mr->n_scored > 0) {
+            snprintf(klb, sizeof klb, "%.6f", mr->kl_sum / (double)mr->n_scored);
+            snprintf(agb, sizeof agb, "%.1f%%", 100.0 * (double)mr->n_agree / (double)mr->n_scored);
+        }
+        printf("| %-18s | %9.1f | %9.1f | %9.1f | %7.2fx | %8.2fx | %12.1f | %10.1f | %10.1f | %9.2f | %10.2f | %9s | %7s |\n",
+               mr->name, mean, p50, p95, base_none > 0 ? base_none / mean : 0, base_prefix > 0 ? base_prefix / mean : 0,
                (double)mr->reused_prefix / nq, (double)mr->reused_nonprefix / nq, (double)mr->recomputed / nq,
-               mr->load_ms / nq, mr->exposed_ms / nq);
+               mr->load_ms / nq, mr->exposed_ms / nq, klb, agb);
         if (jf)
             fprintf(jf, "%s\n  {\"mode\": \"%s\", \"ttft_mean_ms\": %.3f, \"ttft_p50_ms\": %.3f, \"ttft_p95_ms\": %.3f, "
                         "\"speedup_vs_none\": %.3f, \"speedup_vs_prefix\": %.3f, \"reused_prefix\": %.1f, \"reused_nonprefix\": %.1f, "
                         "\"recomputed\": %.1f, \"computed_rows\": %.1f, \"load_ms\": %.3f, \"load_exposed_ms\": %.3f, "
-                        "\"bytes_loaded\": %.0f, \"plan_ms\": %.3f}",
+                        "\"bytes_loaded\": %.0f, \"plan_ms\": %.3f, \"kl_mean\": %.8f, \"greedy_agreement\": %.4f, "
+                        "\"scored_steps\": %ld}",
                     r ? "," : "", mr->name, mean, p50, p95, base_none > 0 ? base_none / mean : 0,
                     base_prefix > 0 ? base_prefix / mean : 0, (double)mr->reused_prefix / nq,
                     (double)mr->reused_nonprefix / nq, (double)mr->recomputed / nq, (double)mr->computed_rows / nq,
-                    mr->load_ms / nq, mr->exposed_ms / nq, (double)mr->bytes_loaded / nq, mr->plan_ms / nq);
+                    mr->load_ms / nq, mr->exposed_ms / nq, (double)mr->bytes_loaded / nq, mr->plan_ms / nq,
+                    mr->n_scored ? mr->kl_sum / (double)mr->n_scored : 0.0,
+                    mr->n_scored ? (double)mr->n_agree / (double)mr->n_scored : (scored && r == 0 ? 1.0 : 0.0),
+                    mr->n_scored);
     }
     if (jf) {
         fprintf(jf, "\n]}\n");
@@ -230,12 +418,24 @@ int bench_reuse(int argc, char **argv) {
                      max_tok, threads, kv_name, ratio);
             rp_html_p(hf, note);
             rp_svg_bars(hf, "Time to first token by mode", "ms", groups, 3, names, n_runs, vals);
+            if (scored) {
+                double xs[8], ys[8];
+                for (int r = 0; r < n_runs; r++) {
+                    xs[r] = vals[0 * n_runs + r];
+                    ys[r] = runs[r].n_scored ? runs[r].kl_sum / (double)runs[r].n_scored : 0.0;
+                }
+                rp_svg_scatter(hf, "Quality against latency (lower left is better)", "mean TTFT (ms)",
+                               "mean KL vs exact prefill (nats)", names, xs, ys, n_runs);
+            }
             rp_html_close(hf);
         }
     }
     rc = 0;
 out:
     for (int r = 0; r < n_runs; r++) free(runs[r].ttft);
+    free(ref_logits);
+    free(ref_tok);
+    rp_batch_free(&fb);
     free(lg);
     rp_kv_free(kv);
     rp_ctx_free(ctx);

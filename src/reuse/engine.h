@@ -107,8 +107,9 @@ rp_status rp_reuse_analyze(rp_reuse *e, const rp_token *toks, int32_t n, const i
 
 /* Calibration: measures per-call latency of plain prefill and of selective
  * recompute calls of `sizes` tokens (multiples of 32) on this context, picks
- * the turning points as L_P and L_S (rp_calib_turning_point, 5%), fills *cal
- * and sets the engine's static configuration from it. */
+ * L_P and L_S with rp_calib_choose_shapes (sizes within 15% of the best
+ * per-token latency; least predicted latency over the layout family), fills
+ * *cal and sets the engine's static configuration from it. */
 rp_status rp_reuse_calibrate(rp_reuse *e, rp_ctx *c, rp_kv *kv, const int32_t *sizes, int32_t n_sizes, int reps,
                              rp_calib *cal);
 
