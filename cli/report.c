@@ -194,6 +194,41 @@ void rp_svg_scatter(FILE *f, const char *title, const char *xlabel, const char *
     fprintf(f, "</svg>\n");
 }
 
+void rp_html_embed_body(FILE *f, const char *path) {
+    FILE *in = fopen(path, "rb");
+    char *buf = NULL;
+    long n = -1;
+    if (in && fseek(in, 0, SEEK_END) == 0 && (n = ftell(in)) >= 0 && fseek(in, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, in) == (size_t)n) {
+        buf[n] = 0;
+    } else {
+        free(buf);
+        buf = NULL;
+    }
+    if (in) fclose(in);
+    char *b = buf ? strstr(buf, "<body>") : NULL;
+    char *e = b ? strstr(b, "</body>") : NULL;
+    if (!b || !e) {
+        fprintf(f, "<p class=\"note\">(missing or not a report: ");
+        esc(f, path);
+        fprintf(f, ")</p>\n");
+        free(buf);
+        return;
+    }
+    b += strlen("<body>");
+    *e = 0;
+    char *h = strstr(b, "<h1>"), *he = h ? strstr(h, "</h1>") : NULL;
+    if (h && he) {   /* demote the sub-report's title */
+        fwrite(b, 1, (size_t)(h - b), f);
+        fprintf(f, "<h2>");
+        fwrite(h + 4, 1, (size_t)(he - h - 4), f);
+        fprintf(f, "</h2>");
+        b = he + 5;
+    }
+    fputs(b, f);
+    free(buf);
+}
+
 void rp_html_embed_file(FILE *f, const char *path) {
     FILE *in = fopen(path, "r");
     if (!in) {

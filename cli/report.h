@@ -24,6 +24,10 @@ void rp_svg_lines(FILE *f, const char *title, const char *xlabel, const char *yl
 void rp_svg_scatter(FILE *f, const char *title, const char *xlabel, const char *ylabel, const char *const *labels,
                     const double *x, const double *y, int n);
 
+/* Embeds the body of a report written by rp_html_open/close (its <h1> becomes
+ * an <h2>), so `bench all` can join the benches' reports into one page. */
+void rp_html_embed_body(FILE *f, const char *path);
+
 /* Embeds an SVG file written by another bench (agent timelines). */
 void rp_html_embed_file(FILE *f, const char *path);
 

@@ -12,6 +12,7 @@
 #include "reuse/engine.h"
 #include "reuse/persist.h"
 #include "reuse/rerotate.h"
+#include "store/store.h"
 
 typedef struct fixture {
     rp_model *m;
@@ -324,6 +325,74 @@ static void test_blend_accounting(void **state) {
     fixture_close(&f);
 }
 
+/* Sub-chunk reuse: a document cached on flash as one chunk is found inside a
+ * prompt chunk that also holds other text (keywords + LCS), confirmed token by
+ * token and reused re-rotated; at r = 1 the result equals exact prefill, and
+ * with the search off nothing is reused. */
+static void test_subchunk_reuse(void **state) {
+    (void)state;
+    const char *mp = stories();
+    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
+    fixture f;
+    assert_true(fixture_open(&f, mp, RP_TYPE_F32, 1024));
+    rp_token docs[6][40], p[512];
+    int32_t bnd[16], nb;
+    make_docs(docs, 6, 40);
+    char dir[] = "/tmp/rp-subchunk-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false);
+    for (int on = 1; on >= 0; on--) {
+        rp_reuse_params rp = rp_reuse_default_params();
+        rp.ratio = 1.0f;
+        rp.subchunk_min = on ? 24 : 0;
+        rp_reuse *e = NULL;
+        assert_int_equal(rp_reuse_create(f.m, f.kv->type, 1024, rp, &e), RP_OK);
+        rp_store_params sp = rp_store_default_params();
+        rp_store *store = NULL;
+        assert_int_equal(rp_store_open(dir, &sp, &store), RP_OK);
+        rp_pool_params pp = rp_pool_default_params();
+        assert_int_equal(rp_chunk_cache_attach_store(rp_reuse_cache(e), store, rp_reuse_salt(e), "stories", &pp), RP_OK);
+        rp_reuse_stats st;
+        if (on) {   /* cache doc 2 after BOS as its own chunk, then persist it */
+            const int one[] = {2};
+            int32_t n = build(docs, one, 1, 40, NULL, 0, p, bnd, &nb);
+            assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
+            assert_int_equal(rp_reuse_commit(e, f.kv), RP_OK);
+            assert_int_equal(rp_chunk_cache_flush(rp_reuse_cache(e)), RP_OK);
+        }
+        /* BOS + one caller segment holding 12 tokens of doc 0 then all of doc 2 then a tail:
+         * no whole chunk matches, but doc 2's 40 tokens sit inside the prompt's chunk */
+        int32_t n = 0;
+        p[n++] = 1;
+        memcpy(p + n, docs[0], sizeof(rp_token) * 12);
+        n += 12;
+        memcpy(p + n, docs[2], sizeof(rp_token) * 40);
+        n += 40;
+        for (int i = 0; i < 6; i++) p[n++] = (rp_token)(300 + i);
+        int32_t b1[1] = {1};
+        assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, b1, 1, f.lg_a, &st), RP_OK);
+        print_message("  sub-chunk search %s: non-prefix %d (sub-chunk %d), new %d\n", on ? "on" : "off", st.n_nonprefix,
+                      st.n_subchunk, st.n_new);
+        if (on) {
+            assert_int_equal(st.n_subchunk, 40);
+            assert_int_equal(st.n_nonprefix, 40);
+            assert_int_equal(st.n_new, n - 1 - 40);
+        } else {
+            assert_int_equal(st.n_subchunk, 0);
+        }
+        assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p, n, b1, 1, f.lg_b, &st), RP_OK);
+        float d = max_diff(f.lg_a, f.lg_b, f.V);
+        print_message("  r=1 with sub-chunk reuse vs prefill: max |logit diff| %g\n", d);
+        assert_true(d <= 1e-4f);
+        rp_reuse_free(e);
+    }
+    rp_reuse_free(none);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    fixture_close(&f);
+}
+
 /* The load pipeline (loader thread placing KV layer by layer while compute
  * runs) gives bit-identical results to placing everything first. */
 static void test_pipeline_equivalence(void **state) {
@@ -416,6 +485,7 @@ int main(void) {
         cmocka_unit_test(test_ratio_one_equals_prefill),
         cmocka_unit_test(test_blend_accounting),
         cmocka_unit_test(test_pipeline_equivalence),
+        cmocka_unit_test(test_subchunk_reuse),
         cmocka_unit_test(test_snapshot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

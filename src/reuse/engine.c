@@ -42,6 +42,7 @@ rp_reuse_params rp_reuse_default_params(void) {
         .static_cfg = rp_static_default_cfg(),
         .cache_bytes = (size_t)512 << 20,
         .pipeline = true,
+        .subchunk_min = 32,
     };
     return p;
 }
@@ -442,6 +443,51 @@ static rp_status run_static_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_
     return RP_OK;
 }
 
+/* Sub-chunk reuse: every run of new tokens (at least subchunk_min long, the
+ * final token excluded) is searched in the flash store (keyword candidates,
+ * then a linear-time longest-common-substring pass); each match is confirmed
+ * token by token against the stored chunk and placed re-rotated like a whole
+ * chunk, so an edited document still reuses its unchanged stretches. Only
+ * chunks on flash are candidates (the store holds the keyword index). */
+static void match_subchunks(rp_reuse *e, const rp_token *toks, int32_t n, int32_t P_tok, bool place, rp_reuse_stats *st,
+                            int32_t *first_approx) {
+    if (!rp_chunk_cache_has_store(e->cache)) return;
+    uint8_t *tk = e->tok_kind;
+    const int32_t min = e->p.subchunk_min;
+    enum { CAP = 16 };
+    rp_subchunk_match mt[CAP];
+    for (int32_t a = P_tok; a < n - 1;) {
+        if (tk[a] != RP_ROW_NEW) { a++; continue; }
+        int32_t b = a;
+        while (b < n - 1 && tk[b] == RP_ROW_NEW) b++;
+        if (b - a >= min) {
+            double tf = now_ms();
+            int32_t nm = 0;
+            if (rp_chunk_cache_find_subchunks(e->cache, toks + a, b - a, min, mt, CAP, &nm) != RP_OK) nm = 0;
+            for (int32_t k = 0; k < nm; k++) {
+                const rp_subchunk_match *x = &mt[k];
+                rp_chunk *ch = rp_chunk_cache_get(e->cache, x->chunk_id);
+                if (!ch) continue;
+                const int32_t at = a + x->prompt_off;
+                bool ok = x->len >= min && x->chunk_off >= 0 && x->chunk_off + x->len <= ch->n_tokens && at + x->len <= b;
+                for (int32_t t = 0; ok && t < x->len; t++) ok = ch->tokens[x->chunk_off + t] == toks[at + t] && tk[at + t] == RP_ROW_NEW;
+                if (!ok) {   /* never trust an index hit without comparing tokens */
+                    rp_chunk_unpin(e->cache, ch);
+                    continue;
+                }
+                if (place) add_placement(e, ch, x->chunk_off, x->len, at, true);
+                else rp_chunk_unpin(e->cache, ch);
+                for (int32_t t = at; t < at + x->len; t++) tk[t] = RP_ROW_REUSE;
+                if (at < *first_approx) *first_approx = at;
+                st->n_nonprefix += x->len;
+                st->n_subchunk += x->len;
+            }
+            st->match_ms += now_ms() - tf;
+        }
+        a = b;
+    }
+}
+
 /* Finds what the cache holds for the chunked prompt in e->spans and, when
  * kv != NULL, places it: exact prefix chunks (pinned in e->info until commit),
  * the common head of one more chunk, then (full/blend) any chunk by content,
@@ -528,6 +574,7 @@ static void resolve(rp_reuse *e, const rp_token *toks, int32_t n, rp_kv *kv, rp_
             if (sp->begin < *first_approx) *first_approx = sp->begin;
             st->n_nonprefix += sp->len;
         }
+        if (e->p.subchunk_min > 0) match_subchunks(e, toks, n, P_tok, kv != NULL, st, first_approx);
     }
     *P_out = P_tok;
     *nm_out = nm;
@@ -821,10 +868,10 @@ rp_status rp_reuse_calibrate(rp_reuse *e, rp_ctx *c, rp_kv *kv, const int32_t *s
 void rp_reuse_stats_json(const rp_reuse_stats *s, char *buf, size_t cap) {
     snprintf(buf, cap,
              "{\"prompt_tokens\": %d, \"chunks\": %d, \"reused_prefix\": %d, \"reused_nonprefix\": %d, "
-             "\"recomputed\": %d, \"new\": %d, \"computed_rows\": %d, \"calls\": %d, \"pad_rows\": %d, "
+             "\"subchunk\": %d, \"recomputed\": %d, \"new\": %d, \"computed_rows\": %d, \"calls\": %d, \"pad_rows\": %d, "
              "\"ttft_ms\": %.3f, \"match_ms\": %.3f, \"load_ms\": %.3f, \"load_exposed_ms\": %.3f, "
              "\"bytes_loaded\": %llu, \"compute_ms\": %.3f, \"plan_ms\": %.3f}",
-             s->n_prompt, s->n_chunks, s->n_prefix, s->n_nonprefix, s->n_recomputed, s->n_new, s->n_computed_rows,
+             s->n_prompt, s->n_chunks, s->n_prefix, s->n_nonprefix, s->n_subchunk, s->n_recomputed, s->n_new, s->n_computed_rows,
              s->n_calls, s->n_pad, s->ttft_ms, s->match_ms, s->load_ms, s->load_exposed_ms,
              (unsigned long long)s->bytes_loaded, s->compute_ms, s->plan_ms);
 }

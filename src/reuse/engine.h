@@ -35,6 +35,9 @@ typedef struct rp_reuse_params {
     size_t cache_bytes;        /* RAM budget of the chunk cache */
     bool pipeline;             /* place cached KV layer by layer on a loader thread while compute runs
                                   (default); false: place everything before computing */
+    int32_t subchunk_min;      /* full / blend with a store attached: runs of new tokens are searched
+                                  for sub-chunks of stored chunks (keywords + LCS) of at least this many
+                                  tokens, reused re-rotated like whole chunks; 0 = off (default 32) */
 } rp_reuse_params;
 
 rp_reuse_params rp_reuse_default_params(void);
@@ -44,6 +47,7 @@ typedef struct rp_reuse_stats {
     int32_t n_chunks;
     int32_t n_prefix;        /* tokens whose KV came exactly from the prefix tree */
     int32_t n_nonprefix;     /* tokens whose KV came from a chunk cached elsewhere (re-rotated) */
+    int32_t n_subchunk;      /* of those, tokens matched inside stored chunks (sub-chunk LCS) */
     int32_t n_recomputed;    /* of the non-prefix reused tokens, recomputed past the check layer */
     int32_t n_new;           /* tokens computed from scratch */
     int32_t n_computed_rows; /* rows through the model's first layer (incl. padding) */

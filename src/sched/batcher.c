@@ -353,6 +353,7 @@ rp_status rp_sched_step(rp_sched *s, rp_sched_step_info *out) {
         x->q_used = false;
         x->busy = true;
         x->kv_before = x->kv->n;
+        x->resident_snap = rp_sess_kv_resident(s, x);
         room -= 1 + x->want;
     }
     sort_prefill(s);
@@ -365,6 +366,7 @@ rp_status rp_sched_step(rp_sched *s, rp_sched_step_info *out) {
         room -= cnt;
         x->busy = true;
         x->kv_before = x->kv->n;
+        x->resident_snap = rp_sess_kv_resident(s, x);
     }
     pthread_mutex_unlock(&s->mu);
 

@@ -64,6 +64,8 @@ typedef struct rp_sess {
     int64_t role_step;
     int32_t row0, n_rows, out0; /* first batch row, rows, first logits row */
     int32_t kv_before;          /* KV length before the step (rollback point) */
+    size_t resident_snap;       /* KV bytes when the step took the session (busy): what stats report while
+                                   the step thread grows / rolls back its KV outside the lock */
 
     /* demotion */
     bool demoted;

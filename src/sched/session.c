@@ -530,7 +530,7 @@ rp_status rp_sched_session_info_get(rp_sched *s, rp_sched_id id, rp_sched_sessio
     out->last_step = x->role_step;
     out->finish = x->finish;
     out->n_tokens = x->n_tok;
-    out->n_cached = x->kv ? x->kv->n : -1;
+    out->n_cached = !x->kv ? -1 : x->busy ? x->kv_before : x->kv->n;   /* the step owns a busy KV */
     out->n_turns = x->n_turns;
     out->turn_generated = x->turn_gen;
     out->hal = x->hal;
@@ -590,7 +590,8 @@ void rp_sched_stats_get(rp_sched *s, rp_sched_stats *out) {
         out->n_admitted += x->has_slot;
         out->n_waiting += x->state == RP_SESS_WAITING;
         out->n_demoted += x->demoted;
-        out->kv_resident += rp_sess_kv_resident(s, x);
+        /* a busy session's KV is being written by the step thread without the lock */
+        out->kv_resident += x->busy ? x->resident_snap : rp_sess_kv_resident(s, x);
     }
     pthread_mutex_unlock(&s->mu);
 }
