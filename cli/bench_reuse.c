@@ -230,10 +230,16 @@ int bench_reuse(int argc, char **argv) {
         if (!modes_given) { rp_workload_free(w); rp_model_free(m); return 0; }
     }
     rp_static_cfg scfg = rp_static_default_cfg();
+    rp_static_cfg ccfg = scfg;   /* a stored calibration may use larger shapes: size for both */
+    if (cli_load_calib(m, NULL, (int)threads, &ccfg)) {
+        if (ccfg.L_S > scfg.L_S) scfg.L_S = ccfg.L_S;
+        if (ccfg.L_P > scfg.L_P) scfg.L_P = ccfg.L_P;
+    }
     const int32_t n_ctx = max_tok + (scfg.L_S > scfg.L_P ? scfg.L_S : scfg.L_P) + 8 + (int32_t)gen;
     rp_ctx_params cp = rp_ctx_default_params();
     cp.n_threads = (int)threads;
     cp.n_batch = max_tok > 512 ? 1024 : 512;
+    if (cp.n_batch < scfg.L_S) cp.n_batch = scfg.L_S;
     cp.n_outputs = 1;
     cp.n_ctx_max = n_ctx;
     rp_ctx *ctx = NULL;
@@ -272,6 +278,7 @@ int bench_reuse(int argc, char **argv) {
         if (cache_dir && mr->mode != RP_REUSE_NONE) {
             rp_store_params stp = rp_store_default_params();
             rp_pool_params pp = rp_pool_default_params();
+            pp.async_load = true;   /* as run and serve: flash reads overlap compute */
             rp_store *store = NULL;
             if ((st = rp_store_open(cache_dir, &stp, &store)) != RP_OK ||
                 (st = rp_chunk_cache_attach_store(rp_reuse_cache(e), store, rp_reuse_salt(e), m->name, &pp)) != RP_OK) {

@@ -22,6 +22,8 @@ int bench_fidelity(int argc, char **argv);
 int bench_agents(int argc, char **argv);
 int bench_reuse(int argc, char **argv);
 int bench_sweep(int argc, char **argv);
+int bench_ablation(int argc, char **argv);
+int bench_all(int argc, char **argv);
 
 /* Applies a --cpu LEVEL option (scalar|avx2|avx512|amx) before models load;
  * prints the error and returns false if the machine lacks it. */

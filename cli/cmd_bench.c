@@ -13,6 +13,9 @@ int cmd_bench(int argc, char **argv) {
                "  agents   multi-agent trace: scheduler policies (batch-ar, seq-sd, batch-sd, hal, hal-yield)\n"
                "  reuse    TTFT of none / prefix / full / blend / static on reuse workloads\n"
                "  sweep    TTFT vs prefix and non-prefix reuse ratio at several prompt lengths\n"
+               "  ablation TTFT of the KV reuse system with each component (RAM pool, indexes, eviction, pipeline,\n"
+               "           async persistence, prefetch, static shapes, DP merging) switched off in turn\n"
+               "  all      every experiment above that the papers report, joined into one HTML report\n"
                "`reprise bench <what> --help` lists its options.\n");
         return argc < 2 ? 2 : 0;
     }
@@ -22,6 +25,8 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(argv[1], "agents")) return bench_agents(argc - 1, argv + 1);
     if (!strcmp(argv[1], "reuse")) return bench_reuse(argc - 1, argv + 1);
     if (!strcmp(argv[1], "sweep")) return bench_sweep(argc - 1, argv + 1);
-    fprintf(stderr, "reprise bench: unknown benchmark '%s' (model, kernels)\n", argv[1]);
+    if (!strcmp(argv[1], "ablation")) return bench_ablation(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "all")) return bench_all(argc - 1, argv + 1);
+    fprintf(stderr, "reprise bench: unknown benchmark '%s' (see reprise bench --help)\n", argv[1]);
     return 2;
 }

@@ -27,19 +27,22 @@ void cli_machine_key(int threads, char *buf, size_t cap) {
     snprintf(buf, cap, "%s|%s|t%d", rp_cpu_info_get()->brand, rp_cpu_level_name(rp_cpu_level_active()), threads);
 }
 
-/* Loads the calibration for this model + machine into the engine if present. */
-bool cli_apply_calib(rp_reuse *e, const rp_model *m, const char *cache_dir, int threads) {
+bool cli_load_calib(const rp_model *m, const char *cache_dir, int threads, rp_static_cfg *cfg) {
     char path[4096], key[96];
     cli_calib_path(cache_dir, m, path, sizeof path);
     cli_machine_key(threads, key, sizeof key);
     rp_calib cal;
     if (rp_calib_load(path, &cal) != RP_OK) return false;
     if (cal.model_fingerprint != m->fingerprint || strcmp(cal.machine, key) != 0) return false;
-    rp_reuse_params *p = rp_reuse_get_params(e);
-    float r = p->static_cfg.r;
-    p->static_cfg = cal.cfg;
-    p->static_cfg.r = r;
+    float r = cfg->r;
+    *cfg = cal.cfg;
+    cfg->r = r;
     return true;
+}
+
+/* Loads the calibration for this model + machine into the engine if present. */
+bool cli_apply_calib(rp_reuse *e, const rp_model *m, const char *cache_dir, int threads) {
+    return cli_load_calib(m, cache_dir, threads, &rp_reuse_get_params(e)->static_cfg);
 }
 
 static const char *kind_name(rp_seg_kind k) {

@@ -139,6 +139,7 @@ int cmd_run(int argc, char **argv) {
     rpp.static_mode = static_mode;
     rpp.naive_schedule = naive;
     rpp.cache_bytes = (size_t)cache_mb << 20;
+    const bool calibrated = static_mode && cli_load_calib(m, cache_dir, (int)threads, &rpp.static_cfg);
     long pad = static_mode ? (rpp.static_cfg.L_S > rpp.static_cfg.L_P ? rpp.static_cfg.L_S : rpp.static_cfg.L_P) : 0;
     long want_ctx = (long)ntok + n_predict + pad;
     if (n_ctx == 0) n_ctx = want_ctx;
@@ -162,7 +163,7 @@ int cmd_run(int argc, char **argv) {
         rc = cli_fail("run", "reuse engine", st);
         goto done_prompt;
     }
-    if (static_mode && cli_apply_calib(reuse, m, cache_dir, (int)threads))
+    if (calibrated)
         fprintf(stderr, "reprise run: static shapes from the stored calibration (L_P %d, L_S %d)\n",
                 rp_reuse_get_params(reuse)->static_cfg.L_P, rp_reuse_get_params(reuse)->static_cfg.L_S);
     rp_chunk_cache *pool = rp_reuse_cache(reuse);
@@ -171,6 +172,7 @@ int cmd_run(int argc, char **argv) {
         rp_store *store = NULL;
         rp_pool_params pp = rp_pool_default_params();
         pp.disk_budget = (uint64_t)(cache_disk_gb * 1073741824.0);
+        pp.async_load = true;   /* flash reads overlap compute (the engine waits per layer) */
         if ((st = rp_store_open(cache_dir, &stp, &store)) != RP_OK ||
             (st = rp_chunk_cache_attach_store(pool, store, rp_reuse_salt(reuse), m->name, &pp)) != RP_OK) {
             fprintf(stderr, "reprise run: --cache-dir ignored: %s\n", rp_last_error());

@@ -679,6 +679,29 @@ static rp_centry *entry_alloc(const rp_chunk_cache *c, int32_t len, size_t total
     return e;
 }
 
+static void entry_make_transient(rp_chunk_cache *c, rp_centry *e);
+
+/* A dirty victim (not yet on flash) is handed to the writer instead of being
+ * lost: it leaves the indexes and the RAM budget, is held as transient (within
+ * transient_max) and freed once written (rp_settle). Under steady traffic the
+ * writer may not have had an idle moment; the transient backlog makes its next
+ * batch urgent (see writer_has_work). false: drop it (no store, read-only,
+ * failed, or the transient allowance is used up). */
+static bool evict_to_writer(rp_chunk_cache *c, rp_centry *v) {
+    if (!v->dirty || !c->has_store || c->ro || v->write_failed || v->failed || v->ch.refs > 0 || v->ipins > 0) return false;
+    if (c->transient_bytes + v->bytes > c->pp.transient_max) return false;
+    heap_del(c, v);
+    rp_index_del(v);
+    rp_all_unlink(c, v);
+    c->st.n_chunks--;
+    c->bytes -= v->bytes;
+    c->st.evictions++;
+    v->indexed = false;
+    entry_make_transient(c, v);
+    pthread_cond_signal(&c->wr_cv);
+    return true;
+}
+
 /* Evicts until `total` more bytes fit. Only chunks whose key is below
  * `max_key` go (prefetch must not push out anything more valuable; demand
  * passes +inf). false if the room cannot be made (nothing is evicted then
@@ -697,7 +720,7 @@ static bool make_room(rp_chunk_cache *c, size_t total, double max_key) {
     while (c->bytes > budget - total && c->heap_n > 0) {
         rp_centry *v = c->heap[0];
         if (v->key >= max_key) return false;
-        rp_drop(c, v, true);
+        if (!evict_to_writer(c, v)) rp_drop(c, v, true);
     }
     return c->bytes <= budget - total;
 }
@@ -1361,7 +1384,12 @@ static bool writable(const rp_centry *e) {
 
 /* Is there anything the writer should do now? (mu held) */
 static bool writer_has_work(rp_chunk_cache *c, bool *urgent) {
-    *urgent = c->flush_req != c->flush_done || c->stop;
+    /* urgent (write even while the engine computes or inserts keep coming):
+     * a flush waits, shutdown, dirty chunks already pushed out of the pool, or
+     * a dirty backlog of a quarter of the RAM budget — lazy persistence must
+     * not turn into lost chunks under steady traffic */
+    *urgent = c->flush_req != c->flush_done || c->stop || c->transient_bytes > 0 ||
+              c->st.dirty_bytes > c->p.budget_bytes / 4;
     for (rp_centry *e = c->dirty_head; e; e = e->dirty_next)
         if (writable(e)) return true;
     return c->n_bad > 0;

@@ -311,8 +311,9 @@ static rp_status core_start(rp_backend *b) {
         if (st == RP_OK) {
             rp_pool_params pp = rp_pool_default_params();
             pp.disk_budget = (uint64_t)(b->cfg.cache_disk_gb * (double)(1ull << 30));
+            pp.async_load = true;   /* flash reads overlap compute: the engine waits per layer */
+            /* attach owns the store from here, also when it fails */
             st = rp_chunk_cache_attach_store(rp_reuse_cache(c->e), store, rp_reuse_salt(c->e), m->name, &pp);
-            if (st != RP_OK) rp_store_close(store);
         }
     }
     if (st == RP_OK) {

@@ -1,0 +1,96 @@
+#!/bin/bash
+# bench_ablation.sh — `reprise bench ablation` on stories260K: every variant row, JSON / HTML output, and the counters each ablation must move.
+set -u
+BIN="${RP_BIN:?RP_BIN must point at the reprise binary}"
+SHARED="${RP_SHARED_DIR:-../shared}"
+TMP="${RP_TEST_TMP:-/tmp}/bench_ablation.$$"
+M=""
+for f in stories260K.gguf stories260K-q8_0.gguf stories260K-q4_0.gguf; do
+  [ -f "$SHARED/models/$f" ] && { M="$SHARED/models/$f"; break; }
+done
+[ -n "$M" ] || { echo "SKIP: no stories260K GGUF under $SHARED/models (set RP_SHARED_DIR)"; exit 0; }
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is not installed (checks the JSON)"; exit 0; }
+mkdir -p "$TMP"
+trap 'rm -rf "$TMP"' EXIT
+# no calibration stored by another run may change the static shapes: measure them here (--calibrate)
+export XDG_CACHE_HOME="$TMP/xdg"
+pass=0; fail=0
+ok()   { pass=$((pass+1)); echo "ok   $1"; }
+bad()  { fail=$((fail+1)); echo "FAIL $1"; }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+
+VARIANTS="full no-ram-pool naive-store lru-eviction no-pipeline sync-persist no-prefetch static static-fixed-shapes static-no-merge"
+
+"$BIN" bench ablation --help > "$TMP/usage"
+check "usage names every variant" 'for v in $VARIANTS; do grep -q "^  $v " "$TMP/usage" || exit 1; done'
+"$BIN" bench ablation -m "$M" --variants full,bogus >/dev/null 2>"$TMP/e"; rc=$?
+check "unknown variant exits 2 naming it" '[ $rc -eq 2 ] && grep -q "bogus" "$TMP/e"'
+"$BIN" bench ablation -m "$M" --docs 2 --per-query 3 >/dev/null 2>&1; rc=$?
+check "more documents per query than the corpus exits 2" '[ $rc -eq 2 ]'
+
+# tiny workload: 8 docs x 96 tokens, 8 queries of 3 docs (2 warm-up); 60 ms between queries lets the writer and the prefetcher run
+mkdir -p "$TMP/cache"
+"$BIN" bench ablation -m "$M" -t 1 --docs 8 --doc-len 96 --per-query 3 --tail 16 --queries 8 --gap 60 \
+  --filler 2000 --calibrate --cache-dir "$TMP/cache" --json "$TMP/a.json" --html "$TMP/a.html" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+check "runs and exits 0" '[ $rc -eq 0 ]'
+[ $rc -eq 0 ] || { sed 's/^/    /' "$TMP/err" | tr '\r' '\n' | tail -20; }
+check "every variant row has a numeric TTFT" \
+  'for v in $VARIANTS; do grep -Eq "^\| $v +\| +[0-9]+\.[0-9] \| +[0-9]+\.[0-9] \| +[0-9]+\.[0-9] \|" "$TMP/out" || exit 1; done'
+check "progress on stderr, per query" 'grep -q "query   8/8: TTFT" "$TMP/err"'
+check "per-variant store directories removed" '[ -z "$(ls -A "$TMP/cache")" ]'
+check "HTML report with charts" 'grep -q "<svg" "$TMP/a.html" && grep -q "static-no-merge" "$TMP/a.html"'
+
+python3 - "$TMP/a.json" > "$TMP/py" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+v = {x["variant"]: x for x in d["variants"]}
+def t(name, cond):
+    print(("ok   " if cond else "FAIL ") + name)
+names = ["full", "no-ram-pool", "naive-store", "lru-eviction", "no-pipeline", "sync-persist", "no-prefetch", "static",
+         "static-fixed-shapes", "static-no-merge"]
+t("json: every variant, in order", [x["variant"] for x in d["variants"]] == names)
+t("json: workload parameters", d["docs"] == 8 and d["doc_len"] == 96 and d["per_query"] == 3 and d["queries"] == 8
+  and d["warmup"] == 2 and d["filler"] == 2000 and d["max_tokens"] == 1 + 3 * 96 + 16)
+fields = ["ttft_mean_ms", "ttft_p50_ms", "ttft_p95_ms", "vs_full", "ram_hits", "flash_hits", "misses", "flash_bytes",
+          "load_ms", "load_exposed_ms", "path_writes", "commit_ms", "pad_rows", "pool", "ttft_ms"]
+t("json: per-variant fields", all(x["ok"] and all(f in x for f in fields) for x in d["variants"]))
+t("json: 6 timed TTFTs per variant, positive, p50 <= p95",
+  all(len(x["ttft_ms"]) == 6 and min(x["ttft_ms"]) > 0 and x["ttft_p50_ms"] <= x["ttft_p95_ms"] for x in d["variants"]))
+t("json: full is the reference (vs_full 1)", abs(v["full"]["vs_full"] - 1) < 1e-9)
+t("json: vs_static only on static-fixed-shapes / static-no-merge",
+  v["static-fixed-shapes"]["vs_static"] is not None and v["static-no-merge"]["vs_static"] is not None
+  and v["full"]["vs_static"] is None and v["static"]["vs_static"] is None)
+# the workload reuses: popular documents hit, and the RAM pool is too small for all of them
+t("full: hits in RAM and on flash", v["full"]["ram_hits"] > 0 and v["full"]["flash_hits"] > 0)
+t("full: RAM evictions and flash writes", v["full"]["pool"]["evictions"] > 0 and v["full"]["pool"]["written"] > 0)
+t("no-ram-pool: no RAM hits, more flash loads than full",
+  v["no-ram-pool"]["ram_hits"] == 0 and v["no-ram-pool"]["flash_hits"] > v["full"]["flash_hits"]
+  and v["no-ram-pool"]["flash_bytes"] > v["full"]["flash_bytes"])
+t("sync-persist: flash writes on the request path, with time on the caller",
+  v["sync-persist"]["writes_in_commit"] > 0 and v["sync-persist"]["write_ms_in_commit"] > 0
+  and v["sync-persist"]["path_writes"] > v["full"]["path_writes"])
+t("no-prefetch: nothing prefetched (full prefetches)",
+  v["no-prefetch"]["pool"]["prefetched"] == 0 and v["full"]["pool"]["prefetched"] > 0)
+t("static rows report padding, dynamic rows none",
+  all(v[n]["pad_rows"] > 0 for n in ["static", "static-fixed-shapes", "static-no-merge"])
+  and all(v[n]["pad_rows"] == 0 for n in names[:7]))
+t("static-fixed-shapes runs the default shapes", v["static-fixed-shapes"]["L_P"] == 128 and v["static-fixed-shapes"]["L_S"] == 512)
+t("static runs the measured shapes", d["calibration"] == "measured" and v["static"]["L_P"] == d["L_P"] and v["static"]["L_S"] == d["L_S"])
+t("the filler rows are in every store", all(x["store_bytes"] > 2000 * 512 for x in d["variants"]))
+PY
+while read -r line; do
+  case "$line" in
+    ok*) ok "${line#ok   }" ;;
+    FAIL*) bad "${line#FAIL }" ;;
+    *) bad "python: $line" ;;
+  esac
+done < "$TMP/py"
+
+# --keep leaves the store (a database the cache tools can read)
+"$BIN" bench ablation -m "$M" -t 1 --docs 4 --doc-len 64 --per-query 2 --queries 3 --gap 0 --variants full \
+  --cache-dir "$TMP/keep" --keep >/dev/null 2>&1; rc=$?
+check "--keep keeps the store directory" '[ $rc -eq 0 ] && ls "$TMP"/keep/reprise-ablation-full-*/kv.db >/dev/null 2>&1'
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,46 @@
+#!/bin/bash
+# bench_all.sh — `reprise bench all --quick` on stories260K: every step runs, leaves its JSON / HTML, and the joined report embeds them.
+set -u
+BIN="${RP_BIN:?RP_BIN must point at the reprise binary}"
+SHARED="${RP_SHARED_DIR:-../shared}"
+TMP="${RP_TEST_TMP:-/tmp}/bench_all.$$"
+M="$SHARED/models/stories260K.gguf"
+[ -f "$M" ] || { echo "SKIP: $M not found (set RP_SHARED_DIR)"; exit 0; }
+[ -d "$SHARED/data" ] || { echo "SKIP: $SHARED/data not found (the doc QA / chat / skills workloads read it)"; exit 0; }
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is not installed (checks the JSON)"; exit 0; }
+mkdir -p "$TMP"
+trap 'rm -rf "$TMP"' EXIT
+export XDG_CACHE_HOME="$TMP/xdg"   # no stored calibration from another run
+pass=0; fail=0
+ok()   { pass=$((pass+1)); echo "ok   $1"; }
+bad()  { fail=$((fail+1)); echo "FAIL $1"; }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+
+"$BIN" bench all --help > "$TMP/usage"
+check "usage lists the steps" 'for s in reuse workloads fidelity sweep ablation agents; do grep -q "^  $s " "$TMP/usage" || exit 1; done'
+"$BIN" bench all >/dev/null 2>"$TMP/e"; rc=$?
+check "no model exits 2" '[ $rc -eq 2 ] && grep -q "\-m MODEL" "$TMP/e"'
+
+"$BIN" bench all --quick -m "$M" --fidelity-model "$M" -t 1 --out "$TMP/r" > "$TMP/out" 2> "$TMP/err"
+rc=$?
+check "runs every step and exits 0" '[ $rc -eq 0 ]'
+[ $rc -eq 0 ] || { tr '\r' '\n' < "$TMP/err" | grep -v "query" | tail -20 | sed 's/^/    /'; }
+check "progress names each step" 'for i in 1 2 3 4 5 6 7 8 9 10; do grep -q "^\[$i/10\] bench" "$TMP/err" || exit 1; done'
+for f in reuse-synthetic reuse-docqa reuse-chat reuse-skills fidelity-docqa fidelity-chat fidelity-skills sweep ablation; do
+  check "$f.json parses" "python3 -c 'import json,sys; json.load(open(sys.argv[1]))' '$TMP/r/$f.json'"
+  check "$f.html written" "[ -s '$TMP/r/$f.html' ]"
+done
+check "agents timeline written" '[ -s "$TMP/r/agents.svg" ]'
+check "report joins the sub-reports and their charts" \
+  'R="$TMP/r/report.html"; [ -s "$R" ] && [ "$(grep -c "<svg" "$R")" -ge 12 ] && grep -q "ablation" "$R" && ! grep -q "(missing" "$R"'
+check "fidelity is scored against the exact run (prefix reuse: KL at rounding level)" \
+  "python3 - '$TMP/r/fidelity-docqa.json' <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+m = {x['mode']: x for x in d['modes']}
+assert m['prefix']['kl_mean'] < 1e-6 and m['prefix']['greedy_agreement'] == 1, m['prefix']
+assert m['blend']['scored_steps'] > 0 and 0 <= m['blend']['kl_mean'] < 1, m['blend']
+assert m['blend']['kl_mean'] <= m['full']['kl_mean'] + 1e-9, (m['blend'], m['full'])
+PY"
+echo "bench_all: $pass passed, $fail failed"
+[ $fail -eq 0 ]
