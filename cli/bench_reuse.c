@@ -1,4 +1,5 @@
 /* bench_reuse.c — `reprise bench reuse`: TTFT of none / prefix / full / blend (dynamic and static) on reuse workloads. */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "report.h"
 #include "reuse/engine.h"
 #include "store/store.h"
+#include "tokenizer/tokenizer.h"
 #include "workload.h"
 
 typedef struct mode_run {
@@ -23,7 +25,85 @@ typedef struct mode_run {
     uint64_t bytes_loaded;
     double kl_sum;         /* fidelity vs the exact (none) run: summed KL over scored steps */
     long n_scored, n_agree;
+    double f1_sum;         /* answer accuracy against the dataset's gold answers (--answer) */
+    long n_answered, n_exact;
 } mode_run;
+
+static int32_t argmax(const float *v, int32_t n);
+
+/* SQuAD-style answer normalisation: lower case, punctuation to spaces, the
+ * articles a / an / the dropped; writes space-separated words into out. */
+static int norm_words(const char *s, char words[][32], int cap) {
+    int n = 0;
+    char w[32];
+    size_t k = 0;
+    for (const char *p = s;; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch && (isalnum(ch) || ch >= 0x80)) {
+            if (k + 1 < sizeof w) w[k++] = (char)tolower(ch);
+            continue;
+        }
+        if (k > 0) {
+            w[k] = 0;
+            if (strcmp(w, "a") && strcmp(w, "an") && strcmp(w, "the") && n < cap) snprintf(words[n++], 32, "%s", w);
+            k = 0;
+        }
+        if (!ch) break;
+    }
+    return n;
+}
+
+/* Token-level F1 of a predicted answer against the gold one (SQuAD); *exact
+ * when the normalised word sequences are equal. */
+static double answer_f1(const char *pred, const char *gold, bool *exact) {
+    static char pw[256][32], gw[256][32];
+    int np = norm_words(pred, pw, 256), ng = norm_words(gold, gw, 256);
+    *exact = np == ng;
+    for (int i = 0; *exact && i < np; i++) *exact = !strcmp(pw[i], gw[i]);
+    if (np == 0 || ng == 0) return np == ng ? 1.0 : 0.0;
+    bool used[256] = {0};
+    int common = 0;
+    for (int i = 0; i < np; i++)
+        for (int j = 0; j < ng; j++)
+            if (!used[j] && !strcmp(pw[i], gw[j])) {
+                used[j] = true;
+                common++;
+                break;
+            }
+    if (common == 0) return 0.0;
+    double prec = (double)common / np, rec = (double)common / ng;
+    return 2 * prec * rec / (prec + rec);
+}
+
+/* Greedy answer after a prefill of n tokens whose last logits are `first`:
+ * stops at an end-of-generation token, a newline, or max_new tokens. */
+static rp_status generate_answer(rp_ctx *ctx, rp_kv *kv, rp_batch *b, const rp_model *m, int32_t n, int max_new,
+                                 const float *first, char *out, size_t cap) {
+    rp_detok dt;
+    rp_detok_init(&dt, m->tok, false);
+    dt.at_start = false;
+    size_t w = 0;
+    out[0] = 0;
+    const float *cur = first;
+    char piece[4096];
+    for (int j = 0; j < max_new; j++) {
+        rp_token t = argmax(cur, m->hp.n_vocab);
+        if (rp_tokenizer_is_eog(m->tok, t)) break;
+        int k = rp_detok_push(&dt, t, piece, sizeof piece);
+        if (k < 0) break;
+        bool nl = memchr(piece, '\n', (size_t)k) != NULL;
+        for (int i = 0; i < k && piece[i] != '\n' && w + 1 < cap; i++) out[w++] = piece[i];
+        out[w] = 0;
+        if (nl) break;
+        rp_batch_clear(b);
+        rp_batch_add(b, t, 0, n + j, n + j, true);
+        rp_kv *kvs[1] = {kv};
+        rp_status st = rp_forward(ctx, b, kvs, 1);
+        if (st != RP_OK) return st;
+        cur = rp_ctx_logits(ctx, 0);
+    }
+    return RP_OK;
+}
 
 /* KL(p || q) of two logit vectors' softmax distributions (nats). */
 static double kl_logits(const float *p, const float *q, int32_t n) {
@@ -123,7 +203,7 @@ int bench_reuse(int argc, char **argv) {
     const char *kv_name = "f16", *json_out = NULL, *html_out = NULL, *export_path = NULL;
     const char *cache_dir = NULL;
     bool cold = false, no_commit = false;
-    long gen = 8, passes = 1;
+    long gen = 8, passes = 1, answer_len = 0;
     long threads = 2, n_queries = 8, seed = 1;
     double ratio = 0.25;
     rp_workload_params wp = rp_workload_default_params();
@@ -135,12 +215,15 @@ int bench_reuse(int argc, char **argv) {
                    "         [--modes none,prefix,full,blend,static,static-naive] [--queries 8] [--docs 6] [--doc-len 320]\n"
                    "         [--tail 40] [--recompute-ratio 0.25] [--kv-type f16] [-t 2] [--seed 1] [--cpu LEVEL]\n"
                    "         [--json OUT.json] [--html OUT.html] [--export-prompts OUT.json]\n"
-                   "         [--cache-dir DIR [--cold] [--no-commit]] [--passes 1] [--gen 8]\n"
+                   "         [--cache-dir DIR [--cold] [--no-commit]] [--passes 1] [--gen 8] [--answer N]\n"
                    "Each query's reusable content is cached first (a warm-up prompt with the same pieces in another\n"
                    "order, as in RAG or chat traffic); the timed prompt then reuses it. Reports mean / p50 / p95 TTFT\n"
                    "per mode, tokens reused (prefix / non-prefix) and recomputed, load and exposed load time, and\n"
                    "fidelity against the exact (none) run: mean KL of the next-token distributions over --gen steps\n"
                    "(teacher-forced on the exact run's greedy tokens) and greedy agreement (needs mode none).\n"
+                   "--answer N: every mode also answers each doc QA / chat question greedily (up to N tokens, to the\n"
+                   "first newline) and is scored against the dataset's gold answer (SQuAD token F1 and exact match):\n"
+                   "meaningful with an instruct model the user provides (Llama 3.x / Qwen3 GGUF).\n"
                    "  synthetic: random-token documents (any model);  repeat: the same prompt twice (100%% prefix hit)\n"
                    "  docqa / chat / skills: HotpotQA, LoCoMo, SkillsBench from ../shared/data (or --data)\n"
                    "--export-prompts writes every query's warm-up and timed prompts, in order, as a JSON array of\n"
@@ -173,6 +256,7 @@ int bench_reuse(int argc, char **argv) {
         else if (cli_is(&a, "--cache-dir", NULL)) { if (!cli_str(&a, &cache_dir)) return 2; }
         else if (cli_is(&a, "--cold", NULL)) cold = true;
         else if (cli_is(&a, "--gen", NULL)) { if (!cli_int(&a, 0, 256, &gen)) return 2; }
+        else if (cli_is(&a, "--answer", NULL)) { if (!cli_int(&a, 0, 256, &answer_len)) return 2; }
         else if (cli_is(&a, "--passes", NULL)) { if (!cli_int(&a, 1, 100, &passes)) return 2; no_commit = passes > 1; }
         else if (cli_is(&a, "--no-commit", NULL)) no_commit = true;
         else return cli_unknown(&a);
@@ -235,7 +319,8 @@ int bench_reuse(int argc, char **argv) {
         if (ccfg.L_S > scfg.L_S) scfg.L_S = ccfg.L_S;
         if (ccfg.L_P > scfg.L_P) scfg.L_P = ccfg.L_P;
     }
-    const int32_t n_ctx = max_tok + (scfg.L_S > scfg.L_P ? scfg.L_S : scfg.L_P) + 8 + (int32_t)gen;
+    const int32_t n_ctx = max_tok + (scfg.L_S > scfg.L_P ? scfg.L_S : scfg.L_P) + 8 +
+                          (int32_t)(gen > answer_len ? gen : answer_len);
     rp_ctx_params cp = rp_ctx_default_params();
     cp.n_threads = (int)threads;
     cp.n_batch = max_tok > 512 ? 1024 : 512;
@@ -252,7 +337,8 @@ int bench_reuse(int argc, char **argv) {
     rp_token *ref_tok = scored ? malloc(sizeof(rp_token) * (size_t)nq0 * (size_t)gen) : NULL;
     rp_batch fb = {0};
     int rc = 1;
-    if (scored && (!ref_logits || !ref_tok || rp_batch_init(&fb, 1) != RP_OK)) {
+    if ((scored || answer_len > 0) && rp_batch_init(&fb, 1) != RP_OK) goto out;
+    if (scored && (!ref_logits || !ref_tok)) {
         fprintf(stderr, "reprise bench reuse: out of memory for the fidelity reference (%d queries x %ld steps)\n", nq0, gen);
         goto out;
     }
@@ -296,6 +382,8 @@ int bench_reuse(int argc, char **argv) {
             mr->load_ms = mr->exposed_ms = mr->plan_ms = mr->kl_sum = 0;
             mr->bytes_loaded = 0;
             mr->n_scored = mr->n_agree = 0;
+            mr->f1_sum = 0;
+            mr->n_answered = mr->n_exact = 0;
         }
         for (int q = 0; q < nq; q++) {
             const rp_query *qq = rp_workload_query(w, q);
@@ -324,6 +412,19 @@ int bench_reuse(int argc, char **argv) {
                 rc = cli_fail(a.cmd, "fidelity", st);
                 rp_reuse_free(e);
                 goto out;
+            }
+            if (answer_len > 0 && qq->answer && m->tok) {
+                char pred[1024];
+                rp_kv_truncate(kv, qq->prompt.n);   /* drop the teacher-forced steps */
+                if ((st = generate_answer(ctx, kv, &fb, m, qq->prompt.n, (int)answer_len, lg, pred, sizeof pred)) != RP_OK) {
+                    rc = cli_fail(a.cmd, "answer", st);
+                    rp_reuse_free(e);
+                    goto out;
+                }
+                bool ex = false;
+                mr->f1_sum += answer_f1(pred, qq->answer, &ex);
+                mr->n_exact += ex;
+                mr->n_answered++;
             }
             mr->reused_prefix += rs.n_prefix;
             mr->reused_nonprefix += rs.n_nonprefix;
@@ -362,10 +463,11 @@ int bench_reuse(int argc, char **argv) {
     }
     printf("\nworkload %s on %s (%d queries, up to %d tokens, %ld threads, kv %s, r = %.2f)\n\n", workload, model_path, nq,
            max_tok, threads, kv_name, ratio);
-    printf("| %-18s | %9s | %9s | %9s | %8s | %9s | %12s | %10s | %10s | %9s | %10s | %9s | %7s |\n", "mode", "mean ms", "p50 ms",
-           "p95 ms", "vs none", "vs prefix", "prefix tok", "reused tok", "recomputed", "load ms", "exposed ms", "KL", "greedy");
+    printf("| %-18s | %9s | %9s | %9s | %8s | %9s | %12s | %10s | %10s | %9s | %10s | %9s | %7s | %6s |\n", "mode", "mean ms",
+           "p50 ms", "p95 ms", "vs none", "vs prefix", "prefix tok", "reused tok", "recomputed", "load ms", "exposed ms", "KL",
+           "greedy", "F1");
     printf("|--------------------|-----------|-----------|-----------|----------|-----------|--------------|------------|------------|"
-           "-----------|------------|-----------|---------|\n");
+           "-----------|------------|-----------|---------|--------|\n");
     FILE *jf = json_out ? fopen(json_out, "w") : NULL;
     if (json_out && !jf) fprintf(stderr, "reprise bench reuse: cannot write '%s'\n", json_out);
     if (jf) fprintf(jf, "{\"workload\": \"%s\", \"model\": \"%s\", \"queries\": %d, \"max_tokens\": %d, \"threads\": %ld, "
@@ -381,23 +483,26 @@ int bench_reuse(int argc, char **argv) {
             snprintf(klb, sizeof klb, "%.6f", mr->kl_sum / (double)mr->n_scored);
             snprintf(agb, sizeof agb, "%.1f%%", 100.0 * (double)mr->n_agree / (double)mr->n_scored);
         }
-        printf("| %-18s | %9.1f | %9.1f | %9.1f | %7.2fx | %8.2fx | %12.1f | %10.1f | %10.1f | %9.2f | %10.2f | %9s | %7s |\n",
+        char f1b[32] = "-";
+        if (mr->n_answered > 0) snprintf(f1b, sizeof f1b, "%.3f", mr->f1_sum / (double)mr->n_answered);
+        printf("| %-18s | %9.1f | %9.1f | %9.1f | %7.2fx | %8.2fx | %12.1f | %10.1f | %10.1f | %9.2f | %10.2f | %9s | %7s | %6s |\n",
                mr->name, mean, p50, p95, base_none > 0 ? base_none / mean : 0, base_prefix > 0 ? base_prefix / mean : 0,
                (double)mr->reused_prefix / nq, (double)mr->reused_nonprefix / nq, (double)mr->recomputed / nq,
-               mr->load_ms / nq, mr->exposed_ms / nq, klb, agb);
+               mr->load_ms / nq, mr->exposed_ms / nq, klb, agb, f1b);
         if (jf)
             fprintf(jf, "%s\n  {\"mode\": \"%s\", \"ttft_mean_ms\": %.3f, \"ttft_p50_ms\": %.3f, \"ttft_p95_ms\": %.3f, "
                         "\"speedup_vs_none\": %.3f, \"speedup_vs_prefix\": %.3f, \"reused_prefix\": %.1f, \"reused_nonprefix\": %.1f, "
                         "\"recomputed\": %.1f, \"computed_rows\": %.1f, \"load_ms\": %.3f, \"load_exposed_ms\": %.3f, "
                         "\"bytes_loaded\": %.0f, \"plan_ms\": %.3f, \"kl_mean\": %.8f, \"greedy_agreement\": %.4f, "
-                        "\"scored_steps\": %ld}",
+                        "\"scored_steps\": %ld, \"answered\": %ld, \"answer_f1\": %.4f, \"answer_em\": %.4f}",
                     r ? "," : "", mr->name, mean, p50, p95, base_none > 0 ? base_none / mean : 0,
                     base_prefix > 0 ? base_prefix / mean : 0, (double)mr->reused_prefix / nq,
                     (double)mr->reused_nonprefix / nq, (double)mr->recomputed / nq, (double)mr->computed_rows / nq,
                     mr->load_ms / nq, mr->exposed_ms / nq, (double)mr->bytes_loaded / nq, mr->plan_ms / nq,
                     mr->n_scored ? mr->kl_sum / (double)mr->n_scored : 0.0,
                     mr->n_scored ? (double)mr->n_agree / (double)mr->n_scored : (scored && r == 0 ? 1.0 : 0.0),
-                    mr->n_scored);
+                    mr->n_scored, mr->n_answered, mr->n_answered ? mr->f1_sum / (double)mr->n_answered : 0.0,
+                    mr->n_answered ? (double)mr->n_exact / (double)mr->n_answered : 0.0);
     }
     if (jf) {
         fprintf(jf, "\n]}\n");
