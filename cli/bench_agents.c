@@ -10,6 +10,7 @@
 #include "kernels/types.h"
 #include "model/model.h"
 #include "sched/sched.h"
+#include "report.h"
 #include "sched/svg.h"
 #include "sched/trace.h"
 
@@ -291,7 +292,9 @@ static void usage(void) {
            "  --clock wall|cpu    what a step costs on the virtual clock: wall time (default) or process CPU\n"
            "                      time (robust on a busy machine; use with -t 1)\n"
            "  --json              print the results as JSON (the table goes to stderr)\n"
-           "  --svg OUT.svg       timelines of every run (agent states, draft budget and HAL over time)\n");
+           "  --svg OUT.svg       timelines of every run (agent states, draft budget and HAL over time)\n"
+           "  --json-out F.json   the JSON (as --json) written to a file\n"
+           "  --html OUT.html     a report: the table, makespan bars per configuration and policy, timelines\n");
 }
 
 static int parse_triple(const char *cmd, const char *opt, const char *s, int32_t out[3]) {
@@ -349,10 +352,81 @@ static void print_json(FILE *f, const char *model, const char *drafter, run_resu
     fprintf(f, "\n]\n");
 }
 
+/* The HTML report: the results table, makespan bars (one group per agent
+ * count and stall range, one bar per policy) and every run's timeline. */
+static int write_html(const char *path, const char *model, const char *drafter, run_result *rs, int n, int npol,
+                      double temp) {
+    char title[256];
+    snprintf(title, sizeof title, "Reprise multi-agent benchmark: %s", model);
+    FILE *f = rp_html_open(path, title);
+    if (!f) return -1;
+    char note[512];
+    snprintf(note, sizeof note, "drafter %s; makespan of N agents under tool stalls drawn log-uniformly from the range; "
+             "\"vs Batch-SD\" = Batch-SD's makespan / this policy's.", drafter);
+    rp_html_p(f, note);
+    const char *head[9] = {"N", "stall s", "policy", "makespan s", "tok/s", "drafted", "accepted %", "vs Batch-SD",
+                           "same outputs"};
+    char (*cells)[9][32] = calloc((size_t)n, sizeof *cells);
+    const char **cp = calloc((size_t)n * 9, sizeof *cp);
+    const int ng = npol > 0 ? n / npol : 0;
+    const char **groups = calloc((size_t)(ng > 0 ? ng : 1), sizeof *groups);
+    char (*gname)[48] = calloc((size_t)(ng > 0 ? ng : 1), sizeof *gname);
+    const char **series = calloc((size_t)(npol > 0 ? npol : 1), sizeof *series);
+    double *vals = calloc((size_t)(n > 0 ? n : 1), sizeof *vals);
+    if (!cells || !cp || !groups || !gname || !series || !vals) {
+        free(cells); free(cp); free(groups); free(gname); free(series); free(vals);
+        rp_html_close(f);
+        return -1;
+    }
+    for (int r = 0; r < n; r++) {
+        const run_result *R = &rs[r];
+        const int g = r / npol, first = g * npol;
+        double ref = 0;
+        bool same = true;
+        for (int q = first; q < first + npol && q < n; q++) {
+            if (rs[q].policy == RP_POLICY_BATCH_SD) ref = rs[q].makespan;
+            same &= rs[q].hash_all == R->hash_all;
+        }
+        char stall[32];
+        if (R->stall.hi > 0) snprintf(stall, sizeof stall, "%g:%g", R->stall.lo, R->stall.hi);
+        else snprintf(stall, sizeof stall, "0");
+        snprintf(cells[r][0], 32, "%d", R->n_agents);
+        snprintf(cells[r][1], 32, "%s", stall);
+        snprintf(cells[r][2], 32, "%s", rp_sched_policy_name(R->policy));
+        snprintf(cells[r][3], 32, "%.3f", R->makespan);
+        snprintf(cells[r][4], 32, "%.1f", R->tok_s);
+        snprintf(cells[r][5], 32, "%lld", (long long)R->drafted);
+        snprintf(cells[r][6], 32, "%.1f", R->drafted ? 100.0 * (double)R->accepted / (double)R->drafted : 0.0);
+        if (ref > 0 && R->makespan > 0) snprintf(cells[r][7], 32, "%.2fx", ref / R->makespan);
+        else snprintf(cells[r][7], 32, "-");
+        snprintf(cells[r][8], 32, "%s", temp > 0 ? "n/a" : same ? "yes" : "NO");
+        for (int c = 0; c < 9; c++) cp[r * 9 + c] = cells[r][c];
+        if (g < ng) {
+            snprintf(gname[g], sizeof gname[g], "N=%d stall %s", R->n_agents, stall);
+            groups[g] = gname[g];
+            if (g == 0) series[r - first] = rp_sched_policy_name(R->policy);
+            vals[g * npol + (r - first)] = R->makespan;
+        }
+    }
+    rp_html_table(f, head, 9, cp, n);
+    if (ng > 0) rp_svg_bars(f, "Makespan by configuration and policy", "s", groups, ng, series, npol, vals);
+    rp_html_h2(f, "Timelines (agent states, draft budget and HAL over time)");
+    rp_timeline **tls = malloc(sizeof *tls * (size_t)n);
+    int nt = 0;
+    for (int r = 0; tls && r < n; r++)
+        if (rs[r].tl) tls[nt++] = rs[r].tl;
+    if (tls && nt > 0) rp_timeline_write_svg(tls, nt, f);
+    free(tls);
+    free(cells); free(cp); free(groups); free(gname); free(series); free(vals);
+    rp_html_close(f);
+    return 0;
+}
+
 int bench_agents(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "bench agents"};
     const char *model_path = NULL, *drafter_s = "ngram", *policy_s = "batch-ar,seq-sd,batch-sd,hal,hal-yield";
     const char *agents_s = "3", *stall_s = "0,0.1:1", *svg_path = NULL, *data_dir = NULL, *kv_name = "f16";
+    const char *json_path = NULL, *html_path = NULL;
     const char *gen_s = NULL, *prompt_s = NULL, *v;
     long turns = 3, threads = 2, n_batch = 256, n_ctx = 0, result_max = 48, budget = 16, lmin = 1, fixed_len = 16;
     long max_steps = 10000000;
@@ -388,6 +462,8 @@ int bench_agents(int argc, char **argv) {
         else if (cli_is(&a, "--max-steps", NULL)) { if (!cli_int(&a, 1, 1L << 40, &max_steps)) return 2; }
         else if (cli_is(&a, "--cpu", NULL)) { if (!cli_str(&a, &v) || !cli_set_cpu(a.cmd, v)) return 2; }
         else if (cli_is(&a, "--svg", NULL)) { if (!cli_str(&a, &svg_path)) return 2; }
+        else if (cli_is(&a, "--json-out", NULL)) { if (!cli_str(&a, &json_path)) return 2; }
+        else if (cli_is(&a, "--html", NULL)) { if (!cli_str(&a, &html_path)) return 2; }
         else if (cli_is(&a, "--json", NULL)) json = true;
         else if (cli_is(&a, "--realtime", NULL)) realtime = true;
         else if (cli_is(&a, "--clock", NULL)) {
@@ -578,6 +654,18 @@ int bench_agents(int argc, char **argv) {
         }
     }
     if (json && nr > 0) print_json(stdout, mname, drafter_s, rs, nr);
+    if (json_path && nr > 0) {
+        FILE *f = fopen(json_path, "w");
+        if (f) print_json(f, mname, drafter_s, rs, nr);
+        if (!f || fclose(f) != 0) {
+            fprintf(stderr, "reprise bench agents: cannot write '%s'\n", json_path);
+            rc = 1;
+        }
+    }
+    if (html_path && nr > 0 && write_html(html_path, mname, drafter_s, rs, nr, npol, temp) != 0) {
+        fprintf(stderr, "reprise bench agents: cannot write '%s'\n", html_path);
+        rc = 1;
+    }
     if (svg_path && nr > 0) {
         FILE *f = fopen(svg_path, "w");
         if (!f) {

@@ -15,7 +15,6 @@ typedef struct step {
     char *argv[40];
     int argc;
     char html[1024];   /* its report ("" if none) */
-    char svg[1024];    /* an SVG it writes ("" if none) */
     int rc;
     double secs;
 } step;
@@ -146,7 +145,9 @@ int bench_all(int argc, char **argv) {
         if (quick) { add(s, "--turns"); add(s, "2"); add(s, "--gen"); add(s, "16,16,16"); add(s, "--prompt"); add(s, "64,64,64"); }
         if (data) { add(s, "--data"); add(s, data); }
         add_out(s, "--svg", out, "agents.svg");
-        snprintf(s->svg, sizeof s->svg, "%s/agents.svg", out);
+        add_out(s, "--json-out", out, "agents.json");
+        add_out(s, "--html", out, "agents.html");
+        snprintf(s->html, sizeof s->html, "%s/agents.html", out);
     }
 #undef WANT
     int failed = 0;
@@ -188,10 +189,6 @@ int bench_all(int argc, char **argv) {
         rp_html_table(f, head, 3, cp, n);
         for (int i = 0; i < n; i++) {
             if (steps[i].html[0]) rp_html_embed_body(f, steps[i].html);
-            if (steps[i].svg[0]) {
-                rp_html_h2(f, "Multi-agent timelines");
-                rp_html_embed_file(f, steps[i].svg);
-            }
         }
         rp_html_close(f);
         fprintf(stderr, "\nreport: %s\n", path);

@@ -26,7 +26,7 @@ rc=$?
 check "runs every step and exits 0" '[ $rc -eq 0 ]'
 [ $rc -eq 0 ] || { tr '\r' '\n' < "$TMP/err" | grep -v "query" | tail -20 | sed 's/^/    /'; }
 check "progress names each step" 'for i in 1 2 3 4 5 6 7 8 9 10; do grep -q "^\[$i/10\] bench" "$TMP/err" || exit 1; done'
-for f in reuse-synthetic reuse-docqa reuse-chat reuse-skills fidelity-docqa fidelity-chat fidelity-skills sweep ablation; do
+for f in reuse-synthetic reuse-docqa reuse-chat reuse-skills fidelity-docqa fidelity-chat fidelity-skills sweep ablation agents; do
   check "$f.json parses" "python3 -c 'import json,sys; json.load(open(sys.argv[1]))' '$TMP/r/$f.json'"
   check "$f.html written" "[ -s '$TMP/r/$f.html' ]"
 done
