@@ -41,7 +41,7 @@ static void add_out(step *s, const char *opt, const char *dir, const char *file)
 int bench_all(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "bench all"};
     const char *model = NULL, *fid = NULL, *out = "bench-report", *threads = "2", *data = NULL, *steps_s = NULL;
-    bool quick = false;
+    bool quick = false, join = false;
     for (; a.i < argc; a.i++) {
         if (cli_is(&a, "-h", "--help")) {
             printf("usage: reprise bench all -m MODEL.gguf [--fidelity-model SMALL.gguf] [--out DIR] [-t 2] [--data DIR]\n"
@@ -57,6 +57,8 @@ int bench_all(int argc, char **argv) {
                    "  agents     multi-agent makespan: Batch-AR, Seq-SD, Batch-SD, HAL, HAL+yield at 2 / 3 / 4 agents\n"
                    "             and stalls 0, [0.1, 1] s, [1, 10] s (on --fidelity-model if given, else -m)\n"
                    "--quick shrinks every step (few queries, short prompts) to check the pipeline in minutes.\n"
+                   "--join runs nothing: it joins the reports already in DIR (reuse-synthetic.html, reuse-<w>.html,\n"
+                   "fidelity-<w>.html, sweep.html, ablation.html, agents.html) into DIR/report.html.\n"
                    "The full run on a 1B-shape model takes about an hour on 2 cores.\n");
             return 0;
         } else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model)) return 2; }
@@ -66,9 +68,11 @@ int bench_all(int argc, char **argv) {
         else if (cli_is(&a, "--data", NULL)) { if (!cli_str(&a, &data)) return 2; }
         else if (cli_is(&a, "--steps", NULL)) { if (!cli_str(&a, &steps_s)) return 2; }
         else if (cli_is(&a, "--quick", NULL)) quick = true;
+        else if (cli_is(&a, "--join", NULL)) join = true;
         else return cli_unknown(&a);
     }
-    if (!model) { fprintf(stderr, "reprise bench all: -m MODEL.gguf is required\n"); return 2; }
+    if (!model && !join) { fprintf(stderr, "reprise bench all: -m MODEL.gguf is required\n"); return 2; }
+    if (!model) model = "(joined)";
     if (mkdir(out, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "reprise bench all: cannot create '%s': %s\n", out, strerror(errno));
         return 1;
@@ -151,7 +155,11 @@ int bench_all(int argc, char **argv) {
     }
 #undef WANT
     int failed = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && join; i++) {   /* keep the steps whose reports exist */
+        struct stat sb;
+        if (stat(steps[i].html, &sb) != 0) steps[i].html[0] = 0;
+    }
+    for (int i = 0; i < n && !join; i++) {
         s = &steps[i];
         fprintf(stderr, "\n[%d/%d] bench", i + 1, n);
         for (int k = 0; k < s->argc; k++) fprintf(stderr, " %s", s->argv[k]);
@@ -174,8 +182,9 @@ int bench_all(int argc, char **argv) {
         failed++;
     } else {
         char note[2048];
-        snprintf(note, sizeof note, "speed model %s; fidelity model %s; %s threads%s", model, fid ? fid : "(none)", threads,
-                 quick ? "; --quick (shrunk workloads: a pipeline check, not a measurement)" : "");
+        if (join) snprintf(note, sizeof note, "joined from the reports in %s (each names its model, command settings and threads)", out);
+        else snprintf(note, sizeof note, "speed model %s; fidelity model %s; %s threads%s", model, fid ? fid : "(none)", threads,
+                      quick ? "; --quick (shrunk workloads: a pipeline check, not a measurement)" : "");
         rp_html_p(f, note);
         const char *head[3] = {"step", "exit", "seconds"};
         char cells[16][3][64];
@@ -186,7 +195,7 @@ int bench_all(int argc, char **argv) {
             snprintf(cells[i][2], 64, "%.1f", steps[i].secs);
             for (int c = 0; c < 3; c++) cp[i * 3 + c] = cells[i][c];
         }
-        rp_html_table(f, head, 3, cp, n);
+        if (!join) rp_html_table(f, head, 3, cp, n);
         for (int i = 0; i < n; i++) {
             if (steps[i].html[0]) rp_html_embed_body(f, steps[i].html);
         }
