@@ -529,6 +529,33 @@ int bench_reuse(int argc, char **argv) {
             snprintf(note, sizeof note, "model %s, %d queries, up to %d tokens, %ld threads, KV %s, r = %.2f", model_path, nq,
                      max_tok, threads, kv_name, ratio);
             rp_html_p(hf, note);
+            {   /* the table, as printed */
+                const char *head[10] = {"mode", "mean ms", "p50 ms", "p95 ms", "vs none", "vs prefix", "reused (prefix / other)",
+                                        "recomputed", "KL vs exact", "greedy agreement"};
+                static char cells[8][10][48];
+                const char *cp[8 * 10];
+                for (int r = 0; r < n_runs; r++) {
+                    const mode_run *mr = &runs[r];
+                    const double mean = vals[0 * n_runs + r];
+                    snprintf(cells[r][0], 48, "%s", mr->name);
+                    snprintf(cells[r][1], 48, "%.1f", mean);
+                    snprintf(cells[r][2], 48, "%.1f", vals[1 * n_runs + r]);
+                    snprintf(cells[r][3], 48, "%.1f", vals[2 * n_runs + r]);
+                    snprintf(cells[r][4], 48, base_none > 0 ? "%.2fx" : "-", base_none / mean);
+                    snprintf(cells[r][5], 48, base_prefix > 0 ? "%.2fx" : "-", base_prefix / mean);
+                    snprintf(cells[r][6], 48, "%.0f / %.0f", (double)mr->reused_prefix / nq, (double)mr->reused_nonprefix / nq);
+                    snprintf(cells[r][7], 48, "%.0f", (double)mr->recomputed / nq);
+                    if (mr->n_scored > 0) {
+                        snprintf(cells[r][8], 48, "%.6f", mr->kl_sum / (double)mr->n_scored);
+                        snprintf(cells[r][9], 48, "%.1f%%", 100.0 * (double)mr->n_agree / (double)mr->n_scored);
+                    } else {
+                        snprintf(cells[r][8], 48, "%s", scored && r == 0 ? "0 (reference)" : "-");
+                        snprintf(cells[r][9], 48, "%s", scored && r == 0 ? "100%" : "-");
+                    }
+                    for (int c = 0; c < 10; c++) cp[r * 10 + c] = cells[r][c];
+                }
+                rp_html_table(hf, head, 10, cp, n_runs);
+            }
             rp_svg_bars(hf, "Time to first token by mode", "ms", groups, 3, names, n_runs, vals);
             if (scored) {
                 double xs[8], ys[8];
