@@ -59,7 +59,7 @@ int bench_all(int argc, char **argv) {
                    "--quick shrinks every step (few queries, short prompts) to check the pipeline in minutes.\n"
                    "--join runs nothing: it joins the reports already in DIR (reuse-synthetic.html, reuse-<w>.html,\n"
                    "fidelity-<w>.html, sweep.html, ablation.html, agents.html) into DIR/report.html.\n"
-                   "The full run on a 1B-shape model takes about an hour on 2 cores.\n");
+                   "The full run on a 1B-shape model takes 30-40 minutes on 2 cores.\n");
             return 0;
         } else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model)) return 2; }
         else if (cli_is(&a, "--fidelity-model", NULL)) { if (!cli_str(&a, &fid)) return 2; }
