@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,18 @@ char *cli_read_file(const char *cmd, const char *path, size_t *len) {
     buf[n] = '\0';
     if (len) *len = n;
     return buf;
+}
+
+int cli_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double cli_pct_sorted(const double *v, int n, double p) {
+    if (n <= 0) return 0;
+    double idx = p * (n - 1);
+    int lo = (int)floor(idx), hi = (int)ceil(idx);
+    return v[lo] + (v[hi] - v[lo]) * (idx - lo);
 }
 
 double cli_now(void) {

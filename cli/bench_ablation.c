@@ -82,19 +82,6 @@ static uint64_t rng(uint64_t *s) {
 
 static double rng_unit(uint64_t *s) { return (double)(rng(s) >> 11) * (1.0 / 9007199254740992.0); }
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* v must be sorted */
-static double pct_sorted(const double *v, int n, double p) {
-    if (n <= 0) return 0;
-    double idx = p * (n - 1);
-    int lo = (int)floor(idx), hi = (int)ceil(idx);
-    return v[lo] + (v[hi] - v[lo]) * (idx - lo);
-}
-
 static void json_str(FILE *f, const char *s) {
     fputc('"', f);
     for (; s && *s; s++) {
@@ -461,9 +448,9 @@ out:
         double *srt = malloc(sizeof(double) * (size_t)out->n);
         if (srt) {
             memcpy(srt, out->ttft, sizeof(double) * (size_t)out->n);
-            qsort(srt, (size_t)out->n, sizeof *srt, cmp_d);
-            out->p50 = pct_sorted(srt, out->n, 0.5);
-            out->p95 = pct_sorted(srt, out->n, 0.95);
+            qsort(srt, (size_t)out->n, sizeof *srt, cli_cmp_double);
+            out->p50 = cli_pct_sorted(srt, out->n, 0.5);
+            out->p95 = cli_pct_sorted(srt, out->n, 0.95);
             free(srt);
         }
         fprintf(stderr, "\r  %-20s mean TTFT %8.1f ms over %d queries (store %.1f MiB)%30s\n", v->name, out->mean, out->n,

@@ -11,11 +11,6 @@
 
 #define MAX_LIST 16
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The weight type holding most bytes ("q4_0", "q4_k", ...). */
 static const char *main_type(const rp_model *m) {
     uint64_t bytes[RP_TYPE_COUNT] = {0};
@@ -139,7 +134,7 @@ int bench_model(int argc, char **argv) {
                 int n = (int)(kind == 0 ? pps[k] : tgs[k]);
                 if (measure(ctx, kv, &b, toks, n, kind == 0, cp.n_batch) < 0) { rc = cli_fail(a.cmd, "forward", 1); break; }
                 for (long r = 0; r < reps; r++) samples[r] = measure(ctx, kv, &b, toks, n, kind == 0, cp.n_batch);
-                qsort(samples, (size_t)reps, sizeof *samples, cmp_double);
+                qsort(samples, (size_t)reps, sizeof *samples, cli_cmp_double);
                 double med = reps % 2 ? samples[reps / 2] : 0.5 * (samples[reps / 2 - 1] + samples[reps / 2]);
                 char test[32];
                 snprintf(test, sizeof test, "%s%d", kind == 0 ? "pp" : "tg", n);

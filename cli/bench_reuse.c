@@ -162,16 +162,10 @@ static rp_status continue_and_score(rp_ctx *ctx, rp_kv *kv, rp_batch *b, int32_t
     return RP_OK;
 }
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
+/* Percentile of v (sorted in place). */
 static double pct(double *v, int n, double p) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    double idx = p * (n - 1);
-    int lo = (int)floor(idx), hi = (int)ceil(idx);
-    return v[lo] + (v[hi] - v[lo]) * (idx - lo);
+    qsort(v, (size_t)n, sizeof *v, cli_cmp_double);
+    return cli_pct_sorted(v, n, p);
 }
 
 static void put_prompt(FILE *f, const rp_wprompt *p, bool *first) {

@@ -53,5 +53,7 @@ int cli_fail(const char *cmd, const char *what, int status);
 char *cli_read_file(const char *cmd, const char *path, size_t *len);
 
 double cli_now(void);   /* monotonic seconds */
+int cli_cmp_double(const void *a, const void *b);            /* qsort: ascending */
+double cli_pct_sorted(const double *sorted, int n, double p); /* linear-interpolated percentile, p in [0, 1]; 0 if n <= 0 */
 
 #endif
