@@ -862,6 +862,20 @@ static void test_sched_backend(void **state) {
         json_decref(x);
         resp_free(&b[i].r);
     }
+    /* a finished one-off job's sequence is kept: the same prompt again reuses all but its last token
+     * (llama-server's slot prompt cache), and greedy output does not change */
+    resp o = post(f.port, "/v1/chat/completions", body);
+    assert_int_equal(o.status, 200);
+    json_t *oj = parse(&o);
+    json_t *ou = json_object_get(oj, "usage");
+    json_int_t op = jint(ou, "prompt_tokens"), oc = jint(ou, "prompt_tokens_details.cached_tokens");
+    print_message("one-off after one-offs: %lld of %lld prompt tokens reused\n", (long long)oc, (long long)op);
+    assert_int_equal(oc, op - 1);
+    assert_int_equal(jint(ou, "reprise.computed"), 1);
+    assert_string_equal(first, json_string_value(json_object_get(
+                                   json_object_get(json_array_get(json_object_get(oj, "choices"), 0), "message"), "content")));
+    json_decref(oj);
+    resp_free(&o);
     free(first);
     /* a session keeps its KV in the scheduler */
     char body2[2048];

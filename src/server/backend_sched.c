@@ -31,6 +31,12 @@ typedef struct sched_be {
     rp_sched_stats ss;             /* snapshot taken by the loop between steps (mu): reading the
                                       scheduler's stats during a step would race with its forward */
     int32_t n_sessions, n_waiting;
+    /* Finished one-off jobs leave their sequence here, KV and history intact
+     * (llama-server's slot prompt cache): the next one-off job continues the
+     * one sharing the longest prefix with its prompt and computes only the
+     * rest. Oldest first; at most `parallel`; freed when sequences run out. (mu) */
+    rp_sched_id *kept;
+    int32_t n_kept, cap_kept;
 } sched_be;
 
 static void dispatch_pending(sched_be *x);
@@ -51,6 +57,44 @@ static rp_job_finish map_finish(rp_finish_reason r) {
     case RP_FINISH_CANCELLED: return RP_JOB_CANCELLED;
     default: return RP_JOB_ERROR;
     }
+}
+
+/* A finished one-off job's sequence: kept for prefix reuse (the oldest kept
+ * one is freed when the list is full), or freed (mu held). */
+static void keep_or_free(sched_be *x, rp_sched_id id, bool keep) {
+    if (!keep || x->cap_kept == 0) {
+        rp_sched_session_free(x->s, id);
+        return;
+    }
+    if (x->n_kept == x->cap_kept) {
+        rp_sched_session_free(x->s, x->kept[0]);
+        memmove(x->kept, x->kept + 1, sizeof *x->kept * (size_t)(x->n_kept - 1));
+        x->n_kept--;
+    }
+    x->kept[x->n_kept++] = id;
+}
+
+static void unkeep(sched_be *x, int32_t i) {
+    memmove(x->kept + i, x->kept + i + 1, sizeof *x->kept * (size_t)(x->n_kept - i - 1));
+    x->n_kept--;
+}
+
+/* The kept sequence sharing the longest prefix (>= 1 token) with toks, or -1;
+ * *common gets that length (mu held). */
+static int32_t best_kept(sched_be *x, const rp_token *toks, int32_t n, int32_t *common) {
+    int32_t best = -1, best_len = 0;
+    for (int32_t i = 0; i < x->n_kept; i++) {
+        int32_t have = 0;
+        if (rp_sched_session_tokens(x->s, x->kept[i], 0, x->scratch, x->b->n_ctx, &have) != RP_OK) continue;
+        int32_t lim = have < n ? have : n, c = 0;
+        while (c < lim && x->scratch[c] == toks[c]) c++;
+        if (c > best_len) {
+            best_len = c;
+            best = i;
+        }
+    }
+    *common = best_len;
+    return best;
 }
 
 /* After a step: completes jobs whose turn ended. Called on the loop thread. */
@@ -80,9 +124,9 @@ static void reap(sched_be *x, double step_s, int32_t step_rows) {
         x->st.reused_prefix += (uint64_t)js.n_prefix;
         x->st.computed += (uint64_t)js.n_computed;
         if (j->ephemeral) {
-            rp_sched_session_free(x->s, j->sched_id);
             x->n_sessions--;
             x->n_oneoff--;
+            keep_or_free(x, j->sched_id, st == RP_OK && why != RP_JOB_ERROR && info.state == RP_SESS_IDLE);
         } else if (st == RP_OK) {
             struct rp_bk_session *bs = j->p.session;
             bs->resident = info.n_tokens;
@@ -141,7 +185,7 @@ static rp_status sb_start(rp_backend *b) {
     b->impl = x;
     rp_sched_params p = rp_sched_default_params();
     /* one-off jobs hold a sequence only while running (at most `parallel`); sessions keep theirs */
-    int32_t ms = b->cfg.parallel + b->cfg.max_sessions + 1;
+    int32_t ms = 2 * b->cfg.parallel + b->cfg.max_sessions + 1;   /* + up to `parallel` kept sequences */
     p.max_sessions = ms > RP_SCHED_MAX_SESSIONS ? RP_SCHED_MAX_SESSIONS : ms;
     p.max_active = b->cfg.parallel;
     p.n_ctx = b->n_ctx;
@@ -158,7 +202,9 @@ static rp_status sb_start(rp_backend *b) {
     x->cap_active = b->cfg.parallel + b->cfg.queue_max + b->cfg.max_sessions + 1;
     x->active = calloc((size_t)x->cap_active, sizeof *x->active);
     x->scratch = malloc(sizeof *x->scratch * (size_t)b->n_ctx);
-    rp_status st = !x->active || !x->scratch ? rp_errorf(RP_ERR_NOMEM, "server: out of memory") : RP_OK;
+    x->cap_kept = b->cfg.parallel;
+    x->kept = calloc((size_t)(x->cap_kept > 0 ? x->cap_kept : 1), sizeof *x->kept);
+    rp_status st = !x->active || !x->scratch || !x->kept ? rp_errorf(RP_ERR_NOMEM, "server: out of memory") : RP_OK;
     if (st == RP_OK) st = rp_sched_create(b->m, b->dm, p, &x->s);
     atomic_init(&x->stop, false);
     if (st == RP_OK) {
@@ -204,6 +250,7 @@ static void sb_stop(rp_backend *b) {
     rp_sched_free(x->s);
     free(x->active);
     free(x->scratch);
+    free(x->kept);   /* their sequences went with the scheduler */
     pthread_mutex_destroy(&x->mu);
     free(x);
     b->impl = NULL;
@@ -235,8 +282,30 @@ static rp_status dispatch(sched_be *x, rp_job *j) {
             if (common < have) st = rp_sched_truncate(x->s, id, common);
         }
     } else {
-        st = rp_sched_session_create(x->s, &id);
-        if (st != RP_OK) st = rp_errorf(RP_ERR_FULL, "server: no free sequence");
+        int32_t k = best_kept(x, j->toks, j->p.n, &common);
+        if (k >= 0) {   /* continue a finished job's sequence from the shared prefix */
+            id = x->kept[k];
+            unkeep(x, k);
+            if (common >= j->p.n) common = j->p.n - 1;   /* run the last prompt token again for its logits */
+            int32_t have = 0;
+            st = rp_sched_session_tokens(x->s, id, 0, x->scratch, b->n_ctx, &have);
+            if (st == RP_OK && common < have) st = rp_sched_truncate(x->s, id, common);
+            if (st != RP_OK) {
+                rp_sched_session_free(x->s, id);
+                common = 0;
+                k = -1;
+            }
+        }
+        if (k < 0) {
+            common = 0;
+            st = rp_sched_session_create(x->s, &id);
+            while (st != RP_OK && x->n_kept > 0) {   /* sequences run out: drop the oldest kept one */
+                rp_sched_session_free(x->s, x->kept[0]);
+                unkeep(x, 0);
+                st = rp_sched_session_create(x->s, &id);
+            }
+            if (st != RP_OK) st = rp_errorf(RP_ERR_FULL, "server: no free sequence");
+        }
     }
     if (st == RP_OK) {
         rp_sched_session_info info;
@@ -365,7 +434,10 @@ static void sb_stats(rp_backend *b, rp_backend_stats *out) {
     out->running = ss.n_admitted;
     out->queued = x->n_pending + (x->n_active > ss.n_admitted ? x->n_active - ss.n_admitted : 0);
     pthread_mutex_unlock(&x->mu);
-    out->sessions = ss.n_sessions;
+    pthread_mutex_lock(&x->mu);
+    const int32_t kept = x->n_kept;
+    pthread_mutex_unlock(&x->mu);
+    out->sessions = ss.n_sessions > kept ? ss.n_sessions - kept : 0;   /* kept sequences are a cache, not sessions */
     out->sessions_waiting = ss.n_waiting;
     out->kv_bytes = ss.kv_resident;
 }
