@@ -15,6 +15,7 @@
 
 #define RB 8
 #define QB 32   /* quant bytes per weight row per block */
+#include "kernels/x86/q8x_avx2_driver.h"   /* rp_q8x_avx2_store; the driver comes below */
 
 static size_t packed_size(int64_t rows, int64_t cols) { return rp_q8x_packed_size(rows, cols, RB, QB); }
 
@@ -66,65 +67,11 @@ RP_Q8X_INLINE void tile(const int MR, const int NG, const uint8_t *w0, size_t gb
                 accf[m][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[m][g]), _mm256_mul_ps(dw, _mm256_set1_ps(da[m][b])), accf[m][g]);
         }
     }
-    RP_Q8X_UNROLL for (int g = 0; g < NG; g++) {
-        const int v = g + 1 < NG ? RB : valid;   /* only the last group may be partial */
-        if (v == RB) {
-            RP_Q8X_UNROLL for (int m = 0; m < MR; m++) _mm256_storeu_ps(y + m * ldy + g * gs * RB, accf[m][g]);
-        } else {
-            const __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-            RP_Q8X_UNROLL for (int m = 0; m < MR; m++) _mm256_maskstore_ps(y + m * ldy + g * gs * RB, k, accf[m][g]);
-        }
-    }
+    rp_q8x_avx2_store(MR, NG, accf, y, ldy, valid, gs);
 }
 
-static void gemm(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, const void *act, size_t act_stride,
-                 int64_t n, int64_t r0, int64_t r1, float *y, int64_t ldy, void *scratch) {
-    (void)w_row_bytes;
-    (void)scratch;
-    const int64_t nb = cols / 32, ga = r0 / RB, gz = (r1 + RB - 1) / RB;
-    const size_t gb = rp_q8x_group_bytes(cols, RB, QB);
-    const uint8_t *a8 = act;
-#define GROUP_ARGS(g) (const uint8_t *)w + (size_t)(g) * gb, gb, nb, cols
-#define VALID(g) (rows - (g) * RB >= RB ? RB : (int)(rows - (g) * RB))
-    if (n == 1) {
-        /* GEMV: 4 groups (32 rows) in flight, for memory-level parallelism,
-         * taken from 4 contiguous quarters of the range so each stream runs
-         * on across groups (see rp_q8x_vnni_gemm) */
-        const int64_t q = (gz - ga) / 4;
-        for (int64_t i = 0; i < q; i++)
-            tile(1, 4, GROUP_ARGS(ga + i), a8, act_stride, y + (ga + i) * RB, ldy, VALID(ga + i + 3 * q), q);
-        const int64_t g = ga + 4 * q;
-        switch (gz - g) {
-        case 3: tile(1, 3, GROUP_ARGS(g), a8, act_stride, y + g * RB, ldy, VALID(g + 2), 1); break;
-        case 2: tile(1, 2, GROUP_ARGS(g), a8, act_stride, y + g * RB, ldy, VALID(g + 1), 1); break;
-        case 1: tile(1, 1, GROUP_ARGS(g), a8, act_stride, y + g * RB, ldy, VALID(g), 1); break;
-        default: break;
-        }
-        return;
-    }
-    /* activation rows in L2-resident chunks (~256 KB, a multiple of 4 rows)
-     * while the groups of the range stream past them */
-    int64_t mc = (int64_t)((256 * 1024) / rp_q8x_act_row_size(cols)) & ~(int64_t)3;
-    if (mc < 4) mc = 4;
-    for (int64_t m0 = 0; m0 < n; m0 += mc) {
-        const int64_t m1 = m0 + mc < n ? m0 + mc : n;
-        for (int64_t g = ga; g < gz; g++) {
-            const int valid = VALID(g);
-            float *yg = y + g * RB;
-            int64_t m = m0;
-            for (; m + 4 <= m1; m += 4)
-                tile(4, 1, GROUP_ARGS(g), a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid, 1);
-            switch (m1 - m) {
-            case 3: tile(3, 1, GROUP_ARGS(g), a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid, 1); break;
-            case 2: tile(2, 1, GROUP_ARGS(g), a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid, 1); break;
-            case 1: tile(1, 1, GROUP_ARGS(g), a8 + (size_t)m * act_stride, act_stride, yg + m * ldy, ldy, valid, 1); break;
-            default: break;
-            }
-        }
-    }
-#undef GROUP_ARGS
-#undef VALID
-}
+#define RP_Q8X_AVX2_DRIVER_GEMM
+#include "kernels/x86/q8x_avx2_driver.h"
 
 const rp_mm_kernel rp_mm_q8_0_avx2 = {
     "q8_0/avx2", RP_TYPE_Q8_0, RP_CPU_AVX2, RP_TYPE_Q8_0, RB, packed_size, pack, act_row_size, quant_act, NULL, gemm,
