@@ -10,19 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct { uint64_t s; } rng_t;
-static uint64_t rng_next(rng_t *r) {
-    r->s ^= r->s >> 12;
-    r->s ^= r->s << 25;
-    r->s ^= r->s >> 27;
-    return r->s * 2685821657736338717ull;
-}
-static float rng_uniform(rng_t *r) { return (float)((rng_next(r) >> 40) * (1.0 / 16777216.0)); }
-static float rng_gauss(rng_t *r) {
-    const float u = rng_uniform(r) + 1e-7f, v = rng_uniform(r);
-    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
-}
-
 static void *xalloc(size_t bytes) {
     void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     assert_non_null(p);
@@ -50,7 +37,7 @@ static void put_row(rp_type t, const float *src, uint8_t *dst, int64_t n) {
 
 static void make_problem(problem *p, rp_type t, int32_t D, int32_t G, int32_t n_rows, const int32_t *n_cells,
                          float qscale, uint64_t seed) {
-    rng_t r = {seed * 0x9E3779B97F4A7C15ull + 7};
+    rp_test_rng r = {seed * 0x9E3779B97F4A7C15ull + 7};
     memset(p, 0, sizeof *p);
     p->t = t; p->D = D; p->G = G; p->n_rows = n_rows;
     p->kv_head = (int32_t)(seed % HK);
@@ -72,17 +59,17 @@ static void make_problem(problem *p, rp_type t, int32_t D, int32_t G, int32_t n_
     for (int32_t c = 0; c < p->n_kv; c++) {
         /* K with a per-cell offset pattern so some cells dominate */
         const float kb = (c % 17 == 3) ? 2.0f : 1.0f;
-        for (int64_t e = 0; e < E; e++) tmp[e] = rng_gauss(&r) * kb;
+        for (int64_t e = 0; e < E; e++) tmp[e] = rp_test_rng_gauss(&r) * kb;
         put_row(t, tmp, p->k + (size_t)c * p->row_bytes, E);
         assert_true(rp_dequantize_row(t, p->k + (size_t)c * p->row_bytes, p->kf + c * E, E));
-        for (int64_t e = 0; e < E; e++) tmp[e] = rng_gauss(&r) + 0.5f;
+        for (int64_t e = 0; e < E; e++) tmp[e] = rp_test_rng_gauss(&r) + 0.5f;
         put_row(t, tmp, p->v + (size_t)c * p->row_bytes, E);
         assert_true(rp_dequantize_row(t, p->v + (size_t)c * p->row_bytes, p->vf + c * E, E));
     }
     free(tmp);
     p->q_stride = (int64_t)HK * G * D + 3;   /* all query heads of a row, plus padding */
     p->q = xalloc(sizeof(float) * (size_t)(p->q_stride * n_rows));
-    for (int64_t i = 0; i < p->q_stride * n_rows; i++) p->q[i] = rng_gauss(&r) * qscale;
+    for (int64_t i = 0; i < p->q_stride * n_rows; i++) p->q[i] = rp_test_rng_gauss(&r) * qscale;
 }
 
 static void free_problem(problem *p) {
@@ -233,14 +220,14 @@ static void check_irregular(rp_type t) {
     const int nk = kernels_for(t, ks, 8);
     if (!nk) { print_message("SKIP: no SIMD attention kernel for this type here\n"); skip(); }
     uint64_t seed = 300 + (uint64_t)t;
-    rng_t r = {seed};
+    rp_test_rng r = {seed};
     int32_t nc[64];
     static const int32_t dims[] = {8, 64, 128, 24, 80, 20};
     const size_t ndims = t == RP_TYPE_Q8_0 ? 5 : 6;   /* 4 heads of 20 are not whole Q8_0 blocks */
     for (int rep = 0; rep < 6; rep++)
         for (size_t di = 0; di < ndims; di++) {
-            const int32_t R = 1 + (int32_t)(rng_next(&r) % 64), G = k_groups[rng_next(&r) % 4];
-            for (int32_t i = 0; i < R; i++) nc[i] = 1 + (int32_t)(rng_next(&r) % 300);
+            const int32_t R = 1 + (int32_t)(rp_test_rng_next(&r) % 64), G = k_groups[rp_test_rng_next(&r) % 4];
+            for (int32_t i = 0; i < R; i++) nc[i] = 1 + (int32_t)(rp_test_rng_next(&r) % 300);
             const float qscale = rep < 3 ? 300.0f : 1.0f;
             problem p;
             make_problem(&p, t, dims[di], G, R, nc, qscale, seed++);

@@ -75,15 +75,8 @@ static void check_payload(const rp_chunk *ch, int32_t cell0) {
         }
 }
 
-static uint64_t g_rng = 12345;
-static uint64_t rnd(void) {
-    uint64_t x = g_rng;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    g_rng = x;
-    return x * 0x2545f4914f6cdd1dull;
-}
+static rp_test_rng g_rng = {12345};
+static uint64_t rnd(void) { return rp_test_rng_next(&g_rng); }
 
 static void random_tokens(rp_token *t, int32_t n) {
     for (int32_t i = 0; i < n; i++) t[i] = (rp_token)(rnd() % 32000);

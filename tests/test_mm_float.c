@@ -15,20 +15,6 @@
  * a build without that file skips it. */
 extern const rp_mm_kernel rp_mm_bf16_amx_emu __attribute__((weak));
 
-/* xorshift64*: deterministic, so a failure reproduces. */
-typedef struct { uint64_t s; } rng_t;
-static uint64_t rng_next(rng_t *r) {
-    r->s ^= r->s >> 12;
-    r->s ^= r->s << 25;
-    r->s ^= r->s >> 27;
-    return r->s * 2685821657736338717ull;
-}
-static float rng_uniform(rng_t *r) { return (float)((rng_next(r) >> 40) * (1.0 / 16777216.0)); }
-static float rng_gauss(rng_t *r) {
-    const float u = rng_uniform(r) + 1e-7f, v = rng_uniform(r);
-    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
-}
-
 static size_t elem_size(rp_type t) { return t == RP_TYPE_F32 ? 4 : 2; }
 
 static size_t round64(size_t x) { return (x + 63) & ~(size_t)63; }
@@ -50,7 +36,7 @@ typedef struct {
 } problem;
 
 static void make_problem(problem *p, rp_type t, int64_t rows, int64_t cols, int64_t n, uint64_t seed) {
-    rng_t r = {seed * 0x9E3779B97F4A7C15ull + 1};
+    rp_test_rng r = {seed * 0x9E3779B97F4A7C15ull + 1};
     p->t = t; p->rows = rows; p->cols = cols; p->n = n;
     const size_t es = elem_size(t);
     p->w = xalloc((size_t)rows * (size_t)cols * es);
@@ -59,10 +45,10 @@ static void make_problem(problem *p, rp_type t, int64_t rows, int64_t cols, int6
     p->mag = xalloc(sizeof(float) * (size_t)(n * rows));
     for (int64_t i = 0; i < rows; i++) {
         /* per-row scale 1e-2 .. 1e2, some rows one-signed */
-        const float sc = powf(10.0f, (float)(rng_next(&r) % 5) - 2.0f);
-        const int pos = rng_next(&r) % 4 == 0;
+        const float sc = powf(10.0f, (float)(rp_test_rng_next(&r) % 5) - 2.0f);
+        const int pos = rp_test_rng_next(&r) % 4 == 0;
         for (int64_t k = 0; k < cols; k++) {
-            float v = rng_gauss(&r) * sc;
+            float v = rp_test_rng_gauss(&r) * sc;
             if (pos) v = fabsf(v);
             uint8_t *d = p->w + ((size_t)i * (size_t)cols + (size_t)k) * es;
             if (t == RP_TYPE_F32) memcpy(d, &v, 4);
@@ -72,7 +58,7 @@ static void make_problem(problem *p, rp_type t, int64_t rows, int64_t cols, int6
             }
         }
     }
-    for (int64_t i = 0; i < n * cols; i++) p->x[i] = rng_gauss(&r) * (i % 7 == 0 ? 10.0f : 1.0f);
+    for (int64_t i = 0; i < n * cols; i++) p->x[i] = rp_test_rng_gauss(&r) * (i % 7 == 0 ? 10.0f : 1.0f);
 }
 
 /* The reference result and sum |w*a| of every output. */
@@ -308,20 +294,20 @@ static void test_mm_bf16_act_pair(void **state) {
     const rp_mm_kernel *ks[16];
     const int nk = kernels_for(RP_TYPE_BF16, ks, 16);
     int tested = 0;
-    rng_t r = {99};
+    rp_test_rng r = {99};
     for (int q = 0; q < nk; q++) {
         if (ks[q]->act_type != RP_TYPE_BF16) continue;
         tested++;
         for (int64_t cols = 1; cols <= 70; cols++) {
             float x[70];
             for (int64_t k = 0; k < cols; k++) {
-                const uint32_t bits = (uint32_t)rng_next(&r);
-                switch (rng_next(&r) % 8) {
+                const uint32_t bits = (uint32_t)rp_test_rng_next(&r);
+                switch (rp_test_rng_next(&r) % 8) {
                 case 0: memcpy(&x[k], &bits, 4); break;                /* any bit pattern */
-                case 1: x[k] = (float)(rng_next(&r) % 7) - 3.0f; break; /* exact small ints */
+                case 1: x[k] = (float)(rp_test_rng_next(&r) % 7) - 3.0f; break; /* exact small ints */
                 case 2: x[k] = (k % 2) ? INFINITY : -INFINITY; break;
                 case 3: x[k] = 3.3895e38f; break;                       /* rounds up to inf */
-                default: x[k] = rng_gauss(&r) * 100.0f; break;
+                default: x[k] = rp_test_rng_gauss(&r) * 100.0f; break;
                 }
             }
             const size_t sz = ks[q]->act_row_size(cols);

@@ -26,26 +26,12 @@ static bool level_ok(const rp_mm_kernel *k) {
 #endif
 }
 
-/* xorshift64*: deterministic, so every failure reproduces */
-typedef struct { uint64_t s; } rng_t;
-static uint64_t rng_next(rng_t *r) {
-    r->s ^= r->s >> 12;
-    r->s ^= r->s << 25;
-    r->s ^= r->s >> 27;
-    return r->s * 2685821657736338717ull;
-}
-static float rng_uniform(rng_t *r) { return (float)((rng_next(r) >> 40) * (1.0 / 16777216.0)); }
-static float rng_gauss(rng_t *r) {
-    const float u = rng_uniform(r) + 1e-7f, v = rng_uniform(r);
-    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
-}
-
 /* Rows of mixed character: gaussian, one-signed (large Q4_K mins), heavy
  * tails, zero runs; scales spanning 1e-3 .. 1e2. */
-static void gen_row(rng_t *r, float *x, int64_t n, int kind) {
-    const float scale = powf(10.0f, (float)(rng_next(r) % 6) - 3.0f);
+static void gen_row(rp_test_rng *r, float *x, int64_t n, int kind) {
+    const float scale = powf(10.0f, (float)(rp_test_rng_next(r) % 6) - 3.0f);
     for (int64_t i = 0; i < n; i++) {
-        const float g = rng_gauss(r);
+        const float g = rp_test_rng_gauss(r);
         float v;
         switch (kind % 5) {
         case 0: v = g; break;
@@ -67,7 +53,7 @@ static void *xalloc(size_t bytes) {
 /* ------------------------------------------------------------ quant_act */
 
 /* The kernels' activation rows start with exactly rp_quantize_row(Q8_K). */
-static void check_quant_act(const rp_mm_kernel *k, rng_t *rng) {
+static void check_quant_act(const rp_mm_kernel *k, rp_test_rng *rng) {
     static const int64_t sizes[] = {256, 512, 2048, 256 * 11};
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
         const int64_t cols = sizes[si];
@@ -107,7 +93,7 @@ static void check_quant_act(const rp_mm_kernel *k, rng_t *rng) {
 
 static void test_quant_act(void **state) {
     (void)state;
-    rng_t rng = {0x9E3779B97F4A7C15ull};
+    rp_test_rng rng = {0x9E3779B97F4A7C15ull};
     const rp_type types[] = {RP_TYPE_Q4_K, RP_TYPE_Q6_K};
     for (int t = 0; t < 2; t++) {
         const rp_mm_kernel *ks[8];
@@ -129,7 +115,7 @@ typedef struct {
     float *tol;          /* n x rows, allowed |error| */
 } problem;
 
-static void problem_make(problem *p, rp_type type, int64_t rows, int64_t cols, int64_t n, rng_t *rng) {
+static void problem_make(problem *p, rp_type type, int64_t rows, int64_t cols, int64_t n, rp_test_rng *rng) {
     p->type = type;
     p->rows = rows;
     p->cols = cols;
@@ -139,7 +125,7 @@ static void problem_make(problem *p, rp_type type, int64_t rows, int64_t cols, i
     float *tmp = xalloc((size_t)cols * sizeof(float));
     float *wf = xalloc((size_t)cols * sizeof(float) * (size_t)rows);
     for (int64_t r = 0; r < rows; r++) {
-        gen_row(rng, tmp, cols, (int)(rng_next(rng) % 5));
+        gen_row(rng, tmp, cols, (int)(rp_test_rng_next(rng) % 5));
         assert_true(rp_quantize_row(type, tmp, p->w + (size_t)r * p->row_bytes, cols));
         assert_true(rp_dequantize_row(type, p->w + (size_t)r * p->row_bytes, wf + (size_t)r * cols, cols));
     }
@@ -271,7 +257,7 @@ static void test_type(rp_type type) {
         for (size_t ci = 0; ci < sizeof cols_v / sizeof cols_v[0]; ci++)
             for (int64_t n = 1; ks[i]->scratch_bytes && n < 600; n++)
                 assert_true(ks[i]->scratch_bytes(cols_v[ci], n) <= ks[i]->scratch_bytes(cols_v[ci], n + 1));
-    rng_t rng = {0x2545F4914F6CDD1Dull ^ (uint64_t)type};
+    rp_test_rng rng = {0x2545F4914F6CDD1Dull ^ (uint64_t)type};
     for (size_t ri = 0; ri < sizeof rows_v / sizeof rows_v[0]; ri++)
         for (size_t ci = 0; ci < sizeof cols_v / sizeof cols_v[0]; ci++) {
             const int64_t rows = rows_v[ri], cols = cols_v[ci];
@@ -331,7 +317,7 @@ static void test_amx_thread_state(void **state) {
 #if defined(__x86_64__)
     bool ran = false;
     const rp_type types[] = {RP_TYPE_Q4_K, RP_TYPE_Q6_K};
-    rng_t rng = {77};
+    rp_test_rng rng = {77};
     for (int t = 0; t < 2; t++) {
         const rp_mm_kernel *ks[8];
         const int nk = rp_mm_kernel_list(types[t], ks, 8);

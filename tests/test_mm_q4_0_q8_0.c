@@ -26,33 +26,17 @@
 
 /* ------------------------------------------------------------ helpers */
 
-typedef struct { uint64_t s; } rng_t;
-
-static uint64_t rng_next(rng_t *r) {
-    r->s ^= r->s >> 12;
-    r->s ^= r->s << 25;
-    r->s ^= r->s >> 27;
-    return r->s * 2685821657736338717ull;
-}
-
-static float rng_uniform(rng_t *r) { return (float)((rng_next(r) >> 40) * (1.0 / 16777216.0)); }
-
-static float rng_gauss(rng_t *r) {
-    const float u = rng_uniform(r) + 1e-7f, v = rng_uniform(r);
-    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
-}
-
 /* Rows of varied shape: gaussian, heavy-tailed, one-signed, zero blocks. */
-static void gen(rng_t *r, float *x, int64_t n, int kind) {
-    const float scale = powf(10.0f, (float)(rng_next(r) % 5) - 2.0f);
+static void gen(rp_test_rng *r, float *x, int64_t n, int kind) {
+    const float scale = powf(10.0f, (float)(rp_test_rng_next(r) % 5) - 2.0f);
     for (int64_t i = 0; i < n; i++) {
-        const float g = rng_gauss(r);
+        const float g = rp_test_rng_gauss(r);
         switch (kind % 5) {
         case 0: x[i] = g; break;
         case 1: x[i] = g * g * g; break;
         case 2: x[i] = fabsf(g) + 0.25f; break;
         case 3: x[i] = ((i / 32) % 3 == 1) ? 0.0f : g; break;
-        default: x[i] = 2.0f * rng_uniform(r) - 1.0f; break;
+        default: x[i] = 2.0f * rp_test_rng_uniform(r) - 1.0f; break;
         }
         x[i] *= scale;
     }
@@ -100,7 +84,7 @@ typedef struct {
     float *mag;          /* n x rows: sum |w * a| of the dequantized values */
 } problem;
 
-static void problem_make(problem *p, rp_type t, int64_t rows, int64_t cols, int64_t n, rng_t *r) {
+static void problem_make(problem *p, rp_type t, int64_t rows, int64_t cols, int64_t n, rp_test_rng *r) {
     p->t = t;
     p->rows = rows;
     p->cols = cols;
@@ -113,7 +97,7 @@ static void problem_make(problem *p, rp_type t, int64_t rows, int64_t cols, int6
     float *wf = xalloc(sizeof(float) * (size_t)(rows * cols));
     float *wd = xalloc(sizeof(float) * (size_t)(rows * cols));
     for (int64_t i = 0; i < rows; i++) {
-        gen(r, wf + i * cols, cols, (int)(rng_next(r) % 5));
+        gen(r, wf + i * cols, cols, (int)(rp_test_rng_next(r) % 5));
         assert_true(rp_quantize_row(t, wf + i * cols, p->wq + (size_t)i * p->wrow, cols));
         assert_true(rp_dequantize_row(t, p->wq + (size_t)i * p->wrow, wd + i * cols, cols));
     }
@@ -121,7 +105,7 @@ static void problem_make(problem *p, rp_type t, int64_t rows, int64_t cols, int6
     uint8_t *aq = xalloc(arow);
     float *ad = xalloc(sizeof(float) * (size_t)cols);
     for (int64_t i = 0; i < n; i++) {
-        gen(r, p->x + i * cols, cols, (int)(rng_next(r) % 5));
+        gen(r, p->x + i * cols, cols, (int)(rp_test_rng_next(r) % 5));
         assert_true(rp_quantize_row(RP_TYPE_Q8_0, p->x + i * cols, aq, cols));
         assert_true(rp_dequantize_row(RP_TYPE_Q8_0, aq, ad, cols));
         for (int64_t j = 0; j < rows; j++) {
@@ -240,7 +224,7 @@ static void run_type(rp_type t, uint64_t seed) {
         print_message("SKIP: no SIMD kernel for this type runs here\n");
         skip();
     }
-    rng_t r = {seed};
+    rp_test_rng r = {seed};
     int bad = 0, runs = 0;
     for (int ci = 0; ci < N_OF(k_cols); ci++)
         for (int ri = 0; ri < N_OF(k_rows); ri++)
@@ -307,7 +291,7 @@ static void test_quant_act_exact(void **state) {
     int nk = usable(RP_TYPE_Q4_0, ks);
     nk += usable(RP_TYPE_Q8_0, ks + nk);
     if (nk == 0) skip();
-    rng_t r = {42};
+    rp_test_rng r = {42};
     static const int64_t blocks[] = {1, 3, 5, 7, 63, 65};
     for (int bi = 0; bi < N_OF(blocks); bi++) {
         const int64_t cols = 32 * blocks[bi];
@@ -376,7 +360,7 @@ static void test_amx_fresh_thread(void **state) {
         const rp_type t = ti ? RP_TYPE_Q8_0 : RP_TYPE_Q4_0;
         const rp_mm_kernel *k = amx_kernel(t);
         if (!k) continue;
-        rng_t r = {99 + (uint64_t)ti};
+        rp_test_rng r = {99 + (uint64_t)ti};
         problem p;
         problem_make(&p, t, 48, 256, 37, &r);
         for (int rep = 0; rep < 2; rep++) {
@@ -403,7 +387,7 @@ static void test_amx_foreign_config(void **state) {
         const rp_type t = ti ? RP_TYPE_Q8_0 : RP_TYPE_Q4_0;
         const rp_mm_kernel *k = amx_kernel(t);
         if (!k) continue;
-        rng_t r = {7 + (uint64_t)ti};
+        rp_test_rng r = {7 + (uint64_t)ti};
         problem p;
         problem_make(&p, t, 40, 320, 18, &r);
         prepared q;

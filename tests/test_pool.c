@@ -89,15 +89,8 @@ static bool payload_ok(const rp_chunk *ch) {
     return true;
 }
 
-static uint64_t g_rng = 4242;
-static uint64_t rnd(void) {
-    uint64_t x = g_rng;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    g_rng = x;
-    return x * 0x2545f4914f6cdd1dull;
-}
+static rp_test_rng g_rng = {4242};
+static uint64_t rnd(void) { return rp_test_rng_next(&g_rng); }
 
 static void random_tokens(rp_token *t, int32_t n) {
     for (int32_t i = 0; i < n; i++) t[i] = (rp_token)(rnd() % 32000);
@@ -515,7 +508,7 @@ static void run_policy(rp_evict_policy pol, bool flash, double *hit_rate, double
     enum { HOT = 12 };
     const int REQ = flash ? 600 : 1500;
     static rp_token hot[HOT][60];
-    g_rng = 777;
+    g_rng.s = 777;
     for (int i = 0; i < HOT; i++) random_tokens(hot[i], hot_len);
     rp_pool_params pp = quiet_params();
     pp.policy = pol;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 
 /* Path under the shared data dir ($RP_SHARED_DIR, else ../shared relative to
  * the source tree). Returns a static buffer (valid for the next 7 calls), or
@@ -27,5 +28,21 @@ const char *rp_test_tmpdir(void);
 
 /* Reads a whole file (malloc'd, NUL-terminated); NULL on error. */
 char *rp_test_read_file(const char *path, size_t *len);
+
+/* xorshift64*: deterministic, so every failure reproduces from its seed. */
+typedef struct { uint64_t s; } rp_test_rng;
+static inline uint64_t rp_test_rng_next(rp_test_rng *r) {
+    r->s ^= r->s >> 12;
+    r->s ^= r->s << 25;
+    r->s ^= r->s >> 27;
+    return r->s * 2685821657736338717ull;
+}
+/* uniform in [0, 1) with 24 bits */
+static inline float rp_test_rng_uniform(rp_test_rng *r) { return (float)((rp_test_rng_next(r) >> 40) * (1.0 / 16777216.0)); }
+/* standard normal (Box-Muller) */
+static inline float rp_test_rng_gauss(rp_test_rng *r) {
+    const float u = rp_test_rng_uniform(r) + 1e-7f, v = rp_test_rng_uniform(r);
+    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
+}
 
 #endif
