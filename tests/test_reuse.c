@@ -88,6 +88,19 @@ static int32_t build(rp_token docs[][40], const int *order, int nd, int len, con
     return n + nt;
 }
 
+/* Caches each of the 6 documents after BOS (one prompt each, committed), as
+ * a document store would before the prompts that reuse them. */
+static void cache_docs(fixture *f, rp_reuse *e, rp_token docs[][40], float *logits) {
+    rp_token p[64];
+    int32_t bnd[4], nb;
+    rp_reuse_stats st;
+    for (int d = 0; d < 6; d++) {
+        int32_t n = build(docs, &d, 1, 40, NULL, 0, p, bnd, &nb);
+        assert_int_equal(rp_reuse_prefill(e, f->ctx, f->kv, p, n, bnd, nb, logits, &st), RP_OK);
+        assert_int_equal(rp_reuse_commit(e, f->kv), RP_OK);
+    }
+}
+
 static const char *stories(void) {
     static char path[4096];
     const char *p = rp_test_shared("models/stories260K.gguf");
@@ -263,18 +276,14 @@ static void test_ratio_one_equals_prefill(void **state) {
     rp_token docs[6][40], p[512];
     int32_t bnd[16], nb;
     make_docs(docs, 6, 40);
-    const int warm[] = {0, 1, 2, 3, 4, 5}, order[] = {4, 1, 5, 0, 3};
+    const int order[] = {4, 1, 5, 0, 3};
     const rp_token tail[] = {300, 301, 302, 303};
     rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false);
     const struct { rp_reuse_mode m; bool stat; } cfgs[] = {{RP_REUSE_BLEND, false}, {RP_REUSE_FULL, false}, {RP_REUSE_BLEND, true}};
     for (size_t k = 0; k < sizeof cfgs / sizeof cfgs[0]; k++) {
         rp_reuse *e = engine(&f, cfgs[k].m, 1.0f, cfgs[k].stat);
         rp_reuse_stats st;
-        for (int d = 0; d < 6; d++) {   /* cache each document after BOS */
-            int32_t n = build(docs, warm + d, 1, 40, NULL, 0, p, bnd, &nb);
-            assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
-            assert_int_equal(rp_reuse_commit(e, f.kv), RP_OK);
-        }
+        cache_docs(&f, e, docs, f.lg_a);   /* cache each document after BOS */
         int32_t n = build(docs, order, 5, 40, tail, 4, p, bnd, &nb);
         assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
         assert_int_equal(st.n_nonprefix, 160);   /* docs 1, 5, 0, 3 by content; doc 4 follows BOS: prefix */
@@ -301,16 +310,12 @@ static void test_blend_accounting(void **state) {
     rp_token docs[6][40], p[512];
     int32_t bnd[16], nb;
     make_docs(docs, 6, 40);
-    const int warm[] = {0, 1, 2, 3, 4, 5}, order[] = {4, 1, 5, 0, 3};
+    const int order[] = {4, 1, 5, 0, 3};
     const rp_token tail[] = {300, 301, 302, 303};
     for (int stat = 0; stat < 2; stat++) {
         rp_reuse *e = engine(&f, RP_REUSE_BLEND, 0.25f, stat);
         rp_reuse_stats st;
-        for (int d = 0; d < 6; d++) {
-            int32_t n = build(docs, warm + d, 1, 40, NULL, 0, p, bnd, &nb);
-            assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
-            assert_int_equal(rp_reuse_commit(e, f.kv), RP_OK);
-        }
+        cache_docs(&f, e, docs, f.lg_a);
         int32_t n = build(docs, order, 5, 40, tail, 4, p, bnd, &nb);
         assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
         print_message("  blend%s: prefix %d, non-prefix %d, recomputed %d, new %d, calls %d, pad rows %d\n",
@@ -404,7 +409,7 @@ static void test_pipeline_equivalence(void **state) {
     rp_token docs[6][40], p[512];
     int32_t bnd[16], nb;
     make_docs(docs, 6, 40);
-    const int warm[] = {0, 1, 2, 3, 4, 5}, order[] = {4, 1, 5, 0, 3};
+    const int order[] = {4, 1, 5, 0, 3};
     const rp_token tail[] = {300, 301, 302, 303};
     float *out[2] = {f.lg_a, f.lg_b};
     for (int pipe = 0; pipe < 2; pipe++) {
@@ -413,11 +418,7 @@ static void test_pipeline_equivalence(void **state) {
         rp_reuse *e = NULL;
         assert_int_equal(rp_reuse_create(f.m, f.kv->type, 1024, pp, &e), RP_OK);
         rp_reuse_stats st;
-        for (int d = 0; d < 6; d++) {
-            int32_t n = build(docs, warm + d, 1, 40, NULL, 0, p, bnd, &nb);
-            assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, out[pipe], &st), RP_OK);
-            assert_int_equal(rp_reuse_commit(e, f.kv), RP_OK);
-        }
+        cache_docs(&f, e, docs, out[pipe]);
         int32_t n = build(docs, order, 5, 40, tail, 4, p, bnd, &nb);
         assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, out[pipe], &st), RP_OK);
         print_message("  pipeline %s: %llu bytes placed, load %.3f ms, exposed %.3f ms\n", pipe ? "on" : "off",
