@@ -1,4 +1,4 @@
-/* test_reuse.c — KV reuse correctness: exact prefix reuse, re-rotation, r = 1 equals prefill, static mode, snapshot. */
+/* test_reuse.c — KV reuse correctness: exact prefix reuse, re-rotation, r = 1 equals prefill, static mode, sub-chunk reuse. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,6 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "reuse/engine.h"
-#include "reuse/persist.h"
 #include "reuse/rerotate.h"
 #include "store/store.h"
 
@@ -430,54 +429,6 @@ static void test_pipeline_equivalence(void **state) {
     fixture_close(&f);
 }
 
-/* The snapshot survives a new engine; a flipped payload byte drops that chunk
- * and its prefix descendants but nothing else; another model's snapshot is ignored. */
-static void test_snapshot(void **state) {
-    (void)state;
-    const char *mp = stories();
-    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
-    fixture f;
-    assert_true(fixture_open(&f, mp, RP_TYPE_F16, 1024));
-    rp_token docs[6][40], p[512];
-    int32_t bnd[16], nb;
-    make_docs(docs, 6, 40);
-    const int order[] = {0, 1, 2};
-    int32_t n = build(docs, order, 3, 40, NULL, 0, p, bnd, &nb);
-    rp_reuse *e = engine(&f, RP_REUSE_BLEND, 0.25f, false);
-    rp_reuse_stats st;
-    assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
-    assert_int_equal(rp_reuse_commit(e, f.kv), RP_OK);
-    char path[512];
-    snprintf(path, sizeof path, "%s/snap.rpck", rp_test_tmpdir());
-    assert_int_equal(rp_reuse_save(e, path), RP_OK);
-    struct stat sb;
-    assert_int_equal(stat(path, &sb), 0);
-    assert_int_equal(sb.st_mode & 0777, 0600);
-    rp_reuse_free(e);
-    e = engine(&f, RP_REUSE_BLEND, 0.25f, false);
-    int32_t loaded = 0;
-    assert_int_equal(rp_reuse_load(e, path, &loaded), RP_OK);
-    assert_int_equal(loaded, 4);   /* BOS chunk + 3 documents */
-    assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_b, &st), RP_OK);
-    assert_int_equal(st.n_prefix, n - 1);
-    assert_true(max_diff(f.lg_a, f.lg_b, f.V) <= 1e-5f);
-    rp_reuse_free(e);
-    /* corrupt one byte in the last record's payload */
-    FILE *fp = fopen(path, "r+b");
-    assert_non_null(fp);
-    fseek(fp, -100, SEEK_END);
-    int ch = fgetc(fp);
-    fseek(fp, -100, SEEK_END);
-    fputc(ch ^ 0x40, fp);
-    fclose(fp);
-    e = engine(&f, RP_REUSE_BLEND, 0.25f, false);
-    assert_int_equal(rp_reuse_load(e, path, &loaded), RP_OK);
-    assert_int_equal(loaded, 3);
-    rp_reuse_free(e);
-    remove(path);
-    fixture_close(&f);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prefix_exact),
@@ -487,7 +438,6 @@ int main(void) {
         cmocka_unit_test(test_blend_accounting),
         cmocka_unit_test(test_pipeline_equivalence),
         cmocka_unit_test(test_subchunk_reuse),
-        cmocka_unit_test(test_snapshot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
