@@ -440,22 +440,28 @@ static size_t rp_drop(rp_chunk_cache *c, rp_centry *e, bool count_eviction) {
     return b;
 }
 
-/* Takes a chunk out of the indexes without freeing it (it is held): it is
- * freed when it becomes idle. Used for failed loads. */
-static void rp_unindex(rp_chunk_cache *c, rp_centry *e) {
+static void entry_make_transient(rp_chunk_cache *c, rp_centry *e) {
+    e->transient = true;
+    c->transient_bytes += e->bytes;
+    c->st.transient++;
+    c->st.transient_bytes += e->bytes;
+}
+
+/* Takes a chunk out of the indexes and the budget without freeing it: it is
+ * held as transient and freed when it becomes idle (rp_settle) — for failed
+ * loads (keep_dirty false: nothing to write), and for dirty chunks evicted
+ * before the writer had them (keep_dirty true: freed once written). */
+static void rp_unindex(rp_chunk_cache *c, rp_centry *e, bool keep_dirty) {
     if (!e->indexed) return;
     heap_del(c, e);
-    if (e->dirty) dirty_del(c, e);
+    if (e->dirty && !keep_dirty) dirty_del(c, e);
     rp_index_del(e);
     rp_all_unlink(c, e);
     c->st.n_chunks--;
     c->bytes -= e->bytes;
     if (e->ch.refs > 0) c->pinned_bytes -= e->bytes;   /* transient chunks are not in pinned_bytes */
     e->indexed = false;
-    e->transient = true;
-    c->transient_bytes += e->bytes;
-    c->st.transient++;
-    c->st.transient_bytes += e->bytes;
+    entry_make_transient(c, e);
 }
 
 static void rp_settle(rp_chunk_cache *c, rp_centry *e, bool fresh) {
@@ -679,8 +685,6 @@ static rp_centry *entry_alloc(const rp_chunk_cache *c, int32_t len, size_t total
     return e;
 }
 
-static void entry_make_transient(rp_chunk_cache *c, rp_centry *e);
-
 /* A dirty victim (not yet on flash) is handed to the writer instead of being
  * lost: it leaves the indexes and the RAM budget, is held as transient (within
  * a tenth of the budget) and freed once written (rp_settle). Under steady traffic the
@@ -695,14 +699,8 @@ static bool evict_to_writer(rp_chunk_cache *c, rp_centry *v) {
     size_t allow = c->p.budget_bytes / 10;
     if (allow > c->pp.transient_max) allow = c->pp.transient_max;
     if (c->transient_bytes + v->bytes > allow) return false;
-    heap_del(c, v);
-    rp_index_del(v);
-    rp_all_unlink(c, v);
-    c->st.n_chunks--;
-    c->bytes -= v->bytes;
+    rp_unindex(c, v, true);
     c->st.evictions++;
-    v->indexed = false;
-    entry_make_transient(c, v);
     pthread_cond_signal(&c->wr_cv);
     return true;
 }
@@ -738,13 +736,6 @@ static void entry_index(rp_chunk_cache *c, rp_centry *e) {
     c->st.n_chunks++;
     rp_index_add(c, e);
     rp_all_append(c, e);
-}
-
-static void entry_make_transient(rp_chunk_cache *c, rp_centry *e) {
-    e->transient = true;
-    c->transient_bytes += e->bytes;
-    c->st.transient++;
-    c->st.transient_bytes += e->bytes;
 }
 
 /* ---- locality bookkeeping ------------------------------------------------ */
@@ -937,7 +928,7 @@ static rp_centry *load_row(rp_chunk_cache *c, rp_store *db, rp_store_chunk *meta
         if (!e->meta) {   /* cannot queue: fail it, the caller's wait reports it */
             e->failed = true;
             rp_store_chunk_clear(meta);
-            rp_unindex(c, e);
+            rp_unindex(c, e, false);
         } else {
             *e->meta = *meta;   /* takes the tokens / layer table */
             e->ipins++;         /* the loader's */
@@ -1643,7 +1634,7 @@ static void *loader_main(void *arg) {
                     e->failed = true;
                     c->st.load_failures++;
                     if (st == RP_ERR_FORMAT) queue_bad(c, e->ch.id);
-                    rp_unindex(c, e);
+                    rp_unindex(c, e, false);
                 } else {
                     e->layers_ready = l + 1;
                 }
