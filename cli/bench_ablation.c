@@ -306,9 +306,9 @@ static void stats_sub(rp_cache_stats *d, const rp_cache_stats *a, const rp_cache
     d->write_ms = a->write_ms - b->write_ms;
     d->write_failures = a->write_failures - b->write_failures;
     d->dropped_dirty = a->dropped_dirty - b->dropped_dirty;
-    d->transient = a->transient - b->transient;
     d->disk_evictions = a->disk_evictions - b->disk_evictions;
-    /* levels, not counters */
+    /* levels, not counters (a difference of levels can go below zero) */
+    d->transient = a->transient;
     d->n_chunks = a->n_chunks;
     d->bytes = a->bytes;
     d->dirty = a->dirty;

@@ -45,8 +45,13 @@ python3 - "$TMP/a.json" > "$TMP/py" 2>&1 <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 v = {x["variant"]: x for x in d["variants"]}
-def t(name, cond):
-    print(("ok   " if cond else "FAIL ") + name)
+def t(name, cond, who=()):
+    print(("ok   " + name) if cond else ("FAIL " + name + ("  [" + counters(*who) + "]" if who else "")))
+def counters(*names):
+    # the figures a timing-dependent check read, printed when it fails
+    keys = ["ram_hits", "flash_hits", "misses", "flash_bytes", "path_writes", "writes_in_commit"]
+    return "; ".join(n + ": " + ", ".join("%s %s" % (k, v[n].get(k)) for k in keys) + ", pool " + str(v[n]["pool"])
+                     for n in names)
 names = ["full", "no-ram-pool", "naive-store", "lru-eviction", "no-pipeline", "sync-persist", "no-prefetch", "static",
          "static-fixed-shapes", "static-no-merge"]
 t("json: every variant, in order", [x["variant"] for x in d["variants"]] == names)
@@ -62,16 +67,17 @@ t("json: vs_static only on static-fixed-shapes / static-no-merge",
   v["static-fixed-shapes"]["vs_static"] is not None and v["static-no-merge"]["vs_static"] is not None
   and v["full"]["vs_static"] is None and v["static"]["vs_static"] is None)
 # the workload reuses: popular documents hit, and the RAM pool is too small for all of them
-t("full: hits in RAM and on flash", v["full"]["ram_hits"] > 0 and v["full"]["flash_hits"] > 0)
-t("full: RAM evictions and flash writes", v["full"]["pool"]["evictions"] > 0 and v["full"]["pool"]["written"] > 0)
-t("no-ram-pool: no RAM hits, more flash loads than full",
-  v["no-ram-pool"]["ram_hits"] == 0 and v["no-ram-pool"]["flash_hits"] > v["full"]["flash_hits"]
-  and v["no-ram-pool"]["flash_bytes"] > v["full"]["flash_bytes"])
+t("full: hits in RAM and on flash", v["full"]["ram_hits"] > 0 and v["full"]["flash_hits"] > 0, ["full"])
+t("full: RAM evictions and flash writes", v["full"]["pool"]["evictions"] > 0 and v["full"]["pool"]["written"] > 0, ["full"])
+# every hit is a flash load. Not compared with full's flash hits: a chunk whose write is still queued when the
+# next query comes is a miss here (nothing holds it in RAM), so on a slow disk the count depends on the writer's pace
+t("no-ram-pool: no RAM hits, hits loaded from flash",
+  v["no-ram-pool"]["ram_hits"] == 0 and v["no-ram-pool"]["flash_hits"] > 0 and v["no-ram-pool"]["flash_bytes"] > 0, ["no-ram-pool", "full"])
 t("sync-persist: flash writes on the request path, with time on the caller",
   v["sync-persist"]["writes_in_commit"] > 0 and v["sync-persist"]["write_ms_in_commit"] > 0
-  and v["sync-persist"]["path_writes"] > v["full"]["path_writes"])
+  and v["sync-persist"]["path_writes"] > v["full"]["path_writes"], ["sync-persist", "full"])
 t("no-prefetch: nothing prefetched (full prefetches)",
-  v["no-prefetch"]["pool"]["prefetched"] == 0 and v["full"]["pool"]["prefetched"] > 0)
+  v["no-prefetch"]["pool"]["prefetched"] == 0 and v["full"]["pool"]["prefetched"] > 0, ["no-prefetch", "full"])
 t("static rows report padding, dynamic rows none",
   all(v[n]["pad_rows"] > 0 for n in ["static", "static-fixed-shapes", "static-no-merge"])
   and all(v[n]["pad_rows"] == 0 for n in names[:7]))
