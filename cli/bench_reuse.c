@@ -1,10 +1,10 @@
 /* bench_reuse.c — `reprise bench reuse`: TTFT of none / prefix / full / blend (dynamic and static) on reuse workloads. */
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "answer_score.h"
 #include "cli.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -30,50 +30,6 @@ typedef struct mode_run {
 } mode_run;
 
 static int32_t argmax(const float *v, int32_t n);
-
-/* SQuAD-style answer normalisation: lower case, punctuation to spaces, the
- * articles a / an / the dropped; writes space-separated words into out. */
-static int norm_words(const char *s, char words[][32], int cap) {
-    int n = 0;
-    char w[32];
-    size_t k = 0;
-    for (const char *p = s;; p++) {
-        unsigned char ch = (unsigned char)*p;
-        if (ch && (isalnum(ch) || ch >= 0x80)) {
-            if (k + 1 < sizeof w) w[k++] = (char)tolower(ch);
-            continue;
-        }
-        if (k > 0) {
-            w[k] = 0;
-            if (strcmp(w, "a") && strcmp(w, "an") && strcmp(w, "the") && n < cap) snprintf(words[n++], 32, "%s", w);
-            k = 0;
-        }
-        if (!ch) break;
-    }
-    return n;
-}
-
-/* Token-level F1 of a predicted answer against the gold one (SQuAD); *exact
- * when the normalised word sequences are equal. */
-static double answer_f1(const char *pred, const char *gold, bool *exact) {
-    static char pw[256][32], gw[256][32];
-    int np = norm_words(pred, pw, 256), ng = norm_words(gold, gw, 256);
-    *exact = np == ng;
-    for (int i = 0; *exact && i < np; i++) *exact = !strcmp(pw[i], gw[i]);
-    if (np == 0 || ng == 0) return np == ng ? 1.0 : 0.0;
-    bool used[256] = {0};
-    int common = 0;
-    for (int i = 0; i < np; i++)
-        for (int j = 0; j < ng; j++)
-            if (!used[j] && !strcmp(pw[i], gw[j])) {
-                used[j] = true;
-                common++;
-                break;
-            }
-    if (common == 0) return 0.0;
-    double prec = (double)common / np, rec = (double)common / ng;
-    return 2 * prec * rec / (prec + rec);
-}
 
 /* Greedy answer after a prefill of n tokens whose last logits are `first`:
  * stops at an end-of-generation token, a newline, or max_new tokens. */
@@ -416,7 +372,7 @@ int bench_reuse(int argc, char **argv) {
                     goto out;
                 }
                 bool ex = false;
-                mr->f1_sum += answer_f1(pred, qq->answer, &ex);
+                mr->f1_sum += cli_answer_f1(pred, qq->answer, &ex);
                 mr->n_exact += ex;
                 mr->n_answered++;
             }
