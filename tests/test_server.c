@@ -904,6 +904,29 @@ static void test_sched_backend(void **state) {
     resp_free(&r);
     resp_free(&r2);
     resp_free(&r3);
+    /* fresh sequences are filled by the reuse engine: documents cached by one request are reused
+     * by the next in another order (non-prefix chunks, blend), and the batch computes the rest */
+    const char *d1 = "\"reprise_documents\":[\"Tom lives in a small house near the river.\",\"Anna has a big brown dog.\"]";
+    const char *d2 = "\"reprise_documents\":[\"Anna has a big brown dog.\",\"Tom lives in a small house near the river.\"]";
+    json_t *da = chat(f.port, d1, 200);
+    json_t *db = chat(f.port, d2, 200);
+    json_t *ua = json_object_get(da, "usage"), *ub = json_object_get(db, "usage");
+    print_message("sched fill: reordered documents reused %lld non-prefix + %lld prefix of %lld tokens, %lld computed\n",
+                  (long long)jint(ub, "reprise.reused_nonprefix"), (long long)jint(ub, "reprise.reused_prefix"),
+                  (long long)jint(ub, "prompt_tokens"), (long long)jint(ub, "reprise.computed"));
+    assert_int_equal(jint(ub, "prompt_tokens"), jint(ua, "prompt_tokens"));
+    assert_true(jint(ub, "reprise.reused_nonprefix") > 0);
+    assert_int_equal(jint(ub, "reprise.computed"),
+                     jint(ub, "prompt_tokens") - jint(ub, "reprise.reused_prefix") - jint(ub, "reprise.reused_nonprefix"));
+    json_decref(da);
+    json_decref(db);
+    /* reuse "none" for one request: nothing filled from the cache */
+    char d3[1024];
+    snprintf(d3, sizeof d3, "%s,\"reprise_cache\":{\"mode\":\"none\"}", d1);
+    json_t *dc = chat(f.port, d3, 200);
+    json_t *uc = json_object_get(dc, "usage");
+    assert_int_equal(jint(uc, "reprise.reused_nonprefix"), 0);
+    json_decref(dc);
     stop(&f);
 }
 

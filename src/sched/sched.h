@@ -8,6 +8,7 @@
 
 #include "reprise.h"
 #include "kernels/types.h"
+#include "kv/kv.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "sched/hal.h"
@@ -169,6 +170,22 @@ rp_gen_params rp_gen_default_params(void);   /* greedy, max_tokens 128 */
  * never recomputed: only the pending ones are prefilled. RP_ERR_FULL if the
  * history would exceed n_ctx. A demoted session is restored first. */
 rp_status rp_sched_submit(rp_sched *s, rp_sched_id id, const rp_token *toks, int32_t n, const rp_gen_params *gp);
+/* Fills the KV of a turn from outside the batch, then submits it: the hand-off
+ * from a prefill engine (the server's reuse engine) to continuous batching.
+ * `fill` gets the session's KV (empty) and the prompt, and may put into the KV
+ * the cells of any prefix toks[0..k), 0 <= k <= n - 1, exactly as a forward
+ * over those tokens would, or approximately (reuse), and returns RP_OK; it is
+ * called with no scheduler lock held and the session marked busy (steps skip
+ * it, a free is deferred). The remaining tokens toks[k..n) — at least the last
+ * one, whose logits give the first generated token — are prefilled by the
+ * batch as with rp_sched_submit. A fill that fails, or leaves the KV in any
+ * other state, is discarded (KV cleared) and the whole prompt is prefilled.
+ * The session must be fresh (IDLE, empty). Call it from the thread that runs
+ * rp_sched_step, between steps: the fill computes on the same cores.
+ * *n_filled (may be NULL) gets k. */
+typedef rp_status (*rp_sched_fill_fn)(void *user, rp_kv *kv, const rp_token *toks, int32_t n);
+rp_status rp_sched_submit_filled(rp_sched *s, rp_sched_id id, const rp_token *toks, int32_t n, const rp_gen_params *gp,
+                                 rp_sched_fill_fn fill, void *user, int32_t *n_filled);
 /* The session leaves the batch at the next step boundary and waits for a
  * tool result (KV in place). Valid in PREFILL/DECODE (deferred if busy). */
 rp_status rp_sched_mark_waiting(rp_sched *s, rp_sched_id id);
@@ -234,6 +251,7 @@ typedef struct rp_sched_session_info {
     int32_t last_accepted;   /* k_i of its latest verify step */
     /* counters over the session's life */
     uint64_t prompt_tokens;  /* caller-supplied tokens run through the target */
+    uint64_t filled_tokens;  /* prompt tokens whose KV a fill put in place (rp_sched_submit_filled) */
     uint64_t gen_tokens;     /* tokens generated */
     uint64_t prefill_rows;   /* prefill rows (caller tokens + pending sampled tokens fed with them) */
     uint64_t decode_steps;   /* steps in which it decoded (with or without a draft) */
@@ -279,6 +297,8 @@ rp_status rp_sched_step(rp_sched *s, rp_sched_step_info *info);
  * lock-free rp_sched_cancel only nudges it, so keep the timeout short).
  * Returns true if woken by an event. */
 bool rp_sched_wait_event(rp_sched *s, double timeout_s);
+/* Wakes rp_sched_wait_event: work for the loop arrived outside the scheduler. */
+void rp_sched_wake(rp_sched *s);
 
 typedef struct rp_sched_stats {
     int64_t steps, forwards, blocked_steps, idle_steps;

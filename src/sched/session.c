@@ -432,6 +432,67 @@ rp_status rp_sched_submit(rp_sched *s, rp_sched_id id, const rp_token *toks, int
     return st;
 }
 
+rp_status rp_sched_submit_filled(rp_sched *s, rp_sched_id id, const rp_token *toks, int32_t n, const rp_gen_params *gp,
+                                 rp_sched_fill_fn fill, void *user, int32_t *n_filled) {
+    if (n_filled) *n_filled = 0;
+    pthread_mutex_lock(&s->mu);
+    rp_sess *x = rp_sched_find(s, id);
+    rp_status st = RP_OK;
+    if (!x) st = RP_ERR_NOT_FOUND;
+    else if (x->busy || x->state != RP_SESS_IDLE || x->n_tok != 0 || x->demoted || !x->kv || x->kv->n != 0)
+        st = rp_errorf(RP_ERR_INVALID_ARG, "sched: a filled submit needs a fresh idle session");
+    else if (n < 1 || !toks || !gp || !fill)
+        st = rp_errorf(RP_ERR_INVALID_ARG, "sched: a filled submit needs tokens, gen params and a fill");
+    else if (n > s->p.n_ctx)
+        st = rp_errorf(RP_ERR_FULL, "sched: %d tokens exceed the context (%d)", n, s->p.n_ctx);
+    for (int32_t i = 0; st == RP_OK && i < n; i++)
+        if (toks[i] < 0 || toks[i] >= s->n_vocab)
+            st = rp_errorf(RP_ERR_RANGE, "sched: token %d at %d not in [0, %d)", toks[i], i, s->n_vocab);
+    if (st != RP_OK) {
+        pthread_mutex_unlock(&s->mu);
+        return st;
+    }
+    /* busy: no step takes it (it is IDLE anyway), a free waits for us */
+    x->busy = true;
+    x->resident_snap = rp_sess_kv_resident(s, x);
+    rp_kv *kv = x->kv;
+    pthread_mutex_unlock(&s->mu);
+
+    int32_t k = 0;
+    if (n > 1) {
+        const rp_status fs = fill(user, kv, toks, n - 1);
+        k = kv->n;
+        if (fs != RP_OK || k < 0 || k > n - 1) {
+            rp_kv_clear(kv);   /* unknown state: prefill everything in the batch */
+            k = 0;
+        }
+    }
+
+    pthread_mutex_lock(&s->mu);
+    x->busy = false;
+    if (x->want_free) {
+        rp_sess_release(s, x);
+        signal_event(s);
+        pthread_mutex_unlock(&s->mu);
+        return rp_errorf(RP_ERR_CANCELLED, "sched: the session was freed during its fill");
+    }
+    const bool cancelled = atomic_load(&x->cancel_gen) == x->gen;
+    /* the history is written before start_turn so that set_gen's penalty
+     * history (the tokens in the KV) reads the filled prompt */
+    memcpy(x->toks, toks, sizeof *toks * (size_t)n);
+    st = start_turn(s, x, toks, n, gp, false);
+    if (st == RP_OK) {
+        x->c.prompt_tokens += (uint64_t)k;
+        x->c.filled_tokens += (uint64_t)k;
+        if (cancelled) atomic_store(&x->cancel_gen, x->gen);   /* start_turn cleared it */
+        if (n_filled) *n_filled = k;
+    } else {
+        rp_kv_clear(kv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
 rp_status rp_sched_resume(rp_sched *s, rp_sched_id id, const rp_token *toks, int32_t n, const rp_gen_params *gp) {
     pthread_mutex_lock(&s->mu);
     rp_sess *x = rp_sched_find(s, id);
@@ -558,6 +619,12 @@ rp_status rp_sched_session_tokens(rp_sched *s, rp_sched_id id, int32_t from, rp_
     }
     pthread_mutex_unlock(&s->mu);
     return st;
+}
+
+void rp_sched_wake(rp_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    signal_event(s);
+    pthread_mutex_unlock(&s->mu);
 }
 
 bool rp_sched_wait_event(rp_sched *s, double timeout_s) {

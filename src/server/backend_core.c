@@ -238,19 +238,8 @@ fail:
 }
 
 static void snapshot_cache(core *c) {
-    rp_chunk_cache *cc = rp_reuse_cache(c->e);
-    if (!cc) return;
-    rp_cache_stats cs = rp_chunk_cache_stats(cc);
     pthread_mutex_lock(&c->mu);
-    c->st.has_cache = true;
-    c->st.has_store = rp_chunk_cache_has_store(cc);
-    c->st.cache_chunks = cs.n_chunks;
-    c->st.cache_bytes = cs.bytes;
-    c->st.cache_evictions = cs.evictions;
-    c->st.cache_inserts = cs.inserts;
-    c->st.store_bytes = cs.disk_bytes;
-    c->st.store_evictions = cs.disk_evictions;
-    c->st.store_written = cs.written;
+    rp_backend_reuse_snapshot(c->e, &c->st);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -295,27 +284,10 @@ static rp_status core_start(rp_backend *b) {
     sp.n_ctx = b->n_ctx;
     sp.kv_type = b->cfg.kv_type;
     if (st == RP_OK) st = rp_session_create(c->ctx, sp, &c->scratch);
-    rp_reuse_params rp = rp_reuse_default_params();
-    rp.mode = (rp_reuse_mode)b->cfg.reuse_mode;
-    rp.ratio = b->cfg.recompute_ratio;
-    rp.cache_bytes = b->cfg.cache_ram_mb << 20;
-    if (st == RP_OK) st = rp_reuse_create(m, b->cfg.kv_type, b->n_ctx, rp, &c->e);
+    if (st == RP_OK) st = rp_backend_reuse_open(b, &c->e);
     c->logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
     c->masked = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
     if (st == RP_OK && (!c->logits || !c->masked)) st = rp_errorf(RP_ERR_NOMEM, "server: out of memory");
-    if (st == RP_OK && b->cfg.cache_dir) {
-        /* the flash tier: bound to this model's salt, so a store never serves another model */
-        rp_store *store = NULL;
-        rp_store_params stp = rp_store_default_params();
-        st = rp_store_open(b->cfg.cache_dir, &stp, &store);
-        if (st == RP_OK) {
-            rp_pool_params pp = rp_pool_default_params();
-            pp.disk_budget = (uint64_t)(b->cfg.cache_disk_gb * (double)(1ull << 30));
-            pp.async_load = true;   /* flash reads overlap compute: the engine waits per layer */
-            /* attach owns the store from here, also when it fails */
-            st = rp_chunk_cache_attach_store(rp_reuse_cache(c->e), store, rp_reuse_salt(c->e), m->name, &pp);
-        }
-    }
     if (st == RP_OK) {
         if (pthread_create(&c->th, NULL, worker, c) != 0) st = rp_errorf(RP_ERR_INTERNAL, "server: cannot start the worker");
         else c->th_started = true;
@@ -344,11 +316,7 @@ static void core_stop(rp_backend *b) {
         nx = j->next;
         rp_job_complete(j, RP_JOB_CANCELLED, NULL, NULL);
     }
-    if (c->e && rp_chunk_cache_has_store(rp_reuse_cache(c->e))) {
-        if (rp_chunk_cache_detach_store(rp_reuse_cache(c->e)) != RP_OK)
-            fprintf(stderr, "reprise serve: flushing the store failed: %s\n", rp_last_error());
-    }
-    rp_reuse_free(c->e);
+    rp_backend_reuse_close(c->e);
     rp_session_free(c->scratch);
     rp_ctx_free(c->ctx);
     free(c->logits);
@@ -436,8 +404,7 @@ static void core_stats(rp_backend *b, rp_backend_stats *out) {
 
 static rp_status core_flush(rp_backend *b) {
     core *c = b->impl;
-    rp_chunk_cache *cc = rp_reuse_cache(c->e);
-    return cc && rp_chunk_cache_has_store(cc) ? rp_chunk_cache_flush(cc) : RP_OK;
+    return rp_backend_reuse_flush(c->e);
 }
 
 const rp_backend_ops rp_backend_core_ops = {

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "reuse/engine.h"
 #include "server/backend.h"
 
 struct rp_job {
@@ -72,5 +73,13 @@ bool rp_job_push(rp_job *j, rp_token t);
 /* Ends the job (stats copied) and drops the backend's reference. */
 void rp_job_complete(rp_job *j, rp_job_finish why, const rp_job_stats *st, const char *err);
 void rp_job_unref(rp_job *j);
+
+/* The reuse engine with the backend's mode, ratio and RAM budget, and the
+ * flash store when cfg.cache_dir is set (backend_reuse.c). close flushes and
+ * detaches the store; snapshot copies the cache figures into st. */
+rp_status rp_backend_reuse_open(const rp_backend *b, rp_reuse **out);
+void rp_backend_reuse_close(rp_reuse *e);
+void rp_backend_reuse_snapshot(rp_reuse *e, rp_backend_stats *st);
+rp_status rp_backend_reuse_flush(rp_reuse *e);
 
 #endif /* RP_SERVER_BACKEND_INTERNAL_H */

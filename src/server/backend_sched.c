@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "model/forward.h"
 #include "sched/sched.h"
 #include "server/backend_internal.h"
 
@@ -37,6 +38,18 @@ typedef struct sched_be {
      * rest. Oldest first; at most `parallel`; freed when sequences run out. (mu) */
     rp_sched_id *kept;
     int32_t n_kept, cap_kept;
+    /* Cross-request reuse (prefix and non-prefix chunks, blend): a one-off
+     * job that continues no kept sequence, or a session's first turn, gets
+     * its prompt's KV from the reuse engine on the loop thread, between
+     * steps (rp_sched_submit_filled), and joins the batch for its last token.
+     * The engine's cache (RAM pool, and the flash store with --cache-dir)
+     * is shared with nothing else. NULL with --reuse none. */
+    rp_reuse *e;                   /* loop thread only (after start) */
+    rp_ctx *ectx;                  /* the engine's forward context */
+    float *elogits;                /* [n_vocab] the engine's last-token logits (unused: the batch recomputes them) */
+    int32_t *ebounds;              /* [n_ctx] boundaries inside the filled part */
+    rp_job **fillq;                /* [cap_active] jobs waiting for their fill (mu) */
+    int32_t n_fill;
 } sched_be;
 
 static void dispatch_pending(sched_be *x);
@@ -97,6 +110,110 @@ static int32_t best_kept(sched_be *x, const rp_token *toks, int32_t n, int32_t *
     return best;
 }
 
+/* The scheduler's params for a job's turn. */
+static rp_gen_params job_gen_params(rp_job *j) {
+    rp_gen_params gp = rp_gen_default_params();
+    gp.sampler = j->p.sampler;
+    gp.max_tokens = j->p.max_tokens;
+    gp.stop_at_eog = true;
+    gp.suspend_on_tool_call = j->p.session != NULL;
+    gp.on_token = on_token;
+    gp.user = j;
+    return gp;
+}
+
+/* Whether a job's fresh sequence is filled by the reuse engine (mu held). */
+static bool wants_fill(const sched_be *x, const rp_job *j) {
+    if (!x->e || j->p.n < 2) return false;
+    const int mode = j->p.reuse_mode >= 0 ? j->p.reuse_mode : x->b->cfg.reuse_mode;
+    return mode != RP_REUSE_NONE;
+}
+
+typedef struct fill_arg {
+    sched_be *x;
+    rp_job *j;
+    rp_reuse_stats rst;
+    bool ran;
+} fill_arg;
+
+/* rp_sched_fill_fn: the reuse engine prefills toks[0..n) into the sequence's
+ * KV (blend by default: prefix chunks exact, chunks cached elsewhere
+ * re-rotated with selective recompute) and caches the prompt's chunks. Runs
+ * on the loop thread with no lock held. */
+static rp_status fill_with_engine(void *user, rp_kv *kv, const rp_token *toks, int32_t n) {
+    fill_arg *a = user;
+    sched_be *x = a->x;
+    rp_job *j = a->j;
+    rp_reuse_params *rp = rp_reuse_get_params(x->e);
+    const rp_reuse_params saved = *rp;
+    if (j->p.reuse_mode >= 0) rp->mode = (rp_reuse_mode)j->p.reuse_mode;
+    if (j->p.recompute_ratio >= 0) rp->ratio = j->p.recompute_ratio;
+    int32_t nb = 0;   /* the caller's boundaries that fall inside the filled part */
+    for (int32_t i = 0; i < j->p.n_bounds; i++)
+        if (j->bounds[i] > 0 && j->bounds[i] < n) x->ebounds[nb++] = j->bounds[i];
+    memset(&a->rst, 0, sizeof a->rst);
+    rp_status st = rp_reuse_prefill(x->e, x->ectx, kv, toks, n, x->ebounds, nb, x->elogits, &a->rst);
+    *rp = saved;
+    a->ran = st == RP_OK;
+    /* cached now, while the KV holds exactly the prompt: the engine keeps only the last prompt's chunks */
+    if (st == RP_OK && j->p.persist && rp_reuse_commit(x->e, kv) != RP_OK)
+        fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
+    if (st != RP_OK) fprintf(stderr, "reprise serve: reuse prefill failed (the batch computes the prompt): %s\n", rp_last_error());
+    return st;
+}
+
+/* Runs the queued fills and hands their jobs to the scheduler. Loop thread. */
+static void run_fills(sched_be *x) {
+    for (;;) {
+        pthread_mutex_lock(&x->mu);
+        if (x->n_fill == 0) {
+            pthread_mutex_unlock(&x->mu);
+            return;
+        }
+        rp_job *j = x->fillq[0];
+        memmove(x->fillq, x->fillq + 1, sizeof *x->fillq * (size_t)(x->n_fill - 1));
+        x->n_fill--;
+        pthread_mutex_unlock(&x->mu);
+
+        const rp_gen_params gp = job_gen_params(j);
+        fill_arg a = {.x = x, .j = j};
+        int32_t k = 0;
+        rp_status st = atomic_load(&j->cancel)
+                           ? rp_errorf(RP_ERR_CANCELLED, "server: cancelled before its prefill")
+                           : rp_sched_submit_filled(x->s, j->sched_id, j->toks, j->p.n, &gp, fill_with_engine, &a, &k);
+        pthread_mutex_lock(&x->mu);
+        if (st == RP_OK) {
+            j->st.n_prefix = a.ran && a.rst.n_prefix < k ? a.rst.n_prefix : (a.ran ? k : 0);
+            j->st.n_nonprefix = a.ran ? a.rst.n_nonprefix : 0;
+            j->st.n_recomputed = a.ran ? a.rst.n_recomputed : 0;
+            j->st.n_computed = j->p.n - j->st.n_prefix - j->st.n_nonprefix;
+            x->st.reused_nonprefix += (uint64_t)j->st.n_nonprefix;
+            x->st.recomputed += (uint64_t)j->st.n_recomputed;
+            x->active[x->n_active++] = j;
+        } else {
+            const bool cancelled = st == RP_ERR_CANCELLED;
+            char err[256];
+            snprintf(err, sizeof err, "%s", rp_last_error());
+            if (j->ephemeral) {
+                rp_sched_session_free(x->s, j->sched_id);
+                x->n_oneoff--;
+                x->n_sessions--;
+            }
+            rp_job_mark_started(j);
+            rp_job_complete(j, cancelled ? RP_JOB_CANCELLED : RP_JOB_ERROR, NULL, cancelled ? NULL : err);
+            dispatch_pending(x);
+        }
+        pthread_mutex_unlock(&x->mu);
+    }
+}
+
+static void snapshot_cache(sched_be *x) {
+    if (!x->e) return;
+    pthread_mutex_lock(&x->mu);
+    rp_backend_reuse_snapshot(x->e, &x->st);
+    pthread_mutex_unlock(&x->mu);
+}
+
 /* After a step: completes jobs whose turn ended. Called on the loop thread. */
 static void reap(sched_be *x, double step_s, int32_t step_rows) {
     pthread_mutex_lock(&x->mu);
@@ -147,6 +264,10 @@ static void reap(sched_be *x, double step_s, int32_t step_rows) {
 static void *loop(void *arg) {
     sched_be *x = arg;
     while (!atomic_load(&x->stop)) {
+        if (x->e) {
+            run_fills(x);
+            snapshot_cache(x);
+        }
         rp_sched_step_info info;
         memset(&info, 0, sizeof info);
         rp_status st = rp_sched_step(x->s, &info);
@@ -204,15 +325,28 @@ static rp_status sb_start(rp_backend *b) {
     x->scratch = malloc(sizeof *x->scratch * (size_t)b->n_ctx);
     x->cap_kept = b->cfg.parallel;
     x->kept = calloc((size_t)(x->cap_kept > 0 ? x->cap_kept : 1), sizeof *x->kept);
-    rp_status st = !x->active || !x->scratch || !x->kept ? rp_errorf(RP_ERR_NOMEM, "server: out of memory") : RP_OK;
+    x->fillq = calloc((size_t)x->cap_active, sizeof *x->fillq);
+    rp_status st = !x->active || !x->scratch || !x->kept || !x->fillq ? rp_errorf(RP_ERR_NOMEM, "server: out of memory")
+                                                                     : RP_OK;
     if (st == RP_OK) st = rp_sched_create(b->m, b->dm, p, &x->s);
+    if (st == RP_OK && b->cfg.reuse_mode != RP_REUSE_NONE) {
+        rp_ctx_params cp = rp_ctx_default_params();
+        cp.n_threads = b->cfg.n_threads;
+        cp.n_outputs = 1;
+        cp.n_ctx_max = b->n_ctx;
+        st = rp_ctx_create(b->m, cp, &x->ectx);
+        if (st == RP_OK) st = rp_backend_reuse_open(b, &x->e);
+        x->elogits = malloc(sizeof(float) * (size_t)b->m->hp.n_vocab);
+        x->ebounds = malloc(sizeof(int32_t) * (size_t)b->n_ctx);
+        if (st == RP_OK && (!x->elogits || !x->ebounds)) st = rp_errorf(RP_ERR_NOMEM, "server: out of memory");
+    }
     atomic_init(&x->stop, false);
     if (st == RP_OK) {
         if (pthread_create(&x->th, NULL, loop, x) != 0) st = rp_errorf(RP_ERR_INTERNAL, "server: cannot start the loop");
         else x->th_started = true;
     }
-    if (b->cfg.cache_dir)
-        fprintf(stderr, "reprise serve: --cache-dir applies to --parallel 1 (the scheduler keeps KV per session)\n");
+    if (b->cfg.cache_dir && b->cfg.reuse_mode == RP_REUSE_NONE)
+        fprintf(stderr, "reprise serve: --cache-dir is not used with --reuse none\n");
     if (st != RP_OK) {
         rp_backend_sched_ops.stop(b);
         return st;
@@ -226,12 +360,13 @@ static void sb_stop(rp_backend *b) {
     if (x->s) {
         pthread_mutex_lock(&x->mu);
         for (int32_t i = 0; i < x->n_active; i++) rp_sched_cancel(x->s, x->active[i]->sched_id);
+        for (int32_t i = 0; i < x->n_fill; i++) atomic_store(&x->fillq[i]->cancel, true);
         pthread_mutex_unlock(&x->mu);
         /* let the loop run the cancellations, bounded */
         double until = rp_srv_now() + 5;
         for (;;) {
             pthread_mutex_lock(&x->mu);
-            int32_t n = x->n_active;
+            int32_t n = x->n_active + x->n_fill;
             pthread_mutex_unlock(&x->mu);
             if (n == 0 || !x->th_started || rp_srv_now() > until) break;
             struct timespec ts = {0, 2000000};
@@ -242,12 +377,22 @@ static void sb_stop(rp_backend *b) {
     if (x->th_started) pthread_join(x->th, NULL);
     for (int32_t i = 0; i < x->n_active; i++) rp_job_complete(x->active[i], RP_JOB_CANCELLED, NULL, NULL);
     x->n_active = 0;
+    for (int32_t i = 0; i < x->n_fill; i++) {
+        rp_job_mark_started(x->fillq[i]);
+        rp_job_complete(x->fillq[i], RP_JOB_CANCELLED, NULL, NULL);
+    }
+    x->n_fill = 0;
     for (rp_job *j = x->pend_head, *nx; j; j = nx) {
         nx = j->next;
         rp_job_complete(j, RP_JOB_CANCELLED, NULL, NULL);
     }
     x->pend_head = x->pend_tail = NULL;
     rp_sched_free(x->s);
+    rp_backend_reuse_close(x->e);
+    rp_ctx_free(x->ectx);
+    free(x->elogits);
+    free(x->ebounds);
+    free(x->fillq);
     free(x->active);
     free(x->scratch);
     free(x->kept);   /* their sequences went with the scheduler */
@@ -260,14 +405,9 @@ static void sb_stop(rp_backend *b) {
  * continues its session from the longest common prefix of its history and the prompt. */
 static rp_status dispatch(sched_be *x, rp_job *j) {
     rp_backend *b = x->b;
-    rp_gen_params gp = rp_gen_default_params();
-    gp.sampler = j->p.sampler;
-    gp.max_tokens = j->p.max_tokens;
-    gp.stop_at_eog = true;
-    gp.suspend_on_tool_call = j->p.session != NULL;
-    gp.on_token = on_token;
-    gp.user = j;
+    const rp_gen_params gp = job_gen_params(j);
     struct rp_bk_session *bs = j->p.session;
+    bool fresh = false;   /* the sequence holds nothing: the reuse engine may fill it */
     rp_sched_id id = 0;
     rp_status st = RP_OK;
     int32_t common = 0;
@@ -275,6 +415,7 @@ static rp_status dispatch(sched_be *x, rp_job *j) {
         id = bs->id;
         int32_t have = 0;
         st = rp_sched_session_tokens(x->s, id, 0, x->scratch, b->n_ctx, &have);
+        fresh = st == RP_OK && have == 0;
         if (st == RP_OK) {
             int32_t lim = have < j->p.n ? have : j->p.n;
             while (common < lim && x->scratch[common] == j->toks[common]) common++;
@@ -283,6 +424,9 @@ static rp_status dispatch(sched_be *x, rp_job *j) {
         }
     } else {
         int32_t k = best_kept(x, j->toks, j->p.n, &common);
+        /* with the reuse engine, a kept sequence is continued only when it
+         * shares at least half the prompt: the engine reuses chunks anywhere */
+        if (k >= 0 && wants_fill(x, j) && 2 * common < j->p.n) k = -1;
         if (k >= 0) {   /* continue a finished job's sequence from the shared prefix */
             id = x->kept[k];
             unkeep(x, k);
@@ -305,6 +449,7 @@ static rp_status dispatch(sched_be *x, rp_job *j) {
                 st = rp_sched_session_create(x->s, &id);
             }
             if (st != RP_OK) st = rp_errorf(RP_ERR_FULL, "server: no free sequence");
+            fresh = st == RP_OK;
         }
     }
     if (st == RP_OK) {
@@ -314,6 +459,15 @@ static rp_status dispatch(sched_be *x, rp_job *j) {
         j->ephemeral = bs == NULL;
         j->st.n_prefix = common;
         j->st.n_computed = j->p.n - common;
+        if (fresh && !waiting && wants_fill(x, j)) {   /* the loop fills it, then submits */
+            x->fillq[x->n_fill++] = j;
+            if (!bs) {
+                x->n_oneoff++;
+                x->n_sessions++;
+            }
+            rp_sched_wake(x->s);
+            return RP_OK;
+        }
         st = waiting ? rp_sched_resume(x->s, id, j->toks + common, j->p.n - common, &gp)
                      : rp_sched_submit(x->s, id, j->toks + common, j->p.n - common, &gp);
         if (st == RP_OK) {
@@ -350,8 +504,8 @@ static void dispatch_pending(sched_be *x) {
 static rp_status sb_submit(rp_backend *b, rp_job *j) {
     sched_be *x = b->impl;
     pthread_mutex_lock(&x->mu);
-    if (x->n_active + x->n_pending >= b->cfg.parallel + b->cfg.queue_max) {
-        int32_t busy = x->n_active + x->n_pending;
+    if (x->n_active + x->n_pending + x->n_fill >= b->cfg.parallel + b->cfg.queue_max) {
+        int32_t busy = x->n_active + x->n_pending + x->n_fill;
         pthread_mutex_unlock(&x->mu);
         return rp_errorf(RP_ERR_FULL, "server: the queue is full (%d jobs)", busy);
     }
@@ -432,7 +586,7 @@ static void sb_stats(rp_backend *b, rp_backend_stats *out) {
     const rp_sched_stats ss = x->ss;
     *out = x->st;
     out->running = ss.n_admitted;
-    out->queued = x->n_pending + (x->n_active > ss.n_admitted ? x->n_active - ss.n_admitted : 0);
+    out->queued = x->n_pending + x->n_fill + (x->n_active > ss.n_admitted ? x->n_active - ss.n_admitted : 0);
     pthread_mutex_unlock(&x->mu);
     pthread_mutex_lock(&x->mu);
     const int32_t kept = x->n_kept;
@@ -440,6 +594,11 @@ static void sb_stats(rp_backend *b, rp_backend_stats *out) {
     out->sessions = ss.n_sessions > kept ? ss.n_sessions - kept : 0;   /* kept sequences are a cache, not sessions */
     out->sessions_waiting = ss.n_waiting;
     out->kv_bytes = ss.kv_resident;
+}
+
+static rp_status sb_flush(rp_backend *b) {
+    sched_be *x = b->impl;
+    return rp_backend_reuse_flush(x->e);
 }
 
 const rp_backend_ops rp_backend_sched_ops = {
@@ -453,5 +612,5 @@ const rp_backend_ops rp_backend_sched_ops = {
     .session_suspend = sb_session_suspend,
     .session_resident = sb_session_resident,
     .stats = sb_stats,
-    .flush = NULL,
+    .flush = sb_flush,
 };
