@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "core/error.h"
 #include "kernels/cpu.h"
 #include "model/session.h"
 #include "sched/sched.h"
@@ -891,8 +892,137 @@ static void test_trace_and_timeline(void **state) {
     rp_timeline_free(tl);
 }
 
+
+/* ---- rp_sched_submit_filled: a prefill engine fills the KV, the batch finishes the prompt ---- */
+
+typedef struct fill_t {
+    rp_ctx *ctx;
+    rp_batch b;
+    int32_t want;          /* cells to fill (clamped to n); -1: fail after filling some */
+    rp_sched *s;
+    rp_sched_id id;
+    int action;            /* 1: free the session inside the fill, 2: cancel it */
+    int calls;
+} fill_t;
+
+static rp_status fill_plain(void *user, rp_kv *kv, const rp_token *toks, int32_t n) {
+    fill_t *a = user;
+    a->calls++;
+    assert_int_equal(kv->n, 0);
+    if (a->action == 1) assert_int_equal(rp_sched_session_free(a->s, a->id), RP_OK);   /* deferred: it is busy */
+    if (a->action == 2) rp_sched_cancel(a->s, a->id);
+    const int32_t k = a->want < 0 ? n / 2 : (a->want < n ? a->want : n);
+    rp_batch_clear(&a->b);
+    for (int32_t i = 0; i < k; i++) assert_int_equal(rp_batch_add(&a->b, toks[i], 0, i, i, i == k - 1), RP_OK);
+    if (k > 0) assert_int_equal(rp_forward(a->ctx, &a->b, &kv, 1), RP_OK);
+    return a->want < 0 ? rp_errorf(RP_ERR_INTERNAL, "test: a fill that fails half way") : RP_OK;
+}
+
+static void run_until_idle(rp_sched *s, const rp_sched_id *ids, int n) {
+    for (int steps = 0;; steps++) {
+        assert_true(steps < 2000);
+        bool busy = false;
+        for (int i = 0; i < n; i++) {
+            rp_sched_session_info si;
+            assert_int_equal(rp_sched_session_info_get(s, ids[i], &si), RP_OK);
+            busy |= si.state == RP_SESS_PREFILL || si.state == RP_SESS_DECODE;
+        }
+        if (!busy) return;
+        rp_sched_step_info info;
+        assert_int_equal(rp_sched_step(s, &info), RP_OK);
+    }
+}
+
+static void check_turn1(fixture *f, rp_sched *s, rp_sched_id id, int i) {
+    rp_token got[MAX_TOK];
+    int32_t n = 0;
+    assert_int_equal(rp_sched_session_tokens(s, id, 0, got, MAX_TOK, &n), RP_OK);
+    assert_int_equal(n, f->n_ref_turn1[i]);
+    assert_memory_equal(got, f->ref[i], sizeof(rp_token) * (size_t)n);
+}
+
+static void test_submit_filled(void **state) {
+    fixture *f = *state;
+    REQUIRE_MODEL(f);
+    rp_ctx_params cp = rp_ctx_default_params();
+    cp.n_ctx_max = MAX_TOK;
+    cp.n_threads = 1;
+    fill_t a = {0};
+    assert_int_equal(rp_ctx_create(f->m, cp, &a.ctx), RP_OK);
+    assert_int_equal(rp_batch_init(&a.b, MAX_TOK), RP_OK);
+    rp_sched_params p = base_params(RP_POLICY_BATCH_AR, RP_DRAFTER_NONE, 0);
+    rp_sched *s = NULL;
+    assert_int_equal(rp_sched_create(f->m, NULL, p, &s), RP_OK);
+    a.s = s;
+    const int n = f->n_prompt[0];
+    /* all but the last token filled, half filled, none, and a failed fill: the same greedy turn as plain decoding */
+    const int32_t wants[] = {MAX_TOK, 5, 0, -1};
+    const int32_t filled[] = {n - 1, 5, 0, 0};
+    for (int v = 0; v < 4; v++) {
+        rp_sched_id id;
+        assert_int_equal(rp_sched_session_create(s, &id), RP_OK);
+        a.want = wants[v];
+        a.calls = 0;
+        rp_gen_params g = greedy(k_gen1[0], false);
+        int32_t k = -7;
+        assert_int_equal(rp_sched_submit_filled(s, id, f->prompt[0], n, &g, fill_plain, &a, &k), RP_OK);
+        assert_int_equal(a.calls, 1);
+        assert_int_equal(k, filled[v]);
+        rp_sched_session_info si;
+        assert_int_equal(rp_sched_session_info_get(s, id, &si), RP_OK);
+        assert_int_equal(si.state, RP_SESS_PREFILL);
+        assert_int_equal(si.n_cached, k);
+        run_until_idle(s, &id, 1);
+        check_turn1(f, s, id, 0);
+        assert_int_equal(rp_sched_session_info_get(s, id, &si), RP_OK);
+        assert_int_equal(si.filled_tokens, (uint64_t)k);
+        assert_int_equal(si.prompt_tokens, (uint64_t)n);
+        assert_int_equal(si.prefill_rows, (uint64_t)(n - k));   /* the batch computed only the rest */
+        /* only a fresh session can be filled */
+        assert_int_equal(rp_sched_submit_filled(s, id, f->prompt[0], n, &g, fill_plain, &a, &k), RP_ERR_INVALID_ARG);
+        assert_int_equal(rp_sched_session_free(s, id), RP_OK);
+    }
+    /* a fill while another session decodes: both give their reference turns */
+    rp_sched_id ids[2];
+    assert_int_equal(rp_sched_session_create(s, &ids[0]), RP_OK);
+    assert_int_equal(rp_sched_session_create(s, &ids[1]), RP_OK);
+    rp_gen_params g1 = greedy(k_gen1[1], false), g2 = greedy(k_gen1[2], false);
+    assert_int_equal(rp_sched_submit(s, ids[0], f->prompt[1], f->n_prompt[1], &g1), RP_OK);
+    for (int i = 0; i < 3; i++) {
+        rp_sched_step_info info;
+        assert_int_equal(rp_sched_step(s, &info), RP_OK);
+    }
+    a.want = MAX_TOK;
+    assert_int_equal(rp_sched_submit_filled(s, ids[1], f->prompt[2], f->n_prompt[2], &g2, fill_plain, &a, NULL), RP_OK);
+    run_until_idle(s, ids, 2);
+    check_turn1(f, s, ids[0], 1);
+    check_turn1(f, s, ids[1], 2);
+    /* freed during its fill: the free waits for the fill, the submit reports it */
+    rp_sched_id id;
+    assert_int_equal(rp_sched_session_create(s, &id), RP_OK);
+    a.id = id;
+    a.action = 1;
+    rp_gen_params g = greedy(8, false);
+    assert_int_equal(rp_sched_submit_filled(s, id, f->prompt[3], f->n_prompt[3], &g, fill_plain, &a, NULL), RP_ERR_CANCELLED);
+    rp_sched_session_info si;
+    assert_int_equal(rp_sched_session_info_get(s, id, &si), RP_ERR_NOT_FOUND);
+    /* cancelled during its fill: the turn ends cancelled at the next step */
+    assert_int_equal(rp_sched_session_create(s, &id), RP_OK);
+    a.id = id;
+    a.action = 2;
+    assert_int_equal(rp_sched_submit_filled(s, id, f->prompt[3], f->n_prompt[3], &g, fill_plain, &a, NULL), RP_OK);
+    run_until_idle(s, &id, 1);
+    assert_int_equal(rp_sched_session_info_get(s, id, &si), RP_OK);
+    assert_int_equal(si.finish, RP_FINISH_CANCELLED);
+    assert_int_equal(si.gen_tokens, 0);
+    rp_sched_free(s);
+    rp_batch_free(&a.b);
+    rp_ctx_free(a.ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_submit_filled),
         cmocka_unit_test(test_policies_match_reference),
         cmocka_unit_test(test_policies_best_level),
         cmocka_unit_test(test_hal_budget_in_scheduler),
