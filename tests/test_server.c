@@ -15,6 +15,7 @@
 
 #include "server/json_limits.h"
 #include "server/json_prefix.h"
+#include "server/prompt.h"
 #include "server/request.h"
 #include "server/server.h"
 #include "testutil.h"
@@ -281,6 +282,43 @@ static void test_request_parsing(void **state) {
     const char *many = "[1,2,3,4,5,6,7,8,9,10]";
     jl.max_values = 5;
     assert_int_equal(rp_json_check_limits(many, strlen(many), &jl), RP_ERR_RANGE);
+}
+
+
+/* Documents are placed in the system turn by every chat format, including the
+ * templates that trim message content (Llama 3, ChatML, Llama 2): each is its
+ * own piece (a KV chunk), and the text around them is intact. */
+static void test_render_documents(void **state) {
+    (void)state;
+    rp_srv_limits lim = rp_srv_default_limits(512);
+    const char *body = "{\"messages\":[{\"role\":\"system\",\"content\":\"Answer from the documents.\"},"
+                       "{\"role\":\"user\",\"content\":\"Who has a dog?\"}],"
+                       "\"reprise_documents\":[\"Tom lives near the river.\",\"Anna has a big brown dog.\"]}";
+    const rp_chat_format fmts[] = {RP_CHAT_LLAMA3, RP_CHAT_CHATML, RP_CHAT_LLAMA2, RP_CHAT_UNKNOWN};
+    for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
+        rp_srv_request r;
+        rp_api_error e;
+        assert_int_equal(rp_srv_parse_request(RP_EP_CHAT, body, strlen(body), &lim, &r, &e), RP_OK);
+        rp_srv_text t;
+        assert_int_equal(rp_srv_render_chat(fmts[f], &r, &t, &e), RP_OK);
+        const char *d1 = strstr(t.text, "Tom lives near the river."), *d2 = strstr(t.text, "Anna has a big brown dog.");
+        if (!d1 || !d2) print_message("format %s lost the documents: %s\n", rp_chat_format_name(fmts[f]), t.text);
+        assert_non_null(d1);
+        assert_non_null(d2);
+        assert_true(d1 < d2);
+        assert_non_null(strstr(t.text, "Answer from the documents."));
+        assert_non_null(strstr(t.text, "Who has a dog?"));
+        assert_null(strstr(t.text, "RPDOCS"));   /* the marker is gone */
+        /* each document starts a piece of its own */
+        int starts = 0;
+        for (int i = 0; i < t.n_pieces; i++) {
+            starts += t.text + t.cut[i] == d1;
+            starts += t.text + t.cut[i] == d2;
+        }
+        assert_int_equal(starts, 2);
+        rp_srv_text_free(&t);
+        rp_srv_request_free(&r);
+    }
 }
 
 static void test_json_prefix(void **state) {
@@ -1013,6 +1051,7 @@ static void test_drain(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_parsing),
+        cmocka_unit_test(test_render_documents),
         cmocka_unit_test(test_json_prefix),
         cmocka_unit_test(test_health_models),
         cmocka_unit_test(test_chat_basic),

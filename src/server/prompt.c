@@ -156,6 +156,11 @@ static rp_status place_documents(const rp_srv_request *r, char *rendered, const 
     t->n_pieces = 0;
     t->cut[0] = 0;
     const char *at = marker ? strstr(rendered, marker) : NULL;
+    if (marker && r->n_docs > 0 && !at) {   /* never drop documents silently */
+        free(rendered);
+        return rp_api_errorf(err, RP_ERR_INTERNAL, 500, NULL, "reprise_documents",
+                             "the chat template lost the documents' place in the prompt");
+    }
     if (!at || r->n_docs == 0) {
         t->text = rendered;
         t->len = strlen(rendered);
@@ -215,12 +220,14 @@ rp_status rp_srv_render_chat(rp_chat_format fmt, const rp_srv_request *r, rp_srv
     t->tools_active = tools_active;
     t->parse_fmt = !tools_active ? RP_CHAT_UNKNOWN : native ? fmt : RP_CHAT_CHATML;
 
-    /* the document marker carries 64 random bits so request text cannot fake it */
+    /* the document marker carries 64 random bits so request text cannot fake it.
+     * Its delimiters must survive the templates' `trim` (Python's str.strip,
+     * which also strips \x1c-\x1f): a stripped marker would drop the documents */
     char marker[48] = "";
     if (r->n_docs > 0) {
         uint64_t nonce = 0;
         if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) nonce = (uint64_t)(uintptr_t)r ^ 0x9e3779b97f4a7c15ULL;
-        snprintf(marker, sizeof marker, "\x1e" "RPDOCS%016llx\x1e", (unsigned long long)nonce);
+        snprintf(marker, sizeof marker, "\x02" "RPDOCS%016llx\x03", (unsigned long long)nonce);
     }
     strpool *sp = calloc(1, sizeof *sp);
     rp_chat_msg *msgs = calloc(r->n_msgs + 1, sizeof *msgs);
