@@ -183,9 +183,10 @@ static void run_fills(sched_be *x) {
                            : rp_sched_submit_filled(x->s, j->sched_id, j->toks, j->p.n, &gp, fill_with_engine, &a, &k);
         pthread_mutex_lock(&x->mu);
         if (st == RP_OK) {
-            j->st.n_prefix = a.ran && a.rst.n_prefix < k ? a.rst.n_prefix : (a.ran ? k : 0);
-            j->st.n_nonprefix = a.ran ? a.rst.n_nonprefix : 0;
-            j->st.n_recomputed = a.ran ? a.rst.n_recomputed : 0;
+            /* k == 0 when the fill failed (its KV was discarded): nothing was reused */
+            j->st.n_prefix = a.ran && k > 0 ? (a.rst.n_prefix < k ? a.rst.n_prefix : k) : 0;
+            j->st.n_nonprefix = a.ran && k > 0 ? a.rst.n_nonprefix : 0;
+            j->st.n_recomputed = a.ran && k > 0 ? a.rst.n_recomputed : 0;
             j->st.n_computed = j->p.n - j->st.n_prefix - j->st.n_nonprefix;
             x->st.reused_nonprefix += (uint64_t)j->st.n_nonprefix;
             x->st.recomputed += (uint64_t)j->st.n_recomputed;
