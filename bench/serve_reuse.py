@@ -2,11 +2,10 @@
 """serve_reuse.py — TTFT of `reprise serve` on documents reused in another order, per reuse mode and --parallel.
 
 For each --parallel value, starts `reprise serve`, sends a warm-up request with the HotpotQA documents of
-question 1 (documents as `reprise_documents`, so each is a chunk), then for each later question (its own
-documents shuffled together with question 1's, so most documents recur in another order) one request per
-reuse mode (`reprise_cache.mode`), with max_tokens 1, and records the wall time (TTFT plus one token) and the
-usage counters. Modes are sent in rotating order so that none always runs on a cache the previous one warmed
-for it; each request's prompt is new to its mode (a per-mode question suffix).
+question 1 (documents as `reprise_documents`, so each is a chunk), then --queries rounds of one request per
+reuse mode (`reprise_cache.mode`), in rotating order. Each request carries question 1's documents together
+with half as many documents of a question of its own (new to the cache), shuffled, and that question; with
+max_tokens 1 the wall time is TTFT plus one token. The usage counters say what was reused.
 
 usage: bench/serve_reuse.py -m MODEL.gguf [--bin build/reprise] [--parallel 1,2] [--queries 4] [--docs 4] [-t 2]
                             [--data ../shared/data/hotpotqa/hotpot_dev_distractor_first100.json] [--json OUT]
@@ -60,7 +59,7 @@ def main():
     ap.add_argument("--data", default=os.path.join(os.environ.get("RP_SHARED_DIR", "../shared"), "data", "hotpotqa",
                                                    "hotpot_dev_distractor_first100.json"))
     ap.add_argument("--parallel", default="1,2")
-    ap.add_argument("--queries", type=int, default=4)
+    ap.add_argument("--queries", type=int, default=4, help="rounds (3 requests each; at most 33)")
     ap.add_argument("--docs", type=int, default=4, help="documents per question")
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("-c", "--ctx", type=int, default=4096)
@@ -70,6 +69,8 @@ def main():
         print(f"SKIP: no HotpotQA sample at {args.data} (set RP_SHARED_DIR)")
         return 0
     data = json.load(open(args.data))
+    if 1 + args.queries * len(MODES) > len(data):
+        sys.exit(f"--queries {args.queries} needs {1 + args.queries * len(MODES)} questions, the data has {len(data)}")
     rng = random.Random(7)
 
     def docs_of(i):
@@ -88,11 +89,15 @@ def main():
                     return post(port, body)
                 ask(base, data[0]["question"], "blend")   # warm-up: question 1's documents enter the cache
                 for qi in range(1, args.queries + 1):
-                    docs = base[:] + docs_of(qi)[: max(1, args.docs // 2)]
-                    rng.shuffle(docs)
                     order = MODES[qi % len(MODES):] + MODES[: qi % len(MODES)]
                     for mode in order:
-                        ms, out = ask(docs, data[qi]["question"] + f" ({mode})", mode)
+                        # each request: question 1's documents (cached by the warm-up) and the documents of a
+                        # question of its own (new to the cache), in an order of its own: every mode gets the
+                        # same kind of prompt, and none reuses what another mode's request just cached
+                        own = 1 + (qi - 1) * len(MODES) + MODES.index(mode)
+                        docs = base[:] + docs_of(own)[: max(1, args.docs // 2)]
+                        rng.shuffle(docs)
+                        ms, out = ask(docs, data[own]["question"], mode)
                         u = out["usage"]
                         r = u.get("reprise", {})
                         rows.append({"parallel": par, "query": qi, "mode": mode, "ms": ms,

@@ -964,6 +964,8 @@ static void test_sched_backend(void **state) {
     json_t *dc = chat(f.port, d3, 200);
     json_t *uc = json_object_get(dc, "usage");
     assert_int_equal(jint(uc, "reprise.reused_nonprefix"), 0);
+    assert_int_equal(jint(uc, "reprise.reused_prefix"), 0);   /* not even a kept sequence's prefix */
+    assert_int_equal(jint(uc, "reprise.computed"), jint(uc, "prompt_tokens"));
     json_decref(dc);
     stop(&f);
 }

@@ -424,9 +424,11 @@ static rp_status dispatch(sched_be *x, rp_job *j) {
             if (common < have) st = rp_sched_truncate(x->s, id, common);
         }
     } else {
-        int32_t k = best_kept(x, j->toks, j->p.n, &common);
-        /* with the reuse engine, a kept sequence is continued only when it
-         * shares at least half the prompt: the engine reuses chunks anywhere */
+        const int mode = j->p.reuse_mode >= 0 ? j->p.reuse_mode : b->cfg.reuse_mode;
+        /* reuse none: a fresh sequence, computed whole. With the reuse engine,
+         * a kept sequence is continued only when it shares at least half the
+         * prompt: the engine reuses chunks anywhere */
+        int32_t k = mode == RP_REUSE_NONE ? -1 : best_kept(x, j->toks, j->p.n, &common);
         if (k >= 0 && wants_fill(x, j) && 2 * common < j->p.n) k = -1;
         if (k >= 0) {   /* continue a finished job's sequence from the shared prefix */
             id = x->kept[k];
