@@ -429,9 +429,74 @@ static void test_pipeline_equivalence(void **state) {
     fixture_close(&f);
 }
 
+
+/* A prompt computed elsewhere (a plain forward, as the scheduler's batch
+ * does) and cached with rp_reuse_commit_computed: exact chunks serve prefix
+ * reuse with the logits of a full prefill; chunks marked approximate serve
+ * full / blend but never prefix mode; an already cached path is not duplicated. */
+static void test_commit_computed(void **state) {
+    (void)state;
+    const char *mp = stories();
+    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
+    fixture f;
+    assert_true(fixture_open(&f, mp, RP_TYPE_F16, 1024));
+    rp_token docs[6][40], p1[512], p2[512];
+    int32_t b1[16], b2[16], nb1, nb2;
+    make_docs(docs, 6, 40);
+    const int o1[] = {0, 1, 2}, o2[] = {0, 1, 2, 3};
+    const rp_token tail[] = {300, 301, 302};
+    const int32_t n1 = build(docs, o1, 3, 40, NULL, 0, p1, b1, &nb1);
+    const int32_t n2 = build(docs, o2, 4, 40, tail, 3, p2, b2, &nb2);
+    rp_batch b;
+    assert_int_equal(rp_batch_init(&b, 512), RP_OK);
+    for (int pass = 0; pass < 2; pass++) {
+        const bool exact = pass == 0;
+        rp_reuse *pre = engine(&f, RP_REUSE_PREFIX, 0, false), *none = engine(&f, RP_REUSE_NONE, 0, false);
+        rp_reuse *full = engine(&f, RP_REUSE_FULL, 0, false);
+        /* p1 computed by a plain forward, then cached from the KV it left */
+        rp_kv_clear(f.kv);
+        rp_batch_clear(&b);
+        for (int32_t i = 0; i < n1; i++) assert_int_equal(rp_batch_add(&b, p1[i], 0, i, i, i == n1 - 1), RP_OK);
+        assert_int_equal(rp_forward(f.ctx, &b, &f.kv, 1), RP_OK);
+        assert_int_equal(rp_reuse_commit_computed(pre, f.kv, p1, n1, b1, nb1, exact), RP_OK);
+        assert_int_equal(rp_reuse_commit_computed(full, f.kv, p1, n1, b1, nb1, exact), RP_OK);
+        const uint64_t inserted = rp_chunk_cache_stats(rp_reuse_cache(pre)).inserts;
+        assert_true(inserted >= 3);
+        /* again: the path is refreshed, nothing inserted twice */
+        assert_int_equal(rp_reuse_commit_computed(pre, f.kv, p1, n1, b1, nb1, exact), RP_OK);
+        assert_int_equal(rp_chunk_cache_stats(rp_reuse_cache(pre)).inserts, inserted);
+        /* mode none never writes the cache */
+        assert_int_equal(rp_reuse_commit_computed(none, f.kv, p1, n1, b1, nb1, exact), RP_OK);
+        assert_int_equal(rp_chunk_cache_stats(rp_reuse_cache(none)).inserts, 0);
+        /* a prompt extending p1 */
+        rp_reuse_stats st;
+        assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p2, n2, b2, nb2, f.lg_b, &st), RP_OK);
+        assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, p2, n2, b2, nb2, f.lg_a, &st), RP_OK);
+        print_message("  commit_computed (%s): prefix mode reused %d of %d tokens\n", exact ? "exact" : "approximate",
+                      st.n_prefix, n2);
+        if (exact) {
+            assert_int_equal(st.n_prefix, n1);
+            assert_true(max_diff(f.lg_a, f.lg_b, f.V) <= 1e-5f);
+        } else {
+            assert_true(st.n_prefix <= 1);   /* approximate chunks are not prefix-reusable (BOS may be exact) */
+        }
+        assert_int_equal(rp_reuse_prefill(full, f.ctx, f.kv, p2, n2, b2, nb2, f.lg_a, &st), RP_OK);
+        assert_true(st.n_prefix + st.n_nonprefix >= n1 - 1);   /* full takes either kind */
+        /* more tokens than the KV holds: refused */
+        rp_kv_truncate(f.kv, 10);
+        assert_int_equal(rp_reuse_commit_computed(pre, f.kv, p1, n1, b1, nb1, exact), RP_ERR_RANGE);
+        rp_reuse_free(pre);
+        rp_reuse_free(none);
+        rp_reuse_free(full);
+    }
+    rp_batch_free(&b);
+    fixture_close(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prefix_exact),
+        cmocka_unit_test(test_commit_computed),
         cmocka_unit_test(test_rerotation_math),
         cmocka_unit_test(test_rerotation_model),
         cmocka_unit_test(test_ratio_one_equals_prefill),

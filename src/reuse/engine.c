@@ -790,6 +790,30 @@ rp_status rp_reuse_commit(rp_reuse *e, const rp_kv *kv) {
     return st;
 }
 
+rp_status rp_reuse_commit_computed(rp_reuse *e, const rp_kv *kv, const rp_token *toks, int32_t n, const int32_t *bounds,
+                                  int32_t n_bounds, bool exact) {
+    if (e->p.mode == RP_REUSE_NONE) return RP_OK;   /* none never writes the cache */
+    if (n <= 0 || n > e->max_tokens || n > kv->n)
+        return rp_errorf(RP_ERR_RANGE, "reuse: commit of %d tokens (max %d, the cache holds %d)", n, e->max_tokens, kv->n);
+    if (e->pending) unpin_pending(e);
+    int32_t ns = 0;
+    RP_TRY(rp_chunk_split(toks, n, bounds, n_bounds, e->p.chunking, e->salt, e->spans, e->max_tokens, &ns));
+    e->n_spans = ns;
+    memset(e->info, 0, sizeof *e->info * (size_t)ns);
+    memcpy(e->toks, toks, sizeof *toks * (size_t)n);
+    e->n_toks = n;
+    /* the exact prefix path already cached: new chunks hang off it. Approximate
+     * chunks on the path are not taken (their KV is not what `kv` holds) */
+    int32_t nm = rp_chunk_cache_match_prefix(e->cache, toks, e->spans, ns, e->matched);
+    int32_t keep = 0;
+    while (keep < nm && e->matched[keep]->exact && e->matched[keep]->pos0 == e->spans[keep].begin) keep++;
+    for (int32_t i = keep; i < nm; i++) rp_chunk_unpin(e->cache, e->matched[i]);
+    for (int32_t i = 0; i < keep; i++) e->info[i].prefix_chunk = e->matched[i];
+    for (int32_t i = keep; i < ns; i++) e->info[i].exact = exact;
+    e->pending = true;
+    return rp_reuse_commit(e, kv);
+}
+
 rp_status rp_reuse_analyze(rp_reuse *e, const rp_token *toks, int32_t n, const int32_t *bounds, int32_t n_bounds,
                            rp_reuse_analysis *out) {
     memset(out, 0, sizeof *out);

@@ -85,6 +85,14 @@ rp_status rp_reuse_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *to
  * prefill so it runs after the first token, off the TTFT path. */
 rp_status rp_reuse_commit(rp_reuse *e, const rp_kv *kv);
 
+/* Caches the chunks of a prompt whose KV was computed elsewhere (the
+ * scheduler's batch): cells [0, n) of `kv` must hold toks[0..n) at their own
+ * positions. Chunks already on the cached exact prefix path are refreshed, the
+ * others inserted, marked exact only when `exact` (the KV is what a plain
+ * prefill gives, i.e. nothing before it was reused approximately). A no-op in
+ * mode none. Replaces a pending prefill's commit. */
+rp_status rp_reuse_commit_computed(rp_reuse *e, const rp_kv *kv, const rp_token *toks, int32_t n, const int32_t *bounds,
+                                  int32_t n_bounds, bool exact);
 /* Dry run: what rp_reuse_prefill would reuse and compute for this prompt,
  * without computing or touching any KV cache. Pointers are into the engine's
  * scratch and stay valid until its next call. */
