@@ -248,9 +248,9 @@ static void commit_prefill(rp_sched *s, rp_sess *x, rp_sched_step_info *info) {
 static void finish_step(rp_sched *s, rp_sched_step_info *info, double t0) {
     for (int32_t i = 0; i < s->p.max_sessions; i++) {
         rp_sess *x = &s->sess[i];
-        x->busy = false;
+        x->busy = x->held;   /* a fill or KV read outside the step keeps its session */
         if (!x->used) continue;
-        if (x->want_free) {
+        if (x->want_free && !x->held) {
             rp_sess_release(s, x);
             continue;
         }
@@ -433,7 +433,7 @@ rp_status rp_sched_step(rp_sched *s, rp_sched_step_info *out) {
         /* roll every participant back to where the step found it */
         for (int32_t i = 0; i < s->p.max_sessions; i++) {
             rp_sess *x = &s->sess[i];
-            if (!x->used || !x->busy) continue;
+            if (!x->used || !x->busy || x->held) continue;   /* held: not in this step */
             rp_kv_truncate(x->kv, x->kv_before);
             if (s->drafter) s->drafter->rollback(s->drafter, x->slot, x->kv_before);
         }

@@ -172,20 +172,29 @@ rp_gen_params rp_gen_default_params(void);   /* greedy, max_tokens 128 */
 rp_status rp_sched_submit(rp_sched *s, rp_sched_id id, const rp_token *toks, int32_t n, const rp_gen_params *gp);
 /* Fills the KV of a turn from outside the batch, then submits it: the hand-off
  * from a prefill engine (the server's reuse engine) to continuous batching.
- * `fill` gets the session's KV (empty) and the prompt, and may put into the KV
- * the cells of any prefix toks[0..k), 0 <= k <= n - 1, exactly as a forward
- * over those tokens would, or approximately (reuse), and returns RP_OK; it is
+ * `fill` gets the session's KV (empty) and the whole prompt, and may put into
+ * the KV the cells of any prefix toks[0..k), 0 <= k <= n, exactly as a forward
+ * over those tokens would, or approximately (reuse), and returns RP_OK (a fill
+ * of all n cells is cut back to n - 1: the batch needs the last token); it is
  * called with no scheduler lock held and the session marked busy (steps skip
  * it, a free is deferred). The remaining tokens toks[k..n) — at least the last
  * one, whose logits give the first generated token — are prefilled by the
  * batch as with rp_sched_submit. A fill that fails, or leaves the KV in any
  * other state, is discarded (KV cleared) and the whole prompt is prefilled.
- * The session must be fresh (IDLE, empty). Call it from the thread that runs
+ * The session must be fresh (IDLE, empty). Safe beside a step in flight (the
+ * session stays held across it), but best called from the thread that runs
  * rp_sched_step, between steps: the fill computes on the same cores.
- * *n_filled (may be NULL) gets k. */
+ * *n_filled (may be NULL) gets k (at most n - 1). */
 typedef rp_status (*rp_sched_fill_fn)(void *user, rp_kv *kv, const rp_token *toks, int32_t n);
 rp_status rp_sched_submit_filled(rp_sched *s, rp_sched_id id, const rp_token *toks, int32_t n, const rp_gen_params *gp,
                                  rp_sched_fill_fn fill, void *user, int32_t *n_filled);
+/* Calls fn with an IDLE or WAITING session's KV and history (toks[0..n),
+ * the last one possibly pending, not in the KV), e.g. to cache its prompt's
+ * chunks after its turn. fn must not change either; it runs with no scheduler
+ * lock held and the session marked busy (a free is deferred). RP_ERR_INVALID_ARG
+ * when the session is running, busy or demoted. */
+typedef rp_status (*rp_sched_kv_fn)(void *user, const rp_kv *kv, const rp_token *toks, int32_t n);
+rp_status rp_sched_session_read_kv(rp_sched *s, rp_sched_id id, rp_sched_kv_fn fn, void *user);
 /* The session leaves the batch at the next step boundary and waits for a
  * tool result (KV in place). Valid in PREFILL/DECODE (deferred if busy). */
 rp_status rp_sched_mark_waiting(rp_sched *s, rp_sched_id id);

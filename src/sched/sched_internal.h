@@ -21,7 +21,8 @@ typedef struct rp_sess {
     /* scheduling state (mutex) */
     rp_sched_state state;
     bool has_slot;
-    bool busy;                  /* part of the step in flight */
+    bool busy;                  /* part of the step in flight, or held */
+    bool held;                  /* held outside the step (a fill, a KV read): stays busy across steps */
     bool want_wait, want_free;  /* deferred to the end of the step in flight */
     int64_t ready_seq;          /* request order, for slot admission */
     int64_t last_served;        /* step of its last prefill chunk (least recently served first) */

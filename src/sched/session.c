@@ -452,24 +452,26 @@ rp_status rp_sched_submit_filled(rp_sched *s, rp_sched_id id, const rp_token *to
         pthread_mutex_unlock(&s->mu);
         return st;
     }
-    /* busy: no step takes it (it is IDLE anyway), a free waits for us */
-    x->busy = true;
+    /* held: no step takes it (it is IDLE anyway) or clears the hold, a free waits for us */
+    x->busy = x->held = true;
+    x->kv_before = 0;
     x->resident_snap = rp_sess_kv_resident(s, x);
     rp_kv *kv = x->kv;
     pthread_mutex_unlock(&s->mu);
 
-    int32_t k = 0;
-    if (n > 1) {
-        const rp_status fs = fill(user, kv, toks, n - 1);
-        k = kv->n;
-        if (fs != RP_OK || k < 0 || k > n - 1) {
-            rp_kv_clear(kv);   /* unknown state: prefill everything in the batch */
-            k = 0;
-        }
+    const rp_status fs = fill(user, kv, toks, n);
+    int32_t k = kv->n;
+    if (fs != RP_OK || k < 0 || k > n) {
+        rp_kv_clear(kv);   /* unknown state: prefill everything in the batch */
+        k = 0;
+    }
+    if (k == n) {   /* the batch runs the last token again: its logits give the first generated token */
+        rp_kv_truncate(kv, n - 1);
+        k = n - 1;
     }
 
     pthread_mutex_lock(&s->mu);
-    x->busy = false;
+    x->busy = x->held = false;
     if (x->want_free) {
         rp_sess_release(s, x);
         signal_event(s);
@@ -488,6 +490,35 @@ rp_status rp_sched_submit_filled(rp_sched *s, rp_sched_id id, const rp_token *to
         if (n_filled) *n_filled = k;
     } else {
         rp_kv_clear(kv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+rp_status rp_sched_session_read_kv(rp_sched *s, rp_sched_id id, rp_sched_kv_fn fn, void *user) {
+    pthread_mutex_lock(&s->mu);
+    rp_sess *x = rp_sched_find(s, id);
+    rp_status st = RP_OK;
+    if (!x) st = RP_ERR_NOT_FOUND;
+    else if (x->busy || (x->state != RP_SESS_IDLE && x->state != RP_SESS_WAITING) || x->demoted || !x->kv || !fn)
+        st = rp_errorf(RP_ERR_INVALID_ARG, "sched: the session's KV can be read only when it is idle or waiting");
+    if (st != RP_OK) {
+        pthread_mutex_unlock(&s->mu);
+        return st;
+    }
+    x->busy = x->held = true;   /* no submit, truncate, demote or step while fn reads; a free waits */
+    x->kv_before = x->kv->n;
+    x->resident_snap = rp_sess_kv_resident(s, x);
+    const rp_kv *kv = x->kv;
+    const rp_token *toks = x->toks;
+    const int32_t n = x->n_tok;
+    pthread_mutex_unlock(&s->mu);
+    st = fn(user, kv, toks, n);
+    pthread_mutex_lock(&s->mu);
+    x->busy = x->held = false;
+    if (x->want_free) {
+        rp_sess_release(s, x);
+        signal_event(s);
     }
     pthread_mutex_unlock(&s->mu);
     return st;
