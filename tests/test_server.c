@@ -316,6 +316,9 @@ static void test_render_documents(void **state) {
             starts += t.text + t.cut[i] == d2;
         }
         assert_int_equal(starts, 2);
+        /* ... and the pieces are the same text in either order (document + separator) */
+        for (int i = 0; i + 1 < t.n_pieces; i++)
+            if (t.text + t.cut[i] == d1) assert_int_equal(t.cut[i + 1] - t.cut[i], strlen("Tom lives near the river.\n\n"));
         rp_srv_text_free(&t);
         rp_srv_request_free(&r);
     }

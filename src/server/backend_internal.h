@@ -35,6 +35,8 @@ struct rp_job {
     rp_job *next;                /* core: queue link */
     int64_t sched_id;            /* sched: the session running it */
     bool ephemeral;              /* sched: the session is freed after the job */
+    bool commit_after;           /* sched: the batch computed (part of) the prompt: cache its chunks after the turn */
+    bool commit_exact;           /* ... as exact KV (nothing before them was reused approximately) */
 };
 
 /* A backend implementation. */

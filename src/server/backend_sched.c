@@ -136,10 +136,13 @@ typedef struct fill_arg {
     bool ran;
 } fill_arg;
 
-/* rp_sched_fill_fn: the reuse engine prefills toks[0..n) into the sequence's
- * KV (blend by default: prefix chunks exact, chunks cached elsewhere
- * re-rotated with selective recompute) and caches the prompt's chunks. Runs
- * on the loop thread with no lock held. */
+/* rp_sched_fill_fn, on the loop thread with no lock held. The reuse engine
+ * fills the prompt up to its last reusable token (prefix chunks exact,
+ * chunks cached elsewhere re-rotated with selective recompute, blend by
+ * default) and caches those chunks; the new tokens after it are left to the
+ * batch, which computes them in chunks beside the other sequences instead of
+ * holding them up, and are cached after the turn (commit_after). A prompt
+ * with nothing to reuse is not filled at all. */
 static rp_status fill_with_engine(void *user, rp_kv *kv, const rp_token *toks, int32_t n) {
     fill_arg *a = user;
     sched_be *x = a->x;
@@ -151,14 +154,65 @@ static rp_status fill_with_engine(void *user, rp_kv *kv, const rp_token *toks, i
     int32_t nb = 0;   /* the caller's boundaries that fall inside the filled part */
     for (int32_t i = 0; i < j->p.n_bounds; i++)
         if (j->bounds[i] > 0 && j->bounds[i] < n) x->ebounds[nb++] = j->bounds[i];
+    rp_reuse_analysis an;
+    rp_status st = rp_reuse_analyze(x->e, toks, n, x->ebounds, nb, &an);
+    int32_t end = n;   /* analysis failed: fill everything, as the engine would */
+    if (st == RP_OK) {
+        end = an.n_prefix;
+        for (int32_t t = n - 1; t >= an.n_prefix; t--)
+            if (an.tok_kind[t] == RP_ROW_REUSE) {
+                end = t + 1;
+                break;
+            }
+        /* up to the end of its chunk: the engine then splits [0, end) into the
+         * same chunks as the whole prompt, so it finds (and caches) the same ones */
+        for (int32_t i = 0; end > 0 && i < an.n_spans; i++)
+            if (an.spans[i].begin < end && end < an.spans[i].begin + an.spans[i].len) {
+                end = an.spans[i].begin + an.spans[i].len;
+                break;
+            }
+    }
+    j->commit_after = j->p.persist && end < n;
+    j->commit_exact = st == RP_OK && an.stats.n_nonprefix == 0;   /* only exact prefix KV before the batch's part */
     memset(&a->rst, 0, sizeof a->rst);
-    rp_status st = rp_reuse_prefill(x->e, x->ectx, kv, toks, n, x->ebounds, nb, x->elogits, &a->rst);
+    st = RP_OK;
+    if (end > 0) {
+        int32_t nbe = 0;
+        for (int32_t i = 0; i < nb; i++)
+            if (x->ebounds[i] < end) nbe++;
+        st = rp_reuse_prefill(x->e, x->ectx, kv, toks, end, x->ebounds, nbe, x->elogits, &a->rst);
+        a->ran = st == RP_OK;
+        /* cached now, while the KV holds exactly the filled tokens: the engine keeps only its last prompt */
+        if (st == RP_OK && j->p.persist && rp_reuse_commit(x->e, kv) != RP_OK)
+            fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
+        if (st != RP_OK)
+            fprintf(stderr, "reprise serve: reuse prefill failed (the batch computes the prompt): %s\n", rp_last_error());
+    }
     *rp = saved;
-    a->ran = st == RP_OK;
-    /* cached now, while the KV holds exactly the prompt: the engine keeps only the last prompt's chunks */
-    if (st == RP_OK && j->p.persist && rp_reuse_commit(x->e, kv) != RP_OK)
-        fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
-    if (st != RP_OK) fprintf(stderr, "reprise serve: reuse prefill failed (the batch computes the prompt): %s\n", rp_last_error());
+    if (st != RP_OK) {   /* the scheduler discards the fill: the batch computes everything, cached after */
+        j->commit_after = j->p.persist;
+        j->commit_exact = true;
+    }
+    return st;
+}
+
+typedef struct commit_arg {
+    sched_be *x;
+    rp_job *j;
+} commit_arg;
+
+/* rp_sched_kv_fn: caches the chunks of a finished turn's prompt (loop thread). */
+static rp_status commit_prompt(void *user, const rp_kv *kv, const rp_token *toks, int32_t n) {
+    commit_arg *c = user;
+    rp_job *j = c->j;
+    /* a turn cancelled before its prompt was computed has nothing to cache */
+    if (n < j->p.n || kv->n < j->p.n || memcmp(toks, j->toks, sizeof *toks * (size_t)j->p.n) != 0) return RP_OK;
+    rp_reuse_params *rp = rp_reuse_get_params(c->x->e);
+    const rp_reuse_params saved = *rp;
+    if (j->p.reuse_mode >= 0) rp->mode = (rp_reuse_mode)j->p.reuse_mode;
+    const rp_status st = rp_reuse_commit_computed(c->x->e, kv, j->toks, j->p.n, j->bounds, j->p.n_bounds, j->commit_exact);
+    *rp = saved;
+    if (st != RP_OK) fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
     return st;
 }
 
@@ -184,9 +238,11 @@ static void run_fills(sched_be *x) {
         pthread_mutex_lock(&x->mu);
         if (st == RP_OK) {
             /* k == 0 when the fill failed (its KV was discarded): nothing was reused */
+            /* at most the k cells kept (the batch ran the last token again) */
             j->st.n_prefix = a.ran && k > 0 ? (a.rst.n_prefix < k ? a.rst.n_prefix : k) : 0;
-            j->st.n_nonprefix = a.ran && k > 0 ? a.rst.n_nonprefix : 0;
-            j->st.n_recomputed = a.ran && k > 0 ? a.rst.n_recomputed : 0;
+            const int32_t room = k - j->st.n_prefix;
+            j->st.n_nonprefix = a.ran && k > 0 ? (a.rst.n_nonprefix < room ? a.rst.n_nonprefix : room) : 0;
+            j->st.n_recomputed = a.ran && k > 0 ? (a.rst.n_recomputed < j->st.n_nonprefix ? a.rst.n_recomputed : j->st.n_nonprefix) : 0;
             j->st.n_computed = j->p.n - j->st.n_prefix - j->st.n_nonprefix;
             x->st.reused_nonprefix += (uint64_t)j->st.n_nonprefix;
             x->st.recomputed += (uint64_t)j->st.n_recomputed;
@@ -236,6 +292,10 @@ static void reap(sched_be *x, double step_s, int32_t step_rows) {
             js.accepted = info.accepted;
         }
         if (!j->started) rp_job_mark_started(j);
+        if (st == RP_OK && j->commit_after && x->e && why != RP_JOB_ERROR) {
+            commit_arg ca = {.x = x, .j = j};
+            (void)rp_sched_session_read_kv(x->s, j->sched_id, commit_prompt, &ca);   /* failures are logged */
+        }
         x->st.jobs++;
         x->st.prompt_tokens += (uint64_t)j->p.n;
         x->st.gen_tokens += (uint64_t)j->n_gen;

@@ -178,8 +178,10 @@ static rp_status place_documents(const rp_srv_request *r, char *rendered, const 
             t->cut[++t->n_pieces] = b.n;
             t->special[t->n_pieces] = false;
         }
+        /* every document ends with the same separator, the last one too: a
+         * document's piece (its KV chunk) is then the same in any position */
         sb_str(&b, r->docs[i]);
-        if (i + 1 < r->n_docs) sb_str(&b, "\n\n");
+        sb_str(&b, "\n\n");
     }
     if (t->n_pieces + 1 < RP_SRV_MAX_PIECES) {
         t->cut[++t->n_pieces] = b.n;
