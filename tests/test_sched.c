@@ -911,11 +911,35 @@ static rp_status fill_plain(void *user, rp_kv *kv, const rp_token *toks, int32_t
     assert_int_equal(kv->n, 0);
     if (a->action == 1) assert_int_equal(rp_sched_session_free(a->s, a->id), RP_OK);   /* deferred: it is busy */
     if (a->action == 2) rp_sched_cancel(a->s, a->id);
+    if (a->action == 3) {   /* a step in flight beside the fill (another thread in a server) keeps it held */
+        rp_sched_step_info info;
+        assert_int_equal(rp_sched_step(a->s, &info), RP_OK);
+        assert_true(info.ran);
+        rp_sched_session_info si;
+        assert_int_equal(rp_sched_session_info_get(a->s, a->id, &si), RP_OK);
+        assert_true(si.busy);
+        assert_int_equal(si.state, RP_SESS_IDLE);
+    }
     const int32_t k = a->want < 0 ? n / 2 : (a->want < n ? a->want : n);
     rp_batch_clear(&a->b);
     for (int32_t i = 0; i < k; i++) assert_int_equal(rp_batch_add(&a->b, toks[i], 0, i, i, i == k - 1), RP_OK);
     if (k > 0) assert_int_equal(rp_forward(a->ctx, &a->b, &kv, 1), RP_OK);
     return a->want < 0 ? rp_errorf(RP_ERR_INTERNAL, "test: a fill that fails half way") : RP_OK;
+}
+
+typedef struct read_t {
+    const rp_token *want;
+    int32_t n_want;
+    int calls;
+} read_t;
+
+static rp_status read_check(void *user, const rp_kv *kv, const rp_token *toks, int32_t n) {
+    read_t *r = user;
+    r->calls++;
+    assert_int_equal(n, r->n_want);
+    assert_int_equal(kv->n, n - 1);   /* the last sampled token is pending */
+    assert_memory_equal(toks, r->want, sizeof *toks * (size_t)n);
+    return RP_OK;
 }
 
 static void run_until_idle(rp_sched *s, const rp_sched_id *ids, int n) {
@@ -978,6 +1002,10 @@ static void test_submit_filled(void **state) {
         assert_int_equal(si.filled_tokens, (uint64_t)k);
         assert_int_equal(si.prompt_tokens, (uint64_t)n);
         assert_int_equal(si.prefill_rows, (uint64_t)(n - k));   /* the batch computed only the rest */
+        /* the finished turn's KV and history can be read (e.g. to cache the prompt) */
+        read_t rd = {.want = f->ref[0], .n_want = f->n_ref_turn1[0]};
+        assert_int_equal(rp_sched_session_read_kv(s, id, read_check, &rd), RP_OK);
+        assert_int_equal(rd.calls, 1);
         /* only a fresh session can be filled */
         assert_int_equal(rp_sched_submit_filled(s, id, f->prompt[0], n, &g, fill_plain, &a, &k), RP_ERR_INVALID_ARG);
         assert_int_equal(rp_sched_session_free(s, id), RP_OK);
@@ -992,8 +1020,14 @@ static void test_submit_filled(void **state) {
         rp_sched_step_info info;
         assert_int_equal(rp_sched_step(s, &info), RP_OK);
     }
+    read_t rd0 = {0};
+    assert_int_equal(rp_sched_session_read_kv(s, ids[0], read_check, &rd0), RP_ERR_INVALID_ARG);   /* running */
+    assert_int_equal(rd0.calls, 0);
     a.want = MAX_TOK;
+    a.id = ids[1];
+    a.action = 3;
     assert_int_equal(rp_sched_submit_filled(s, ids[1], f->prompt[2], f->n_prompt[2], &g2, fill_plain, &a, NULL), RP_OK);
+    a.action = 0;
     run_until_idle(s, ids, 2);
     check_turn1(f, s, ids[0], 1);
     check_turn1(f, s, ids[1], 2);
