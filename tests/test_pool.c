@@ -242,6 +242,13 @@ static void test_restart(void **state) {
                   (unsigned long long)st.prefetched, (unsigned long long)st.prefetch_used);
     rp_chunk_cache_free(c);
 
+    /* prefetch credit: the warm start loads at most 4x the credit (here 1), hottest first */
+    pf.prefetch_credit = 1;
+    c = pool(dir, 1 << 20, &pf);
+    rp_chunk_cache_prefetch_sync(c);
+    assert_int_equal(rp_chunk_cache_stats(c).prefetched, 4);
+    rp_chunk_cache_free(c);
+
     /* another model (salt) on the same directory sees nothing */
     c = pool_geo(dir, 1 << 20, &pp, SALT ^ 1, RP_EVICT_AUTO, N_LAYER, ROW_BYTES, NULL);
     assert_int_equal(rp_chunk_cache_match_prefix(c, t, s, 5, m), 0);

@@ -164,6 +164,7 @@ struct rp_chunk_cache {
     bool co_dirty;
     bool pf_warm;                      /* warm start pending */
     uint64_t pf_req, pf_done;          /* prefetch rounds requested / done */
+    double pf_credit;                  /* prefetches allowed ahead of demand (pp.prefetch_credit) */
     size_t prefetch_bytes;             /* prefetched and not yet hit */
     rp_centry *load_head, *load_tail;  /* async loads */
     rp_status write_err;
@@ -271,6 +272,16 @@ static rp_centry *rp_find_id(const rp_chunk_cache *c, uint64_t id) {
     for (rp_centry *e = c->id_b[rp_bucket(c, id)]; e; e = e->id_next)
         if (e->ch.id == id) return e;
     return NULL;
+}
+
+/* Whether a chunk with these tokens (content hash) is in RAM under any parent
+ * and position: another copy would serve only as an exact prefix, which the
+ * on-demand flash lookup provides anyway. (Hash only: a collision costs a
+ * skipped prefetch, never a wrong hit.) */
+static bool rp_content_resident(const rp_chunk_cache *c, uint64_t hash) {
+    for (rp_centry *e = c->hash_b[rp_bucket(c, hash)]; e; e = e->hash_next)
+        if (e->ch.hash == hash && e->indexed) return true;
+    return false;
 }
 
 /* ---- eviction keys and the heap --------------------------------------- */
@@ -494,6 +505,7 @@ static void rp_pin(rp_chunk_cache *c, rp_centry *e) {
 }
 
 static void note_access(rp_chunk_cache *c, rp_centry *e);
+static void pf_earn(rp_chunk_cache *c, double amount);
 
 /* A lookup hit: pin, tick the clock, decay and bump the heat, count. */
 static void rp_touch_hit(rp_chunk_cache *c, rp_centry *e) {
@@ -506,6 +518,7 @@ static void rp_touch_hit(rp_chunk_cache *c, rp_centry *e) {
         e->prefetched = false;
         c->prefetch_bytes -= e->bytes;
         c->st.prefetch_used++;
+        pf_earn(c, 4.0);   /* a good guess pays for more */
     }
     note_access(c, e);
 }
@@ -559,6 +572,7 @@ rp_pool_params rp_pool_default_params(void) {
         .async_load = false,
         .prefetch_threshold = 0.25,
         .prefetch_fraction = 0.5,
+        .prefetch_credit = 16,
         .write_delay_ms = 20,
         .batch_bytes = (uint64_t)32 << 20,
         .transient_max = (size_t)64 << 20,
@@ -792,6 +806,14 @@ static void co_bump(rp_chunk_cache *c, uint64_t a, uint64_t b) {
     }
 }
 
+/* Prefetch credit (pp.prefetch_credit): earned back by prefetched chunks that
+ * are hit and, slowly, by accesses; capped at four times the initial credit. */
+static void pf_earn(rp_chunk_cache *c, double amount) {
+    if (c->pp.prefetch_credit <= 0) return;
+    c->pf_credit += amount;
+    if (c->pf_credit > 4 * c->pp.prefetch_credit) c->pf_credit = 4 * c->pp.prefetch_credit;
+}
+
 /* An access (hit or insert): co-access with the last few, the recent ring,
  * a locality update for flash, and a prefetch nudge. */
 static void note_access(rp_chunk_cache *c, rp_centry *e) {
@@ -810,6 +832,7 @@ static void note_access(rp_chunk_cache *c, rp_centry *e) {
         e->touched = true;
         push_id(&c->touch_ids, &c->n_touch, &c->cap_touch, id, 1 << 16);
     }
+    pf_earn(c, 1.0 / 8);
     c->pf_req++;
 }
 
@@ -1735,10 +1758,14 @@ static void prefetch_round(rp_chunk_cache *c) {
 
     pthread_mutex_lock(&c->mu);
     const size_t cap_bytes = (size_t)((double)c->p.budget_bytes * c->pp.prefetch_fraction);
+    double warm_left = 4 * c->pp.prefetch_credit;
     for (int32_t i = 0; i < nc && !c->stop; i++) {
         if (c->busy > 0 || c->writing) break;   /* I/O is not idle: stop; the next round retries */
         if (cv[i].r < c->pp.prefetch_threshold) break;
-        if (rp_find_id(c, cv[i].m.id)) continue;
+        /* guesses that have not been paying stop the prefetcher; the warm start
+         * (hottest rows after attach) has an allowance of its own: the credit cap */
+        if (c->pp.prefetch_credit > 0 && (warm ? warm_left < 1 : c->pf_credit < 1)) break;
+        if (rp_find_id(c, cv[i].m.id) || rp_content_resident(c, cv[i].m.hash)) continue;
         if (known_bad(c, cv[i].m.id)) continue;
         size_t kvb = 0, total = entry_size(c, cv[i].m.n_tokens, &kvb);
         if (!total || c->prefetch_bytes + total > cap_bytes) continue;
@@ -1789,6 +1816,8 @@ static void prefetch_round(rp_chunk_cache *c) {
         entry_index(c, e);
         c->prefetch_bytes += e->bytes;
         c->st.prefetched++;
+        if (warm) warm_left -= 1;
+        else c->pf_credit -= 1;
         c->st.loads++;
         c->st.load_bytes += kvb;
         heap_add(c, e, true);
@@ -1913,6 +1942,7 @@ rp_status rp_chunk_cache_attach_store(rp_chunk_cache *c, rp_store *s, uint64_t s
     c->has_store = true;
     c->stop = false;
     c->pf_warm = !c->pp.no_prefetch;
+    c->pf_credit = c->pp.prefetch_credit;
     if (ro || pthread_create(&c->th_wr, NULL, writer_main, c) == 0) c->th_wr_on = !ro;
     if (!c->pp.no_prefetch && pthread_create(&c->th_pf, NULL, prefetch_main, c) == 0) c->th_pf_on = true;
     if (c->pp.async_load && pthread_create(&c->th_ld, NULL, loader_main, c) == 0) c->th_ld_on = true;

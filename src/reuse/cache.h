@@ -153,6 +153,11 @@ typedef struct rp_pool_params {
                                    callers must rp_chunk_cache_wait_layer before reading a layer */
     double prefetch_threshold;  /* prefetch chunks whose locality R >= this (default 0.25) */
     double prefetch_fraction;   /* prefetch fills at most this share of the RAM budget (default 0.5) */
+    double prefetch_credit;     /* chunks the prefetcher may load ahead of demand (default 16): each costs one
+                                   credit, each that is then hit earns 4 back, every 8 accesses earn one; so a
+                                   prefetcher whose guesses miss slows to a trickle instead of evicting useful
+                                   chunks. The warm start after attach may load 4x the credit. <= 0: no
+                                   limit */
     uint32_t write_delay_ms;    /* the writer waits for this much quiet after an insert (default 20) */
     uint64_t batch_bytes;       /* payload bytes per write transaction (default 32 MiB) */
     size_t transient_max;       /* bytes of chunks held outside the RAM budget (default 64 MiB) */

@@ -151,7 +151,7 @@ static rp_status fill_with_engine(void *user, rp_kv *kv, const rp_token *toks, i
     const rp_reuse_params saved = *rp;
     if (j->p.reuse_mode >= 0) rp->mode = (rp_reuse_mode)j->p.reuse_mode;
     if (j->p.recompute_ratio >= 0) rp->ratio = j->p.recompute_ratio;
-    int32_t nb = 0;   /* the caller's boundaries that fall inside the filled part */
+    int32_t nb = 0;   /* the caller's boundaries inside the prompt (document and message starts) */
     for (int32_t i = 0; i < j->p.n_bounds; i++)
         if (j->bounds[i] > 0 && j->bounds[i] < n) x->ebounds[nb++] = j->bounds[i];
     rp_reuse_analysis an;
