@@ -30,7 +30,9 @@ static void run_usage(void) {
            "      --top-p P           (default 0.95; 1 = off)\n"
            "      --min-p P           (default 0.05; 0 = off)\n"
            "      --repeat-penalty R  (default 1.0 = off)\n"
-           "      --repeat-last-n N   (default 64)\n"
+           "      --repeat-last-n N   (default 64; also the window of the two penalties below)\n"
+           "      --presence-penalty P  subtracted once per token in the window (default 0, -2..2)\n"
+           "      --frequency-penalty F subtracted per occurrence in the window (default 0, -2..2)\n"
            "      --seed S            RNG seed (default 0x1234)\n"
            "      --kv-type T         KV cache type: f16 (default), q8_0, f32\n"
            "      --ignore-eos        keep generating past end-of-generation tokens\n"
@@ -78,6 +80,8 @@ int cmd_run(int argc, char **argv) {
         else if (cli_is(&a, "--top-p", NULL)) { if (!cli_float(&a, 1e-6, 1, &d)) return 2; sp.top_p = (float)d; }
         else if (cli_is(&a, "--min-p", NULL)) { if (!cli_float(&a, 0, 1, &d)) return 2; sp.min_p = (float)d; }
         else if (cli_is(&a, "--repeat-penalty", NULL)) { if (!cli_float(&a, 1e-3, 100, &d)) return 2; sp.repeat_penalty = (float)d; }
+        else if (cli_is(&a, "--presence-penalty", NULL)) { if (!cli_float(&a, -2, 2, &d)) return 2; sp.presence_penalty = (float)d; }
+        else if (cli_is(&a, "--frequency-penalty", NULL)) { if (!cli_float(&a, -2, 2, &d)) return 2; sp.frequency_penalty = (float)d; }
         else if (cli_is(&a, "--repeat-last-n", NULL)) { if (!cli_int(&a, 0, 1 << 20, &l)) return 2; sp.repeat_last_n = (int32_t)l; }
         else if (cli_is(&a, "--seed", "-s")) { if (!cli_u64(&a, &sp.seed)) return 2; }
         else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }

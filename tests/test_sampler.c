@@ -139,6 +139,59 @@ static void test_penalty_and_bias(void **state) {
     assert_int_equal(rp_sampler_create(p, V, &s), RP_ERR_RANGE);
 }
 
+
+/* OpenAI presence / frequency penalties over the repeat window: logit -=
+ * count * frequency + presence, for each distinct token in it. */
+static void test_presence_frequency(void **state) {
+    (void)state;
+    float l[V];
+    for (int i = 0; i < V; i++) l[i] = -10;
+    l[0] = 2.0f;
+    l[1] = 1.9f;
+    l[2] = 0.5f;
+    rp_sampler_params p = rp_sampler_default_params();
+    p.temp = 1;
+    p.top_k = 0;
+    p.top_p = 1;
+    p.min_p = 0;
+    p.repeat_last_n = 8;
+    p.frequency_penalty = 0.5f;
+    p.presence_penalty = 0.1f;
+    rp_sampler *s = NULL;
+    assert_int_equal(rp_sampler_create(p, V, &s), RP_OK);
+    rp_sampler_accept(s, 0);
+    rp_sampler_accept(s, 1);
+    rp_sampler_accept(s, 0);
+    static float pr[V];
+    rp_sampler_dist(s, l, pr);
+    /* token 0: 2.0 - 2 * 0.5 - 0.1 = 0.9; token 1: 1.9 - 0.5 - 0.1 = 1.3; token 2: 0.5 */
+    assert_true(fabs(log(pr[1] / pr[0]) - 0.4) < 1e-4);
+    assert_true(fabs(log(pr[0] / pr[2]) - 0.4) < 1e-4);
+    rp_sampler_free(s);
+    /* greedy: the penalties move the argmax; negative values encourage repeats */
+    p.temp = 0;
+    assert_int_equal(rp_sampler_create(p, V, &s), RP_OK);
+    rp_sampler_accept(s, 0);
+    rp_sampler_accept(s, 0);
+    assert_int_equal(rp_sampler_sample(s, l), 1);
+    rp_sampler_free(s);
+    p.frequency_penalty = -0.5f;
+    p.presence_penalty = 0;
+    assert_int_equal(rp_sampler_create(p, V, &s), RP_OK);
+    rp_sampler_accept(s, 2);
+    assert_int_equal(rp_sampler_sample(s, l), 0);   /* 0.5 + 0.5 = 1.0 < 2.0 */
+    rp_sampler_accept(s, 2);
+    rp_sampler_accept(s, 2);
+    rp_sampler_accept(s, 2);
+    assert_int_equal(rp_sampler_sample(s, l), 2);   /* 0.5 + 4 * 0.5 = 2.5 */
+    /* the window forgets */
+    for (int k = 0; k < 8; k++) rp_sampler_accept(s, 100 + k);
+    assert_int_equal(rp_sampler_sample(s, l), 0);
+    rp_sampler_free(s);
+    p.presence_penalty = NAN;
+    assert_int_equal(rp_sampler_create(p, V, &s), RP_ERR_INVALID_ARG);
+}
+
 static void test_seed_reproducible(void **state) {
     (void)state;
     float l[V];
@@ -211,6 +264,7 @@ int main(void) {
         cmocka_unit_test(test_top_k_distribution),
         cmocka_unit_test(test_top_p_min_p),
         cmocka_unit_test(test_penalty_and_bias),
+        cmocka_unit_test(test_presence_frequency),
         cmocka_unit_test(test_seed_reproducible),
         cmocka_unit_test(test_pool_exactly_once),
     };

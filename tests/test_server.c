@@ -229,6 +229,7 @@ static void test_request_parsing(void **state) {
                      "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"42\"}],"
                      "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{}}}],"
                      "\"tool_choice\":\"required\",\"stop\":[\"x\",\"\"],\"seed\":7,\"max_completion_tokens\":9,"
+                     "\"presence_penalty\":0.5,\"frequency_penalty\":-1.25,"
                      "\"reprise_cache\":{\"mode\":\"prefix\",\"recompute_ratio\":0.5,\"persist\":false},"
                      "\"reprise_documents\":[\"doc one\",\"doc two\"],\"reprise_session\":\"new\"}";
     assert_int_equal(rp_srv_parse_request(RP_EP_CHAT, ok, strlen(ok), &lim, &r, &e), RP_OK);
@@ -245,6 +246,7 @@ static void test_request_parsing(void **state) {
     assert_false(r.cache_persist);
     assert_int_equal(r.n_docs, 2);
     assert_int_equal(r.session, RP_SRV_SESSION_NEW);
+    assert_true(r.presence_penalty == 0.5f && r.frequency_penalty == -1.25f);
     rp_srv_request_free(&r);
 
     static const struct { const char *body; const char *param; } bad[] = {
@@ -255,6 +257,8 @@ static void test_request_parsing(void **state) {
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":\"hot\"}", "temperature"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":3}", "temperature"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", "n"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"frequency_penalty\":2.5}", "frequency_penalty"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"presence_penalty\":\"high\"}", "presence_penalty"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "stop"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages[0].content"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}", "tool_choice"},
@@ -737,6 +741,24 @@ static void test_tools(void **state) {
     resp_free(&r);
 }
 
+/* presence / frequency penalties are applied: a strong frequency penalty
+ * changes a greedy reply that repeats tokens, and zero penalties change nothing */
+static void test_penalties_applied(void **state) {
+    NEED_MAIN();
+    json_t *a = chat(g_main.port, "\"max_tokens\":32", 200);
+    json_t *b = chat(g_main.port, "\"max_tokens\":32,\"frequency_penalty\":2,\"presence_penalty\":2", 200);
+    json_t *c = chat(g_main.port, "\"max_tokens\":32,\"frequency_penalty\":0,\"presence_penalty\":0", 200);
+    const char *ta = json_string_value(json_object_get(json_object_get(json_array_get(json_object_get(a, "choices"), 0), "message"), "content"));
+    const char *tb = json_string_value(json_object_get(json_object_get(json_array_get(json_object_get(b, "choices"), 0), "message"), "content"));
+    const char *tc = json_string_value(json_object_get(json_object_get(json_array_get(json_object_get(c, "choices"), 0), "message"), "content"));
+    print_message("no penalty: %s\npenalized:  %s\n", ta, tb);
+    assert_string_not_equal(ta, tb);
+    assert_string_equal(ta, tc);
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+}
+
 static void test_documents(void **state) {
     NEED_MAIN();
     const char *docs = "\"reprise_documents\":[\"Tom lives in a small house near the river.\",\"Anna has a big brown dog.\"]";
@@ -1066,6 +1088,7 @@ int main(void) {
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_sessions),
         cmocka_unit_test(test_tools),
+        cmocka_unit_test(test_penalties_applied),
         cmocka_unit_test(test_documents),
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_disconnect_cancels),

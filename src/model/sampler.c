@@ -57,7 +57,7 @@ rp_status rp_sampler_create(rp_sampler_params p, int32_t n_vocab, rp_sampler **o
     *out = NULL;
     if (n_vocab <= 0) return rp_errorf(RP_ERR_INVALID_ARG, "sampler: n_vocab %d", n_vocab);
     if (!(p.top_p > 0) || p.min_p < 0 || p.min_p > 1 || !(p.repeat_penalty > 0) || p.repeat_last_n < 0 ||
-        p.n_bias < 0 || isnan(p.temp))
+        p.n_bias < 0 || isnan(p.temp) || !isfinite(p.presence_penalty) || !isfinite(p.frequency_penalty))
         return rp_errorf(RP_ERR_INVALID_ARG, "sampler: parameters out of range (top_p %g, min_p %g, repeat_penalty %g)",
                          p.top_p, p.min_p, p.repeat_penalty);
     rp_sampler *s = calloc(1, sizeof *s);
@@ -125,6 +125,19 @@ static int32_t process(rp_sampler *s, const float *logits) {
             for (int32_t j = 0; j < i && !dup; j++) dup = s->hist[j] == t;
             if (dup || t < 0 || t >= V) continue;
             c[t].v = c[t].v > 0 ? c[t].v / s->p.repeat_penalty : c[t].v * s->p.repeat_penalty;
+        }
+    }
+    if (s->p.presence_penalty != 0 || s->p.frequency_penalty != 0) {
+        /* OpenAI's rule over the same window: logit -= count * frequency + (count > 0) * presence,
+         * each distinct token once (the window holds at most repeat_last_n tokens) */
+        for (int32_t i = 0; i < s->hist_n; i++) {
+            const rp_token t = s->hist[i];
+            bool dup = false;
+            for (int32_t j = 0; j < i && !dup; j++) dup = s->hist[j] == t;
+            if (dup || t < 0 || t >= V) continue;
+            int32_t cnt = 1;
+            for (int32_t j = i + 1; j < s->hist_n; j++) cnt += s->hist[j] == t;
+            c[t].v -= (float)cnt * s->p.frequency_penalty + s->p.presence_penalty;
         }
     }
     if (s->p.temp <= 0) {

@@ -1,4 +1,4 @@
-/* sampler.h — token sampling: greedy, temperature, top-k, top-p, min-p, repetition penalty, logit bias, seed. */
+/* sampler.h — token sampling: greedy, temperature, top-k, top-p, min-p, repetition / presence / frequency penalties, logit bias, seed. */
 #ifndef RP_SAMPLER_H
 #define RP_SAMPLER_H
 
@@ -19,7 +19,9 @@ typedef struct rp_sampler_params {
     float top_p;             /* >= 1: off */
     float min_p;             /* <= 0: off; keeps tokens with p >= min_p * p_max */
     float repeat_penalty;    /* 1: off; llama.cpp semantics (divide positive, multiply negative logits) */
-    int32_t repeat_last_n;   /* how many recent tokens the penalty looks at */
+    int32_t repeat_last_n;   /* how many recent tokens the penalties look at */
+    float presence_penalty;  /* 0: off; subtracted once from the logit of every token in the window (OpenAI) */
+    float frequency_penalty; /* 0: off; subtracted per occurrence in the window (OpenAI) */
     uint64_t seed;
     const rp_logit_bias *bias;   /* copied at create */
     int32_t n_bias;

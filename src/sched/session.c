@@ -330,6 +330,7 @@ static rp_status set_gen(rp_sched *s, rp_sess *x, const rp_gen_params *gp) {
          * keeps it independent of the (rejected-token) history */
         rp_sampler_params dp = gp->sampler;
         dp.repeat_penalty = 1.0f;
+        dp.presence_penalty = dp.frequency_penalty = 0.0f;
         dp.seed = gp->sampler.seed ^ 0x5bd1e9955bd1e995ULL;
         rp_status st = rp_sampler_create(dp, s->n_vocab, &dsmp);
         if (st == RP_OK && !x->q && s->max_len > 0) {

@@ -152,6 +152,8 @@ rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, const char *body,
     jp.sampler.top_p = r->top_p;
     jp.sampler.top_k = 0;   /* OpenAI semantics: temperature and top_p only */
     jp.sampler.min_p = 0;
+    jp.sampler.presence_penalty = r->presence_penalty;
+    jp.sampler.frequency_penalty = r->frequency_penalty;
     jp.sampler.bias = r->bias;
     jp.sampler.n_bias = r->n_bias;
     if (r->has_seed) jp.sampler.seed = r->seed;

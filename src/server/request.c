@@ -449,12 +449,14 @@ static rp_status parse_common(rp_srv_request *r, const json_t *root, const rp_sr
     RP_TRY(get_int(root, "seed", INT64_MIN, INT64_MAX, &seed, &seeded, err));
     r->has_seed = seeded;
     r->seed = (uint64_t)seed;
-    double t = 1.0, tp = 1.0, pen = 0;
+    double t = 1.0, tp = 1.0, pres = 0, freq = 0;
     RP_TRY(get_num(root, "temperature", 0, 2, &t, err));
     RP_TRY(get_num(root, "top_p", 0, 1, &tp, err));
     if (tp <= 0) return BAD("top_p", "'top_p' must be greater than 0");
-    RP_TRY(get_num(root, "presence_penalty", -2, 2, &pen, err));    /* accepted, not applied */
-    RP_TRY(get_num(root, "frequency_penalty", -2, 2, &pen, err));   /* accepted, not applied */
+    RP_TRY(get_num(root, "presence_penalty", -2, 2, &pres, err));
+    RP_TRY(get_num(root, "frequency_penalty", -2, 2, &freq, err));
+    r->presence_penalty = (float)pres;
+    r->frequency_penalty = (float)freq;
     r->temperature = (float)t;
     r->top_p = (float)tp;
     RP_TRY(parse_stop(r, json_object_get(root, "stop"), err));

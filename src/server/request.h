@@ -75,6 +75,7 @@ typedef struct rp_srv_request {
     bool stream, include_usage;
     int32_t max_tokens;             /* -1: not given */
     float temperature, top_p;       /* OpenAI defaults 1, 1 */
+    float presence_penalty, frequency_penalty;   /* OpenAI defaults 0, 0; over the last 64 tokens (prompt included) */
     bool has_seed;
     uint64_t seed;
     const char *stop[RP_SRV_MAX_STOP];
