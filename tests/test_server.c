@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <jansson.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -981,6 +982,11 @@ static void test_sched_backend(void **state) {
     assert_true(jint(ub, "reprise.reused_nonprefix") > 0);
     assert_int_equal(jint(ub, "reprise.computed"),
                      jint(ub, "prompt_tokens") - jint(ub, "reprise.reused_prefix") - jint(ub, "reprise.reused_nonprefix"));
+    /* the fill is prefill time, not queueing: queue + prefill = TTFT, both >= 0 */
+    json_t *rb = json_object_get(ub, "reprise");
+    const double q = json_number_value(json_object_get(rb, "queue_ms")), pf = json_number_value(json_object_get(rb, "prefill_ms")),
+                 tt = json_number_value(json_object_get(rb, "ttft_ms"));
+    assert_true(q >= 0 && pf > 0 && fabs(q + pf - tt) < 1e-3 * tt + 0.01);
     json_decref(da);
     json_decref(db);
     /* reuse "none" for one request: nothing filled from the cache */

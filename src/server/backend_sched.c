@@ -231,6 +231,7 @@ static void run_fills(sched_be *x) {
 
         const rp_gen_params gp = job_gen_params(j);
         fill_arg a = {.x = x, .j = j};
+        if (!j->started) rp_job_mark_started(j);   /* its prefill starts now: the fill is not queueing */
         int32_t k = 0;
         rp_status st = atomic_load(&j->cancel)
                            ? rp_errorf(RP_ERR_CANCELLED, "server: cancelled before its prefill")
@@ -256,7 +257,7 @@ static void run_fills(sched_be *x) {
                 x->n_oneoff--;
                 x->n_sessions--;
             }
-            rp_job_mark_started(j);
+            if (!j->started) rp_job_mark_started(j);
             rp_job_complete(j, cancelled ? RP_JOB_CANCELLED : RP_JOB_ERROR, NULL, cancelled ? NULL : err);
             dispatch_pending(x);
         }
@@ -311,7 +312,8 @@ static void reap(sched_be *x, double step_s, int32_t step_rows) {
             bs->waiting = info.state == RP_SESS_WAITING;
         }
         if (j->n_gen > 0) {
-            js.prefill_ms = j->st.ttft_ms - j->st.queue_ms;
+            /* started is noticed after a step: a prompt finished within it shows no queue/prefill split */
+            js.prefill_ms = j->st.ttft_ms > j->st.queue_ms ? j->st.ttft_ms - j->st.queue_ms : 0;
             js.decode_ms = (rp_srv_now() - j->t_submit) * 1e3 - j->st.ttft_ms;
         }
         rp_job_complete(j, why, &js, st == RP_OK ? NULL : "the scheduler lost the session");
