@@ -216,53 +216,53 @@ static rp_status commit_prompt(void *user, const rp_kv *kv, const rp_token *toks
     return st;
 }
 
-/* Runs the queued fills and hands their jobs to the scheduler. Loop thread. */
-static void run_fills(sched_be *x) {
-    for (;;) {
-        pthread_mutex_lock(&x->mu);
-        if (x->n_fill == 0) {
-            pthread_mutex_unlock(&x->mu);
-            return;
-        }
-        rp_job *j = x->fillq[0];
-        memmove(x->fillq, x->fillq + 1, sizeof *x->fillq * (size_t)(x->n_fill - 1));
-        x->n_fill--;
+/* Runs the oldest queued fill and hands its job to the scheduler: one per
+ * loop iteration, so the batch's sequences get a step between two fills.
+ * Loop thread. */
+static void run_fill(sched_be *x) {
+    pthread_mutex_lock(&x->mu);
+    if (x->n_fill == 0) {
         pthread_mutex_unlock(&x->mu);
-
-        const rp_gen_params gp = job_gen_params(j);
-        fill_arg a = {.x = x, .j = j};
-        if (!j->started) rp_job_mark_started(j);   /* its prefill starts now: the fill is not queueing */
-        int32_t k = 0;
-        rp_status st = atomic_load(&j->cancel)
-                           ? rp_errorf(RP_ERR_CANCELLED, "server: cancelled before its prefill")
-                           : rp_sched_submit_filled(x->s, j->sched_id, j->toks, j->p.n, &gp, fill_with_engine, &a, &k);
-        pthread_mutex_lock(&x->mu);
-        if (st == RP_OK) {
-            /* k == 0 when the fill failed (its KV was discarded): nothing was reused */
-            /* at most the k cells kept (the batch ran the last token again) */
-            j->st.n_prefix = a.ran && k > 0 ? (a.rst.n_prefix < k ? a.rst.n_prefix : k) : 0;
-            const int32_t room = k - j->st.n_prefix;
-            j->st.n_nonprefix = a.ran && k > 0 ? (a.rst.n_nonprefix < room ? a.rst.n_nonprefix : room) : 0;
-            j->st.n_recomputed = a.ran && k > 0 ? (a.rst.n_recomputed < j->st.n_nonprefix ? a.rst.n_recomputed : j->st.n_nonprefix) : 0;
-            j->st.n_computed = j->p.n - j->st.n_prefix - j->st.n_nonprefix;
-            x->st.reused_nonprefix += (uint64_t)j->st.n_nonprefix;
-            x->st.recomputed += (uint64_t)j->st.n_recomputed;
-            x->active[x->n_active++] = j;
-        } else {
-            const bool cancelled = st == RP_ERR_CANCELLED;
-            char err[256];
-            snprintf(err, sizeof err, "%s", rp_last_error());
-            if (j->ephemeral) {
-                rp_sched_session_free(x->s, j->sched_id);
-                x->n_oneoff--;
-                x->n_sessions--;
-            }
-            if (!j->started) rp_job_mark_started(j);
-            rp_job_complete(j, cancelled ? RP_JOB_CANCELLED : RP_JOB_ERROR, NULL, cancelled ? NULL : err);
-            dispatch_pending(x);
-        }
-        pthread_mutex_unlock(&x->mu);
+        return;
     }
+    rp_job *j = x->fillq[0];
+    memmove(x->fillq, x->fillq + 1, sizeof *x->fillq * (size_t)(x->n_fill - 1));
+    x->n_fill--;
+    pthread_mutex_unlock(&x->mu);
+
+    const rp_gen_params gp = job_gen_params(j);
+    fill_arg a = {.x = x, .j = j};
+    if (!j->started) rp_job_mark_started(j);   /* its prefill starts now: the fill is not queueing */
+    int32_t k = 0;
+    rp_status st = atomic_load(&j->cancel)
+                       ? rp_errorf(RP_ERR_CANCELLED, "server: cancelled before its prefill")
+                       : rp_sched_submit_filled(x->s, j->sched_id, j->toks, j->p.n, &gp, fill_with_engine, &a, &k);
+    pthread_mutex_lock(&x->mu);
+    if (st == RP_OK) {
+        /* k == 0 when the fill failed (its KV was discarded): nothing was reused */
+        /* at most the k cells kept (the batch ran the last token again) */
+        j->st.n_prefix = a.ran && k > 0 ? (a.rst.n_prefix < k ? a.rst.n_prefix : k) : 0;
+        const int32_t room = k - j->st.n_prefix;
+        j->st.n_nonprefix = a.ran && k > 0 ? (a.rst.n_nonprefix < room ? a.rst.n_nonprefix : room) : 0;
+        j->st.n_recomputed = a.ran && k > 0 ? (a.rst.n_recomputed < j->st.n_nonprefix ? a.rst.n_recomputed : j->st.n_nonprefix) : 0;
+        j->st.n_computed = j->p.n - j->st.n_prefix - j->st.n_nonprefix;
+        x->st.reused_nonprefix += (uint64_t)j->st.n_nonprefix;
+        x->st.recomputed += (uint64_t)j->st.n_recomputed;
+        x->active[x->n_active++] = j;
+    } else {
+        const bool cancelled = st == RP_ERR_CANCELLED;
+        char err[256];
+        snprintf(err, sizeof err, "%s", rp_last_error());
+        if (j->ephemeral) {
+            rp_sched_session_free(x->s, j->sched_id);
+            x->n_oneoff--;
+            x->n_sessions--;
+        }
+        if (!j->started) rp_job_mark_started(j);
+        rp_job_complete(j, cancelled ? RP_JOB_CANCELLED : RP_JOB_ERROR, NULL, cancelled ? NULL : err);
+        dispatch_pending(x);
+    }
+    pthread_mutex_unlock(&x->mu);
 }
 
 static void snapshot_cache(sched_be *x) {
@@ -328,7 +328,7 @@ static void *loop(void *arg) {
     sched_be *x = arg;
     while (!atomic_load(&x->stop)) {
         if (x->e) {
-            run_fills(x);
+            run_fill(x);
             snapshot_cache(x);
         }
         rp_sched_step_info info;
@@ -356,7 +356,10 @@ static void *loop(void *arg) {
         pthread_mutex_lock(&x->mu);
         x->ss = ss;
         pthread_mutex_unlock(&x->mu);
-        if (st != RP_OK || info.idle || info.blocked) rp_sched_wait_event(x->s, 0.02);
+        pthread_mutex_lock(&x->mu);
+        const bool fills = x->n_fill > 0;
+        pthread_mutex_unlock(&x->mu);
+        if (!fills && (st != RP_OK || info.idle || info.blocked)) rp_sched_wait_event(x->s, 0.02);
     }
     return NULL;
 }
