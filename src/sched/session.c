@@ -433,6 +433,26 @@ rp_status rp_sched_submit(rp_sched *s, rp_sched_id id, const rp_token *toks, int
     return st;
 }
 
+/* Holds a session outside the step (mu held): busy, so no submit, truncate,
+ * demote or step touches it, and a free is deferred; `held` keeps a step in
+ * flight from clearing that. kv_before is what stats report for its KV. */
+static rp_kv *sess_hold(rp_sched *s, rp_sess *x, int32_t kv_before) {
+    x->busy = x->held = true;
+    x->kv_before = kv_before;
+    x->resident_snap = rp_sess_kv_resident(s, x);
+    return x->kv;
+}
+
+/* Ends a hold (mu held); a free requested meanwhile happens now. Returns
+ * false when the session is gone. */
+static bool sess_unhold(rp_sched *s, rp_sess *x) {
+    x->busy = x->held = false;
+    if (!x->want_free) return true;
+    rp_sess_release(s, x);
+    signal_event(s);
+    return false;
+}
+
 rp_status rp_sched_submit_filled(rp_sched *s, rp_sched_id id, const rp_token *toks, int32_t n, const rp_gen_params *gp,
                                  rp_sched_fill_fn fill, void *user, int32_t *n_filled) {
     if (n_filled) *n_filled = 0;
@@ -453,11 +473,7 @@ rp_status rp_sched_submit_filled(rp_sched *s, rp_sched_id id, const rp_token *to
         pthread_mutex_unlock(&s->mu);
         return st;
     }
-    /* held: no step takes it (it is IDLE anyway) or clears the hold, a free waits for us */
-    x->busy = x->held = true;
-    x->kv_before = 0;
-    x->resident_snap = rp_sess_kv_resident(s, x);
-    rp_kv *kv = x->kv;
+    rp_kv *kv = sess_hold(s, x, 0);   /* IDLE: no step would take it anyway */
     pthread_mutex_unlock(&s->mu);
 
     const rp_status fs = fill(user, kv, toks, n);
@@ -472,10 +488,7 @@ rp_status rp_sched_submit_filled(rp_sched *s, rp_sched_id id, const rp_token *to
     }
 
     pthread_mutex_lock(&s->mu);
-    x->busy = x->held = false;
-    if (x->want_free) {
-        rp_sess_release(s, x);
-        signal_event(s);
+    if (!sess_unhold(s, x)) {
         pthread_mutex_unlock(&s->mu);
         return rp_errorf(RP_ERR_CANCELLED, "sched: the session was freed during its fill");
     }
@@ -507,20 +520,13 @@ rp_status rp_sched_session_read_kv(rp_sched *s, rp_sched_id id, rp_sched_kv_fn f
         pthread_mutex_unlock(&s->mu);
         return st;
     }
-    x->busy = x->held = true;   /* no submit, truncate, demote or step while fn reads; a free waits */
-    x->kv_before = x->kv->n;
-    x->resident_snap = rp_sess_kv_resident(s, x);
-    const rp_kv *kv = x->kv;
+    const rp_kv *kv = sess_hold(s, x, x->kv->n);
     const rp_token *toks = x->toks;
     const int32_t n = x->n_tok;
     pthread_mutex_unlock(&s->mu);
     st = fn(user, kv, toks, n);
     pthread_mutex_lock(&s->mu);
-    x->busy = x->held = false;
-    if (x->want_free) {
-        rp_sess_release(s, x);
-        signal_event(s);
-    }
+    (void)sess_unhold(s, x);
     pthread_mutex_unlock(&s->mu);
     return st;
 }

@@ -147,14 +147,11 @@ static void run_job(core *c, rp_job *j) {
     const bool via_engine = common == 0;
     const double t0 = rp_srv_now();
     if (via_engine) {
-        rp_reuse_params *rp = rp_reuse_get_params(c->e);
-        rp_reuse_params saved = *rp;
-        if (j->p.reuse_mode >= 0) rp->mode = (rp_reuse_mode)j->p.reuse_mode;
-        if (j->p.recompute_ratio >= 0) rp->ratio = j->p.recompute_ratio;
+        const rp_reuse_params saved = rp_backend_reuse_override(c->e, j);
         rp_reuse_stats rst;
         memset(&rst, 0, sizeof rst);
         rs = rp_reuse_prefill(c->e, c->ctx, rp_session_kv(s), j->toks, j->p.n, j->bounds, j->p.n_bounds, c->logits, &rst);
-        *rp = saved;
+        *rp_reuse_get_params(c->e) = saved;
         if (rs == RP_OK) rs = rp_session_adopt(s, j->toks, j->p.n, c->logits);
         st.n_prefix = rst.n_prefix;
         st.n_nonprefix = rst.n_nonprefix;

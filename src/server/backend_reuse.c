@@ -61,3 +61,11 @@ rp_status rp_backend_reuse_flush(rp_reuse *e) {
     rp_chunk_cache *cc = e ? rp_reuse_cache(e) : NULL;
     return cc && rp_chunk_cache_has_store(cc) ? rp_chunk_cache_flush(cc) : RP_OK;
 }
+
+rp_reuse_params rp_backend_reuse_override(rp_reuse *e, const rp_job *j) {
+    rp_reuse_params *rp = rp_reuse_get_params(e);
+    const rp_reuse_params saved = *rp;
+    if (j->p.reuse_mode >= 0) rp->mode = (rp_reuse_mode)j->p.reuse_mode;
+    if (j->p.recompute_ratio >= 0) rp->ratio = j->p.recompute_ratio;
+    return saved;
+}

@@ -40,14 +40,15 @@ typedef struct sched_be {
     int32_t n_kept, cap_kept;
     /* Cross-request reuse (prefix and non-prefix chunks, blend): a one-off
      * job that continues no kept sequence, or a session's first turn, gets
-     * its prompt's KV from the reuse engine on the loop thread, between
-     * steps (rp_sched_submit_filled), and joins the batch for its last token.
-     * The engine's cache (RAM pool, and the flash store with --cache-dir)
-     * is shared with nothing else. NULL with --reuse none. */
+     * its prompt's KV up to its last reusable chunk from the reuse engine on
+     * the loop thread, between steps (rp_sched_submit_filled); the batch
+     * computes the rest and the prompt is cached after the turn. The
+     * engine's cache (RAM pool, and the flash store with --cache-dir) is
+     * shared with nothing else. NULL with --reuse none. */
     rp_reuse *e;                   /* loop thread only (after start) */
     rp_ctx *ectx;                  /* the engine's forward context */
     float *elogits;                /* [n_vocab] the engine's last-token logits (unused: the batch recomputes them) */
-    int32_t *ebounds;              /* [n_ctx] boundaries inside the filled part */
+    int32_t *ebounds;              /* [n_ctx] the caller's boundaries passed to the engine */
     rp_job **fillq;                /* [cap_active] jobs waiting for their fill (mu) */
     int32_t n_fill;
 } sched_be;
@@ -122,11 +123,14 @@ static rp_gen_params job_gen_params(rp_job *j) {
     return gp;
 }
 
+/* The job's reuse mode: its reprise_cache.mode, else the server's --reuse. */
+static int job_mode(const sched_be *x, const rp_job *j) {
+    return j->p.reuse_mode >= 0 ? j->p.reuse_mode : x->b->cfg.reuse_mode;
+}
+
 /* Whether a job's fresh sequence is filled by the reuse engine (mu held). */
 static bool wants_fill(const sched_be *x, const rp_job *j) {
-    if (!x->e || j->p.n < 2) return false;
-    const int mode = j->p.reuse_mode >= 0 ? j->p.reuse_mode : x->b->cfg.reuse_mode;
-    return mode != RP_REUSE_NONE;
+    return x->e && j->p.n >= 2 && job_mode(x, j) != RP_REUSE_NONE;
 }
 
 typedef struct fill_arg {
@@ -147,10 +151,7 @@ static rp_status fill_with_engine(void *user, rp_kv *kv, const rp_token *toks, i
     fill_arg *a = user;
     sched_be *x = a->x;
     rp_job *j = a->j;
-    rp_reuse_params *rp = rp_reuse_get_params(x->e);
-    const rp_reuse_params saved = *rp;
-    if (j->p.reuse_mode >= 0) rp->mode = (rp_reuse_mode)j->p.reuse_mode;
-    if (j->p.recompute_ratio >= 0) rp->ratio = j->p.recompute_ratio;
+    const rp_reuse_params saved = rp_backend_reuse_override(x->e, j);
     int32_t nb = 0;   /* the caller's boundaries inside the prompt (document and message starts) */
     for (int32_t i = 0; i < j->p.n_bounds; i++)
         if (j->bounds[i] > 0 && j->bounds[i] < n) x->ebounds[nb++] = j->bounds[i];
@@ -188,7 +189,7 @@ static rp_status fill_with_engine(void *user, rp_kv *kv, const rp_token *toks, i
         if (st != RP_OK)
             fprintf(stderr, "reprise serve: reuse prefill failed (the batch computes the prompt): %s\n", rp_last_error());
     }
-    *rp = saved;
+    *rp_reuse_get_params(x->e) = saved;
     if (st != RP_OK) {   /* the scheduler discards the fill: the batch computes everything, cached after */
         j->commit_after = j->p.persist;
         j->commit_exact = true;
@@ -207,11 +208,9 @@ static rp_status commit_prompt(void *user, const rp_kv *kv, const rp_token *toks
     rp_job *j = c->j;
     /* a turn cancelled before its prompt was computed has nothing to cache */
     if (n < j->p.n || kv->n < j->p.n || memcmp(toks, j->toks, sizeof *toks * (size_t)j->p.n) != 0) return RP_OK;
-    rp_reuse_params *rp = rp_reuse_get_params(c->x->e);
-    const rp_reuse_params saved = *rp;
-    if (j->p.reuse_mode >= 0) rp->mode = (rp_reuse_mode)j->p.reuse_mode;
+    const rp_reuse_params saved = rp_backend_reuse_override(c->x->e, j);
     const rp_status st = rp_reuse_commit_computed(c->x->e, kv, j->toks, j->p.n, j->bounds, j->p.n_bounds, j->commit_exact);
-    *rp = saved;
+    *rp_reuse_get_params(c->x->e) = saved;
     if (st != RP_OK) fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
     return st;
 }
@@ -489,11 +488,10 @@ static rp_status dispatch(sched_be *x, rp_job *j) {
             if (common < have) st = rp_sched_truncate(x->s, id, common);
         }
     } else {
-        const int mode = j->p.reuse_mode >= 0 ? j->p.reuse_mode : b->cfg.reuse_mode;
         /* reuse none: a fresh sequence, computed whole. With the reuse engine,
          * a kept sequence is continued only when it shares at least half the
          * prompt: the engine reuses chunks anywhere */
-        int32_t k = mode == RP_REUSE_NONE ? -1 : best_kept(x, j->toks, j->p.n, &common);
+        int32_t k = job_mode(x, j) == RP_REUSE_NONE ? -1 : best_kept(x, j->toks, j->p.n, &common);
         if (k >= 0 && wants_fill(x, j) && 2 * common < j->p.n) k = -1;
         if (k >= 0) {   /* continue a finished job's sequence from the shared prefix */
             id = x->kept[k];
