@@ -38,6 +38,25 @@ static void add_out(step *s, const char *opt, const char *dir, const char *file)
     else free(p);
 }
 
+/* The next step of the run, titled, running fn. */
+static step *new_step(step *steps, int *n, const char *title, int (*fn)(int, char **)) {
+    step *s = &steps[(*n)++];
+    s->title = title;
+    s->fn = fn;
+    return s;
+}
+
+/* A step's reports: --json / --json-out DIR/STEM.json and --html DIR/STEM.html,
+ * the HTML being the page the joined report embeds. */
+static void step_reports(step *s, const char *json_opt, const char *dir, const char *stem) {
+    char f[128];
+    snprintf(f, sizeof f, "%s.json", stem);
+    add_out(s, json_opt, dir, f);
+    snprintf(f, sizeof f, "%s.html", stem);
+    add_out(s, "--html", dir, f);
+    snprintf(s->html, sizeof s->html, "%s/%s", dir, f);
+}
+
 int bench_all(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "bench all"};
     const char *model = NULL, *fid = NULL, *out = "bench-report", *threads = "2", *data = NULL, *steps_s = NULL;
@@ -84,64 +103,45 @@ int bench_all(int argc, char **argv) {
     step *s;
 #define WANT(name) (!steps_s || strstr(steps_s, name))
     if (WANT("reuse")) {
-        s = &steps[n++];
-        s->title = "reuse: synthetic documents";
-        s->fn = bench_reuse;
+        s = new_step(steps, &n, "reuse: synthetic documents", bench_reuse);
         add(s, "reuse"); add(s, "-m"); add(s, model); add(s, "--workload"); add(s, "synthetic");
         add(s, "--queries"); add(s, queries); add(s, "-t"); add(s, threads);
         add(s, "--modes"); add(s, "none,prefix,full,blend,static,static-naive");
         if (quick) { add(s, "--doc-len"); add(s, "64"); add(s, "--tail"); add(s, "8"); }
-        add_out(s, "--json", out, "reuse-synthetic.json");
-        add_out(s, "--html", out, "reuse-synthetic.html");
-        snprintf(s->html, sizeof s->html, "%s/reuse-synthetic.html", out);
+        step_reports(s, "--json", out, "reuse-synthetic");
     }
     static const char *wl[3] = {"docqa", "chat", "skills"};
     for (int pass = 0; pass < 2; pass++) {
         const char *m = pass == 0 ? model : fid;
         if (!m || !WANT(pass == 0 ? "workloads" : "fidelity")) continue;
         for (int w = 0; w < 3; w++) {
-            s = &steps[n++];
-            s->title = wl[w];
-            s->fn = bench_reuse;
+            s = new_step(steps, &n, wl[w], bench_reuse);
             add(s, "reuse"); add(s, "-m"); add(s, m); add(s, "--workload"); add(s, wl[w]);
             add(s, "--queries"); add(s, pass == 0 ? queries : (quick ? "3" : "8"));
             add(s, "-t"); add(s, pass == 0 ? threads : "1");
             add(s, "--modes"); add(s, "none,prefix,full,blend");
             add(s, "--gen"); add(s, pass == 0 ? "4" : "16");
             if (data) { add(s, "--data"); add(s, data); }
-            char f[64];
-            snprintf(f, sizeof f, "%s-%s.json", pass == 0 ? "reuse" : "fidelity", wl[w]);
-            add_out(s, "--json", out, f);
-            snprintf(f, sizeof f, "%s-%s.html", pass == 0 ? "reuse" : "fidelity", wl[w]);
-            add_out(s, "--html", out, f);
-            snprintf(s->html, sizeof s->html, "%s/%s", out, f);
+            char stem[64];
+            snprintf(stem, sizeof stem, "%s-%s", pass == 0 ? "reuse" : "fidelity", wl[w]);
+            step_reports(s, "--json", out, stem);
         }
     }
     if (WANT("sweep")) {
-        s = &steps[n++];
-        s->title = "sweep";
-        s->fn = bench_sweep;
+        s = new_step(steps, &n, "sweep", bench_sweep);
         add(s, "sweep"); add(s, "-m"); add(s, model); add(s, "-t"); add(s, threads);
         add(s, "--lengths"); add(s, quick ? "128,256" : "1024,2048,3072");
         if (quick) { add(s, "--ratios"); add(s, "0,50,100"); }
-        add_out(s, "--json", out, "sweep.json");
-        add_out(s, "--html", out, "sweep.html");
-        snprintf(s->html, sizeof s->html, "%s/sweep.html", out);
+        step_reports(s, "--json", out, "sweep");
     }
     if (WANT("ablation")) {
-        s = &steps[n++];
-        s->title = "ablation";
-        s->fn = bench_ablation;
+        s = new_step(steps, &n, "ablation", bench_ablation);
         add(s, "ablation"); add(s, "-m"); add(s, model); add(s, "-t"); add(s, threads);
         if (quick) { add(s, "--queries"); add(s, "6"); add(s, "--docs"); add(s, "6"); add(s, "--doc-len"); add(s, "48"); }
-        add_out(s, "--json", out, "ablation.json");
-        add_out(s, "--html", out, "ablation.html");
-        snprintf(s->html, sizeof s->html, "%s/ablation.html", out);
+        step_reports(s, "--json", out, "ablation");
     }
     if (WANT("agents")) {
-        s = &steps[n++];
-        s->title = "agents";
-        s->fn = bench_agents;
+        s = new_step(steps, &n, "agents", bench_agents);
         add(s, "agents"); add(s, "-m"); add(s, agents_model);
         add(s, "--agents"); add(s, quick ? "2" : "2,3,4");
         add(s, "--stall"); add(s, quick ? "0,0.1:1" : "0,0.1:1,1:10");
@@ -149,9 +149,7 @@ int bench_all(int argc, char **argv) {
         if (quick) { add(s, "--turns"); add(s, "2"); add(s, "--gen"); add(s, "16,16,16"); add(s, "--prompt"); add(s, "64,64,64"); }
         if (data) { add(s, "--data"); add(s, data); }
         add_out(s, "--svg", out, "agents.svg");
-        add_out(s, "--json-out", out, "agents.json");
-        add_out(s, "--html", out, "agents.html");
-        snprintf(s->html, sizeof s->html, "%s/agents.html", out);
+        step_reports(s, "--json-out", out, "agents");
     }
 #undef WANT
     int failed = 0;
