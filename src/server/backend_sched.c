@@ -218,11 +218,11 @@ static rp_status commit_prompt(void *user, const rp_kv *kv, const rp_token *toks
 /* Runs the oldest queued fill and hands its job to the scheduler: one per
  * loop iteration, so the batch's sequences get a step between two fills.
  * Loop thread. */
-static void run_fill(sched_be *x) {
+static bool run_fill(sched_be *x) {
     pthread_mutex_lock(&x->mu);
     if (x->n_fill == 0) {
         pthread_mutex_unlock(&x->mu);
-        return;
+        return false;
     }
     rp_job *j = x->fillq[0];
     memmove(x->fillq, x->fillq + 1, sizeof *x->fillq * (size_t)(x->n_fill - 1));
@@ -261,14 +261,9 @@ static void run_fill(sched_be *x) {
         rp_job_complete(j, cancelled ? RP_JOB_CANCELLED : RP_JOB_ERROR, NULL, cancelled ? NULL : err);
         dispatch_pending(x);
     }
+    rp_backend_reuse_snapshot(x->e, &x->st);   /* the cache figures /metrics reports */
     pthread_mutex_unlock(&x->mu);
-}
-
-static void snapshot_cache(sched_be *x) {
-    if (!x->e) return;
-    pthread_mutex_lock(&x->mu);
-    rp_backend_reuse_snapshot(x->e, &x->st);
-    pthread_mutex_unlock(&x->mu);
+    return true;
 }
 
 /* After a step: completes jobs whose turn ended. Called on the loop thread. */
@@ -315,6 +310,7 @@ static void reap(sched_be *x, double step_s, int32_t step_rows) {
             js.prefill_ms = j->st.ttft_ms > j->st.queue_ms ? j->st.ttft_ms - j->st.queue_ms : 0;
             js.decode_ms = (rp_srv_now() - j->t_submit) * 1e3 - j->st.ttft_ms;
         }
+        if (x->e) rp_backend_reuse_snapshot(x->e, &x->st);   /* after its prompt was cached, before it answers */
         rp_job_complete(j, why, &js, st == RP_OK ? NULL : "the scheduler lost the session");
     }
     (void)step_s;
@@ -326,10 +322,7 @@ static void reap(sched_be *x, double step_s, int32_t step_rows) {
 static void *loop(void *arg) {
     sched_be *x = arg;
     while (!atomic_load(&x->stop)) {
-        if (x->e) {
-            run_fill(x);
-            snapshot_cache(x);
-        }
+        if (x->e) (void)run_fill(x);
         rp_sched_step_info info;
         memset(&info, 0, sizeof info);
         rp_status st = rp_sched_step(x->s, &info);
