@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "core/bigmem.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu.h"
 #include "kernels/kernels.h"
@@ -22,6 +23,12 @@ static int inspect_system(void) {
     rp_cpu_level act = rp_cpu_level_active();
     printf("best level: %s\nchosen level: %s%s\n", rp_cpu_level_name(c->best), rp_cpu_level_name(act),
            act != c->best ? " (forced by RP_FORCE_REF / RP_CPU / --cpu)" : "");
+    char thp[32];
+    rp_bigmem_thp_mode(thp, sizeof thp);
+    printf("memory: transparent huge pages '%s'; packed weights %s\n", thp,
+           !rp_bigmem_huge_enabled() ? "on 4 KiB pages (RP_NO_HUGEPAGES)"
+           : strcmp(thp, "never") == 0 ? "on 4 KiB pages (THP off)"
+                                       : "ask for 2 MiB pages (MADV_HUGEPAGE)");
     printf("kernels at %s:\n", rp_cpu_level_name(act));
     const rp_type types[] = {RP_TYPE_F32, RP_TYPE_F16, RP_TYPE_BF16, RP_TYPE_Q8_0, RP_TYPE_Q4_0, RP_TYPE_Q4_K, RP_TYPE_Q6_K};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {

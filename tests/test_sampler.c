@@ -1,11 +1,9 @@
-/* test_sampler.c — sampler semantics (greedy, top-k/p, min-p, penalty, bias, seed) and the thread pool. */
+/* test_sampler.c — sampler semantics (greedy, top-k/p, min-p, penalty, bias, presence/frequency, seed). */
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "testutil.h"
-#include "core/threadpool.h"
 #include "model/sampler.h"
 
 #define V 1000
@@ -223,41 +221,6 @@ static void test_seed_reproducible(void **state) {
     rp_sampler_free(b);
 }
 
-/* ---- thread pool ---- */
-
-typedef struct { atomic_int *hits; int64_t n; atomic_int bad_tid; int nt; } pool_arg;
-
-static void pool_body(void *vp, int64_t b, int64_t e, int tid) {
-    pool_arg *a = vp;
-    if (tid < 0 || tid >= a->nt) atomic_fetch_add(&a->bad_tid, 1);
-    for (int64_t i = b; i < e; i++) atomic_fetch_add(&a->hits[i], 1);
-}
-
-/* Every item is processed exactly once, for many sizes and chunkings, over
- * thousands of back-to-back jobs (the decode pattern). */
-static void test_pool_exactly_once(void **state) {
-    (void)state;
-    for (int nt = 1; nt <= 4; nt++) {
-        rp_pool *p = NULL;
-        assert_int_equal(rp_pool_create(nt, &p), RP_OK);
-        const int64_t sizes[] = {1, 3, 31, 33, 255, 257, 1000};
-        atomic_int *hits = calloc(1000, sizeof *hits);
-        for (int rep = 0; rep < 300; rep++) {
-            int64_t n = sizes[rep % 7], chunk = 1 + rep % 5;
-            for (int64_t i = 0; i < n; i++) atomic_store(&hits[i], 0);
-            pool_arg a = {hits, n, 0, nt};
-            rp_pool_parallel_for(p, n, chunk, pool_body, &a);
-            for (int64_t i = 0; i < n; i++) assert_int_equal(atomic_load(&hits[i]), 1);
-            assert_int_equal(atomic_load(&a.bad_tid), 0);
-        }
-        free(hits);
-        rp_pool_free(p);
-    }
-    rp_pool *p = NULL;
-    assert_int_equal(rp_pool_create(0, &p), RP_ERR_INVALID_ARG);
-    assert_int_equal(rp_pool_create(1000, &p), RP_ERR_INVALID_ARG);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_and_ties),
@@ -266,7 +229,6 @@ int main(void) {
         cmocka_unit_test(test_penalty_and_bias),
         cmocka_unit_test(test_presence_frequency),
         cmocka_unit_test(test_seed_reproducible),
-        cmocka_unit_test(test_pool_exactly_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

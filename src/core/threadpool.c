@@ -25,6 +25,7 @@ struct rp_pool {
     rp_pool_fn fn;
     void *arg;
     int64_t n, chunk;
+    bool guided;   /* chunk is the minimum; claims shrink with what is left */
 
     _Alignas(64) atomic_int_fast64_t next;   /* next unclaimed item */
     _Alignas(64) atomic_uint generation;     /* bumped once per job */
@@ -36,6 +37,24 @@ typedef struct { rp_pool *p; int tid; } worker_arg;
 
 static void run_chunks(rp_pool *p, int tid) {
     const int64_t n = p->n, chunk = p->chunk;
+    if (p->guided) {
+        /* guided self-scheduling: each claim takes 1/(2T) of what is left, at
+         * least `chunk`, so claims are long while much is left (long
+         * sequential streams) and short at the end (threads finish together) */
+        const int64_t div = 2 * (int64_t)p->n_threads;
+        int64_t b = atomic_load_explicit(&p->next, memory_order_relaxed);
+        for (;;) {
+            if (b >= n) break;
+            int64_t c = (n - b) / div;
+            if (c < chunk) c = chunk;
+            const int64_t e = b + c < n ? b + c : n;
+            if (!atomic_compare_exchange_weak_explicit(&p->next, &b, e, memory_order_relaxed, memory_order_relaxed))
+                continue;   /* b now holds the current value */
+            p->fn(p->arg, b, e, tid);
+            b = atomic_load_explicit(&p->next, memory_order_relaxed);
+        }
+        return;
+    }
     for (;;) {
         int64_t b = atomic_fetch_add_explicit(&p->next, chunk, memory_order_relaxed);
         if (b >= n) break;
@@ -125,7 +144,7 @@ void rp_pool_free(rp_pool *p) {
 
 int rp_pool_n_threads(const rp_pool *p) { return p->n_threads; }
 
-void rp_pool_parallel_for(rp_pool *p, int64_t n, int64_t chunk, rp_pool_fn fn, void *arg) {
+static void parallel_for(rp_pool *p, int64_t n, int64_t chunk, bool guided, rp_pool_fn fn, void *arg) {
     if (n <= 0) return;
     if (chunk < 1) chunk = 1;
     if (p == NULL || p->n_threads == 1 || n <= chunk) {
@@ -136,6 +155,7 @@ void rp_pool_parallel_for(rp_pool *p, int64_t n, int64_t chunk, rp_pool_fn fn, v
     p->arg = arg;
     p->n = n;
     p->chunk = chunk;
+    p->guided = guided;
     atomic_store_explicit(&p->next, 0, memory_order_relaxed);
     atomic_store_explicit(&p->active, p->n_threads - 1, memory_order_relaxed);
     pthread_mutex_lock(&p->mu);
@@ -158,4 +178,12 @@ void rp_pool_parallel_for(rp_pool *p, int64_t n, int64_t chunk, rp_pool_fn fn, v
         while (atomic_load(&p->active) > 0) pthread_cond_wait(&p->cv_done, &p->mu);
         pthread_mutex_unlock(&p->mu);
     }
+}
+
+void rp_pool_parallel_for(rp_pool *p, int64_t n, int64_t chunk, rp_pool_fn fn, void *arg) {
+    parallel_for(p, n, chunk, false, fn, arg);
+}
+
+void rp_pool_parallel_for_guided(rp_pool *p, int64_t n, int64_t min_chunk, rp_pool_fn fn, void *arg) {
+    parallel_for(p, n, min_chunk, true, fn, arg);
 }

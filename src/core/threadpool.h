@@ -25,4 +25,10 @@ int rp_pool_n_threads(const rp_pool *p);
  * body must not call back into the same pool). Allocates nothing. */
 void rp_pool_parallel_for(rp_pool *p, int64_t n, int64_t chunk, rp_pool_fn fn, void *arg);
 
+/* As rp_pool_parallel_for, but each claim takes max(min_chunk, remaining /
+ * (2 * n_threads)) items (guided self-scheduling, claimed with a CAS loop):
+ * long claims first, short ones at the end, so threads of uneven speed
+ * finish together without every claim being short. Same contract otherwise. */
+void rp_pool_parallel_for_guided(rp_pool *p, int64_t n, int64_t min_chunk, rp_pool_fn fn, void *arg);
+
 #endif /* RP_CORE_THREADPOOL_H */

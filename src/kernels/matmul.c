@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/bigmem.h"
 #include "core/error.h"
 
 /* Work below this many multiply-adds runs on the calling thread. */
@@ -29,8 +30,7 @@ rp_status rp_weight_prepare(rp_weight *w, rp_cpu_level level, rp_pool *pool, boo
     w->packed_bytes = 0;
     if (!k->pack) return RP_OK;
     size_t bytes = k->packed_size(w->rows, w->cols);
-    size_t alloc = (bytes + 63) & ~(size_t)63;
-    w->packed = aligned_alloc(64, alloc ? alloc : 64);
+    w->packed = rp_bigmem_alloc(bytes);
     if (!w->packed) return rp_errorf(RP_ERR_NOMEM, "matmul: cannot allocate %zu bytes for a packed weight", bytes);
     w->packed_bytes = bytes;
     int64_t groups = (w->rows + k->row_block - 1) / k->row_block;
@@ -48,7 +48,7 @@ rp_status rp_weight_prepare(rp_weight *w, rp_cpu_level level, rp_pool *pool, boo
 }
 
 void rp_weight_release(rp_weight *w) {
-    free(w->packed);
+    rp_bigmem_free(w->packed, w->packed_bytes);
     w->packed = NULL;
     w->packed_bytes = 0;
 }
@@ -128,30 +128,84 @@ static void run_body(void *vp, int64_t g0, int64_t g1, int tid) {
                j->s->thr ? j->s->thr[tid] : NULL);
 }
 
+/* Decode (n < 4) streams weights: short claims break the hardware
+ * prefetcher's streams, so a claim covers at least this many row groups. */
+#define RP_MM_DECODE_MIN_GROUPS 8
+
+/* Splits `groups` row groups over the pool and runs fn over them. */
+static void run_groups(rp_pool *pool, int64_t groups, int64_t n, rp_pool_fn fn, void *arg) {
+    const int T = pool ? rp_pool_n_threads(pool) : 1;
+    if (n < 4) {
+        /* guided claims: the first ones long (1/4 of the rows with 2
+         * threads), the last ones RP_MM_DECODE_MIN_GROUPS, so neither
+         * thread waits long for the other at the end of a matrix */
+        rp_pool_parallel_for_guided(pool, groups, RP_MM_DECODE_MIN_GROUPS, fn, arg);
+        return;
+    }
+    /* ~8 claims per thread balances uneven cores; fewer, larger chunks when
+     * each group is already a lot of work (prefill) */
+    int64_t chunk = groups / ((int64_t)T * 8);
+    if (n >= 32) chunk = groups / ((int64_t)T * 4);
+    rp_pool_parallel_for(pool, groups, chunk < 1 ? 1 : chunk, fn, arg);
+}
+
 void rp_mm_run(rp_pool *pool, const rp_weight *W, int64_t r0, int64_t r1, int64_t n, size_t act_stride, float *y,
                int64_t ldy, rp_mm_scratch *s) {
     if (r1 <= r0 || n <= 0) return;
     const int64_t rb = W->k->row_block;
     int64_t groups = (r1 - r0 + rb - 1) / rb;
-    int T = pool ? rp_pool_n_threads(pool) : 1;
-    /* ~8 claims per thread balances uneven cores; fewer, larger chunks when
-     * each group is already a lot of work (prefill) */
-    int64_t chunk = groups / ((int64_t)T * 8);
-    if (n >= 32) chunk = groups / ((int64_t)T * 4);
-    /* decode streams weights: short claims break the hardware prefetcher's
-     * streams, so each claim covers at least 8 groups (or half a thread's share) */
-    if (n < 4) {
-        chunk = groups / ((int64_t)T * 2);
-        if (chunk < 8) chunk = 8;
-    }
-    if (chunk < 1) chunk = 1;
     run_job j = {W, r0, r1, n, act_stride, y, ldy, s};
     /* below ~64k multiply-adds a wake-up of the other threads costs more than the work */
     if ((r1 - r0) * W->cols * n < RP_MM_INLINE_MACS) {
         run_body(&j, 0, groups, 0);
         return;
     }
-    rp_pool_parallel_for(pool, groups, chunk, run_body, &j);
+    run_groups(pool, groups, n, run_body, &j);
+}
+
+typedef struct {
+    run_job part[RP_MM_MULTI_MAX];
+    int64_t first[RP_MM_MULTI_MAX + 1];   /* global index of each weight's first group; first[nw] = total */
+    int nw;
+} multi_job;
+
+/* Global groups [g0, g1) may span several weights: each weight's share runs
+ * as one kernel call over its own rows. */
+static void multi_body(void *vp, int64_t g0, int64_t g1, int tid) {
+    const multi_job *j = vp;
+    for (int i = 0; i < j->nw && g0 < g1; i++) {
+        const int64_t s = j->first[i], e = j->first[i + 1];
+        if (g0 >= e) continue;
+        const int64_t b = g1 < e ? g1 : e;
+        run_body((void *)&j->part[i], g0 - s, b - s, tid);
+        g0 = b;
+    }
+}
+
+void rp_mm_run_multi(rp_pool *pool, const rp_weight *const *W, int nw, int64_t n, size_t act_stride, float *const *y,
+                     const int64_t *ldy, rp_mm_scratch *s) {
+    if (nw <= 0 || n <= 0) return;
+    if (nw > RP_MM_MULTI_MAX) {   /* contract says at most RP_MM_MULTI_MAX; stay correct anyway */
+        for (int i = 0; i < nw; i++) rp_mm_run(pool, W[i], 0, W[i]->rows, n, act_stride, y[i], ldy[i], s);
+        return;
+    }
+    multi_job j;
+    j.nw = nw;
+    j.first[0] = 0;
+    int64_t macs = 0;
+    for (int i = 0; i < nw; i++) {
+        const int64_t rb = W[i]->k->row_block;
+        j.part[i] = (run_job){W[i], 0, W[i]->rows, n, act_stride, y[i], ldy[i], s};
+        j.first[i + 1] = j.first[i] + (W[i]->rows + rb - 1) / rb;
+        macs += W[i]->rows * W[i]->cols * n;
+    }
+    const int64_t groups = j.first[nw];
+    if (groups <= 0) return;
+    if (macs < RP_MM_INLINE_MACS) {
+        multi_body(&j, 0, groups, 0);
+        return;
+    }
+    run_groups(pool, groups, n, multi_body, &j);
 }
 
 void rp_matmul(rp_pool *pool, const rp_weight *W, const float *x, int64_t n, int64_t ldx, float *y, int64_t ldy,

@@ -50,6 +50,17 @@ size_t rp_mm_quantize(rp_pool *pool, const rp_weight *W, const float *x, int64_t
 void rp_mm_run(rp_pool *pool, const rp_weight *W, int64_t r0, int64_t r1, int64_t n, size_t act_stride, float *y,
                int64_t ldy, rp_mm_scratch *s);
 
+/* Several weights over the same activations (s->act, as rp_mm_quantize left
+ * it; every pair must satisfy rp_mm_same_act) in one parallel loop: y[i] =
+ * act · W[i]ᵀ over all rows of W[i], ldy[i] apart. Why: decode runs q, k and
+ * v (and gate, up) back to back; one loop instead of three saves two
+ * wake-up/join rounds per group and balances the threads over the sum of
+ * the rows (k and v alone are only a few claims each). Results equal
+ * separate rp_mm_run calls bit for bit. nw <= RP_MM_MULTI_MAX. */
+#define RP_MM_MULTI_MAX 4
+void rp_mm_run_multi(rp_pool *pool, const rp_weight *const *W, int nw, int64_t n, size_t act_stride, float *const *y,
+                     const int64_t *ldy, rp_mm_scratch *s);
+
 /* Both steps. */
 void rp_matmul(rp_pool *pool, const rp_weight *W, const float *x, int64_t n, int64_t ldx, float *y, int64_t ldy,
                rp_mm_scratch *s);

@@ -322,11 +322,18 @@ void rp_fwd_qkv(rp_ctx *c, const rp_batch *b, int32_t l) {
         rmsnorm(c->xb + (size_t)i * E, c->x + (size_t)i * E, L->attn_norm, E, hp->rms_eps);
     /* one activation quantization serves q, k and v when their kernels agree */
     size_t st = rp_mm_quantize(c->pool, &L->wq, c->xb, n, E, &c->mm);
-    rp_mm_run(c->pool, &L->wq, 0, L->wq.rows, n, st, c->q, QD, &c->mm);
-    if (!rp_mm_same_act(&L->wq, &L->wk)) st = rp_mm_quantize(c->pool, &L->wk, c->xb, n, E, &c->mm);
-    rp_mm_run(c->pool, &L->wk, 0, L->wk.rows, n, st, c->k, KD, &c->mm);
-    if (!rp_mm_same_act(&L->wk, &L->wv)) st = rp_mm_quantize(c->pool, &L->wv, c->xb, n, E, &c->mm);
-    rp_mm_run(c->pool, &L->wv, 0, L->wv.rows, n, st, c->v, KD, &c->mm);
+    if (rp_mm_same_act(&L->wq, &L->wk) && rp_mm_same_act(&L->wq, &L->wv)) {
+        const rp_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
+        float *const ys[3] = {c->q, c->k, c->v};
+        const int64_t lds[3] = {QD, KD, KD};
+        rp_mm_run_multi(c->pool, ws, 3, n, st, ys, lds, &c->mm);
+    } else {
+        rp_mm_run(c->pool, &L->wq, 0, L->wq.rows, n, st, c->q, QD, &c->mm);
+        if (!rp_mm_same_act(&L->wq, &L->wk)) st = rp_mm_quantize(c->pool, &L->wk, c->xb, n, E, &c->mm);
+        rp_mm_run(c->pool, &L->wk, 0, L->wk.rows, n, st, c->k, KD, &c->mm);
+        if (!rp_mm_same_act(&L->wk, &L->wv)) st = rp_mm_quantize(c->pool, &L->wv, c->xb, n, E, &c->mm);
+        rp_mm_run(c->pool, &L->wv, 0, L->wv.rows, n, st, c->v, KD, &c->mm);
+    }
     for (int32_t i = 0; i < n; i++) {
         const float *cs = c->rope_cs + (size_t)i * R, *sn = cs + R / 2;
         for (int32_t h = 0; h < H; h++) {
@@ -378,9 +385,16 @@ void rp_fwd_attn_ffn(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l)
     for (int32_t i = 0; i < n; i++)
         rmsnorm(c->xb + (size_t)i * E, c->x + (size_t)i * E, L->ffn_norm, E, hp->rms_eps);
     size_t st = rp_mm_quantize(c->pool, &L->w_gate, c->xb, n, E, &c->mm);
-    rp_mm_run(c->pool, &L->w_gate, 0, L->w_gate.rows, n, st, c->gate, F, &c->mm);
-    if (!rp_mm_same_act(&L->w_gate, &L->w_up)) st = rp_mm_quantize(c->pool, &L->w_up, c->xb, n, E, &c->mm);
-    rp_mm_run(c->pool, &L->w_up, 0, L->w_up.rows, n, st, c->up, F, &c->mm);
+    if (rp_mm_same_act(&L->w_gate, &L->w_up)) {
+        const rp_weight *ws[2] = {&L->w_gate, &L->w_up};
+        float *const ys[2] = {c->gate, c->up};
+        const int64_t lds[2] = {F, F};
+        rp_mm_run_multi(c->pool, ws, 2, n, st, ys, lds, &c->mm);
+    } else {
+        rp_mm_run(c->pool, &L->w_gate, 0, L->w_gate.rows, n, st, c->gate, F, &c->mm);
+        st = rp_mm_quantize(c->pool, &L->w_up, c->xb, n, E, &c->mm);
+        rp_mm_run(c->pool, &L->w_up, 0, L->w_up.rows, n, st, c->up, F, &c->mm);
+    }
     for (size_t i = 0; i < (size_t)n * F; i++) {
         float g = c->gate[i];
         c->gate[i] = g / (1.0f + expf(-g)) * c->up[i];
