@@ -22,8 +22,10 @@ typedef struct rp_weight {
 } rp_weight;
 
 /* Chooses the kernel for `level` and packs the weight into its layout (in
- * parallel over the pool). After packing, the source pages of the mapping are
- * released (madvise), so the process does not hold two copies. */
+ * parallel over the pool). The packed copy lives on 2 MiB pages where the OS
+ * allows (core/bigmem.h: fewer TLB misses while decode streams it). After
+ * packing, the source pages of the mapping are released (madvise), so the
+ * process does not hold two copies. */
 rp_status rp_weight_prepare(rp_weight *w, rp_cpu_level level, rp_pool *pool, bool release_source);
 void rp_weight_release(rp_weight *w);
 

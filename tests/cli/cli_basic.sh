@@ -67,6 +67,17 @@ assert min(p) > 0 and v >= 0 and abs(b[\"gb_s\"] - max(p + [v])) < 1e-9, b
 m = d[\"model\"]
 assert abs(m[\"decode_ceiling_tok_s\"] - m[\"bandwidth_gb_s\"] * 1e9 / m[\"bytes_per_token\"]) < 0.01 * m[\"decode_ceiling_tok_s\"], m
 " "$TMP/bk.json"'
+  # bench kernels --pages-ab: the same packed weight on 2 MiB and 4 KiB pages, alternating
+  "$BIN" bench kernels --pages-ab --types q4_0,q8_0 -t 1 --rows 64 --cols 256 -r 2 --json > "$TMP/pab.json" 2>&1
+  check "bench kernels --pages-ab: both page sizes measured, ratio consistent" 'python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d[\"pages_ab\"]
+assert [r[\"kernel\"].split(\"/\")[0] for r in rows] == [\"q4_0\", \"q8_0\"], rows
+for r in rows:
+    assert r[\"huge_gb_s\"] > 0 and r[\"small_gb_s\"] > 0, r
+    assert abs(r[\"ratio\"] - r[\"huge_gb_s\"] / r[\"small_gb_s\"]) < 1e-3 * r[\"ratio\"] + 1e-3, r
+" "$TMP/pab.json"'
 else
   skip=$((skip+1)); echo "SKIP stories260K checks: $M not found"
 fi
