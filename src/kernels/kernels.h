@@ -56,6 +56,23 @@ const rp_mm_kernel *rp_mm_kernel_select(rp_type wtype, rp_cpu_level level);
 int rp_mm_kernel_list(rp_type wtype, const rp_mm_kernel **out, int cap);
 
 /* ---------------------------------------------------------------------------
+ * Element-wise kernels of the forward pass. swiglu: g[i] = silu(g[i]) * u[i]
+ * with silu(x) = x / (1 + e^-x), for i < n (any n >= 0; g and u must not
+ * overlap). The reference uses libm expf; the SIMD versions a polynomial e^x
+ * of about 1 ulp, so they agree with it to a few ulp. Decode runs it on
+ * n_ff floats per layer on one thread while the others wait, so it is worth
+ * vectorizing (scalar expf was ~2 % of a 1B decode).
+ * ------------------------------------------------------------------------- */
+typedef struct rp_ew_kernel {
+    const char *name;           /* e.g. "ew/avx512" */
+    rp_cpu_level level;         /* minimum dispatch level */
+    void (*swiglu)(float *g, const float *u, int64_t n);
+} rp_ew_kernel;
+
+const rp_ew_kernel *rp_ew_kernel_select(rp_cpu_level level);
+int rp_ew_kernel_list(const rp_ew_kernel **out, int cap);
+
+/* ---------------------------------------------------------------------------
  * Attention: rows of one sequence against its KV cache, for the query heads
  * that share one KV head (GQA). Row i attends cells [0, n_cells[i]) with a
  * numerically stable online softmax.

@@ -19,6 +19,8 @@ extern const rp_mm_kernel rp_mm_f32_avx2 WEAK, rp_mm_f32_avx512 WEAK;
 extern const rp_attn_kernel rp_attn_f16_avx2 WEAK, rp_attn_f16_avx512 WEAK;
 extern const rp_attn_kernel rp_attn_q8_0_avx2 WEAK, rp_attn_q8_0_avx512 WEAK;
 extern const rp_attn_kernel rp_attn_f32_avx2 WEAK, rp_attn_f32_avx512 WEAK;
+extern const rp_ew_kernel rp_ew_avx2 WEAK, rp_ew_avx512 WEAK;
+extern const rp_ew_kernel rp_ew_ref;
 
 /* Ordered from most to least specialized. */
 static const rp_mm_kernel *const k_mm[] = {
@@ -72,5 +74,20 @@ int rp_attn_kernel_list(rp_type kv_type, const rp_attn_kernel **out, int cap) {
     int n = 0;
     for (size_t i = 0; i < N_OF(k_attn) && n < cap; i++)
         if (k_attn[i].k && k_attn[i].t == kv_type) out[n++] = k_attn[i].k;
+    return n;
+}
+
+static const rp_ew_kernel *const k_ew[] = {&rp_ew_avx512, &rp_ew_avx2, &rp_ew_ref};
+
+const rp_ew_kernel *rp_ew_kernel_select(rp_cpu_level level) {
+    for (size_t i = 0; i < N_OF(k_ew); i++)
+        if (k_ew[i] && k_ew[i]->level <= level) return k_ew[i];
+    return &rp_ew_ref;
+}
+
+int rp_ew_kernel_list(const rp_ew_kernel **out, int cap) {
+    int n = 0;
+    for (size_t i = 0; i < N_OF(k_ew) && n < cap; i++)
+        if (k_ew[i]) out[n++] = k_ew[i];
     return n;
 }

@@ -67,6 +67,7 @@ struct rp_ctx {
     int32_t *n_cells;     /* [n_batch] attention extent per row */
     int32_t *runs;        /* [2 * n_batch] (first row, row count) of attention runs */
     int32_t n_runs;
+    const rp_ew_kernel *ew;   /* element-wise kernels at the model's dispatch level */
     rp_layer_hook hook;
     void *hook_user;
 };
@@ -89,6 +90,7 @@ rp_status rp_ctx_create(const rp_model *m, rp_ctx_params p, rp_ctx **out) {
     if (!c) return rp_errorf(RP_ERR_NOMEM, "ctx: out of memory");
     c->m = m;
     c->p = p;
+    c->ew = rp_ew_kernel_select((rp_cpu_level)m->cpu_level);
     rp_status st = rp_pool_create(p.n_threads, &c->pool);
     if (st != RP_OK) { free(c); return st; }
     const rp_hparams *hp = &m->hp;
@@ -395,10 +397,7 @@ void rp_fwd_attn_ffn(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l)
         st = rp_mm_quantize(c->pool, &L->w_up, c->xb, n, E, &c->mm);
         rp_mm_run(c->pool, &L->w_up, 0, L->w_up.rows, n, st, c->up, F, &c->mm);
     }
-    for (size_t i = 0; i < (size_t)n * F; i++) {
-        float g = c->gate[i];
-        c->gate[i] = g / (1.0f + expf(-g)) * c->up[i];
-    }
+    c->ew->swiglu(c->gate, c->up, (int64_t)n * F);
     rp_matmul(c->pool, &L->w_down, c->gate, n, F, c->xb, E, &c->mm);
     for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->xb[i];
 }

@@ -61,6 +61,7 @@ RP_FX_INLINE fx_v fx_fma(fx_v a, fx_v b, fx_v c) { return _mm512_fmadd_ps(a, b, 
 RP_FX_INLINE fx_v fx_add(fx_v a, fx_v b) { return _mm512_add_ps(a, b); }
 RP_FX_INLINE fx_v fx_sub(fx_v a, fx_v b) { return _mm512_sub_ps(a, b); }
 RP_FX_INLINE fx_v fx_mul(fx_v a, fx_v b) { return _mm512_mul_ps(a, b); }
+RP_FX_INLINE fx_v fx_div(fx_v a, fx_v b) { return _mm512_div_ps(a, b); }
 RP_FX_INLINE fx_v fx_max(fx_v a, fx_v b) { return _mm512_max_ps(a, b); }
 RP_FX_INLINE float fx_hsum(fx_v v) { return _mm512_reduce_add_ps(v); }
 RP_FX_INLINE float fx_hmax(fx_v v) { return _mm512_reduce_max_ps(v); }
@@ -163,6 +164,7 @@ RP_FX_INLINE fx_v fx_fma(fx_v a, fx_v b, fx_v c) { return _mm256_fmadd_ps(a, b, 
 RP_FX_INLINE fx_v fx_add(fx_v a, fx_v b) { return _mm256_add_ps(a, b); }
 RP_FX_INLINE fx_v fx_sub(fx_v a, fx_v b) { return _mm256_sub_ps(a, b); }
 RP_FX_INLINE fx_v fx_mul(fx_v a, fx_v b) { return _mm256_mul_ps(a, b); }
+RP_FX_INLINE fx_v fx_div(fx_v a, fx_v b) { return _mm256_div_ps(a, b); }
 RP_FX_INLINE fx_v fx_max(fx_v a, fx_v b) { return _mm256_max_ps(a, b); }
 RP_FX_INLINE float fx_hsum(fx_v v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
