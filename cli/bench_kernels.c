@@ -1,5 +1,4 @@
 /* bench_kernels.c — `reprise bench kernels`: matmul/attention kernel throughput and the memory-bandwidth decode ceiling. */
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -7,117 +6,14 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "bandwidth.h"
 #include "cli.h"
-#include "core/bigmem.h"
 #include "core/threadpool.h"
 #include "kernels/cpu.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "model/model.h"
-
-/* ---- memory bandwidth: each thread streams its slice of a large buffer ----
- * One core's streaming rate is bounded by how many cache-line misses it keeps
- * in flight, which depends on the access pattern, so the probe reads four
- * ways and the best is the ceiling: one sequential stream of 8-byte loads;
- * four streams (the slice's quarters read in lockstep, as a GEMV over four
- * row groups does); one stream with a software prefetch into L2 4 KiB ahead;
- * one stream of full-line vector loads (AVX-512 or AVX2, as the kernels
- * read). The buffer comes from rp_bigmem_alloc like the packed weights, so
- * both sit on the same kind of pages (2 MiB where the OS allows: 4 KiB pages
- * cost up to ~10 % here). On this project's Zen 4 VM the patterns have
- * differed by up to ~1.5x in some phases. */
-
-enum { BW_SINGLE, BW_FOUR, BW_PREFETCH, BW_WIDE, BW_PATTERNS };
-static const char *const k_bw_names[BW_PATTERNS] = {"one stream", "four streams", "L2 prefetch", "vector loads"};
-
-typedef uint64_t bw_v8 __attribute__((vector_size(64), aligned(64)));
-typedef uint64_t bw_v4 __attribute__((vector_size(32), aligned(32)));
-
-/* n words (a multiple of 8) from 64-byte-aligned p; two lines per step, two
- * independent accumulators. */
-__attribute__((target("avx512f"))) static uint64_t bw_wide512(const uint64_t *p, size_t n) {
-    bw_v8 a = {0}, b = {0};
-    const bw_v8 *v = (const bw_v8 *)(const void *)p;
-    size_t lines = n / 8, i = 0;
-    for (; i + 2 <= lines; i += 2) { a ^= v[i]; b ^= v[i + 1]; }
-    if (i < lines) a ^= v[i];
-    a ^= b;
-    return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
-}
-__attribute__((target("avx2"))) static uint64_t bw_wide256(const uint64_t *p, size_t n) {
-    bw_v4 a = {0}, b = {0};
-    const bw_v4 *v = (const bw_v4 *)(const void *)p;
-    for (size_t i = 0; i + 2 <= n / 4; i += 2) { a ^= v[i]; b ^= v[i + 1]; }
-    a ^= b;
-    return a[0] ^ a[1] ^ a[2] ^ a[3];
-}
-
-typedef struct { const uint64_t *p; size_t n; int pattern; uint64_t sink; } bw_arg;
-
-static void *bw_thread(void *vp) {
-    bw_arg *a = vp;
-    if (a->pattern == BW_WIDE) {
-        rp_cpu_level lvl = rp_cpu_level_active();
-        a->sink = lvl >= RP_CPU_AVX512 ? bw_wide512(a->p, a->n) : bw_wide256(a->p, a->n);
-        return NULL;
-    }
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
-    if (a->pattern == BW_FOUR) {
-        const size_t q = a->n / 4 / 8 * 8;   /* words per quarter, whole lines */
-        const uint64_t *p0 = a->p, *p1 = a->p + q, *p2 = a->p + 2 * q, *p3 = a->p + 3 * q;
-        for (size_t i = 0; i + 8 <= q; i += 8) {
-            s0 ^= p0[i] ^ p0[i + 4]; s1 ^= p0[i + 1] ^ p0[i + 5]; s2 ^= p1[i] ^ p1[i + 4]; s3 ^= p1[i + 1] ^ p1[i + 5];
-            s4 ^= p2[i] ^ p2[i + 4]; s5 ^= p2[i + 1] ^ p2[i + 5]; s6 ^= p3[i] ^ p3[i + 4]; s7 ^= p3[i + 1] ^ p3[i + 5];
-            s0 ^= p0[i + 2] ^ p0[i + 6]; s1 ^= p0[i + 3] ^ p0[i + 7]; s2 ^= p1[i + 2] ^ p1[i + 6]; s3 ^= p1[i + 3] ^ p1[i + 7];
-            s4 ^= p2[i + 2] ^ p2[i + 6]; s5 ^= p2[i + 3] ^ p2[i + 7]; s6 ^= p3[i + 2] ^ p3[i + 6]; s7 ^= p3[i + 3] ^ p3[i + 7];
-        }
-    } else {
-        const bool pf = a->pattern == BW_PREFETCH;
-        for (size_t i = 0; i + 8 <= a->n; i += 8) {
-            if (pf) __builtin_prefetch(a->p + i + 512, 0, 2);   /* 4 KiB ahead, into L2 (T1) */
-            s0 ^= a->p[i]; s1 ^= a->p[i + 1]; s2 ^= a->p[i + 2]; s3 ^= a->p[i + 3];
-            s4 ^= a->p[i + 4]; s5 ^= a->p[i + 5]; s6 ^= a->p[i + 6]; s7 ^= a->p[i + 7];
-        }
-    }
-    a->sink = s0 ^ s1 ^ s2 ^ s3 ^ s4 ^ s5 ^ s6 ^ s7;
-    return NULL;
-}
-
-/* Best of `reps` full passes over `bytes` per pattern, read by `threads`
- * threads; GB/s per pattern into gbs[BW_PATTERNS]; returns the best. */
-static double rp_bench_bandwidth(size_t bytes, int threads, int reps, double *gbs) {
-    size_t n = bytes / sizeof(uint64_t);
-    uint64_t *buf = rp_bigmem_alloc(n * sizeof(uint64_t));
-    if (!buf) return 0;
-    for (size_t i = 0; i < n; i++) buf[i] = i * 0x9e3779b97f4a7c15ULL;
-    pthread_t th[64];
-    bw_arg args[64];
-    if (threads > 64) threads = 64;
-    double best_all = 0;
-    for (int pat = 0; pat < BW_PATTERNS; pat++) {
-        double best = 0;
-        if (pat == BW_WIDE && rp_cpu_level_active() < RP_CPU_AVX2) { if (gbs) gbs[pat] = 0; continue; }
-        for (int r = 0; r < reps; r++) {
-            double t0 = cli_now();
-            for (int t = 0; t < threads; t++) {
-                args[t].p = buf + n / (size_t)threads * (size_t)t;
-                args[t].n = n / (size_t)threads;
-                args[t].pattern = pat;
-                pthread_create(&th[t], NULL, bw_thread, &args[t]);
-            }
-            uint64_t sink = 0;
-            for (int t = 0; t < threads; t++) { pthread_join(th[t], NULL); sink ^= args[t].sink; }
-            double dt = cli_now() - t0;
-            double g = (double)(n / (size_t)threads * (size_t)threads * sizeof(uint64_t)) / dt / 1e9;
-            if (g > best && sink != 1) best = g;
-        }
-        if (gbs) gbs[pat] = best;
-        if (best > best_all) best_all = best;
-    }
-    rp_bigmem_free(buf, n * sizeof(uint64_t));
-    return best_all;
-}
 
 /* ---- matmul kernels ---- */
 
@@ -300,19 +196,23 @@ int bench_kernels(int argc, char **argv) {
     else printf("cpu: %s, dispatch level %s\n\nmemory bandwidth (streaming read of %ld MiB):\n", ci->brand,
                 rp_cpu_level_name(lvl), mem_mb);
     double bw_max = 0;
+    cli_bw_probe *bw = cli_bw_create((size_t)mem_mb << 20);
+    if (!bw) { fprintf(stderr, "reprise bench kernels: cannot allocate %ld MiB for the bandwidth probe\n", mem_mb); return 1; }
     for (int i = 0; i < nth; i++) {
-        double pat[BW_PATTERNS] = {0};
-        double gbs = rp_bench_bandwidth((size_t)mem_mb << 20, (int)ths[i], 3, pat);
+        double pat[CLI_BW_PATTERNS] = {0};
+        double gbs = cli_bw_measure(bw, (int)ths[i], 3, pat);
         if (gbs > bw_max) bw_max = gbs;
         if (json)
             printf("%s{\"threads\": %ld, \"gb_s\": %.2f, \"one_stream_gb_s\": %.2f, \"four_streams_gb_s\": %.2f, "
-                   "\"l2_prefetch_gb_s\": %.2f, \"vector_gb_s\": %.2f}", i ? ", " : "", ths[i], gbs, pat[BW_SINGLE],
-                   pat[BW_FOUR], pat[BW_PREFETCH], pat[BW_WIDE]);
+                   "\"l2_prefetch_gb_s\": %.2f, \"vector_gb_s\": %.2f}", i ? ", " : "", ths[i], gbs, pat[CLI_BW_SINGLE],
+                   pat[CLI_BW_FOUR], pat[CLI_BW_PREFETCH], pat[CLI_BW_WIDE]);
         else
             printf("  %ld thread(s): %.2f GB/s (%s %.2f, %s %.2f, %s %.2f, %s %.2f)\n", ths[i], gbs,
-                   k_bw_names[BW_SINGLE], pat[BW_SINGLE], k_bw_names[BW_FOUR], pat[BW_FOUR], k_bw_names[BW_PREFETCH],
-                   pat[BW_PREFETCH], k_bw_names[BW_WIDE], pat[BW_WIDE]);
+                   cli_bw_pattern_name(CLI_BW_SINGLE), pat[CLI_BW_SINGLE], cli_bw_pattern_name(CLI_BW_FOUR),
+                   pat[CLI_BW_FOUR], cli_bw_pattern_name(CLI_BW_PREFETCH), pat[CLI_BW_PREFETCH],
+                   cli_bw_pattern_name(CLI_BW_WIDE), pat[CLI_BW_WIDE]);
     }
+    cli_bw_free(bw);
     if (json) printf("], \"kernels\": [");
     else {
         printf("\nmatmul kernels (best of %ld):\n", reps);
@@ -340,14 +240,7 @@ int bench_kernels(int argc, char **argv) {
         rp_model_params mp = rp_model_default_params();
         rp_status st = rp_model_load(model_path, mp, &m);
         if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
-        /* bytes a decode step must stream: every layer matrix + the output matrix */
-        double bytes = 0;
-        for (int l = 0; l < m->hp.n_layer; l++) {
-            const rp_layer *L = &m->layers[l];
-            const rp_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-            for (int k = 0; k < 7; k++) bytes += (double)(ws[k]->packed_bytes ? ws[k]->packed_bytes : ws[k]->row_bytes * (size_t)ws[k]->rows);
-        }
-        bytes += (double)(m->output.packed_bytes ? m->output.packed_bytes : m->output.row_bytes * (size_t)m->output.rows);
+        const double bytes = cli_decode_bytes_per_token(m);
         double ceil = bw_max * 1e9 / bytes;
         if (json)
             printf(", \"model\": {\"path\": \"%s\", \"bytes_per_token\": %.0f, \"bandwidth_gb_s\": %.2f, "

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bandwidth.h"
 #include "cli.h"
 #include "kernels/cpu.h"
 #include "kernels/types.h"
@@ -52,15 +53,18 @@ int bench_model(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "bench model"};
     const char *model_path = NULL, *pp_s = "512", *tg_s = "64", *t_s = "2", *kv_name = "f16";
     long reps = 5, n_batch = 512;
-    bool json = false;
+    bool json = false, ceiling = false;
     for (; a.i < argc; a.i++) {
         const char *v;
         if (cli_is(&a, "-h", "--help")) {
             printf("usage: reprise bench model -m MODEL.gguf [-p 128,512,2048] [-n 64] [-t 1,2] [-r 5] [-b 512]\n"
-                   "                           [--kv-type f16|q8_0] [--cpu scalar|avx2|avx512|amx] [--json]\n"
+                   "                           [--kv-type f16|q8_0] [--cpu scalar|avx2|avx512|amx] [--ceiling] [--json]\n"
                    "  ppN: N prompt tokens evaluated in batches of -b (logits for the last only)\n"
                    "  tgN: N tokens decoded one at a time from an empty context\n"
-                   "Median, min and max tok/s over -r runs after one warm-up; --json prints one JSON array.\n");
+                   "Median, min and max tok/s over -r runs after one warm-up; --json prints one JSON array.\n"
+                   "--ceiling: before every tg run, a bandwidth probe (512 MiB, the same threads) gives that\n"
+                   "run's decode ceiling (weight bytes per token / bandwidth); prints the median ceiling and the\n"
+                   "median, min and max of the paired ratios tok/s / ceiling.\n");
             return 0;
         } else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
         else if (cli_is(&a, "-p", "--n-prompt")) { if (!cli_str(&a, &pp_s)) return 2; }
@@ -71,6 +75,7 @@ int bench_model(int argc, char **argv) {
         else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }
         else if (cli_is(&a, "--cpu", NULL)) { if (!cli_str(&a, &v) || !cli_set_cpu(a.cmd, v)) return 2; }
         else if (cli_is(&a, "--json", NULL)) json = true;
+        else if (cli_is(&a, "--ceiling", NULL)) ceiling = true;
         else return cli_unknown(&a);
     }
     if (!model_path) { fprintf(stderr, "reprise bench model: -m MODEL.gguf is required\n"); return 2; }
@@ -99,7 +104,16 @@ int bench_model(int argc, char **argv) {
     const char *mtype = main_type(m);
     rp_token *toks = malloc(sizeof *toks * (size_t)max_tok);
     double *samples = malloc(sizeof(double) * (size_t)reps);
-    if (!toks || !samples) { fprintf(stderr, "reprise bench model: out of memory\n"); rp_model_free(m); return 1; }
+    double *ceils = malloc(sizeof(double) * (size_t)reps), *fracs = malloc(sizeof(double) * (size_t)reps);
+    /* the probe's buffer is made once, so every probe reads the same (warm) pages, as decode reads the weights */
+    cli_bw_probe *bw = ceiling && ntg > 0 ? cli_bw_create((size_t)512 << 20) : NULL;
+    const double bytes_tok = cli_decode_bytes_per_token(m);
+    if (!toks || !samples || !ceils || !fracs || (ceiling && ntg > 0 && !bw)) {
+        fprintf(stderr, "reprise bench model: out of memory\n");
+        free(toks); free(samples); free(ceils); free(fracs); cli_bw_free(bw);
+        rp_model_free(m);
+        return 1;
+    }
     uint64_t x = 0x9e3779b97f4a7c15ULL;
     for (long i = 0; i < max_tok; i++) {   /* fixed pseudo-random prompt */
         x ^= x << 13; x ^= x >> 7; x ^= x << 17;
@@ -133,19 +147,41 @@ int bench_model(int argc, char **argv) {
             for (int k = 0; k < cnt && rc == 0; k++) {
                 int n = (int)(kind == 0 ? pps[k] : tgs[k]);
                 if (measure(ctx, kv, &b, toks, n, kind == 0, cp.n_batch) < 0) { rc = cli_fail(a.cmd, "forward", 1); break; }
-                for (long r = 0; r < reps; r++) samples[r] = measure(ctx, kv, &b, toks, n, kind == 0, cp.n_batch);
+                const bool with_ceiling = bw && kind == 1;
+                for (long r = 0; r < reps; r++) {
+                    if (with_ceiling) ceils[r] = cli_bw_measure(bw, (int)ths[ti], 1, NULL) * 1e9 / bytes_tok;
+                    samples[r] = measure(ctx, kv, &b, toks, n, kind == 0, cp.n_batch);
+                    if (with_ceiling) fracs[r] = samples[r] / ceils[r];
+                }
                 qsort(samples, (size_t)reps, sizeof *samples, cli_cmp_double);
-                double med = reps % 2 ? samples[reps / 2] : 0.5 * (samples[reps / 2 - 1] + samples[reps / 2]);
+                double med = cli_pct_sorted(samples, (int)reps, 0.5);
+                double ceil_med = 0, frac_med = 0;
+                if (with_ceiling) {
+                    qsort(ceils, (size_t)reps, sizeof *ceils, cli_cmp_double);
+                    qsort(fracs, (size_t)reps, sizeof *fracs, cli_cmp_double);
+                    ceil_med = cli_pct_sorted(ceils, (int)reps, 0.5);
+                    frac_med = cli_pct_sorted(fracs, (int)reps, 0.5);
+                }
                 char test[32];
                 snprintf(test, sizeof test, "%s%d", kind == 0 ? "pp" : "tg", n);
-                if (json)
+                if (json) {
                     printf("%s\n  {\"model\": \"%s\", \"type\": \"%s\", \"test\": \"%s\", \"threads\": %ld, "
-                           "\"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f, \"cpu\": \"%s\"}",
+                           "\"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f, \"cpu\": \"%s\"",
                            first ? "" : ",", mname, mtype, test, ths[ti], med, samples[0], samples[reps - 1],
                            rp_cpu_level_name((rp_cpu_level)m->cpu_level));
-                else
+                    if (with_ceiling)
+                        printf(", \"bytes_per_token\": %.0f, \"ceiling_tok_s_median\": %.3f, \"of_ceiling_median\": %.4f, "
+                               "\"of_ceiling_min\": %.4f, \"of_ceiling_max\": %.4f",
+                               bytes_tok, ceil_med, frac_med, fracs[0], fracs[reps - 1]);
+                    printf("}");
+                } else {
                     printf("| %-28.28s | %-6s | %7ld | %8s | %12.2f | %10.2f | %10.2f |\n", mname, mtype, ths[ti], test,
                            med, samples[0], samples[reps - 1]);
+                    if (with_ceiling)
+                        fprintf(stdout, "|   ceiling (probe before each run): median %.2f tok/s; decode at %.0f %% of it "
+                                        "(paired median; min %.0f %%, max %.0f %%)\n",
+                                ceil_med, 100 * frac_med, 100 * fracs[0], 100 * fracs[reps - 1]);
+                }
                 fflush(stdout);
                 first = 0;
             }
@@ -157,6 +193,9 @@ int bench_model(int argc, char **argv) {
     if (json) printf("\n]\n");
     free(toks);
     free(samples);
+    free(ceils);
+    free(fracs);
+    cli_bw_free(bw);
     rp_model_free(m);
     return rc;
 }

@@ -67,6 +67,14 @@ assert min(p) > 0 and v >= 0 and abs(b[\"gb_s\"] - max(p + [v])) < 1e-9, b
 m = d[\"model\"]
 assert abs(m[\"decode_ceiling_tok_s\"] - m[\"bandwidth_gb_s\"] * 1e9 / m[\"bytes_per_token\"]) < 0.01 * m[\"decode_ceiling_tok_s\"], m
 " "$TMP/bk.json"'
+  # bench model --ceiling: a probe before every tg run, paired ratios
+  "$BIN" bench model -m "$M" -p 0 -n 8 -t 1 -r 3 --ceiling --json > "$TMP/bmc.json" 2>&1
+  check "bench model --ceiling: ceiling and paired fraction reported" 'python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))[0]
+assert r[\"test\"] == \"tg8\" and r[\"bytes_per_token\"] > 0 and r[\"ceiling_tok_s_median\"] > 0, r
+assert 0 < r[\"of_ceiling_min\"] <= r[\"of_ceiling_median\"] <= r[\"of_ceiling_max\"], r
+" "$TMP/bmc.json"'
   # bench kernels --pages-ab: the same packed weight on 2 MiB and 4 KiB pages, alternating
   "$BIN" bench kernels --pages-ab --types q4_0,q8_0 -t 1 --rows 64 --cols 256 -r 2 --json > "$TMP/pab.json" 2>&1
   check "bench kernels --pages-ab: both page sizes measured, ratio consistent" 'python3 -c "
