@@ -110,8 +110,8 @@ static int bench_pages_ab(rp_pool *pool, rp_type t, int64_t rows, int64_t cols, 
     W.packed = huge;
     const double g_huge = (double)bytes * reps / t_huge / 1e9, g_small = (double)bytes * reps / t_small / 1e9;
     if (json)
-        printf("%s\n  {\"kernel\": \"%s\", \"rows\": %lld, \"cols\": %lld, \"threads\": %d, \"huge_gb_s\": %.2f, "
-               "\"small_gb_s\": %.2f, \"ratio\": %.4f}",
+        printf("%s\n  {\"kernel\": \"%s\", \"rows\": %lld, \"cols\": %lld, \"threads\": %d, \"huge_gb_s\": %.4f, "
+               "\"small_gb_s\": %.4f, \"ratio\": %.4f}",
                *first ? "" : ",", W.k->name, (long long)rows, (long long)cols, rp_pool_n_threads(pool), g_huge, g_small,
                g_huge / g_small);
     else

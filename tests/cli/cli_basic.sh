@@ -84,7 +84,7 @@ rows = d[\"pages_ab\"]
 assert [r[\"kernel\"].split(\"/\")[0] for r in rows] == [\"q4_0\", \"q8_0\"], rows
 for r in rows:
     assert r[\"huge_gb_s\"] > 0 and r[\"small_gb_s\"] > 0, r
-    assert abs(r[\"ratio\"] - r[\"huge_gb_s\"] / r[\"small_gb_s\"]) < 1e-3 * r[\"ratio\"] + 1e-3, r
+    assert abs(r[\"ratio\"] - r[\"huge_gb_s\"] / r[\"small_gb_s\"]) < 1e-2 * r[\"ratio\"], r
 " "$TMP/pab.json"'
 else
   skip=$((skip+1)); echo "SKIP stories260K checks: $M not found"
