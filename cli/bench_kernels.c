@@ -128,6 +128,21 @@ out:
     return rc;
 }
 
+/* Parses a comma-separated list of computable weight types into out (at most
+ * cap); returns the count, or -1 after naming an unknown type. */
+static int parse_types(const char *list, rp_type *out, int cap) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    int n = 0;
+    for (char *tok = strtok(buf, ","); tok && n < cap; tok = strtok(NULL, ",")) {
+        int t = rp_type_from_name(tok);
+        const rp_type_traits *tr = t >= 0 ? rp_type_get_traits(t) : NULL;
+        if (!tr || !tr->can_compute) { fprintf(stderr, "reprise bench kernels: unknown type '%s'\n", tok); return -1; }
+        out[n++] = (rp_type)t;
+    }
+    return n;
+}
+
 int bench_kernels(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "bench kernels"};
     const char *model_path = NULL, *types_s = "f16,bf16,q8_0,q4_0,q4_k,q6_k", *t_s = "1,2";
@@ -164,6 +179,9 @@ int bench_kernels(int argc, char **argv) {
     const rp_cpu_info *ci = rp_cpu_info_get();
     rp_cpu_level lvl = rp_cpu_level_active();
     bool first = true;
+    rp_type types[16];
+    const int ntypes = parse_types(types_s, types, 16);
+    if (ntypes < 0) return 2;
     if (pages_ab) {
         if (json) printf("{\"cpu\": \"%s\", \"level\": \"%s\", \"pages_ab\": [", ci->brand, rp_cpu_level_name(lvl));
         else {
@@ -173,20 +191,16 @@ int bench_kernels(int argc, char **argv) {
                    "4 KiB GB/s", "ratio");
             printf("|------------------|-----------------|---------|--------------|--------------|--------|\n");
         }
-        char tb[256];
-        snprintf(tb, sizeof tb, "%s", types_s);
-        for (char *tok = strtok(tb, ","); tok; tok = strtok(NULL, ",")) {
-            int t = rp_type_from_name(tok);
-            const rp_type_traits *tr = t >= 0 ? rp_type_get_traits(t) : NULL;
-            if (!tr || !tr->can_compute) { fprintf(stderr, "reprise bench kernels: unknown type '%s'\n", tok); return 2; }
+        for (int k = 0; k < ntypes; k++) {
+            const char *tname = rp_type_get_traits((int)types[k])->name;
             for (int i = 0; i < nth; i++) {
                 rp_pool *pool = NULL;
                 if (rp_pool_create((int)ths[i], &pool) != RP_OK) return cli_fail(a.cmd, "pool", 1);
-                int rc = bench_pages_ab(pool, (rp_type)t, rows, cols, (int)reps, lvl, json, &first);
+                int rc = bench_pages_ab(pool, types[k], rows, cols, (int)reps, lvl, json, &first);
                 rp_pool_free(pool);
-                if (rc == 2) fprintf(stderr, "reprise bench kernels: %s at %s keeps no packed copy: skipped\n", tok,
+                if (rc == 2) fprintf(stderr, "reprise bench kernels: %s at %s keeps no packed copy: skipped\n", tname,
                                      rp_cpu_level_name(lvl));
-                else if (rc) { fprintf(stderr, "reprise bench kernels: %s: out of memory\n", tok); return 1; }
+                else if (rc) { fprintf(stderr, "reprise bench kernels: %s: out of memory\n", tname); return 1; }
             }
         }
         if (json) printf("\n]}\n");
@@ -220,17 +234,12 @@ int bench_kernels(int argc, char **argv) {
                "GFLOP/s", "W GB/s");
         printf("|------------------|-----------------|-------|---------|------------|------------|-----------|\n");
     }
-    char tbuf[256];
-    snprintf(tbuf, sizeof tbuf, "%s", types_s);
-    for (char *tok = strtok(tbuf, ","); tok; tok = strtok(NULL, ",")) {
-        int t = rp_type_from_name(tok);
-        const rp_type_traits *tr = t >= 0 ? rp_type_get_traits(t) : NULL;
-        if (!tr || !tr->can_compute) { fprintf(stderr, "reprise bench kernels: unknown type '%s'\n", tok); return 2; }
+    for (int k = 0; k < ntypes; k++) {
         for (int i = 0; i < nth; i++) {
             rp_pool *pool = NULL;
             if (rp_pool_create((int)ths[i], &pool) != RP_OK) return cli_fail(a.cmd, "pool", 1);
-            bench_matmul(pool, (rp_type)t, rows, cols, 1, (int)reps * 4, lvl, json, &first);
-            bench_matmul(pool, (rp_type)t, rows, cols, n_big, (int)reps, lvl, json, &first);
+            bench_matmul(pool, types[k], rows, cols, 1, (int)reps * 4, lvl, json, &first);
+            bench_matmul(pool, types[k], rows, cols, n_big, (int)reps, lvl, json, &first);
             rp_pool_free(pool);
         }
     }

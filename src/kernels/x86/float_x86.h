@@ -6,9 +6,10 @@
  * __AVX512F__ tells which width this translation unit targets. Everything here
  * is static: every including file gets its own copy at its own width.
  *
- * Two templates follow the vector layer:
+ * Three templates follow the vector layer:
  *   - RP_FX_MM_WT (define to 0 = F32, 1 = F16, 2 = BF16 before including):
  *     packed-weight GEMM/GEMV with F32 activations (rp_fx_mm_* functions);
+ *   - RP_FX_EW (define before including): element-wise kernels (SwiGLU);
  *   - RP_FX_ATTN (define before including): flash-style attention over F32,
  *     F16 and Q8_0 caches (rp_fx_attn).
  * Only plain float FMA is used (never the BF16 dot instructions): the
@@ -1003,5 +1004,30 @@ static void rp_fx_attn(const rp_attn_args *a) {
 }
 
 #endif /* RP_FX_ATTN */
+
+
+/* ===========================================================================
+ * Element-wise template (RP_FX_EW): SwiGLU g = g / (1 + e^-g) * u, FX_W lanes
+ * at a time; the tail through masked loads and stores (no read or write past
+ * n). fx_exp clamps its argument, so large |g| gives g (g > 0) or a value
+ * near -0 (g < 0) as the reference does.
+ * ========================================================================= */
+#if defined(RP_FX_EW)
+static void rp_fx_swiglu(float *g, const float *u, int64_t n) {
+    const fx_v one = fx_set1(1.0f), zero = fx_zero();
+    int64_t i = 0;
+    for (; i + FX_W <= n; i += FX_W) {
+        const fx_v x = fx_load(g + i);
+        const fx_v d = fx_add(one, fx_exp(fx_sub(zero, x)));
+        fx_store(g + i, fx_mul(fx_div(x, d), fx_load(u + i)));
+    }
+    if (i < n) {
+        const int r = (int)(n - i);
+        const fx_v x = fx_loadn(g + i, r);
+        const fx_v d = fx_add(one, fx_exp(fx_sub(zero, x)));
+        fx_storen(g + i, fx_mul(fx_div(x, d), fx_loadn(u + i, r)), r);
+    }
+}
+#endif /* RP_FX_EW */
 
 #endif /* RP_KERNELS_X86_FLOAT_X86_H */
