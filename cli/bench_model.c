@@ -178,9 +178,9 @@ int bench_model(int argc, char **argv) {
                     printf("| %-28.28s | %-6s | %7ld | %8s | %12.2f | %10.2f | %10.2f |\n", mname, mtype, ths[ti], test,
                            med, samples[0], samples[reps - 1]);
                     if (with_ceiling)
-                        fprintf(stdout, "|   ceiling (probe before each run): median %.2f tok/s; decode at %.0f %% of it "
-                                        "(paired median; min %.0f %%, max %.0f %%)\n",
-                                ceil_med, 100 * frac_med, 100 * fracs[0], 100 * fracs[reps - 1]);
+                        printf("|   ceiling (probe before each run): median %.2f tok/s; decode at %.0f %% of it "
+                               "(paired median; min %.0f %%, max %.0f %%)\n",
+                               ceil_med, 100 * frac_med, 100 * fracs[0], 100 * fracs[reps - 1]);
                 }
                 fflush(stdout);
                 first = 0;
