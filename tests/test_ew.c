@@ -1,4 +1,4 @@
-/* test_ew.c — element-wise kernels (SwiGLU): every SIMD version against the scalar reference on odd sizes and extreme inputs. */
+/* test_ew.c — element-wise kernels (SwiGLU, F32 <-> F16 rows): every SIMD version against the scalar reference on odd sizes and extreme inputs. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,6 +6,7 @@
 #include "testutil.h"
 #include "kernels/cpu.h"
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 
 #define GUARD 8
 #define SENTINEL 1234.5f
@@ -82,6 +83,54 @@ static void test_swiglu_extremes(void **state) {
     }
 }
 
+/* F32 <-> F16 rows: bit-identical to the scalar converters on every half and
+ * on a sweep of float bit patterns (rounding midpoints, overflow to inf,
+ * subnormals, NaN payloads), at odd lengths, nothing written past n. */
+static uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static void test_f16_rows(void **state) {
+    (void)state;
+    const rp_ew_kernel *ks[8];
+    const int nk = rp_ew_kernel_list(ks, 8);
+    enum { N = 65536 + 5 };
+    uint16_t *h = malloc(sizeof(uint16_t) * (N + GUARD));
+    float *f = malloc(sizeof(float) * (N + GUARD));
+    assert_true(h && f);
+    for (int q = 0; q < nk; q++) {
+        if (ks[q]->level > rp_cpu_info_get()->best) continue;
+        /* every half, at offsets that leave odd tails */
+        static const int64_t lens[] = {65536, 65536 - 1, 33, 17, 3, 1, 0};
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            const int64_t n = lens[li];
+            for (int64_t i = 0; i < n + GUARD; i++) h[i] = (uint16_t)(i * 40503u + li);
+            for (int64_t i = 0; i < n + GUARD; i++) f[i] = SENTINEL;
+            ks[q]->f16_to_f32(f, h, n);
+            for (int64_t i = 0; i < n; i++)
+                if (f32_bits(f[i]) != f32_bits(rp_fp16_to_fp32(h[i])))
+                    fail_msg("%s f16_to_f32(0x%04x) = 0x%08x, want 0x%08x", ks[q]->name, h[i], f32_bits(f[i]),
+                             f32_bits(rp_fp16_to_fp32(h[i])));
+            for (int64_t i = n; i < n + GUARD; i++) assert_true(f[i] == SENTINEL);
+        }
+        /* float patterns: a stride over all 2^32 bit patterns plus the edges */
+        int64_t n = 0;
+        for (uint64_t u = 0; u < ((uint64_t)1 << 32) && n < N - 64; u += 65599) f[n++] = bits_f32((uint32_t)u);
+        const uint32_t edges[] = {0x477ff000u, 0x477fefffu, 0x477ff001u, 0x47800000u, 0x33000000u, 0x33000001u,
+                                  0x32ffffffu, 0x387fc000u, 0x387fe000u, 0x38800000u, 0x7f800000u, 0xff800000u,
+                                  0x7fc00000u, 0x7f800001u, 0xffa00001u, 0x80000000u, 0x3f801000u, 0x3f803000u};
+        for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++) f[n++] = bits_f32(edges[e]);
+        for (int64_t i = n; i < n + GUARD; i++) h[i] = 0xBEEF;
+        ks[q]->f32_to_f16(h, f, n);
+        for (int64_t i = 0; i < n; i++)
+            if (h[i] != rp_fp32_to_fp16(f[i]))
+                fail_msg("%s f32_to_f16(0x%08x) = 0x%04x, want 0x%04x", ks[q]->name, f32_bits(f[i]), h[i],
+                         rp_fp32_to_fp16(f[i]));
+        for (int64_t i = n; i < n + GUARD; i++) assert_int_equal(h[i], 0xBEEF);
+    }
+    free(h);
+    free(f);
+}
+
 /* The selection honours the dispatch level: scalar always gets the reference. */
 static void test_select(void **state) {
     (void)state;
@@ -95,6 +144,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_swiglu_odd_sizes),
         cmocka_unit_test(test_swiglu_extremes),
+        cmocka_unit_test(test_f16_rows),
         cmocka_unit_test(test_select),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

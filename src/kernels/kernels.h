@@ -56,7 +56,7 @@ const rp_mm_kernel *rp_mm_kernel_select(rp_type wtype, rp_cpu_level level);
 int rp_mm_kernel_list(rp_type wtype, const rp_mm_kernel **out, int cap);
 
 /* ---------------------------------------------------------------------------
- * Element-wise kernels of the forward pass. swiglu: g[i] = silu(g[i]) * u[i]
+ * Element-wise kernels of the forward pass and the KV cache. swiglu: g[i] = silu(g[i]) * u[i]
  * with silu(x) = x / (1 + e^-x), for i < n (any n >= 0; g and u must not
  * overlap). The reference uses libm expf; the SIMD versions a polynomial e^x
  * of about 1 ulp, so they agree with it to a few ulp. Decode runs it on
@@ -67,6 +67,11 @@ typedef struct rp_ew_kernel {
     const char *name;           /* e.g. "ew/avx512" */
     rp_cpu_level level;         /* minimum dispatch level */
     void (*swiglu)(float *g, const float *u, int64_t n);
+    /* F32 <-> IEEE half rows, bit-identical to rp_fp32_to_fp16 (round to
+     * nearest even) / rp_fp16_to_fp32 on every input: the F16 KV cache's
+     * store, load and re-rotation paths */
+    void (*f32_to_f16)(uint16_t *dst, const float *src, int64_t n);
+    void (*f16_to_f32)(float *dst, const uint16_t *src, int64_t n);
 } rp_ew_kernel;
 
 const rp_ew_kernel *rp_ew_kernel_select(rp_cpu_level level);

@@ -16,6 +16,7 @@ rp_status rp_kv_create(const rp_model *m, int32_t n_ctx, rp_type type, rp_kv **o
     rp_kv *kv = calloc(1, sizeof *kv);
     if (!kv) return rp_errorf(RP_ERR_NOMEM, "kv: out of memory");
     kv->type = type;
+    kv->ew = rp_ew_kernel_select((rp_cpu_level)m->cpu_level);
     kv->n_layer = m->hp.n_layer;
     kv->n_ctx = n_ctx;
     kv->n_head_kv = m->hp.n_head_kv;
@@ -60,10 +61,12 @@ size_t rp_kv_bytes(const rp_kv *kv) { return 2 * (size_t)kv->n_layer * (size_t)k
 
 void rp_kv_store_row(const rp_kv *kv, uint8_t *dst, const float *src) {
     if (kv->type == RP_TYPE_F32) memcpy(dst, src, sizeof(float) * (size_t)kv->kv_dim);
+    else if (kv->type == RP_TYPE_F16 && kv->ew) kv->ew->f32_to_f16((uint16_t *)(void *)dst, src, kv->kv_dim);
     else rp_quantize_row(kv->type, src, dst, kv->kv_dim);
 }
 
 void rp_kv_load_row(const rp_kv *kv, const uint8_t *src, float *dst) {
     if (kv->type == RP_TYPE_F32) memcpy(dst, src, sizeof(float) * (size_t)kv->kv_dim);
+    else if (kv->type == RP_TYPE_F16 && kv->ew) kv->ew->f16_to_f32(dst, (const uint16_t *)(const void *)src, kv->kv_dim);
     else rp_dequantize_row(kv->type, src, dst, kv->kv_dim);
 }

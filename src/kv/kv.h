@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "reprise.h"
+#include "kernels/kernels.h"
 #include "kernels/types.h"
 #include "model/model.h"
 
@@ -23,6 +24,7 @@ typedef struct rp_kv {
     uint8_t *v;            /* [n_layer][n_ctx][row_bytes] */
     int32_t *pos;          /* [n_ctx]; -1 for an empty cell */
     int32_t n;             /* cells [0, n) are filled */
+    const rp_ew_kernel *ew;   /* F16 row conversions at the model's level (NULL: scalar) */
 } rp_kv;
 
 /* Q8_0 needs kv_dim (n_head_kv * head_dim) to be a multiple of 32. */

@@ -28,8 +28,8 @@ float rp_fp16_to_fp32(uint16_t h) {
 
     if (exp == 0x1f) {
         /* Inf stays Inf; NaN keeps its payload (shifted to the top of the
-         * fp32 mantissa, so the quiet bit stays the quiet bit). */
-        return rp_bits_f32(sign | 0x7f800000u | (mant << 13));
+         * fp32 mantissa) and comes out quiet, as VCVTPH2PS makes it. */
+        return rp_bits_f32(sign | 0x7f800000u | (mant ? 0x400000u : 0u) | (mant << 13));
     }
     if (exp != 0) {
         /* Normal: rebias the exponent 15 -> 127. */

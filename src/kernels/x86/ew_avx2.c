@@ -1,5 +1,5 @@
-/* ew_avx2.c — element-wise forward-pass kernels (SwiGLU) for AVX2, from the template in float_x86.h. */
+/* ew_avx2.c — element-wise kernels (SwiGLU, F32 <-> F16 rows) for AVX2, from the template in float_x86.h. */
 #define RP_FX_EW 1
 #include "kernels/x86/float_x86.h"
 
-const rp_ew_kernel rp_ew_avx2 = {"ew/avx2", RP_CPU_AVX2, rp_fx_swiglu};
+const rp_ew_kernel rp_ew_avx2 = {"ew/avx2", RP_CPU_AVX2, rp_fx_swiglu, rp_fx_f32_to_f16, rp_fx_f16_to_f32};

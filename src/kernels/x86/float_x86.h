@@ -9,7 +9,7 @@
  * Three templates follow the vector layer:
  *   - RP_FX_MM_WT (define to 0 = F32, 1 = F16, 2 = BF16 before including):
  *     packed-weight GEMM/GEMV with F32 activations (rp_fx_mm_* functions);
- *   - RP_FX_EW (define before including): element-wise kernels (SwiGLU);
+ *   - RP_FX_EW (define before including): element-wise kernels (SwiGLU, F32 <-> F16 rows);
  *   - RP_FX_ATTN (define before including): flash-style attention over F32,
  *     F16 and Q8_0 caches (rp_fx_attn).
  * Only plain float FMA is used (never the BF16 dot instructions): the
@@ -57,6 +57,13 @@ RP_FX_INLINE void fx_storen(float *p, fx_v v, int n) { _mm512_mask_storeu_ps(p, 
 RP_FX_INLINE fx_v fx_load_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 RP_FX_INLINE fx_v fx_loadn_f16(const uint16_t *p, int n) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(fx_mask(n), p));
+}
+/* round to nearest even, as rp_fp32_to_fp16 */
+RP_FX_INLINE void fx_store_f16(uint16_t *p, fx_v v) {
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+RP_FX_INLINE void fx_storen_f16(uint16_t *p, fx_v v, int n) {
+    _mm256_mask_storeu_epi16(p, fx_mask(n), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 RP_FX_INLINE fx_v fx_fma(fx_v a, fx_v b, fx_v c) { return _mm512_fmadd_ps(a, b, c); }
 RP_FX_INLINE fx_v fx_add(fx_v a, fx_v b) { return _mm512_add_ps(a, b); }
@@ -160,6 +167,14 @@ RP_FX_INLINE fx_v fx_loadn_f16(const uint16_t *p, int n) {
     uint16_t t[8] = {0};
     memcpy(t, p, sizeof(uint16_t) * (size_t)n);
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)t));
+}
+RP_FX_INLINE void fx_store_f16(uint16_t *p, fx_v v) {
+    _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+RP_FX_INLINE void fx_storen_f16(uint16_t *p, fx_v v, int n) {
+    uint16_t t[8];
+    _mm_storeu_si128((__m128i *)t, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    memcpy(p, t, sizeof(uint16_t) * (size_t)n);
 }
 RP_FX_INLINE fx_v fx_fma(fx_v a, fx_v b, fx_v c) { return _mm256_fmadd_ps(a, b, c); }
 RP_FX_INLINE fx_v fx_add(fx_v a, fx_v b) { return _mm256_add_ps(a, b); }
@@ -1027,6 +1042,19 @@ static void rp_fx_swiglu(float *g, const float *u, int64_t n) {
         const fx_v d = fx_add(one, fx_exp(fx_sub(zero, x)));
         fx_storen(g + i, fx_mul(fx_div(x, d), fx_loadn(u + i, r)), r);
     }
+}
+
+/* F32 <-> F16 rows through the hardware converters (F16C / AVX-512):
+ * bit-identical to rp_fp32_to_fp16 / rp_fp16_to_fp32 on every input. */
+static void rp_fx_f32_to_f16(uint16_t *dst, const float *src, int64_t n) {
+    int64_t i = 0;
+    for (; i + FX_W <= n; i += FX_W) fx_store_f16(dst + i, fx_load(src + i));
+    if (i < n) fx_storen_f16(dst + i, fx_loadn(src + i, (int)(n - i)), (int)(n - i));
+}
+static void rp_fx_f16_to_f32(float *dst, const uint16_t *src, int64_t n) {
+    int64_t i = 0;
+    for (; i + FX_W <= n; i += FX_W) fx_store(dst + i, fx_load_f16(src + i));
+    if (i < n) fx_storen(dst + i, fx_loadn_f16(src + i, (int)(n - i)), (int)(n - i));
 }
 #endif /* RP_FX_EW */
 
