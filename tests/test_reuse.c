@@ -100,6 +100,36 @@ static void cache_docs(fixture *f, rp_reuse *e, rp_token docs[][40], float *logi
     }
 }
 
+/* The prompt most non-prefix tests reuse: BOS, documents 4, 1, 5, 0, 3 (one
+ * caller segment each, out of the order cache_docs stored them in) and a
+ * 4-token question. */
+typedef struct {
+    rp_token docs[6][40], p[512];
+    int32_t bnd[16], nb, n;
+} reordered_prompt;
+
+static void make_reordered(reordered_prompt *r) {
+    static const int order[] = {4, 1, 5, 0, 3};
+    static const rp_token tail[] = {300, 301, 302, 303};
+    make_docs(r->docs, 6, 40);
+    r->n = build(r->docs, order, 5, 40, tail, 4, r->p, r->bnd, &r->nb);
+}
+
+/* Two prompts where the second extends the first: BOS + documents 0-2, then
+ * BOS + documents 0-3 + a 3-token tail. */
+typedef struct {
+    rp_token docs[6][40], p1[512], p2[512];
+    int32_t b1[16], b2[16], nb1, nb2, n1, n2;
+} extending_pair;
+
+static void make_extending(extending_pair *x) {
+    static const int o1[] = {0, 1, 2}, o2[] = {0, 1, 2, 3};
+    static const rp_token tail[] = {300, 301, 302};
+    make_docs(x->docs, 6, 40);
+    x->n1 = build(x->docs, o1, 3, 40, NULL, 0, x->p1, x->b1, &x->nb1);
+    x->n2 = build(x->docs, o2, 4, 40, tail, 3, x->p2, x->b2, &x->nb2);
+}
+
 static const char *stories(void) {
     static char path[4096];
     const char *p = rp_test_shared("models/stories260K.gguf");
@@ -116,38 +146,33 @@ static void test_prefix_exact(void **state) {
     RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
     fixture f;
     assert_true(fixture_open(&f, mp, RP_TYPE_F16, 1024));
-    rp_token docs[6][40], p1[512], p2[512];
-    int32_t b1[16], b2[16], nb1, nb2;
-    make_docs(docs, 6, 40);
-    const int o1[] = {0, 1, 2}, o2[] = {0, 1, 2, 3};
-    const rp_token tail[] = {300, 301, 302};
-    int32_t n1 = build(docs, o1, 3, 40, tail, 0, p1, b1, &nb1);
-    int32_t n2 = build(docs, o2, 4, 40, tail, 3, p2, b2, &nb2);
+    extending_pair x;
+    make_extending(&x);
     rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false), *pre = engine(&f, RP_REUSE_PREFIX, 0, false);
     rp_reuse_stats st;
-    assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, p1, n1, b1, nb1, f.lg_a, &st), RP_OK);
+    assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, x.p1, x.n1, x.b1, x.nb1, f.lg_a, &st), RP_OK);
     assert_int_equal(rp_reuse_commit(pre, f.kv), RP_OK);
     assert_int_equal(st.n_prefix, 0);
-    assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, p2, n2, b2, nb2, f.lg_a, &st), RP_OK);
+    assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, x.p2, x.n2, x.b2, x.nb2, f.lg_a, &st), RP_OK);
     print_message("  extension: prefix-reused %d of %d tokens\n", st.n_prefix, st.n_prompt);
-    assert_int_equal(st.n_prefix, n1);
-    assert_int_equal(st.n_new, n2 - n1);
-    assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p2, n2, b2, nb2, f.lg_b, &st), RP_OK);
+    assert_int_equal(st.n_prefix, x.n1);
+    assert_int_equal(st.n_new, x.n2 - x.n1);
+    assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, x.p2, x.n2, x.b2, x.nb2, f.lg_b, &st), RP_OK);
     float d = max_diff(f.lg_a, f.lg_b, f.V);
     print_message("  prefix reuse vs full prefill: max |logit diff| %g\n", d);
     assert_true(d <= 1e-5f);
     /* 100% hit: everything but the last token comes from the cache */
-    assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, p2, n2, b2, nb2, f.lg_a, &st), RP_OK);
+    assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, x.p2, x.n2, x.b2, x.nb2, f.lg_a, &st), RP_OK);
     assert_int_equal(rp_reuse_commit(pre, f.kv), RP_OK);
-    assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, p2, n2, b2, nb2, f.lg_a, &st), RP_OK);
-    assert_int_equal(st.n_prefix, n2 - 1);
+    assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, x.p2, x.n2, x.b2, x.nb2, f.lg_a, &st), RP_OK);
+    assert_int_equal(st.n_prefix, x.n2 - 1);
     assert_int_equal(st.n_computed_rows, 1);
     assert_true(max_diff(f.lg_a, f.lg_b, f.V) <= 1e-5f);
     /* a prompt diverging mid-chunk reuses the common head of the cached chunk */
-    p2[1 + 40 + 20] = 7;
-    assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, p2, n2, b2, nb2, f.lg_a, &st), RP_OK);
+    x.p2[1 + 40 + 20] = 7;
+    assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, x.p2, x.n2, x.b2, x.nb2, f.lg_a, &st), RP_OK);
     assert_int_equal(st.n_prefix, 1 + 40 + 20);
-    assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p2, n2, b2, nb2, f.lg_b, &st), RP_OK);
+    assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, x.p2, x.n2, x.b2, x.nb2, f.lg_b, &st), RP_OK);
     assert_true(max_diff(f.lg_a, f.lg_b, f.V) <= 1e-5f);
     rp_reuse_free(none);
     rp_reuse_free(pre);
@@ -272,22 +297,18 @@ static void test_ratio_one_equals_prefill(void **state) {
     RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
     fixture f;
     assert_true(fixture_open(&f, mp, RP_TYPE_F32, 1024));
-    rp_token docs[6][40], p[512];
-    int32_t bnd[16], nb;
-    make_docs(docs, 6, 40);
-    const int order[] = {4, 1, 5, 0, 3};
-    const rp_token tail[] = {300, 301, 302, 303};
+    reordered_prompt r;
+    make_reordered(&r);
     rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false);
     const struct { rp_reuse_mode m; bool stat; } cfgs[] = {{RP_REUSE_BLEND, false}, {RP_REUSE_FULL, false}, {RP_REUSE_BLEND, true}};
     for (size_t k = 0; k < sizeof cfgs / sizeof cfgs[0]; k++) {
         rp_reuse *e = engine(&f, cfgs[k].m, 1.0f, cfgs[k].stat);
         rp_reuse_stats st;
-        cache_docs(&f, e, docs, f.lg_a);   /* cache each document after BOS */
-        int32_t n = build(docs, order, 5, 40, tail, 4, p, bnd, &nb);
-        assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
+        cache_docs(&f, e, r.docs, f.lg_a);   /* cache each document after BOS */
+        assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, f.lg_a, &st), RP_OK);
         assert_int_equal(st.n_nonprefix, 160);   /* docs 1, 5, 0, 3 by content; doc 4 follows BOS: prefix */
         assert_int_equal(st.n_prefix, 41);
-        assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p, n, bnd, nb, f.lg_b, &st), RP_OK);
+        assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, f.lg_b, &st), RP_OK);
         float d = max_diff(f.lg_a, f.lg_b, f.V);
         print_message("  %s%s r=1 vs prefill: max |logit diff| %g\n", rp_reuse_mode_name(cfgs[k].m),
                       cfgs[k].stat ? " (static)" : "", d);
@@ -306,24 +327,20 @@ static void test_blend_accounting(void **state) {
     RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
     fixture f;
     assert_true(fixture_open(&f, mp, RP_TYPE_F16, 1024));
-    rp_token docs[6][40], p[512];
-    int32_t bnd[16], nb;
-    make_docs(docs, 6, 40);
-    const int order[] = {4, 1, 5, 0, 3};
-    const rp_token tail[] = {300, 301, 302, 303};
+    reordered_prompt r;
+    make_reordered(&r);
     for (int stat = 0; stat < 2; stat++) {
         rp_reuse *e = engine(&f, RP_REUSE_BLEND, 0.25f, stat);
         rp_reuse_stats st;
-        cache_docs(&f, e, docs, f.lg_a);
-        int32_t n = build(docs, order, 5, 40, tail, 4, p, bnd, &nb);
-        assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
+        cache_docs(&f, e, r.docs, f.lg_a);
+        assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, f.lg_a, &st), RP_OK);
         print_message("  blend%s: prefix %d, non-prefix %d, recomputed %d, new %d, calls %d, pad rows %d\n",
                       stat ? " (static)" : "", st.n_prefix, st.n_nonprefix, st.n_recomputed, st.n_new, st.n_calls, st.n_pad);
         assert_int_equal(st.n_new, 4);
         assert_int_equal(st.n_nonprefix, 160);
         if (!stat) assert_int_equal(st.n_recomputed, 40);   /* ceil(0.25 * 160) */
         else assert_true(st.n_recomputed > 0 && st.n_recomputed <= 160 && st.n_pad > 0);
-        assert_int_equal(f.kv->n, n);   /* padding cells were released */
+        assert_int_equal(f.kv->n, r.n);   /* padding cells were released */
         rp_reuse_free(e);
     }
     fixture_close(&f);
@@ -405,11 +422,8 @@ static void test_pipeline_equivalence(void **state) {
     RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
     fixture f;
     assert_true(fixture_open(&f, mp, RP_TYPE_F16, 1024));
-    rp_token docs[6][40], p[512];
-    int32_t bnd[16], nb;
-    make_docs(docs, 6, 40);
-    const int order[] = {4, 1, 5, 0, 3};
-    const rp_token tail[] = {300, 301, 302, 303};
+    reordered_prompt r;
+    make_reordered(&r);
     float *out[2] = {f.lg_a, f.lg_b};
     for (int pipe = 0; pipe < 2; pipe++) {
         rp_reuse_params pp = rp_reuse_default_params();
@@ -417,9 +431,8 @@ static void test_pipeline_equivalence(void **state) {
         rp_reuse *e = NULL;
         assert_int_equal(rp_reuse_create(f.m, f.kv->type, 1024, pp, &e), RP_OK);
         rp_reuse_stats st;
-        cache_docs(&f, e, docs, out[pipe]);
-        int32_t n = build(docs, order, 5, 40, tail, 4, p, bnd, &nb);
-        assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, out[pipe], &st), RP_OK);
+        cache_docs(&f, e, r.docs, out[pipe]);
+        assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, out[pipe], &st), RP_OK);
         print_message("  pipeline %s: %llu bytes placed, load %.3f ms, exposed %.3f ms\n", pipe ? "on" : "off",
                       (unsigned long long)st.bytes_loaded, st.load_ms, st.load_exposed_ms);
         assert_true(st.bytes_loaded > 0);
@@ -440,51 +453,46 @@ static void test_commit_computed(void **state) {
     RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
     fixture f;
     assert_true(fixture_open(&f, mp, RP_TYPE_F16, 1024));
-    rp_token docs[6][40], p1[512], p2[512];
-    int32_t b1[16], b2[16], nb1, nb2;
-    make_docs(docs, 6, 40);
-    const int o1[] = {0, 1, 2}, o2[] = {0, 1, 2, 3};
-    const rp_token tail[] = {300, 301, 302};
-    const int32_t n1 = build(docs, o1, 3, 40, NULL, 0, p1, b1, &nb1);
-    const int32_t n2 = build(docs, o2, 4, 40, tail, 3, p2, b2, &nb2);
+    extending_pair x;
+    make_extending(&x);
     rp_batch b;
     assert_int_equal(rp_batch_init(&b, 512), RP_OK);
     for (int pass = 0; pass < 2; pass++) {
         const bool exact = pass == 0;
         rp_reuse *pre = engine(&f, RP_REUSE_PREFIX, 0, false), *none = engine(&f, RP_REUSE_NONE, 0, false);
         rp_reuse *full = engine(&f, RP_REUSE_FULL, 0, false);
-        /* p1 computed by a plain forward, then cached from the KV it left */
+        /* x.p1 computed by a plain forward, then cached from the KV it left */
         rp_kv_clear(f.kv);
         rp_batch_clear(&b);
-        for (int32_t i = 0; i < n1; i++) assert_int_equal(rp_batch_add(&b, p1[i], 0, i, i, i == n1 - 1), RP_OK);
+        for (int32_t i = 0; i < x.n1; i++) assert_int_equal(rp_batch_add(&b, x.p1[i], 0, i, i, i == x.n1 - 1), RP_OK);
         assert_int_equal(rp_forward(f.ctx, &b, &f.kv, 1), RP_OK);
-        assert_int_equal(rp_reuse_commit_computed(pre, f.kv, p1, n1, b1, nb1, exact), RP_OK);
-        assert_int_equal(rp_reuse_commit_computed(full, f.kv, p1, n1, b1, nb1, exact), RP_OK);
+        assert_int_equal(rp_reuse_commit_computed(pre, f.kv, x.p1, x.n1, x.b1, x.nb1, exact), RP_OK);
+        assert_int_equal(rp_reuse_commit_computed(full, f.kv, x.p1, x.n1, x.b1, x.nb1, exact), RP_OK);
         const uint64_t inserted = rp_chunk_cache_stats(rp_reuse_cache(pre)).inserts;
         assert_true(inserted >= 3);
         /* again: the path is refreshed, nothing inserted twice */
-        assert_int_equal(rp_reuse_commit_computed(pre, f.kv, p1, n1, b1, nb1, exact), RP_OK);
+        assert_int_equal(rp_reuse_commit_computed(pre, f.kv, x.p1, x.n1, x.b1, x.nb1, exact), RP_OK);
         assert_int_equal(rp_chunk_cache_stats(rp_reuse_cache(pre)).inserts, inserted);
         /* mode none never writes the cache */
-        assert_int_equal(rp_reuse_commit_computed(none, f.kv, p1, n1, b1, nb1, exact), RP_OK);
+        assert_int_equal(rp_reuse_commit_computed(none, f.kv, x.p1, x.n1, x.b1, x.nb1, exact), RP_OK);
         assert_int_equal(rp_chunk_cache_stats(rp_reuse_cache(none)).inserts, 0);
-        /* a prompt extending p1 */
+        /* a prompt extending x.p1 */
         rp_reuse_stats st;
-        assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p2, n2, b2, nb2, f.lg_b, &st), RP_OK);
-        assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, p2, n2, b2, nb2, f.lg_a, &st), RP_OK);
+        assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, x.p2, x.n2, x.b2, x.nb2, f.lg_b, &st), RP_OK);
+        assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, x.p2, x.n2, x.b2, x.nb2, f.lg_a, &st), RP_OK);
         print_message("  commit_computed (%s): prefix mode reused %d of %d tokens\n", exact ? "exact" : "approximate",
-                      st.n_prefix, n2);
+                      st.n_prefix, x.n2);
         if (exact) {
-            assert_int_equal(st.n_prefix, n1);
+            assert_int_equal(st.n_prefix, x.n1);
             assert_true(max_diff(f.lg_a, f.lg_b, f.V) <= 1e-5f);
         } else {
             assert_true(st.n_prefix <= 1);   /* approximate chunks are not prefix-reusable (BOS may be exact) */
         }
-        assert_int_equal(rp_reuse_prefill(full, f.ctx, f.kv, p2, n2, b2, nb2, f.lg_a, &st), RP_OK);
-        assert_true(st.n_prefix + st.n_nonprefix >= n1 - 1);   /* full takes either kind */
+        assert_int_equal(rp_reuse_prefill(full, f.ctx, f.kv, x.p2, x.n2, x.b2, x.nb2, f.lg_a, &st), RP_OK);
+        assert_true(st.n_prefix + st.n_nonprefix >= x.n1 - 1);   /* full takes either kind */
         /* more tokens than the KV holds: refused */
         rp_kv_truncate(f.kv, 10);
-        assert_int_equal(rp_reuse_commit_computed(pre, f.kv, p1, n1, b1, nb1, exact), RP_ERR_RANGE);
+        assert_int_equal(rp_reuse_commit_computed(pre, f.kv, x.p1, x.n1, x.b1, x.nb1, exact), RP_ERR_RANGE);
         rp_reuse_free(pre);
         rp_reuse_free(none);
         rp_reuse_free(full);

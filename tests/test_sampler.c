@@ -13,6 +13,16 @@ static void fill_logits(float *l, unsigned seed) {
     for (int i = 0; i < V; i++) l[i] = (float)rand() / RAND_MAX * 10.0f - 5.0f;
 }
 
+/* Defaults with every truncation off (top-k 0, top-p 1, min-p 0) at temperature `temp`. */
+static rp_sampler_params untruncated(float temp) {
+    rp_sampler_params p = rp_sampler_default_params();
+    p.temp = temp;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0;
+    return p;
+}
+
 static int argmax(const float *l) {
     int b = 0;
     for (int i = 1; i < V; i++)
@@ -39,11 +49,8 @@ static void test_greedy_and_ties(void **state) {
  * top-k, renormalized (chi-square style bound per token). */
 static void test_top_k_distribution(void **state) {
     (void)state;
-    rp_sampler_params p = rp_sampler_default_params();
-    p.temp = 0.7f;
+    rp_sampler_params p = untruncated(0.7f);
     p.top_k = 5;
-    p.top_p = 1.0f;
-    p.min_p = 0;
     p.seed = 99;
     rp_sampler *s = NULL;
     assert_int_equal(rp_sampler_create(p, V, &s), RP_OK);
@@ -83,10 +90,7 @@ static void test_top_p_min_p(void **state) {
     float l[V];
     for (int i = 0; i < V; i++) l[i] = -20.0f;
     l[3] = log(0.5f); l[7] = log(0.3f); l[9] = log(0.15f); l[11] = log(0.05f);
-    rp_sampler_params p = rp_sampler_default_params();
-    p.temp = 1.0f;
-    p.top_k = 0;
-    p.min_p = 0;
+    rp_sampler_params p = untruncated(1.0f);
     p.top_p = 0.75f;   /* 0.5 + 0.3 reaches it: keeps two */
     rp_sampler *s = NULL;
     assert_int_equal(rp_sampler_create(p, V, &s), RP_OK);
@@ -147,11 +151,7 @@ static void test_presence_frequency(void **state) {
     l[0] = 2.0f;
     l[1] = 1.9f;
     l[2] = 0.5f;
-    rp_sampler_params p = rp_sampler_default_params();
-    p.temp = 1;
-    p.top_k = 0;
-    p.top_p = 1;
-    p.min_p = 0;
+    rp_sampler_params p = untruncated(1.0f);
     p.repeat_last_n = 8;
     p.frequency_penalty = 0.5f;
     p.presence_penalty = 0.1f;
@@ -194,11 +194,7 @@ static void test_seed_reproducible(void **state) {
     (void)state;
     float l[V];
     fill_logits(l, 3);
-    rp_sampler_params p = rp_sampler_default_params();
-    p.temp = 1.5f;
-    p.top_k = 0;
-    p.top_p = 1;
-    p.min_p = 0;
+    rp_sampler_params p = untruncated(1.5f);
     p.seed = 7;
     rp_sampler *a = NULL, *b = NULL;
     assert_int_equal(rp_sampler_create(p, V, &a), RP_OK);
