@@ -7,7 +7,7 @@
 #include "core/error.h"
 
 rp_blend_params rp_blend_default_params(void) {
-    rp_blend_params p = {.check_layer = 1, .dev = RP_DEV_KV};
+    rp_blend_params p = {.check_layer = 1, .dev = RP_DEV_KV, .fixed_rows = 0};
     return p;
 }
 
@@ -100,11 +100,17 @@ rp_status rp_blend_run(rp_ctx *c, rp_kv *kv, rp_batch *b, const uint8_t *kinds, 
             /* mark the chosen rows, then list survivors in row order (nk <= i, so in place) */
             for (int32_t i = 0; i < b->n; i++) ws->keep[i] = 0;
             for (int32_t k = 0; k < take; k++) ws->keep[ws->order[k]] = 1;
+            for (int32_t i = 0; i < b->n; i++)
+                st->n_forced += kinds[i] == RP_ROW_NEW || (kinds[i] != RP_ROW_PAD && b->logits[i]);
+            /* static shapes: PAD rows (never ranked above) fill the call up to
+             * fixed_rows; their KV goes to cells past the prompt, dropped after */
+            int32_t fill = p->fixed_rows > 0 ? p->fixed_rows - st->n_forced - take : 0;
             int32_t nk = 0;
             for (int32_t i = 0; i < b->n; i++) {
                 bool forced = kinds[i] == RP_ROW_NEW || (kinds[i] != RP_ROW_PAD && b->logits[i]);
-                if (forced) st->n_forced++;
-                if (forced || ws->keep[i]) ws->keep[nk++] = i;
+                bool filler = kinds[i] == RP_ROW_PAD && st->n_pad_kept < fill;
+                st->n_pad_kept += filler;
+                if (forced || filler || ws->keep[i]) ws->keep[nk++] = i;
             }
             st->n_selected = take;
             rp_fwd_store(c, b, kvs, l);   /* fresh KV at the check layer for every row */

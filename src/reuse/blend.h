@@ -28,6 +28,8 @@ typedef enum rp_row_kind {
 typedef struct rp_blend_params {
     int32_t check_layer;   /* layers [0, check_layer] are recomputed for every row (default 1) */
     rp_dev_kind dev;       /* deviation measure at the check layer (default KV) */
+    int32_t fixed_rows;    /* > 0 (static shapes): rows carried past the check layer, topped up with PAD
+                              rows when fewer are selected, so every call has one shape (default 0 = off) */
 } rp_blend_params;
 
 rp_blend_params rp_blend_default_params(void);
@@ -36,6 +38,7 @@ typedef struct rp_blend_stats {
     int32_t n_rows, n_reuse, n_new, n_pad;
     int32_t n_selected;    /* reuse rows recomputed past the check layer */
     int32_t n_forced;      /* new rows + the final row */
+    int32_t n_pad_kept;    /* PAD rows carried past the check layer to reach fixed_rows */
 } rp_blend_stats;
 
 /* Scratch for rp_blend_run, sized once for up to `cap` rows (request-phase
@@ -59,7 +62,11 @@ void rp_blend_ws_free(rp_blend_ws *ws);
  * the largest deviation are selected; every NEW row and the row with logits
  * (the final token) are always selected; PAD rows never. From there only the
  * selected rows are computed, attending over the blended cache (fresh KV for
- * selected rows, cached KV for the rest). The batch is compacted in place.
+ * selected rows, cached KV for the rest). With p->fixed_rows > 0 the survivors
+ * are topped up with PAD rows (in row order, never ranked) to exactly
+ * fixed_rows when the batch has them, so a static call's shape past the check
+ * layer does not depend on how many reuse rows there were. The batch is
+ * compacted in place (survivors in row order).
  * `kinds` gives each row's rp_row_kind. On return the logits of the flagged
  * row are in the context (rp_ctx_logits(c, 0)). */
 rp_status rp_blend_run(rp_ctx *c, rp_kv *kv, rp_batch *b, const uint8_t *kinds, int32_t budget,

@@ -416,8 +416,12 @@ static rp_status run_blend(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *to
     if (pad_to > b - a) add_pads(e, pad_to - (b - a), n, &pads);
     int32_t budget = budget_override >= 0 ? budget_override - n_forced : (int32_t)ceilf(e->p.ratio * (float)n_reuse);
     if (budget < 0) budget = 0;
+    /* a static call carries exactly its k rows past the check layer (padding
+     * rows fill in when fewer are selected), so its cost is the calibrated one */
+    rp_blend_params bp = e->p.blend;
+    bp.fixed_rows = budget_override >= 0 ? budget_override : 0;
     rp_blend_stats bs;
-    rp_status rs = rp_blend_run(c, kv, &e->batch, e->kinds, budget, &e->p.blend, &e->ws, &bs);
+    rp_status rs = rp_blend_run(c, kv, &e->batch, e->kinds, budget, &bp, &e->ws, &bs);
     if (pads) rp_kv_truncate(kv, n);   /* drop the padding rows' cells */
     RP_TRY(rs);
     st->n_recomputed += bs.n_selected;
@@ -660,21 +664,32 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
     rp_status rs = RP_OK;
     const int32_t nb = rp_ctx_get_params(c).n_batch;
     if (e->p.mode == RP_REUSE_FULL && e->p.ratio < 1.0f) {
-        /* Prompt Cache: reused tokens are taken as-is; compute new tokens and the last one */
+        /* Prompt Cache: reused tokens are taken as-is; compute new tokens and
+         * the last one (static: in calls of exactly L_P rows, padded past the prompt) */
+        const int32_t cap = stat ? sc->L_P : nb;
         int32_t t = P_tok;
         while (t < n && rs == RP_OK) {
             rp_batch_clear(&e->batch);
-            for (; t < n && e->batch.n < nb; t++)
+            for (; t < n && e->batch.n < cap; t++)
                 if (tk[t] == RP_ROW_NEW || t == n - 1) rp_batch_add(&e->batch, toks[t], 0, t, t, t == n - 1);
             if (e->batch.n == 0) break;
+            int32_t pads = 0;
+            if (stat) add_pads(e, cap - e->batch.n, n, &pads);
             rs = rp_forward(c, &e->batch, &kv, 1);
+            if (pads) rp_kv_truncate(kv, n);
             st->n_calls++;
             st->n_computed_rows += e->batch.n;
+            st->n_pad += pads;
         }
         if (tk[n - 1] == RP_ROW_REUSE) st->n_recomputed = 1;
     } else if (e->p.mode == RP_REUSE_FULL) {
         /* full with r = 1 recomputes everything after the prefix: exact */
-        rs = run_plain(e, c, kv, toks, P_tok, n, n, st);
+        if (stat) {
+            for (int32_t a = P_tok; a < n && rs == RP_OK; a += sc->L_P)
+                rs = run_static_prefill(e, c, kv, toks, a, a + sc->L_P < n ? a + sc->L_P : n, n, st);
+        } else {
+            rs = run_plain(e, c, kv, toks, P_tok, n, n, st);
+        }
         st->n_recomputed = st->n_nonprefix;
     } else if (!stat) {
         /* dynamic blend: windows of up to n_batch rows, each a selective-recompute call */

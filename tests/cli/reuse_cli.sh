@@ -1,0 +1,131 @@
+#!/bin/bash
+# reuse_cli.sh — end-to-end checks of the KV-reuse CLI: run --segments/--reuse/--recompute-ratio/--static/--cache-dir, plan, bad input.
+set -u
+BIN="${RP_BIN:?RP_BIN must point at the reprise binary}"
+SHARED="${RP_SHARED_DIR:-../shared}"
+TMP="${RP_TEST_TMP:-/tmp}/reuse_cli.$$"
+mkdir -p "$TMP"
+trap 'rm -rf "$TMP"' EXIT
+pass=0; fail=0; skip=0
+ok()   { pass=$((pass+1)); echo "ok   $1"; }
+bad()  { fail=$((fail+1)); echo "FAIL $1"; }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+
+M="$SHARED/models/stories260K.gguf"
+if [ ! -f "$M" ]; then
+  echo "SKIP reuse CLI checks: $M not found"
+  echo "0 passed, 0 failed, 1 skipped"
+  exit 0
+fi
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "SKIP reuse CLI checks: python3 (parses the stats line) not found"
+  echo "0 passed, 0 failed, 1 skipped"
+  exit 0
+fi
+
+# stat FILE KEY: the value of KEY in the last `stats: {json}` line of FILE (empty when absent)
+stat() {
+  python3 - "$1" "$2" <<'EOF'
+import json, sys
+lines = [l for l in open(sys.argv[1]).read().splitlines() if l.startswith("stats: ")]
+if lines and lines[-1] is not None:
+    s = json.loads(lines[-1][len("stats: "):])
+    v = s.get(sys.argv[2])
+    print("" if v is None else v)
+EOF
+}
+# the stats line must be the last stderr line
+last_is_stats() { tail -n 1 "$1" | grep -q '^stats: {'; }
+
+# a shared system segment (becomes the exact prefix), three documents, a question
+SYS="You are a story teller. Read the stories and answer the question at the end."
+D1="Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her big red ball."
+D2="One day, a small dog named Max found a shiny stick near the pond. He ran home to show his friend the stick."
+D3="Tom and Sue went to the beach. They built a big sand castle and saw a crab. The crab was happy and sunny."
+python3 - "$TMP" "$SYS" "$D1" "$D2" "$D3" <<'EOF'
+import json, sys
+d, sys_, d1, d2, d3 = sys.argv[1:]
+json.dump([sys_, d1, d2, d3, " Who is Lily?"], open(d + "/A.json", "w"))
+json.dump([sys_, d3, d1, d2, " Who found the stick?"], open(d + "/B.json", "w"))
+json.dump({"not": "an array"}, open(d + "/obj.json", "w"))
+json.dump(["fine", 3], open(d + "/num.json", "w"))
+open(d + "/broken.json", "w").write('["unterminated')
+EOF
+
+RUN=("$BIN" run -m "$M" -n 4 --temp 0)
+# seed DIR: the first request (A) into a fresh cache dir
+seed() { rm -rf "$1"; "${RUN[@]}" --segments "$TMP/A.json" --cache-dir "$1" >/dev/null 2>"$1.seed.err"; }
+
+# first request: nothing cached
+seed "$TMP/c0"; rc=$?
+check "seed run exits 0, stats line last" '[ $rc -eq 0 ] && last_is_stats "$TMP/c0.seed.err"'
+check "seed run reuses nothing" '[ "$(stat "$TMP/c0.seed.err" reused_prefix)" = 0 ] && [ "$(stat "$TMP/c0.seed.err" reused_nonprefix)" = 0 ]'
+
+# blend (default, r = 0.25) on the reordered documents
+"${RUN[@]}" --segments "$TMP/B.json" --cache-dir "$TMP/c0" >/dev/null 2>"$TMP/blend.err"; rc=$?
+np=$(stat "$TMP/blend.err" reused_nonprefix); pf=$(stat "$TMP/blend.err" reused_prefix)
+rc_=$(stat "$TMP/blend.err" recomputed); ttft=$(stat "$TMP/blend.err" ttft_ms); pt=$(stat "$TMP/blend.err" prompt_tokens)
+echo "     blend: prompt $pt, prefix $pf, non-prefix $np, recomputed $rc_, ttft $ttft ms"
+check "blend run exits 0, stats line last" '[ $rc -eq 0 ] && last_is_stats "$TMP/blend.err"'
+check "blend reuses the reordered documents (non-prefix > 0)" '[ -n "$np" ] && [ "$np" -gt 0 ]'
+check "blend reuses the system segment as prefix" '[ -n "$pf" ] && [ "$pf" -gt 0 ]'
+# one window (the prompt is under n_batch), final token new: recomputed = ceil(0.25 * non-prefix)
+check "blend recomputes ceil(r * reused) tokens" '[ "$rc_" = "$(python3 -c "import math; print(math.ceil(0.25 * $np))")" ]'
+check "TTFT is reported" 'python3 -c "import sys; sys.exit(0 if float(\"$ttft\") > 0 else 1)"'
+
+seed "$TMP/c1"
+"${RUN[@]}" --segments "$TMP/B.json" --cache-dir "$TMP/c1" --recompute-ratio 0.5 >/dev/null 2>"$TMP/r05.err"
+np5=$(stat "$TMP/r05.err" reused_nonprefix); rc5=$(stat "$TMP/r05.err" recomputed)
+check "--recompute-ratio 0.5 recomputes ceil(0.5 * reused)" '[ "$np5" = "$np" ] && [ "$rc5" = "$(python3 -c "import math; print(math.ceil(0.5 * $np5))")" ]'
+
+seed "$TMP/c2"
+"${RUN[@]}" --segments "$TMP/B.json" --cache-dir "$TMP/c2" --recompute-ratio 1 >/dev/null 2>"$TMP/r1.err"
+check "--recompute-ratio 1 recomputes every reused token" '[ "$(stat "$TMP/r1.err" recomputed)" = "$np" ] && [ "$np" -gt 0 ]'
+
+seed "$TMP/c3"
+"${RUN[@]}" --segments "$TMP/B.json" --cache-dir "$TMP/c3" --reuse none >/dev/null 2>"$TMP/none.err"; rc=$?
+check "--reuse none reports 0 reused" '[ $rc -eq 0 ] && [ "$(stat "$TMP/none.err" reused_prefix)" = 0 ] && [ "$(stat "$TMP/none.err" reused_nonprefix)" = 0 ] && [ "$(stat "$TMP/none.err" new)" = "$pt" ]'
+
+seed "$TMP/c4"
+"${RUN[@]}" --segments "$TMP/B.json" --cache-dir "$TMP/c4" --reuse prefix >/dev/null 2>"$TMP/prefix.err"; rc=$?
+check "--reuse prefix reuses only the prefix" '[ $rc -eq 0 ] && [ "$(stat "$TMP/prefix.err" reused_prefix)" = "$pf" ] && [ "$(stat "$TMP/prefix.err" reused_nonprefix)" = 0 ] && [ "$(stat "$TMP/prefix.err" recomputed)" = 0 ]'
+
+seed "$TMP/c5"
+"${RUN[@]}" --segments "$TMP/B.json" --cache-dir "$TMP/c5" --reuse full >/dev/null 2>"$TMP/full.err"; rc=$?
+check "--reuse full reuses without recompute" '[ $rc -eq 0 ] && [ "$(stat "$TMP/full.err" reused_nonprefix)" = "$np" ] && [ "$(stat "$TMP/full.err" recomputed)" = 0 ]'
+
+# static shapes: fixed-size calls, padding reported; same reuse as dynamic
+seed "$TMP/c6"
+"${RUN[@]}" --segments "$TMP/B.json" --cache-dir "$TMP/c6" --static >/dev/null 2>"$TMP/static.err"; rc=$?
+check "--static runs, reports pad rows and calls" '[ $rc -eq 0 ] && [ "$(stat "$TMP/static.err" pad_rows)" -gt 0 ] && [ "$(stat "$TMP/static.err" calls)" -gt 0 ] && [ "$(stat "$TMP/static.err" reused_nonprefix)" = "$np" ]'
+seed "$TMP/c7"
+"${RUN[@]}" --segments "$TMP/B.json" --cache-dir "$TMP/c7" --static --reuse full >/dev/null 2>"$TMP/sfull.err"; rc=$?
+check "--static --reuse full is static (padded calls), no recompute" '[ $rc -eq 0 ] && [ "$(stat "$TMP/sfull.err" pad_rows)" -gt 0 ] && [ "$(stat "$TMP/sfull.err" recomputed)" = 0 ]'
+
+# plan: segments and both schedules against a seeded cache (read-only: plan writes nothing)
+seed "$TMP/c8"
+"$BIN" plan -m "$M" --segments "$TMP/B.json" --cache-dir "$TMP/c8" >"$TMP/plan.out" 2>"$TMP/plan.err"; rc=$?
+check "plan prints chunks, segments and both plans" '[ $rc -eq 0 ] && grep -q "^segments:" "$TMP/plan.out" && grep -q "reused (re-rotated)" "$TMP/plan.out" && grep -q "static plan, DP scheduler" "$TMP/plan.out" && grep -q "static plan, naive" "$TMP/plan.out"'
+"$BIN" plan -m "$M" --segments "$TMP/A.json" >"$TMP/plan2.out" 2>/dev/null; rc=$?
+check "plan without a cache: every chunk new" '[ $rc -eq 0 ] && grep -q "^segments:" "$TMP/plan2.out" && ! grep -q "reused (re-rotated)" "$TMP/plan2.out"'
+
+# bad input: non-zero exit, a message naming what was wrong, no crash
+"${RUN[@]}" --segments "$TMP/B.json" --reuse sometimes >/dev/null 2>"$TMP/e"; rc=$?
+check "bad --reuse value rejected" '[ $rc -eq 2 ] && grep -q "\-\-reuse must be none, prefix, full or blend" "$TMP/e" && grep -q sometimes "$TMP/e"'
+"$BIN" plan -m "$M" --segments "$TMP/B.json" --reuse sometimes >/dev/null 2>"$TMP/e"; rc=$?
+check "plan: bad --reuse value rejected" '[ $rc -eq 2 ] && grep -q "\-\-reuse must be" "$TMP/e"'
+"${RUN[@]}" --segments "$TMP/missing.json" >/dev/null 2>"$TMP/e"; rc=$?
+check "missing segments file rejected" '[ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q "missing.json" "$TMP/e"'
+"${RUN[@]}" --segments "$TMP/broken.json" >/dev/null 2>"$TMP/e"; rc=$?
+check "invalid segments JSON rejected" '[ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q "broken.json.*line" "$TMP/e"'
+"${RUN[@]}" --segments "$TMP/obj.json" >/dev/null 2>"$TMP/e"; rc=$?
+check "non-array segments JSON rejected" '[ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q "must be a JSON array of strings" "$TMP/e"'
+"${RUN[@]}" --segments "$TMP/num.json" >/dev/null 2>"$TMP/e"; rc=$?
+check "non-string segment rejected" '[ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q "element 1 is not a string" "$TMP/e"'
+"$BIN" plan -m "$M" --segments "$TMP/obj.json" >/dev/null 2>"$TMP/e"; rc=$?
+check "plan: non-array segments JSON rejected" '[ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q "must be a JSON array" "$TMP/e"'
+"${RUN[@]}" --segments "$TMP/B.json" --recompute-ratio 1.5 >/dev/null 2>"$TMP/e"; rc=$?
+check "--recompute-ratio out of range rejected" '[ $rc -eq 2 ] && grep -q "recompute-ratio" "$TMP/e"'
+
+echo "$pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]
