@@ -311,6 +311,22 @@ static void test_rerotation_model(void **state) {
     assert_int_equal(rp_synth_write(&sp, q), RP_OK);
     check_model_rerotation(q);   /* NEOX pairing + q/k norms */
     remove(q);
+    /* Llama 3 RoPE: base 500000 with llama3 scaling stored as rope_freqs.weight */
+    snprintf(q, sizeof q, "%s/llama3-tiny.gguf", rp_test_tmpdir());
+    sp = rp_synth_default_params();
+    sp.preset = "tiny-llama3";
+    sp.type = "f32";
+    assert_int_equal(rp_synth_write(&sp, q), RP_OK);
+    rp_model *m = NULL;
+    assert_int_equal(rp_model_load(q, rp_model_default_params(), &m), RP_OK);
+    int n_scaled = 0;   /* the scaling is really in effect: low frequencies divided by up to 32 */
+    for (int i = 0; i < m->hp.n_rot / 2; i++)
+        n_scaled += m->rope_inv_freq[i] < 0.9 * pow(500000.0, -2.0 * i / m->hp.n_rot);
+    print_message("  llama3-tiny: %d of %d RoPE frequencies scaled\n", n_scaled, m->hp.n_rot / 2);
+    assert_true(n_scaled >= 4);
+    rp_model_free(m);
+    check_model_rerotation(q);   /* NORM pairing, llama3-scaled frequencies */
+    remove(q);
 }
 
 /* full and blend with r = 1 recompute every reused token: equal to prefill. */

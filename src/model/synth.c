@@ -26,6 +26,8 @@ static const preset k_presets[] = {
     {"tiny", RP_ARCH_QWEN3, 256, 768, 4, 4, 2, 64, 512, 2048, 1000000.0f, 1e-6f, false},
     /* a small llama for the demo: big enough that prefill dominates, quick to make */
     {"small", RP_ARCH_LLAMA, 512, 1536, 8, 8, 4, 64, 8192, 4096, 10000.0f, 1e-5f, false},
+    /* tiny shapes with Llama 3's RoPE (base 500000, llama3 scaling in rope_freqs): tests of exact re-rotation */
+    {"tiny-llama3", RP_ARCH_LLAMA, 256, 768, 4, 8, 4, 32, 512, 2048, 500000.0f, 1e-5f, true},
     {"llama-3.2-1b", RP_ARCH_LLAMA, 2048, 8192, 16, 32, 8, 64, 128256, 131072, 500000.0f, 1e-5f, true},
     {"llama-3.2-3b", RP_ARCH_LLAMA, 3072, 8192, 28, 24, 8, 128, 128256, 131072, 500000.0f, 1e-5f, true},
     {"qwen3-0.6b", RP_ARCH_QWEN3, 1024, 3072, 28, 16, 8, 128, 151936, 40960, 1000000.0f, 1e-6f, false},
@@ -33,7 +35,7 @@ static const preset k_presets[] = {
     {"qwen3-4b", RP_ARCH_QWEN3, 2560, 9728, 36, 32, 8, 128, 151936, 40960, 1000000.0f, 1e-6f, false},
 };
 
-const char *const rp_synth_preset_names[] = {"tiny", "small", "llama-3.2-1b", "llama-3.2-3b", "qwen3-0.6b",
+const char *const rp_synth_preset_names[] = {"tiny", "tiny-llama3", "small", "llama-3.2-1b", "llama-3.2-3b", "qwen3-0.6b",
                                              "qwen3-1.7b", "qwen3-4b", NULL};
 
 rp_synth_params rp_synth_default_params(void) {
