@@ -1,4 +1,5 @@
-/* test_reuse.c — KV reuse correctness: exact prefix reuse, re-rotation, r = 1 equals prefill, static mode, sub-chunk reuse. */
+/* test_reuse.c — KV reuse correctness: exact prefix reuse, re-rotation, r = 1 equals prefill, static mode and pad masking, sub-chunk reuse, salt. */
+#define _GNU_SOURCE   /* memmem */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include "testutil.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "gguf/gguf.h"
 #include "model/synth.h"
 #include "reuse/blend.h"
 #include "reuse/engine.h"
@@ -659,6 +661,85 @@ static void test_commit_computed(void **state) {
     fixture_close(&f);
 }
 
+/* Copies file `src` to `dst`, then overwrites the bytes at the first
+ * occurrence of `find` (n_find bytes) + skip with `with` (n_with bytes). */
+static void patch_copy(const char *src, const char *dst, const void *find, size_t n_find, size_t skip, const void *with,
+                       size_t n_with) {
+    size_t len = 0;
+    char *buf = rp_test_read_file(src, &len);
+    assert_non_null(buf);
+    char *at = memmem(buf, len, find, n_find);
+    assert_non_null(at);
+    assert_true((size_t)(at - buf) + skip + n_with <= len);
+    memcpy(at + skip, with, n_with);
+    FILE *f = fopen(dst, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, len, f), len);
+    fclose(f);
+    free(buf);
+}
+
+static uint64_t salt_of(const char *path, rp_type kv_type) {
+    rp_model *m = NULL;
+    assert_int_equal(rp_model_load(path, rp_model_default_params(), &m), RP_OK);
+    rp_reuse *e = NULL;
+    assert_int_equal(rp_reuse_create(m, kv_type, 64, rp_reuse_default_params(), &e), RP_OK);
+    const uint64_t s = rp_reuse_salt(e);
+    rp_reuse_free(e);
+    rp_model_free(m);
+    return s;
+}
+
+/* The reuse salt (chunk hashes, cache keys) is the model fingerprint and the
+ * KV type: equal for an identical model file, different for another KV type,
+ * another RoPE theta, another llama3 scaling factor, and one changed weight
+ * byte anywhere (the digest covers every weight byte, not a sample). */
+static void test_salt(void **state) {
+    (void)state;
+    char a[512], b[512], c[512];
+    snprintf(a, sizeof a, "%s/salt-a.gguf", rp_test_tmpdir());
+    snprintf(b, sizeof b, "%s/salt-b.gguf", rp_test_tmpdir());
+    snprintf(c, sizeof c, "%s/salt-c.gguf", rp_test_tmpdir());
+    rp_synth_params sp = rp_synth_default_params();
+    sp.preset = "tiny-llama3";
+    sp.type = "q8_0";
+    assert_int_equal(rp_synth_write(&sp, a), RP_OK);
+    assert_int_equal(rp_synth_write(&sp, b), RP_OK);
+    const uint64_t s0 = salt_of(a, RP_TYPE_F16);
+    assert_int_equal(salt_of(b, RP_TYPE_F16), s0);        /* an identical model */
+    assert_int_equal(salt_of(a, RP_TYPE_F16), s0);        /* and a reload */
+    assert_true(salt_of(a, RP_TYPE_Q8_0) != s0);          /* KV type */
+    assert_true(salt_of(a, RP_TYPE_F32) != s0);
+    /* RoPE theta: llama.rope.freq_base's f32 value follows the key and a u32 type tag */
+    const char key[] = "llama.rope.freq_base";
+    const float theta = 250000.0f;
+    patch_copy(a, c, key, sizeof key - 1, sizeof key - 1 + 4, &theta, sizeof theta);
+    assert_true(salt_of(c, RP_TYPE_F16) != s0);
+    /* located through the loaded model: rope_freqs (llama3 scaling factors), a weight in the middle of a tensor */
+    rp_model *m = NULL;
+    assert_int_equal(rp_model_load(a, rp_model_default_params(), &m), RP_OK);
+    const rp_gguf_tensor *rf = rp_gguf_find_tensor(m->gguf, "rope_freqs.weight");
+    const rp_gguf_tensor *wq = rp_gguf_find_tensor(m->gguf, "blk.2.attn_q.weight");
+    assert_non_null(rf);
+    assert_non_null(wq);
+    unsigned char rf_head[64], wq_mid[64];
+    memcpy(rf_head, rf->data, sizeof rf_head);
+    const size_t mid = (size_t)(wq->nbytes / 2) + 1000;   /* away from any 4 KiB-per-MiB sample window */
+    memcpy(wq_mid, (const unsigned char *)wq->data + mid, sizeof wq_mid);
+    rp_model_free(m);
+    float factors[16];   /* a different scaling: every factor halved */
+    memcpy(factors, rf_head, sizeof factors);
+    for (int i = 0; i < 16; i++) factors[i] *= 0.5f;
+    patch_copy(a, c, rf_head, sizeof rf_head, 0, factors, sizeof factors);
+    assert_true(salt_of(c, RP_TYPE_F16) != s0);
+    unsigned char one = wq_mid[37] ^ 0x01;   /* one quant byte, one bit */
+    patch_copy(a, c, wq_mid, sizeof wq_mid, 37, &one, 1);
+    assert_true(salt_of(c, RP_TYPE_F16) != s0);
+    remove(a);
+    remove(b);
+    remove(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prefix_exact),
@@ -670,6 +751,7 @@ int main(void) {
         cmocka_unit_test(test_static_pad_mask),
         cmocka_unit_test(test_pipeline_equivalence),
         cmocka_unit_test(test_subchunk_reuse),
+        cmocka_unit_test(test_salt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -135,7 +135,7 @@ rp_status rp_reuse_create(const rp_model *m, rp_type kv_type, int32_t max_tokens
     }
     e->max_tokens = max_tokens;
     /* the salt: model fingerprint (architecture, shapes, RoPE settings, weight
-     * sample) and the KV type, so no hash ever matches across them */
+     * digest) and the KV type, so no hash ever matches across them */
     uint64_t salt_in[2] = {m->fingerprint, (uint64_t)kv_type};
     e->salt = XXH3_64bits(salt_in, sizeof salt_in);
     const int32_t kv_dim = m->hp.n_head_kv * m->hp.head_dim;
