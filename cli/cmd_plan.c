@@ -4,23 +4,30 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <xxhash.h>
 
 #include "cli.h"
 #include "kernels/cpu.h"
+#include "kernels/types.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "prompt.h"
 #include "reuse/engine.h"
 #include "store/store.h"
 
-/* Calibration file for this model and machine: DIR/calib-<fingerprint>.txt,
- * DIR = --cache-dir, else $XDG_CACHE_HOME/reprise, else ~/.cache/reprise. */
-void cli_calib_path(const char *cache_dir, const rp_model *m, char *buf, size_t cap) {
-    char dir[3072];
+/* Calibration file for this model, machine and thread count:
+ * DIR/calib-<fingerprint>-<machine key hash>.txt, DIR = --cache-dir, else
+ * $XDG_CACHE_HOME/reprise, else ~/.cache/reprise. One file per key, so a
+ * calibration on another CPU or thread count sits next to this one instead of
+ * replacing it (the key inside is still checked on load). */
+void cli_calib_path(const char *cache_dir, const rp_model *m, int threads, char *buf, size_t cap) {
+    char dir[3072], key[96];
     if (cache_dir) snprintf(dir, sizeof dir, "%s", cache_dir);
     else if (getenv("XDG_CACHE_HOME")) snprintf(dir, sizeof dir, "%s/reprise", getenv("XDG_CACHE_HOME"));
     else snprintf(dir, sizeof dir, "%s/.cache/reprise", getenv("HOME") ? getenv("HOME") : "/tmp");
-    snprintf(buf, cap, "%s/calib-%016llx.txt", dir, (unsigned long long)m->fingerprint);
+    cli_machine_key(threads, key, sizeof key);
+    snprintf(buf, cap, "%s/calib-%016llx-%08llx.txt", dir, (unsigned long long)m->fingerprint,
+             (unsigned long long)(XXH3_64bits(key, strlen(key)) & 0xffffffffu));
 }
 
 void cli_machine_key(int threads, char *buf, size_t cap) {
@@ -29,7 +36,7 @@ void cli_machine_key(int threads, char *buf, size_t cap) {
 
 bool cli_load_calib(const rp_model *m, const char *cache_dir, int threads, rp_static_cfg *cfg) {
     char path[4096], key[96];
-    cli_calib_path(cache_dir, m, path, sizeof path);
+    cli_calib_path(cache_dir, m, threads, path, sizeof path);
     cli_machine_key(threads, key, sizeof key);
     rp_calib cal;
     if (rp_calib_load(path, &cal) != RP_OK) return false;
@@ -79,20 +86,22 @@ static void print_calls(const char *title, const rp_call *calls, int32_t n, doub
 int cmd_plan(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "plan"};
     const char *model_path = NULL, *segments = NULL, *text = NULL, *separator = NULL, *cache_dir = NULL, *mode_s = "blend";
+    const char *kv_name = "f16";
     double ratio = 0.25;
-    long threads = 2;
+    long threads = 2, check_layer = 1;
     bool calibrate = false;
     for (; a.i < argc; a.i++) {
         if (cli_is(&a, "-h", "--help")) {
             printf("usage: reprise plan -m MODEL.gguf (--segments FILE.json | -p TEXT) [--cache-dir DIR]\n"
                    "                    [--reuse none|prefix|full|blend] [--recompute-ratio R] [--separator TEXT]\n"
-                   "                    [--calibrate] [-t THREADS]\n"
+                   "                    [--check-layer L] [--kv-type f16|q8_0|f32] [--calibrate] [-t THREADS]\n"
                    "Shows the prompt's chunks and segments (prefix-reused / reusable / new) against the chunk cache\n"
                    "in --cache-dir, how many tokens blend would recompute, and the static-shape calls chosen by the\n"
                    "DP scheduler next to the naive one-call-type-per-segment schedule. --calibrate measures call\n"
                    "latencies over sizes (multiples of 32), picks L_P / L_S among the sizes near the per-token turning\n"
                    "point (the pair with the least predicted latency over doc-QA / chat / skills layouts) and stores\n"
-                   "them for this model and machine.\n");
+                   "them for this model, machine and thread count (best of 3 runs per size). --kv-type must match\n"
+                   "the `reprise run --kv-type` that wrote the cache (chunk hashes include it).\n");
             return 0;
         } else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
         else if (cli_is(&a, "--segments", NULL)) { if (!cli_str(&a, &segments)) return 2; }
@@ -102,13 +111,20 @@ int cmd_plan(int argc, char **argv) {
         else if (cli_is(&a, "--reuse", NULL)) { if (!cli_str(&a, &mode_s)) return 2; }
         else if (cli_is(&a, "--recompute-ratio", NULL)) { if (!cli_float(&a, 0, 1, &ratio)) return 2; }
         else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &threads)) return 2; }
+        else if (cli_is(&a, "--check-layer", NULL)) { if (!cli_int(&a, 0, 1024, &check_layer)) return 2; }
+        else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }
         else if (cli_is(&a, "--calibrate", NULL)) calibrate = true;
         else return cli_unknown(&a);
     }
     if (!model_path) { fprintf(stderr, "reprise plan: -m MODEL.gguf is required\n"); return 2; }
     if (!segments && !text && !calibrate) { fprintf(stderr, "reprise plan: --segments FILE or -p TEXT is required\n"); return 2; }
     int mode = rp_reuse_mode_parse(mode_s);
-    if (mode < 0) { fprintf(stderr, "reprise plan: --reuse must be none, prefix, full or blend\n"); return 2; }
+    if (mode < 0) { fprintf(stderr, "reprise plan: --reuse must be none, prefix, full or blend, got '%s'\n", mode_s); return 2; }
+    const int kv_type = rp_type_from_name(kv_name);
+    if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_Q8_0 && kv_type != RP_TYPE_F32) {
+        fprintf(stderr, "reprise plan: --kv-type must be f16, q8_0 or f32, got '%s'\n", kv_name);
+        return 2;
+    }
     rp_model *m = NULL;
     rp_model_params mp = rp_model_default_params();
     mp.n_threads = (int)threads;
@@ -122,8 +138,9 @@ int cmd_plan(int argc, char **argv) {
     rp_reuse_params rp = rp_reuse_default_params();
     rp.mode = (rp_reuse_mode)mode;
     rp.ratio = (float)ratio;
+    rp.blend.check_layer = (int32_t)check_layer;
     const int32_t max_tok = 32768;
-    if ((st = rp_reuse_create(m, RP_TYPE_F16, max_tok, rp, &e)) != RP_OK) { rc = cli_fail(a.cmd, "engine", st); goto out; }
+    if ((st = rp_reuse_create(m, (rp_type)kv_type, max_tok, rp, &e)) != RP_OK) { rc = cli_fail(a.cmd, "engine", st); goto out; }
     if (calibrate) {
         static const int32_t sizes[] = {32, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
         const int32_t ns = sizeof sizes / sizeof sizes[0];
@@ -132,16 +149,16 @@ int cmd_plan(int argc, char **argv) {
         cp.n_batch = 1024;
         cp.n_outputs = 1;
         cp.n_ctx_max = 1100;
-        if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK || (st = rp_kv_create(m, 1100, RP_TYPE_F16, &kv)) != RP_OK) {
+        if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK || (st = rp_kv_create(m, 1100, (rp_type)kv_type, &kv)) != RP_OK) {
             rc = cli_fail(a.cmd, "setup", st);
             goto out;
         }
         rp_calib cal;
         fprintf(stderr, "calibrating %d sizes (prefill and selective-recompute calls)...\n", ns);
-        if ((st = rp_reuse_calibrate(e, ctx, kv, sizes, ns, 2, &cal)) != RP_OK) { rc = cli_fail(a.cmd, "calibrate", st); goto out; }
+        if ((st = rp_reuse_calibrate(e, ctx, kv, sizes, ns, 3, &cal)) != RP_OK) { rc = cli_fail(a.cmd, "calibrate", st); goto out; }
         cli_machine_key((int)threads, cal.machine, sizeof cal.machine);
         char path[4096];
-        cli_calib_path(cache_dir, m, path, sizeof path);
+        cli_calib_path(cache_dir, m, (int)threads, path, sizeof path);
         char dir[4096];
         snprintf(dir, sizeof dir, "%s", path);
         char *slash = strrchr(dir, '/');
@@ -177,8 +194,9 @@ int cmd_plan(int argc, char **argv) {
     if (!cli_prompt_build(a.cmd, m->tok, text, segments, separator, &pr)) goto out;
     rp_reuse_analysis an;
     if ((st = rp_reuse_analyze(e, pr.toks, pr.n, pr.bounds, pr.n_bounds, &an)) != RP_OK) { rc = cli_fail(a.cmd, "analyze", st); goto out; }
-    printf("prompt: %d tokens in %d chunks (%d caller segments), mode %s, r = %.2f\n\n", an.n_tokens, an.n_spans,
-           pr.n_segments, rp_reuse_mode_name((rp_reuse_mode)mode), ratio);
+    printf("prompt: %d tokens in %d chunks (%d caller segments), mode %s, r = %.2f, check layer %d, KV %s\n\n",
+           an.n_tokens, an.n_spans, pr.n_segments, rp_reuse_mode_name((rp_reuse_mode)mode), ratio,
+           rp.blend.check_layer, rp_type_get_traits(kv_type)->name);
     printf("chunks:\n");
     char pv[64];
     for (int32_t i = 0; i < an.n_spans; i++) {

@@ -109,6 +109,23 @@ check "plan prints chunks, segments and both plans" '[ $rc -eq 0 ] && grep -q "^
 "$BIN" plan -m "$M" --segments "$TMP/A.json" >"$TMP/plan2.out" 2>/dev/null; rc=$?
 check "plan without a cache: every chunk new" '[ $rc -eq 0 ] && grep -q "^segments:" "$TMP/plan2.out" && ! grep -q "reused (re-rotated)" "$TMP/plan2.out"'
 
+# plan matches caches written with another KV type only with the same --kv-type (the salt includes it)
+rm -rf "$TMP/cq"; "${RUN[@]}" --segments "$TMP/A.json" --cache-dir "$TMP/cq" --kv-type q8_0 >/dev/null 2>&1
+"$BIN" plan -m "$M" --segments "$TMP/B.json" --cache-dir "$TMP/cq" --kv-type q8_0 --check-layer 2 >"$TMP/pq.out" 2>/dev/null; rc=$?
+check "plan --kv-type q8_0 finds a q8_0 cache, prints the check layer" '[ $rc -eq 0 ] && grep -q "reused (re-rotated)" "$TMP/pq.out" && grep -q "check layer 2, KV q8_0" "$TMP/pq.out"'
+"$BIN" plan -m "$M" --segments "$TMP/B.json" --cache-dir "$TMP/cq" >"$TMP/pf.out" 2>/dev/null
+check "plan with the default f16 does not match it" 'grep -q "^segments:" "$TMP/pf.out" && ! grep -q "reused (re-rotated)" "$TMP/pf.out"'
+"$BIN" plan -m "$M" --segments "$TMP/B.json" --kv-type q4_0 >/dev/null 2>"$TMP/e"; rc=$?
+check "plan: unsupported --kv-type rejected" '[ $rc -eq 2 ] && grep -q "kv-type must be f16, q8_0 or f32" "$TMP/e"'
+
+# calibration: one file per model + machine + thread count, each found by its own thread count
+"$BIN" plan -m "$M" --calibrate --cache-dir "$TMP/cal" -t 1 >"$TMP/cal1.out" 2>&1; rc1=$?
+"$BIN" plan -m "$M" --calibrate --cache-dir "$TMP/cal" -t 2 >"$TMP/cal2.out" 2>&1; rc2=$?
+check "calibrating with -t 1 and -t 2 keeps two files" '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$(ls "$TMP/cal" | grep -c "^calib-.*\.txt$")" -eq 2 ]'
+"$BIN" plan -m "$M" --segments "$TMP/A.json" --cache-dir "$TMP/cal" -t 1 >/dev/null 2>"$TMP/e1"
+"$BIN" plan -m "$M" --segments "$TMP/A.json" --cache-dir "$TMP/cal" -t 3 >/dev/null 2>"$TMP/e3"
+check "plan uses the calibration of its thread count only" 'grep -q "using the calibration stored" "$TMP/e1" && grep -q "no calibration for this model" "$TMP/e3"'
+
 # bad input: non-zero exit, a message naming what was wrong, no crash
 "${RUN[@]}" --segments "$TMP/B.json" --reuse sometimes >/dev/null 2>"$TMP/e"; rc=$?
 check "bad --reuse value rejected" '[ $rc -eq 2 ] && grep -q "\-\-reuse must be none, prefix, full or blend" "$TMP/e" && grep -q sometimes "$TMP/e"'
