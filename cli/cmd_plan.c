@@ -83,25 +83,90 @@ static void print_calls(const char *title, const rp_call *calls, int32_t n, doub
     if (n > 64) printf("  ... %d more\n", n - 64);
 }
 
+/* --show-tokens: runs the blend prefill (the engine's placements, layers
+ * 0..check for every non-prefix token, then the selected rows) with the
+ * selection traced, and lists per chunk the reused tokens recomputed. */
+static bool show_selection(rp_reuse *e, const rp_model *m, const cli_prompt *pr, const rp_reuse_analysis *an,
+                           int threads, rp_type kv_type) {
+    if (rp_reuse_get_params(e)->mode != RP_REUSE_BLEND) {
+        fprintf(stderr, "reprise plan: --show-tokens needs --reuse blend\n");
+        return false;
+    }
+    bool ok = false;
+    rp_ctx *ctx = NULL;
+    rp_kv *kv = NULL;
+    uint8_t *mark = calloc((size_t)pr->n, 1);
+    float *logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+    rp_ctx_params cp = rp_ctx_default_params();
+    cp.n_threads = threads;
+    cp.n_outputs = 1;
+    cp.n_ctx_max = pr->n + 1;
+    rp_status st;
+    if (!mark || !logits) { fprintf(stderr, "reprise plan: out of memory\n"); goto out; }
+    if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK || (st = rp_kv_create(m, pr->n + 1, kv_type, &kv)) != RP_OK) {
+        cli_fail("plan", "show-tokens setup", st);
+        goto out;
+    }
+    rp_reuse_trace_selection(e, mark);
+    rp_reuse_stats rs;
+    st = rp_reuse_prefill(e, ctx, kv, pr->toks, pr->n, pr->bounds, pr->n_bounds, logits, &rs);
+    rp_reuse_trace_selection(e, NULL);
+    if (st != RP_OK) { cli_fail("plan", "show-tokens prefill", st); goto out; }
+    printf("\nrecomputed reused tokens (dynamic blend, check layer %d): %d of %d\n",
+           rp_reuse_get_params(e)->blend.check_layer, rs.n_recomputed, rs.n_nonprefix);
+    char piece[256];
+    for (int32_t i = 0; i < an->n_spans; i++) {
+        const rp_chunk_span *sp = &an->spans[i];
+        int32_t n_sel = 0, n_re = 0;
+        for (int32_t t = sp->begin; t < sp->begin + sp->len; t++) {
+            n_sel += mark[t];
+            n_re += t >= rs.n_prefix && an->tok_kind[t] == RP_ROW_REUSE;
+        }
+        if (n_re == 0) continue;
+        printf("  chunk %3d  [%5d, %5d)  %4d of %4d:", i, sp->begin, sp->begin + sp->len, n_sel, n_re);
+        int32_t shown = 0;
+        for (int32_t t = sp->begin; t < sp->begin + sp->len && shown < 24; t++) {
+            if (!mark[t]) continue;
+            int k = rp_tokenizer_token_to_piece(m->tok, pr->toks[t], true, piece, sizeof piece - 1);
+            piece[k > 0 ? k : 0] = 0;
+            for (char *q = piece; *q; q++)
+                if (*q == '\n' || *q == '\t') *q = ' ';
+            printf(" %d'%s'", t, piece);
+            shown++;
+        }
+        printf("%s\n", n_sel > shown ? " ..." : "");
+    }
+    ok = true;
+out:
+    rp_kv_free(kv);
+    rp_ctx_free(ctx);
+    free(mark);
+    free(logits);
+    return ok;
+}
+
 int cmd_plan(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "plan"};
     const char *model_path = NULL, *segments = NULL, *text = NULL, *separator = NULL, *cache_dir = NULL, *mode_s = "blend";
     const char *kv_name = "f16";
     double ratio = 0.25;
     long threads = 2, check_layer = 1;
-    bool calibrate = false;
+    bool calibrate = false, show_tokens = false;
     for (; a.i < argc; a.i++) {
         if (cli_is(&a, "-h", "--help")) {
             printf("usage: reprise plan -m MODEL.gguf (--segments FILE.json | -p TEXT) [--cache-dir DIR]\n"
                    "                    [--reuse none|prefix|full|blend] [--recompute-ratio R] [--separator TEXT]\n"
-                   "                    [--check-layer L] [--kv-type f16|q8_0|f32] [--calibrate] [-t THREADS]\n"
+                   "                    [--check-layer L] [--kv-type f16|q8_0|f32] [--calibrate] [--show-tokens]\n"
+                   "                    [-t THREADS]\n"
                    "Shows the prompt's chunks and segments (prefix-reused / reusable / new) against the chunk cache\n"
                    "in --cache-dir, how many tokens blend would recompute, and the static-shape calls chosen by the\n"
                    "DP scheduler next to the naive one-call-type-per-segment schedule. --calibrate measures call\n"
                    "latencies over sizes (multiples of 32), picks L_P / L_S among the sizes near the per-token turning\n"
                    "point (the pair with the least predicted latency over doc-QA / chat / skills layouts) and stores\n"
                    "them for this model, machine and thread count (best of 3 runs per size). --kv-type must match\n"
-                   "the `reprise run --kv-type` that wrote the cache (chunk hashes include it).\n");
+                   "the `reprise run --kv-type` that wrote the cache (chunk hashes include it). --show-tokens runs\n"
+                   "the blend prefill (dynamic shapes, as `reprise run`) and lists the reused tokens whose KV\n"
+                   "deviation at the check layer gets them recomputed.\n");
             return 0;
         } else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
         else if (cli_is(&a, "--segments", NULL)) { if (!cli_str(&a, &segments)) return 2; }
@@ -114,6 +179,7 @@ int cmd_plan(int argc, char **argv) {
         else if (cli_is(&a, "--check-layer", NULL)) { if (!cli_int(&a, 0, 1024, &check_layer)) return 2; }
         else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }
         else if (cli_is(&a, "--calibrate", NULL)) calibrate = true;
+        else if (cli_is(&a, "--show-tokens", NULL)) show_tokens = true;
         else return cli_unknown(&a);
     }
     if (!model_path) { fprintf(stderr, "reprise plan: -m MODEL.gguf is required\n"); return 2; }
@@ -222,6 +288,7 @@ int cmd_plan(int argc, char **argv) {
     const rp_static_cfg *cfg = &rp_reuse_get_params(e)->static_cfg;
     print_calls("static plan, DP scheduler", an.dp_calls, an.n_dp_calls, an.dp_ms, cfg);
     print_calls("static plan, naive (one call type per segment)", an.naive_calls, an.n_naive_calls, an.naive_ms, cfg);
+    if (show_tokens && !show_selection(e, m, &pr, &an, (int)threads, (rp_type)kv_type)) goto out;
     rc = 0;
 out:
     cli_prompt_free(&pr);

@@ -397,7 +397,19 @@ static void test_blend_accounting(void **state) {
     for (int stat = 0; stat < 2; stat++) {
         rp_reuse *e = engine(&f, RP_REUSE_BLEND, 0.25f, stat);
         cache_docs(&f, e, r.docs, f.lg_a);
+        uint8_t mark[512];
+        memset(mark, 7, sizeof mark);
+        rp_reuse_trace_selection(e, mark);
         assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, f.lg_a, &st), RP_OK);
+        rp_reuse_trace_selection(e, NULL);
+        /* the traced selection: exactly the recomputed reused tokens, none in the prefix or the new tail */
+        int32_t n_marked = 0;
+        for (int32_t t = 0; t < r.n; t++) {
+            assert_true(mark[t] <= 1);
+            n_marked += mark[t];
+            if (t < st.n_prefix || t >= r.n - 4) assert_int_equal(mark[t], 0);
+        }
+        assert_int_equal(n_marked, st.n_recomputed);
         const double kl = kl_logits(exact, f.lg_a, f.V);
         print_message("  blend%s: prefix %d, non-prefix %d, recomputed %d, new %d, calls %d, pad rows %d, KL vs exact %.2e, "
                       "max |logit diff| %g\n", stat ? " (static)" : "", st.n_prefix, st.n_nonprefix, st.n_recomputed,

@@ -107,6 +107,7 @@ struct rp_reuse {
     int32_t n_pl;
     loader ld;
     double wait_ms;           /* exposed wait of the current prefill */
+    uint8_t *trace;           /* caller's [max_tokens] selection marks, or NULL */
 };
 
 static rp_status loader_start(rp_reuse *e);
@@ -212,6 +213,7 @@ rp_reuse_params *rp_reuse_get_params(rp_reuse *e) { return &e->p; }
 uint64_t rp_reuse_salt(const rp_reuse *e) { return e->salt; }
 const rp_model *rp_reuse_model(const rp_reuse *e) { return e->m; }
 rp_type rp_reuse_kv_type(const rp_reuse *e) { return e->kv_type; }
+void rp_reuse_trace_selection(rp_reuse *e, uint8_t *mark) { e->trace = mark; }
 
 /* ---- moving cached KV into the session cache ---- */
 
@@ -424,6 +426,11 @@ static rp_status run_blend(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *to
     rp_status rs = rp_blend_run(c, kv, &e->batch, e->kinds, budget, &bp, &e->ws, &bs);
     if (pads) rp_kv_truncate(kv, n);   /* drop the padding rows' cells */
     RP_TRY(rs);
+    if (e->trace)   /* survivors of the check layer, compacted in row order */
+        for (int32_t i = 0; i < e->batch.n; i++) {
+            const int32_t t = e->batch.cell[i];
+            if (t < n - 1 && tok_kind[t] == RP_ROW_REUSE) e->trace[t] = 1;
+        }
     st->n_recomputed += bs.n_selected;
     st->n_calls++;
     st->n_computed_rows += bs.n_rows;
@@ -613,6 +620,7 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
         return rp_errorf(RP_ERR_FULL, "reuse: prompt needs %d cells (incl. static padding), cache has %d", need, kv->n_ctx);
     if (e->pending) unpin_pending(e);   /* an uncommitted previous prompt is forgotten */
     st->n_prompt = n;
+    if (e->trace) memset(e->trace, 0, (size_t)n);
     memcpy(e->toks, toks, sizeof *toks * (size_t)n);
     e->n_toks = n;
     rp_kv_clear(kv);

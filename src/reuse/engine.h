@@ -71,6 +71,11 @@ rp_reuse_params *rp_reuse_get_params(rp_reuse *e);
 uint64_t rp_reuse_salt(const rp_reuse *e);
 const rp_model *rp_reuse_model(const rp_reuse *e);
 rp_type rp_reuse_kv_type(const rp_reuse *e);
+/* While `mark` is set ([max_tokens] bytes, caller-owned; NULL to stop), each
+ * prefill sets mark[t] = 1 for every reused token t that selective recompute
+ * chose past the check layer (the final token excluded: it is always
+ * computed), and 0 for the others. For `reprise plan --show-tokens`. */
+void rp_reuse_trace_selection(rp_reuse *e, uint8_t *mark);
 
 /* Prefills toks[0..n) into `kv` (cleared first; its n_ctx must hold n, plus
  * L_S or L_P padding cells in static mode), reusing cached KV per the mode,

@@ -106,6 +106,11 @@ check "--static --reuse full is static (padded calls), no recompute" '[ $rc -eq 
 seed "$TMP/c8"
 "$BIN" plan -m "$M" --segments "$TMP/B.json" --cache-dir "$TMP/c8" >"$TMP/plan.out" 2>"$TMP/plan.err"; rc=$?
 check "plan prints chunks, segments and both plans" '[ $rc -eq 0 ] && grep -q "^segments:" "$TMP/plan.out" && grep -q "reused (re-rotated)" "$TMP/plan.out" && grep -q "static plan, DP scheduler" "$TMP/plan.out" && grep -q "static plan, naive" "$TMP/plan.out"'
+# --show-tokens: the same selection as the blend run above (same cache state, same prompt)
+"$BIN" plan -m "$M" --segments "$TMP/B.json" --cache-dir "$TMP/c8" --show-tokens >"$TMP/plans.out" 2>"$TMP/plans.err"; rc=$?
+check "plan --show-tokens lists the recomputed reused tokens, as many as run recomputes" '[ $rc -eq 0 ] && grep -q "^recomputed reused tokens (dynamic blend, check layer 1): $rc_ of $np\$" "$TMP/plans.out" && [ "$(grep -c "^  chunk " "$TMP/plans.out")" -ge 3 ]'
+"$BIN" plan -m "$M" --segments "$TMP/B.json" --reuse prefix --show-tokens >/dev/null 2>"$TMP/e"; rc=$?
+check "plan --show-tokens with --reuse prefix is a clear error" '[ $rc -eq 1 ] && grep -q "show-tokens needs --reuse blend" "$TMP/e"'
 "$BIN" plan -m "$M" --segments "$TMP/A.json" >"$TMP/plan2.out" 2>/dev/null; rc=$?
 check "plan without a cache: every chunk new" '[ $rc -eq 0 ] && grep -q "^segments:" "$TMP/plan2.out" && ! grep -q "reused (re-rotated)" "$TMP/plan2.out"'
 
