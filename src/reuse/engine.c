@@ -700,7 +700,13 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
         }
         st->n_recomputed = st->n_nonprefix;
     } else if (!stat) {
-        /* dynamic blend: windows of up to n_batch rows, each a selective-recompute call */
+        /* dynamic blend: windows of up to n_batch rows, each a selective-recompute
+         * call. The top r is ranked per window (ceil(r * reused rows in the
+         * window)), not over the whole prompt: a global ranking would need every
+         * window's hidden state kept from the check layer on (n x n_embd floats,
+         * beyond the context's n_batch-sized scratch) or layers 0..check run
+         * twice (+2/n_layer of a full prefill). A prompt within n_batch
+         * (`reprise run -b`) is ranked globally. */
         for (int32_t a = P_tok; a < n && rs == RP_OK; a += nb) {
             int32_t b = a + nb < n ? a + nb : n;
             rs = run_blend(e, c, kv, toks, tk, a, b, n, 0, -1, st);
