@@ -162,6 +162,7 @@ int bench_reuse(int argc, char **argv) {
         const char *v;
         if (cli_is(&a, "-h", "--help")) {
             printf("usage: reprise bench reuse -m MODEL.gguf [--workload synthetic|repeat|docqa|chat|skills] [--data PATH]\n"
+                   "         [--source hotpotqa|musique] [--embeddings VEC.json] [--export-texts TEXTS.json]\n"
                    "         [--modes none,prefix,full,blend,static,static-naive] [--queries 8] [--docs 6] [--doc-len 320]\n"
                    "         [--tail 40] [--recompute-ratio 0.25] [--kv-type f16] [-t 2] [--seed 1] [--cpu LEVEL]\n"
                    "         [--json OUT.json] [--html OUT.html] [--export-prompts OUT.json]\n"
@@ -175,7 +176,12 @@ int bench_reuse(int argc, char **argv) {
                    "first newline) and is scored against the dataset's gold answer (SQuAD token F1 and exact match):\n"
                    "meaningful with an instruct model the user provides (Llama 3.x / Qwen3 GGUF).\n"
                    "  synthetic: random-token documents (any model);  repeat: the same prompt twice (100%% prefix hit)\n"
-                   "  docqa / chat / skills: HotpotQA, LoCoMo, SkillsBench from ../shared/data (or --data)\n"
+                   "  docqa / chat / skills: HotpotQA (or MuSiQue: --source musique), LoCoMo, SkillsBench from\n"
+                   "  ../shared/data; --data FILE reads that file, --data DIR the datasets' paths under DIR\n"
+                   "  docqa / chat: contexts / the chat history are split into --doc-len characters per chunk (1024);\n"
+                   "  each question's prompt holds its top --docs (6) chunks in retrieval order: keyword overlap\n"
+                   "  weighted by idf, or with --embeddings VEC.json (a JSON object: text -> array of numbers, one\n"
+                   "  entry per question and chunk) cosine similarity. --export-texts writes the texts it needs.\n"
                    "--export-prompts writes every query's warm-up and timed prompts, in order, as a JSON array of\n"
                    "token-id arrays for bench/peer/prompt_cache.mjs (llama.cpp's prompt cache on the same tokens);\n"
                    "with it and no --modes, nothing is timed.\n"
@@ -190,6 +196,9 @@ int bench_reuse(int argc, char **argv) {
         } else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
         else if (cli_is(&a, "--workload", NULL)) { if (!cli_str(&a, &workload)) return 2; }
         else if (cli_is(&a, "--data", NULL)) { if (!cli_str(&a, &data)) return 2; }
+        else if (cli_is(&a, "--source", NULL)) { if (!cli_str(&a, &wp.source)) return 2; }
+        else if (cli_is(&a, "--embeddings", NULL)) { if (!cli_str(&a, &wp.embeddings)) return 2; }
+        else if (cli_is(&a, "--export-texts", NULL)) { if (!cli_str(&a, &wp.export_texts)) return 2; }
         else if (cli_is(&a, "--modes", NULL)) { if (!cli_str(&a, &modes_s)) return 2; modes_given = true; }
         else if (cli_is(&a, "--queries", NULL)) { if (!cli_int(&a, 1, 100000, &n_queries)) return 2; }
         else if (cli_is(&a, "--docs", NULL)) { long x; if (!cli_int(&a, 1, 64, &x)) return 2; wp.n_docs = (int)x; }
