@@ -124,26 +124,27 @@ static double pct(double *v, int n, double p) {
     return cli_pct_sorted(v, n, p);
 }
 
-static void put_prompt(FILE *f, const rp_wprompt *p, bool *first) {
-    fprintf(f, "%s\n  [", *first ? "" : ",");
+static void put_prompt(FILE *f, int query, bool timed, const rp_wprompt *p, bool *first) {
+    fprintf(f, "%s\n  {\"query\": %d, \"timed\": %s, \"tokens\": [", *first ? "" : ",", query, timed ? "true" : "false");
     *first = false;
     for (int32_t i = 0; i < p->n; i++) fprintf(f, "%s%d", i ? "," : "", (int)p->toks[i]);
-    fprintf(f, "]");
+    fprintf(f, "]}");
 }
 
 /* The workload's prompts in the order this bench runs them (warm-ups, then the
- * timed prompt, per query), as token ids, so a peer engine sees the same tokens. */
+ * timed prompt, per query), as token ids, so a peer engine sees the same tokens:
+ * {"prompts": [{"query", "timed", "tokens"}]}. */
 static bool export_prompts(const rp_workload *w, const char *path) {
     FILE *f = fopen(path, "w");
     if (!f) return false;
     bool first = true;
-    fprintf(f, "[");
+    fprintf(f, "{\"prompts\": [");
     for (int q = 0; q < rp_workload_n_queries(w); q++) {
         const rp_query *qq = rp_workload_query(w, q);
-        for (int k = 0; k < qq->n_warm; k++) put_prompt(f, &qq->warm[k], &first);
-        put_prompt(f, &qq->prompt, &first);
+        for (int k = 0; k < qq->n_warm; k++) put_prompt(f, q, false, &qq->warm[k], &first);
+        put_prompt(f, q, true, &qq->prompt, &first);
     }
-    fprintf(f, "\n]\n");
+    fprintf(f, "\n]}\n");
     return fclose(f) == 0;
 }
 
@@ -182,8 +183,8 @@ int bench_reuse(int argc, char **argv) {
                    "  each question's prompt holds its top --docs (6) chunks in retrieval order: keyword overlap\n"
                    "  weighted by idf, or with --embeddings VEC.json (a JSON object: text -> array of numbers, one\n"
                    "  entry per question and chunk) cosine similarity. --export-texts writes the texts it needs.\n"
-                   "--export-prompts writes every query's warm-up and timed prompts, in order, as a JSON array of\n"
-                   "token-id arrays for bench/peer/prompt_cache.mjs (llama.cpp's prompt cache on the same tokens);\n"
+                   "--export-prompts writes every query's warm-up and timed prompts, in order, as {\"prompts\": [{\"query\",\n"
+                   "\"timed\", \"tokens\"}]} for bench/peer/prompt_cache.mjs (llama.cpp's prompt cache on the same tokens);\n"
                    "with it and no --modes, nothing is timed.\n"
                    "--cache-dir attaches the persistent store in DIR as the flash tier under the RAM pool (modes then\n"
                    "share it: use one mode). --no-commit keeps the timed prompts out of the cache (only warm-up\n"
