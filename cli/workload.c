@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "tokenizer/chat.h"
 
 struct rp_workload {
     rp_query *q;
@@ -75,15 +76,19 @@ static void note_len(rp_workload *w, const rp_wprompt *p) {
     if (p->n > w->max_tokens) w->max_tokens = p->n;
 }
 
-/* Tokens of a text (no BOS, special-token texts not parsed: data is data). */
-static bool tokenize(const rp_tokenizer *tok, const char *text, rp_token **out, int32_t *n) {
+/* Tokens of a text (no BOS; special-token texts parsed only in template text we render: data is data). */
+static bool tokenize_ex(const rp_tokenizer *tok, const char *text, bool special, rp_token **out, int32_t *n) {
     size_t len = strlen(text), cap = len + 8, got = 0;
     *out = malloc(sizeof(rp_token) * cap);
     if (!*out) return false;
-    rp_tokenize_opts o = {.add_bos = false, .parse_special = false};
+    rp_tokenize_opts o = {.add_bos = false, .parse_special = special};
     if (rp_tokenizer_encode(tok, text, len, o, *out, cap, &got) != RP_OK) return false;
     *n = (int32_t)got;
     return true;
+}
+
+static bool tokenize(const rp_tokenizer *tok, const char *text, rp_token **out, int32_t *n) {
+    return tokenize_ex(tok, text, false, out, n);
 }
 
 /* ---- synthetic: random-token documents, reused in a new order ---- */
@@ -291,6 +296,45 @@ static void note_text(json_t *texts, json_t *seen, const char *t) {
     json_array_append_new(texts, json_string(t));
 }
 
+/* The text before the chunks (system) and after them (the question) of a
+ * retrieval prompt. A model with an instruct template (Llama 3, ChatML) gets
+ * one user turn holding the instruction, the passages and the question, then
+ * the assistant header, so it answers in the format it was trained on (its
+ * F1 means something); the passages stay segments of their own, between the
+ * two halves. Other models get plain text. *special: the texts hold
+ * special-token texts to parse. */
+static bool prompt_texts(const rp_model *m, const rp_workload_params *p, const char *system, const char *question,
+                         char **head, char **tail, bool *special) {
+    *special = false;
+    if (!p->plain && (m->chat == RP_CHAT_LLAMA3 || m->chat == RP_CHAT_CHATML)) {
+        /* render with a marker where the passages go, then cut there */
+        static const char mark[] = "\x1f\x1f";
+        size_t n = strlen(system) + strlen(question) + 64;
+        char *content = malloc(n), *out = NULL;
+        if (!content) return false;
+        snprintf(content, n, "%s%s\n\nQuestion: %s", system, mark, question);
+        rp_chat_msg msg = {.role = "user", .content = content};
+        rp_chat_opts o = {.add_generation_prompt = true, .enable_thinking = false};
+        rp_status st = rp_chat_apply(m->chat, &msg, 1, &o, &out);
+        free(content);
+        char *at = st == RP_OK ? strstr(out, mark) : NULL;
+        if (at) {
+            *at = 0;
+            *head = strdup(out);
+            *tail = strdup(at + strlen(mark));
+            free(out);
+            *special = true;
+            return *head && *tail;
+        }
+        free(out);   /* no marker (cannot happen): plain text */
+    }
+    const size_t n = strlen(question) + 32;
+    *head = strdup(system);
+    *tail = malloc(n);
+    if (*tail) snprintf(*tail, n, "\n\nQuestion: %s\nAnswer:", question);
+    return *head && *tail;
+}
+
 /* Query from retrieved text chunks: the warm-up prompts cache the chunks in
  * warm[] (each after the system text: the document database); the prompt is
  * system + the top-k chunks in retrieval order + the question. */
@@ -310,9 +354,12 @@ static bool add_retrieval_query(rp_workload *w, const rp_model *m, const rp_work
     bool use_bos = bos >= 0 && rp_tokenizer_add_bos(m->tok);
     rp_token *sys_t = NULL, *q_t = NULL, *c_t[64] = {0};
     int32_t sys_n = 0, q_n = 0, c_n[64] = {0};
-    char qbuf[4096];
-    snprintf(qbuf, sizeof qbuf, "\n\nQuestion: %s\nAnswer:", question);
-    bool ok = k <= 64 && n_warm <= 64 && tokenize(m->tok, system, &sys_t, &sys_n) && tokenize(m->tok, qbuf, &q_t, &q_n);
+    char *head_s = NULL, *tail_s = NULL;
+    bool special = false;
+    bool ok = k <= 64 && n_warm <= 64 && prompt_texts(m, p, system, question, &head_s, &tail_s, &special) &&
+              tokenize_ex(m->tok, head_s, special, &sys_t, &sys_n) && tokenize_ex(m->tok, tail_s, special, &q_t, &q_n);
+    free(head_s);
+    free(tail_s);
     /* c_t[0..k) are the retrieved chunks' tokens; the warm-ups' come next when they differ */
     for (int i = 0; ok && i < k; i++) ok = tokenize(m->tok, chunks[order[i]], &c_t[i], &c_n[i]);
     rp_query *q = ok ? new_query(w, n_warm) : NULL;

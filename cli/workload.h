@@ -37,6 +37,7 @@ typedef struct rp_workload_params {
     int max_tokens;        /* prompts are capped at this many tokens */
     uint64_t seed;
     const char *source;    /* docqa: "hotpotqa" (NULL) or "musique" */
+    bool plain;            /* docqa / chat: plain-text prompts even when the model has an instruct template */
     const char *embeddings;   /* docqa / chat: JSON object text -> vector; retrieval by cosine instead of keywords */
     const char *export_texts; /* docqa / chat: writes the questions and chunks retrieval sees (a JSON array of
                                * strings: the texts an --embeddings file needs vectors for) */

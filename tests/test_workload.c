@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "model/model.h"
+#include "tokenizer/chat.h"
 #include "testutil.h"
 #include "tokenizer/tokenizer.h"
 #include "workload.h"
@@ -207,6 +208,37 @@ static void test_docqa_embeddings(void **state) {
     rp_model_free(m);
 }
 
+/* An instruct template wraps instruction + passages + question in one user turn; the passages stay segments of
+ * their own and the head (BOS + template + instruction) is the same segment in the warm-ups and the prompt. */
+static void test_docqa_chat_template(void **state) {
+    (void)state;
+    rp_model *m = load_stories();
+    if (!m) { print_message("SKIP: stories260K not found\n"); skip(); }
+    const char *file = write_hotpot(rp_test_tmpdir());
+    rp_workload_params p = rp_workload_default_params();
+    p.n_docs = 3;
+    p.doc_len = LINE;
+    int32_t head_n[2], tail_n[2];
+    for (int t = 0; t < 2; t++) {
+        m->chat = t ? RP_CHAT_LLAMA3 : RP_CHAT_LLAMA2;   /* LLAMA2 (no template) stays plain text */
+        rp_workload *w = NULL;
+        assert_true(rp_workload_build("test", "docqa", file, m, &p, &w));
+        const rp_query *q = rp_workload_query(w, 0);
+        assert_int_equal(q->prompt.n_bounds, 4);   /* head | 3 chunks | question */
+        const int want[3] = {11, 5, 8};
+        for (int i = 0; i < 3; i++) expect_segment(m, &q->prompt, 1 + i, para[want[i]]);
+        head_n[t] = q->prompt.bounds[0];
+        tail_n[t] = q->prompt.n - q->prompt.bounds[3];
+        for (int k = 0; k < q->n_warm; k++) {
+            assert_int_equal(q->warm[k].bounds[0], head_n[t]);
+            assert_memory_equal(q->warm[k].toks, q->prompt.toks, sizeof(rp_token) * (size_t)head_n[t]);
+        }
+        rp_workload_free(w);
+    }
+    assert_true(head_n[1] > head_n[0] && tail_n[1] > tail_n[0]);   /* the user / assistant headers */
+    rp_model_free(m);
+}
+
 static void test_chat_retrieval_over_whole_history(void **state) {
     (void)state;
     rp_model *m = load_stories();
@@ -272,6 +304,7 @@ int main(void) {
         cmocka_unit_test(test_retrieve_embeddings),
         cmocka_unit_test(test_docqa_retrieval_and_data),
         cmocka_unit_test(test_docqa_embeddings),
+        cmocka_unit_test(test_docqa_chat_template),
         cmocka_unit_test(test_chat_retrieval_over_whole_history),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
