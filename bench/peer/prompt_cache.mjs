@@ -198,8 +198,8 @@ const summary = [];
 for (const m of modes) {
     const order = schedule(m === "reuse");
     note(`${m}: ${order.length} prompts per pass (${order.filter((i) => timed[i]).length} timed)`);
-    // warm-up (threads, allocations): the whole schedule, or with --only-previous one fresh prompt
-    if (opts.onlyPrevious) await pass(false, [order[order.length - 1]]);
+    // warm-up (threads, allocations): the whole schedule, or with --only-previous its shortest prompt, fresh
+    if (opts.onlyPrevious) await pass(false, [order.reduce((a, b) => (prompts[b].length < prompts[a].length ? b : a))]);
     else await pass(m === "reuse", order);
     const passes = [];
     for (let r = 0; r < reps; r++) passes.push(await pass(m === "reuse", order));
