@@ -124,26 +124,27 @@ static double pct(double *v, int n, double p) {
     return cli_pct_sorted(v, n, p);
 }
 
-static void put_prompt(FILE *f, const rp_wprompt *p, bool *first) {
-    fprintf(f, "%s\n  [", *first ? "" : ",");
+static void put_prompt(FILE *f, int query, bool timed, const rp_wprompt *p, bool *first) {
+    fprintf(f, "%s\n  {\"query\": %d, \"timed\": %s, \"tokens\": [", *first ? "" : ",", query, timed ? "true" : "false");
     *first = false;
     for (int32_t i = 0; i < p->n; i++) fprintf(f, "%s%d", i ? "," : "", (int)p->toks[i]);
-    fprintf(f, "]");
+    fprintf(f, "]}");
 }
 
 /* The workload's prompts in the order this bench runs them (warm-ups, then the
- * timed prompt, per query), as token ids, so a peer engine sees the same tokens. */
+ * timed prompt, per query), as token ids, so a peer engine sees the same tokens:
+ * {"prompts": [{"query", "timed", "tokens"}]}. */
 static bool export_prompts(const rp_workload *w, const char *path) {
     FILE *f = fopen(path, "w");
     if (!f) return false;
     bool first = true;
-    fprintf(f, "[");
+    fprintf(f, "{\"prompts\": [");
     for (int q = 0; q < rp_workload_n_queries(w); q++) {
         const rp_query *qq = rp_workload_query(w, q);
-        for (int k = 0; k < qq->n_warm; k++) put_prompt(f, &qq->warm[k], &first);
-        put_prompt(f, &qq->prompt, &first);
+        for (int k = 0; k < qq->n_warm; k++) put_prompt(f, q, false, &qq->warm[k], &first);
+        put_prompt(f, q, true, &qq->prompt, &first);
     }
-    fprintf(f, "\n]\n");
+    fprintf(f, "\n]}\n");
     return fclose(f) == 0;
 }
 
@@ -162,6 +163,8 @@ int bench_reuse(int argc, char **argv) {
         const char *v;
         if (cli_is(&a, "-h", "--help")) {
             printf("usage: reprise bench reuse -m MODEL.gguf [--workload synthetic|repeat|docqa|chat|skills] [--data PATH]\n"
+                   "         [--source hotpotqa|musique] [--embeddings VEC.json] [--export-texts TEXTS.json]\n"
+                   "         [--no-chat-template]\n"
                    "         [--modes none,prefix,full,blend,static,static-naive] [--queries 8] [--docs 6] [--doc-len 320]\n"
                    "         [--tail 40] [--recompute-ratio 0.25] [--kv-type f16] [-t 2] [--seed 1] [--cpu LEVEL]\n"
                    "         [--json OUT.json] [--html OUT.html] [--export-prompts OUT.json]\n"
@@ -173,11 +176,19 @@ int bench_reuse(int argc, char **argv) {
                    "(teacher-forced on the exact run's greedy tokens) and greedy agreement (needs mode none).\n"
                    "--answer N: every mode also answers each doc QA / chat question greedily (up to N tokens, to the\n"
                    "first newline) and is scored against the dataset's gold answer (SQuAD token F1 and exact match):\n"
-                   "meaningful with an instruct model the user provides (Llama 3.x / Qwen3 GGUF).\n"
+                   "meaningful with an instruct model the user provides (Llama 3.x / Qwen3 GGUF). A model with a\n"
+                   "Llama 3 or ChatML chat template gets its doc QA / chat prompts as one user turn (instruction,\n"
+                   "passages, question) and the assistant header; the passages stay reusable segments.\n"
+                   "--no-chat-template keeps plain text.\n"
                    "  synthetic: random-token documents (any model);  repeat: the same prompt twice (100%% prefix hit)\n"
-                   "  docqa / chat / skills: HotpotQA, LoCoMo, SkillsBench from ../shared/data (or --data)\n"
-                   "--export-prompts writes every query's warm-up and timed prompts, in order, as a JSON array of\n"
-                   "token-id arrays for bench/peer/prompt_cache.mjs (llama.cpp's prompt cache on the same tokens);\n"
+                   "  docqa / chat / skills: HotpotQA (or MuSiQue: --source musique), LoCoMo, SkillsBench from\n"
+                   "  ../shared/data; --data FILE reads that file, --data DIR the datasets' paths under DIR\n"
+                   "  docqa / chat: contexts / the chat history are split into --doc-len characters per chunk (1024);\n"
+                   "  each question's prompt holds its top --docs (6) chunks in retrieval order: keyword overlap\n"
+                   "  weighted by idf, or with --embeddings VEC.json (a JSON object: text -> array of numbers, one\n"
+                   "  entry per question and chunk) cosine similarity. --export-texts writes the texts it needs.\n"
+                   "--export-prompts writes every query's warm-up and timed prompts, in order, as {\"prompts\": [{\"query\",\n"
+                   "\"timed\", \"tokens\"}]} for bench/peer/prompt_cache.mjs (llama.cpp's prompt cache on the same tokens);\n"
                    "with it and no --modes, nothing is timed.\n"
                    "--cache-dir attaches the persistent store in DIR as the flash tier under the RAM pool (modes then\n"
                    "share it: use one mode). --no-commit keeps the timed prompts out of the cache (only warm-up\n"
@@ -190,6 +201,10 @@ int bench_reuse(int argc, char **argv) {
         } else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
         else if (cli_is(&a, "--workload", NULL)) { if (!cli_str(&a, &workload)) return 2; }
         else if (cli_is(&a, "--data", NULL)) { if (!cli_str(&a, &data)) return 2; }
+        else if (cli_is(&a, "--source", NULL)) { if (!cli_str(&a, &wp.source)) return 2; }
+        else if (cli_is(&a, "--embeddings", NULL)) { if (!cli_str(&a, &wp.embeddings)) return 2; }
+        else if (cli_is(&a, "--export-texts", NULL)) { if (!cli_str(&a, &wp.export_texts)) return 2; }
+        else if (cli_is(&a, "--no-chat-template", NULL)) wp.plain = true;
         else if (cli_is(&a, "--modes", NULL)) { if (!cli_str(&a, &modes_s)) return 2; modes_given = true; }
         else if (cli_is(&a, "--queries", NULL)) { if (!cli_int(&a, 1, 100000, &n_queries)) return 2; }
         else if (cli_is(&a, "--docs", NULL)) { long x; if (!cli_int(&a, 1, 64, &x)) return 2; wp.n_docs = (int)x; }
@@ -480,10 +495,13 @@ int bench_reuse(int argc, char **argv) {
                      max_tok, threads, kv_name, ratio);
             rp_html_p(hf, note);
             {   /* the table, as printed */
-                const char *head[10] = {"mode", "mean ms", "p50 ms", "p95 ms", "vs none", "vs prefix", "reused (prefix / other)",
-                                        "recomputed", "KL vs exact", "greedy agreement"};
-                static char cells[8][10][48];
-                const char *cp[8 * 10];
+                const char *head[11] = {"mode", "mean ms", "p50 ms", "p95 ms", "vs none", "vs prefix", "reused (prefix / other)",
+                                        "recomputed", "KL vs exact", "greedy agreement", "answer F1 / EM"};
+                static char cells[8][11][48];
+                const char *cp[8 * 11];
+                bool answered = false;   /* the accuracy column only when --answer scored something */
+                for (int r = 0; r < n_runs; r++) answered |= runs[r].n_answered > 0;
+                const int nc = answered ? 11 : 10;
                 for (int r = 0; r < n_runs; r++) {
                     const mode_run *mr = &runs[r];
                     const double mean = vals[0 * n_runs + r];
@@ -502,9 +520,14 @@ int bench_reuse(int argc, char **argv) {
                         snprintf(cells[r][8], 48, "%s", scored && r == 0 ? "0 (reference)" : "-");
                         snprintf(cells[r][9], 48, "%s", scored && r == 0 ? "100%" : "-");
                     }
-                    for (int c = 0; c < 10; c++) cp[r * 10 + c] = cells[r][c];
+                    if (mr->n_answered > 0)
+                        snprintf(cells[r][10], 48, "%.3f / %.3f (%ld)", mr->f1_sum / (double)mr->n_answered,
+                                 (double)mr->n_exact / (double)mr->n_answered, mr->n_answered);
+                    else
+                        snprintf(cells[r][10], 48, "-");
+                    for (int c = 0; c < nc; c++) cp[r * nc + c] = cells[r][c];
                 }
-                rp_html_table(hf, head, 10, cp, n_runs);
+                rp_html_table(hf, head, nc, cp, n_runs);
             }
             rp_svg_bars(hf, "Time to first token by mode", "ms", groups, 3, names, n_runs, vals);
             if (scored) {

@@ -1,4 +1,4 @@
-/* workload.c — reuse workloads: synthetic documents, repeated prompts, HotpotQA doc-QA, LoCoMo chat, SkillsBench skills. */
+/* workload.c — reuse workloads: synthetic documents, repeated prompts, HotpotQA / MuSiQue doc QA, LoCoMo chat, SkillsBench skills. */
 #include "workload.h"
 
 #include <ctype.h>
@@ -7,17 +7,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
+#include "tokenizer/chat.h"
 
 struct rp_workload {
     rp_query *q;
     int n_q, cap_q;
     int32_t max_tokens;
+    json_t *emb;           /* --embeddings (NULL: keyword retrieval) */
+    json_t *texts, *seen;  /* --export-texts: texts retrieval saw, in order, and the set of them */
 };
 
 rp_workload_params rp_workload_default_params(void) {
-    rp_workload_params p = {.n_queries = 8, .n_docs = 6, .doc_len = 320, .tail_len = 40, .max_tokens = 3072, .seed = 1};
+    rp_workload_params p = {.n_queries = 8, .n_docs = 6, .doc_len = 0, .tail_len = 40, .max_tokens = 3072, .seed = 1};
     return p;
 }
 
@@ -72,15 +76,19 @@ static void note_len(rp_workload *w, const rp_wprompt *p) {
     if (p->n > w->max_tokens) w->max_tokens = p->n;
 }
 
-/* Tokens of a text (no BOS, special-token texts not parsed: data is data). */
-static bool tokenize(const rp_tokenizer *tok, const char *text, rp_token **out, int32_t *n) {
+/* Tokens of a text (no BOS; special-token texts parsed only in template text we render: data is data). */
+static bool tokenize_ex(const rp_tokenizer *tok, const char *text, bool special, rp_token **out, int32_t *n) {
     size_t len = strlen(text), cap = len + 8, got = 0;
     *out = malloc(sizeof(rp_token) * cap);
     if (!*out) return false;
-    rp_tokenize_opts o = {.add_bos = false, .parse_special = false};
+    rp_tokenize_opts o = {.add_bos = false, .parse_special = special};
     if (rp_tokenizer_encode(tok, text, len, o, *out, cap, &got) != RP_OK) return false;
     *n = (int32_t)got;
     return true;
+}
+
+static bool tokenize(const rp_tokenizer *tok, const char *text, rp_token **out, int32_t *n) {
+    return tokenize_ex(tok, text, false, out, n);
 }
 
 /* ---- synthetic: random-token documents, reused in a new order ---- */
@@ -136,7 +144,7 @@ static bool build_synthetic(rp_workload *w, const rp_model *m, const rp_workload
     return true;
 }
 
-/* ---- text retrieval: keyword overlap (idf-weighted) ---- */
+/* ---- text retrieval: keyword overlap weighted by idf, or cosine of caller-supplied embeddings ---- */
 
 static int lower_words(const char *t, char words[][24], int cap) {
     int n = 0;
@@ -152,43 +160,117 @@ static int lower_words(const char *t, char words[][24], int cap) {
     return n;
 }
 
-/* score of a chunk for a question: sum over distinct question words present in the chunk */
-static double overlap(const char *question, const char *chunk) {
-    static char qw[128][24];
-    int nq = lower_words(question, qw, 128);
-    double sc = 0;
-    for (int i = 0; i < nq; i++) {
-        bool dup = false;
-        for (int j = 0; j < i && !dup; j++) dup = !strcmp(qw[i], qw[j]);
-        if (dup) continue;
-        /* case-insensitive substring test with word-ish boundaries */
-        size_t L = strlen(qw[i]);
-        for (const char *c = chunk; *c; c++) {
-            size_t k = 0;
-            while (k < L && c[k] && tolower((unsigned char)c[k]) == qw[i][k]) k++;
-            if (k == L && (c == chunk || !isalnum((unsigned char)c[-1]))) {
-                sc += 1.0 + (double)L / 8.0;   /* longer words are rarer */
-                break;
-            }
-        }
+/* Whether chunk holds word (lower case) at a word start, case-insensitively:
+ * a prefix match, so "play" also finds "played" (a crude stemmer). */
+static bool has_word(const char *chunk, const char *word) {
+    const size_t L = strlen(word);
+    for (const char *c = chunk; *c; c++) {
+        if (c != chunk && isalnum((unsigned char)c[-1])) continue;
+        size_t k = 0;
+        while (k < L && c[k] && tolower((unsigned char)c[k]) == word[k]) k++;
+        if (k == L) return true;
     }
-    return sc;
+    return false;
 }
 
-typedef struct text_chunk {
-    char *text;
+/* First words of a text, for messages. */
+static const char *first_words(const char *t, char *buf, size_t cap) {
+    size_t n = 0;
+    int spaces = 0;
+    while (*t && isspace((unsigned char)*t)) t++;
+    for (; *t && n + 4 < cap; t++) {
+        if (isspace((unsigned char)*t)) {
+            while (isspace((unsigned char)t[1])) t++;   /* one space for a run */
+            if (++spaces == 8 || !t[1]) break;
+            buf[n++] = ' ';
+        } else {
+            buf[n++] = *t;
+        }
+    }
+    if (*t) { memcpy(buf + n, "...", 3); n += 3; }
+    buf[n] = 0;
+    return buf;
+}
+
+/* The vector of a text in an embeddings object, or NULL (with a message). */
+static const json_t *vector_of(const json_t *emb, const char *text, size_t *dim) {
+    const json_t *v = json_object_get(emb, text);
+    char fw[128];
+    if (!json_is_array(v) || json_array_size(v) == 0) {
+        fprintf(stderr, "reprise: --embeddings has no vector for the text \"%s\" (--export-texts lists the texts "
+                        "retrieval needs)\n", first_words(text, fw, sizeof fw));
+        return NULL;
+    }
+    if (*dim == 0) *dim = json_array_size(v);
+    if (json_array_size(v) != *dim) {
+        fprintf(stderr, "reprise: --embeddings: the vector of \"%s\" has %zu dimensions, others %zu\n",
+                first_words(text, fw, sizeof fw), json_array_size(v), *dim);
+        return NULL;
+    }
+    return v;
+}
+
+static double cosine(const json_t *a, const json_t *b, size_t dim) {
+    double ab = 0, aa = 0, bb = 0;
+    for (size_t i = 0; i < dim; i++) {
+        double x = json_number_value(json_array_get(a, i)), y = json_number_value(json_array_get(b, i));
+        ab += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0;
+}
+
+typedef struct ranked {
     double score;
     int idx;
-} text_chunk;
+} ranked;
 
 static int by_score(const void *a, const void *b) {
-    const text_chunk *x = a, *y = b;
+    const ranked *x = a, *y = b;
     if (x->score != y->score) return x->score > y->score ? -1 : 1;
     return x->idx - y->idx;
 }
 
+int rp_retrieve(const char *question, const char *const *chunks, int n, int k, const json_t *emb, int *out) {
+    if (n <= 0 || k <= 0) return 0;
+    ranked *r = malloc(sizeof *r * (size_t)n);
+    if (!r) return -1;
+    for (int i = 0; i < n; i++) r[i] = (ranked){0, i};
+    if (emb) {
+        size_t dim = 0;
+        const json_t *qv = vector_of(emb, question, &dim);
+        for (int i = 0; qv && i < n; i++) {
+            const json_t *cv = vector_of(emb, chunks[i], &dim);
+            if (!cv) qv = NULL;
+            else r[i].score = cosine(qv, cv, dim);
+        }
+        if (!qv) { free(r); return -1; }
+    } else {
+        static char qw[128][24];
+        const int nq = lower_words(question, qw, 128);
+        for (int w = 0; w < nq; w++) {
+            bool dup = false;
+            for (int j = 0; j < w && !dup; j++) dup = !strcmp(qw[w], qw[j]);
+            if (dup) continue;
+            int df = 0;
+            for (int i = 0; i < n; i++) df += has_word(chunks[i], qw[w]);
+            if (df == 0) continue;
+            /* a word in every chunk still counts a little, so ties break towards more matches */
+            const double idf = log(1.0 + (double)n / (double)df);
+            for (int i = 0; i < n; i++)
+                if (has_word(chunks[i], qw[w])) r[i].score += idf;
+        }
+    }
+    qsort(r, (size_t)n, sizeof *r, by_score);
+    const int got = k < n ? k : n;
+    for (int i = 0; i < got; i++) out[i] = r[i].idx;
+    free(r);
+    return got;
+}
+
 /* Splits text into ~target-character chunks at sentence / line ends. */
-static int split_chars(const char *text, int target, text_chunk *out, int cap) {
+static int split_chars(const char *text, int target, char **out, int cap) {
     int n = 0;
     size_t len = strlen(text), pos = 0;
     while (pos < len && n < cap) {
@@ -199,33 +281,93 @@ static int split_chars(const char *text, int target, text_chunk *out, int cap) {
             while (e > pos + (size_t)target / 2 && text[e] != '.' && text[e] != '\n') e--;
             if (e > pos + (size_t)target / 2) end = e + 1;
         }
-        out[n].text = strndup(text + pos, end - pos);
-        out[n].idx = n;
-        out[n].score = 0;
-        if (!out[n].text) break;
+        out[n] = strndup(text + pos, end - pos);
+        if (!out[n]) break;
         n++;
         pos = end;
     }
     return n;
 }
 
-/* Query from retrieved text chunks: warm-up caches each chunk after the
- * system text (the document database); the prompt is system + top-k chunks in
- * retrieval order + the question. */
+/* Texts retrieval saw, for --export-texts (each once). */
+static void note_text(json_t *texts, json_t *seen, const char *t) {
+    if (!texts || json_object_get(seen, t)) return;
+    json_object_set_new(seen, t, json_true());
+    json_array_append_new(texts, json_string(t));
+}
+
+/* The text before the chunks (system) and after them (the question) of a
+ * retrieval prompt. A model with an instruct template (Llama 3, ChatML) gets
+ * one user turn holding the instruction, the passages and the question, then
+ * the assistant header, so it answers in the format it was trained on (its
+ * F1 means something); the passages stay segments of their own, between the
+ * two halves. Other models get plain text. *special: the texts hold
+ * special-token texts to parse. */
+static bool prompt_texts(const rp_model *m, const rp_workload_params *p, const char *system, const char *question,
+                         char **head, char **tail, bool *special) {
+    *special = false;
+    if (!p->plain && (m->chat == RP_CHAT_LLAMA3 || m->chat == RP_CHAT_CHATML)) {
+        /* render with a marker where the passages go, then cut there */
+        static const char mark[] = "\x1f\x1f";
+        size_t n = strlen(system) + strlen(question) + 64;
+        char *content = malloc(n), *out = NULL;
+        if (!content) return false;
+        snprintf(content, n, "%s%s\n\nQuestion: %s", system, mark, question);
+        rp_chat_msg msg = {.role = "user", .content = content};
+        rp_chat_opts o = {.add_generation_prompt = true, .enable_thinking = false};
+        rp_status st = rp_chat_apply(m->chat, &msg, 1, &o, &out);
+        free(content);
+        char *at = st == RP_OK ? strstr(out, mark) : NULL;
+        if (at) {
+            *at = 0;
+            *head = strdup(out);
+            *tail = strdup(at + strlen(mark));
+            free(out);
+            *special = true;
+            return *head && *tail;
+        }
+        free(out);   /* no marker (cannot happen): plain text */
+    }
+    const size_t n = strlen(question) + 32;
+    *head = strdup(system);
+    *tail = malloc(n);
+    if (*tail) snprintf(*tail, n, "\n\nQuestion: %s\nAnswer:", question);
+    return *head && *tail;
+}
+
+/* Query from retrieved text chunks: the warm-up prompts cache the chunks in
+ * warm[] (each after the system text: the document database); the prompt is
+ * system + the top-k chunks in retrieval order + the question. */
 static bool add_retrieval_query(rp_workload *w, const rp_model *m, const rp_workload_params *p, const char *system,
-                                text_chunk *chunks, int n_chunks, const char *question, const char *answer) {
-    for (int i = 0; i < n_chunks; i++) chunks[i].score = overlap(question, chunks[i].text);
-    qsort(chunks, (size_t)n_chunks, sizeof *chunks, by_score);
-    int k = n_chunks < p->n_docs ? n_chunks : p->n_docs;
+                                char *const *chunks, int n_chunks, const int *warm, int n_warm, const char *question,
+                                const char *answer) {
+    int *order = malloc(sizeof(int) * (size_t)(p->n_docs > 0 ? p->n_docs : 1));
+    if (!order) return false;
+    const int k = rp_retrieve(question, (const char *const *)chunks, n_chunks, p->n_docs, w->emb, order);
+    if (k < 0) { free(order); return false; }
+    if (w->texts) {
+        note_text(w->texts, w->seen, question);
+        for (int i = 0; i < n_chunks; i++) note_text(w->texts, w->seen, chunks[i]);
+    }
+    if (!warm) n_warm = k;   /* cache just the retrieved chunks */
     rp_token bos = rp_tokenizer_bos(m->tok);
     bool use_bos = bos >= 0 && rp_tokenizer_add_bos(m->tok);
-    rp_token *sys_t = NULL, *q_t = NULL, **c_t = calloc((size_t)n_chunks, sizeof *c_t);
-    int32_t sys_n = 0, q_n = 0, *c_n = calloc((size_t)n_chunks, sizeof *c_n);
-    char qbuf[4096];
-    snprintf(qbuf, sizeof qbuf, "\n\nQuestion: %s\nAnswer:", question);
-    bool ok = c_t && c_n && tokenize(m->tok, system, &sys_t, &sys_n) && tokenize(m->tok, qbuf, &q_t, &q_n);
-    for (int i = 0; ok && i < n_chunks; i++) ok = tokenize(m->tok, chunks[i].text, &c_t[i], &c_n[i]);
-    rp_query *q = ok ? new_query(w, n_chunks) : NULL;
+    rp_token *sys_t = NULL, *q_t = NULL, *c_t[64] = {0};
+    int32_t sys_n = 0, q_n = 0, c_n[64] = {0};
+    char *head_s = NULL, *tail_s = NULL;
+    bool special = false;
+    bool ok = k <= 64 && n_warm <= 64 && prompt_texts(m, p, system, question, &head_s, &tail_s, &special) &&
+              tokenize_ex(m->tok, head_s, special, &sys_t, &sys_n) && tokenize_ex(m->tok, tail_s, special, &q_t, &q_n);
+    free(head_s);
+    free(tail_s);
+    /* c_t[0..k) are the retrieved chunks' tokens; the warm-ups' come next when they differ */
+    for (int i = 0; ok && i < k; i++) ok = tokenize(m->tok, chunks[order[i]], &c_t[i], &c_n[i]);
+    rp_query *q = ok ? new_query(w, n_warm) : NULL;
+    if (q) {
+        q->retrieved = order;
+        q->n_retrieved = k;
+        order = NULL;
+    }
     seg segs[72];
     if (q) {
         /* BOS + system is one segment, so the system prompt is a shared prefix chunk */
@@ -236,12 +378,16 @@ static bool add_retrieval_query(rp_workload *w, const rp_model *m, const rp_work
             if (use_bos) head[hn++] = bos;
             memcpy(head + hn, sys_t, sizeof(rp_token) * (size_t)sys_n);
             hn += sys_n;
-            for (int i = 0; ok && i < n_chunks; i++) {
+            for (int i = 0; ok && i < n_warm; i++) {
+                rp_token *t = NULL;
+                int32_t tn = 0;
+                if (warm) ok = tokenize(m->tok, chunks[warm[i]], &t, &tn);
                 int ns = 0;
                 segs[ns++] = (seg){head, hn};
-                segs[ns++] = (seg){c_t[i], c_n[i]};
-                ok = make_prompt(segs, ns, p->max_tokens, &q->warm[q->n_warm]);
+                segs[ns++] = warm ? (seg){t, tn} : (seg){c_t[i], c_n[i]};
+                ok = ok && make_prompt(segs, ns, p->max_tokens, &q->warm[q->n_warm]);
                 if (ok) note_len(w, &q->warm[q->n_warm++]);
+                free(t);
             }
             int ns = 0;
             segs[ns++] = (seg){head, hn};
@@ -255,67 +401,106 @@ static bool add_retrieval_query(rp_workload *w, const rp_model *m, const rp_work
         }
         free(head);
     }
-    for (int i = 0; c_t && i < n_chunks; i++) free(c_t[i]);
-    free(c_t);
-    free(c_n);
+    for (int i = 0; i < 64; i++) free(c_t[i]);
+    free(order);
     free(sys_t);
     free(q_t);
     return ok && q;
 }
 
+/* A dataset file: --data as is when it names a file, joined with the dataset's
+ * relative path when it names a directory (as `bench all --data DIR` passes
+ * it to every step), else under ../shared/data. */
 static const char *data_path(const char *data, const char *rel, char *buf, size_t cap) {
-    if (data) {
-        snprintf(buf, cap, "%s", data);
-        return buf;
+    struct stat sb;
+    if (data && stat(data, &sb) == 0 && S_ISDIR(sb.st_mode)) snprintf(buf, cap, "%s/%s", data, rel);
+    else if (data) snprintf(buf, cap, "%s", data);
+    else {
+        const char *dir = getenv("RP_SHARED_DIR");
+        snprintf(buf, cap, "%s/data/%s", dir && *dir ? dir : "../shared", rel);
     }
-    const char *dir = getenv("RP_SHARED_DIR");
-    snprintf(buf, cap, "%s/data/%s", dir && *dir ? dir : "../shared", rel);
     return buf;
 }
 
+static int chunk_chars(const rp_workload_params *p) { return p->doc_len > 0 ? p->doc_len : 1024; }
+
+/* Appends s to the growing string *all. */
+static bool append(char **all, size_t *len, size_t *cap, const char *s) {
+    const size_t n = strlen(s);
+    if (*len + n + 1 > *cap) {
+        size_t nc = *cap * 2 + n + 1;
+        char *na = realloc(*all, nc);
+        if (!na) return false;
+        *all = na;
+        *cap = nc;
+    }
+    memcpy(*all + *len, s, n + 1);
+    *len += n;
+    return true;
+}
+
+/* One doc QA example: its context split into chunks, every chunk cached
+ * (warm-ups), the top k in the prompt. */
+static bool docqa_example(rp_workload *w, const rp_model *m, const rp_workload_params *p, const char *context,
+                          const char *question, const char *answer) {
+    static const char *system = "Answer the question based on the given passages. Answer within 5 words.\n\n";
+    char *chunks[64];
+    int warm[64];
+    const int nc = split_chars(context, chunk_chars(p), chunks, 64);
+    for (int c = 0; c < nc; c++) warm[c] = c;
+    bool ok = question && add_retrieval_query(w, m, p, system, chunks, nc, warm, nc, question, answer);
+    for (int c = 0; c < nc; c++) free(chunks[c]);
+    return ok;
+}
+
 static bool build_docqa(const char *cmd, rp_workload *w, const rp_model *m, const rp_workload_params *p, const char *data) {
+    const bool musique = p->source && !strcmp(p->source, "musique");
+    if (p->source && !musique && strcmp(p->source, "hotpotqa")) {
+        fprintf(stderr, "reprise %s: unknown --source '%s' (hotpotqa, musique)\n", cmd, p->source);
+        return false;
+    }
     char path[4096];
-    data_path(data, "hotpotqa/hotpot_dev_distractor_first100.json", path, sizeof path);
+    data_path(data, musique ? "cacheblend/musique_s.json" : "hotpotqa/hotpot_dev_distractor_first100.json", path, sizeof path);
     json_error_t err;
     json_t *root = json_load_file(path, 0, &err);
     if (!root || !json_is_array(root)) {
-        fprintf(stderr, "reprise %s: cannot read HotpotQA from '%s': %s (pass --data PATH)\n", cmd, path, root ? "not an array" : err.text);
+        fprintf(stderr, "reprise %s: cannot read %s from '%s': %s (pass --data FILE or DIR)\n", cmd,
+                musique ? "MuSiQue" : "HotpotQA", path, root ? "not an array" : err.text);
         json_decref(root);
         return false;
     }
-    const char *system = "Answer the question based on the given passages. Answer within 5 words.\n\n";
     bool ok = true;
     for (size_t i = 0; ok && i < json_array_size(root) && w->n_q < p->n_queries; i++) {
-        json_t *ex = json_array_get(root, i), *ctx = json_object_get(ex, "context");
-        json_t *titles = json_object_get(ctx, "title"), *sents = json_object_get(ctx, "sentences");
+        json_t *ex = json_array_get(root, i);
         size_t cap = 1 << 16, len = 0;
         char *all = malloc(cap);
-        if (!all) return false;
+        if (!all) { ok = false; break; }
         all[0] = 0;
-        for (size_t t = 0; t < json_array_size(titles); t++) {
-            char para[8192];
-            size_t pl = (size_t)snprintf(para, sizeof para, "%s: ", json_string_value(json_array_get(titles, t)));
-            json_t *ss = json_array_get(sents, t);
-            for (size_t k = 0; k < json_array_size(ss) && pl < sizeof para - 2; k++)
-                pl += (size_t)snprintf(para + pl, sizeof para - pl, "%s", json_string_value(json_array_get(ss, k)));
-            if (pl >= sizeof para) pl = sizeof para - 2;
-            para[pl++] = '\n';
-            para[pl] = 0;
-            if (len + pl + 1 > cap) {
-                char *na = realloc(all, cap * 2 + pl);
-                if (!na) { free(all); return false; }
-                all = na;
-                cap = cap * 2 + pl;
+        const char *answer;
+        if (musique) {   /* {question, answers: [..], ctxs: [{title, text}]}: passages, one a line */
+            json_t *ctxs = json_object_get(ex, "ctxs");
+            for (size_t t = 0; ok && t < json_array_size(ctxs); t++) {
+                const char *tx = json_string_value(json_object_get(json_array_get(ctxs, t), "text"));
+                ok = !tx || (append(&all, &len, &cap, tx) && append(&all, &len, &cap, "\n"));
             }
-            memcpy(all + len, para, pl + 1);
-            len += pl;
+            answer = json_string_value(json_array_get(json_object_get(ex, "answers"), 0));
+        } else {         /* {question, answer, context: {title[], sentences[][]}}: "title: sentences" paragraphs */
+            json_t *ctx = json_object_get(ex, "context");
+            json_t *titles = json_object_get(ctx, "title"), *sents = json_object_get(ctx, "sentences");
+            for (size_t t = 0; ok && t < json_array_size(titles); t++) {
+                const char *ti = json_string_value(json_array_get(titles, t));
+                ok = append(&all, &len, &cap, ti ? ti : "") && append(&all, &len, &cap, ": ");
+                json_t *ss = json_array_get(sents, t);
+                for (size_t k = 0; ok && k < json_array_size(ss); k++) {
+                    const char *sx = json_string_value(json_array_get(ss, k));
+                    ok = !sx || append(&all, &len, &cap, sx);
+                }
+                ok = ok && append(&all, &len, &cap, "\n");
+            }
+            answer = json_string_value(json_object_get(ex, "answer"));
         }
-        text_chunk chunks[64];
-        int nc = split_chars(all, 1024, chunks, 64);
+        ok = ok && docqa_example(w, m, p, all, json_string_value(json_object_get(ex, "question")), answer);
         free(all);
-        ok = add_retrieval_query(w, m, p, system, chunks, nc, json_string_value(json_object_get(ex, "question")),
-                                 json_string_value(json_object_get(ex, "answer")));
-        for (int c = 0; c < nc; c++) free(chunks[c].text);
     }
     json_decref(root);
     return ok;
@@ -327,39 +512,35 @@ static bool build_chat(const char *cmd, rp_workload *w, const rp_model *m, const
     json_error_t err;
     json_t *root = json_load_file(path, 0, &err);
     if (!root) {
-        fprintf(stderr, "reprise %s: cannot read LoCoMo from '%s': %s (pass --data PATH)\n", cmd, path, err.text);
+        fprintf(stderr, "reprise %s: cannot read LoCoMo from '%s': %s (pass --data FILE or DIR)\n", cmd, path, err.text);
         return false;
     }
     /* the whole history as "Speaker: text" lines, session by session */
+    json_t *conv = json_object_get(root, "conversation");
+    if (!conv) conv = root;
     size_t cap = 1 << 20, len = 0;
     char *all = malloc(cap);
-    if (!all) return false;
-    all[0] = 0;
-    for (int s = 1; s < 100; s++) {
+    bool ok = all != NULL;
+    if (all) all[0] = 0;
+    for (int s = 1; ok && s < 100; s++) {
         char key[32];
         snprintf(key, sizeof key, "session_%d", s);
-        json_t *sess = json_object_get(root, key);
-        if (!sess) continue;
-        for (size_t t = 0; t < json_array_size(sess); t++) {
+        json_t *sess = json_object_get(conv, key);
+        for (size_t t = 0; ok && t < json_array_size(sess); t++) {
             json_t *turn = json_array_get(sess, t);
             const char *spk = json_string_value(json_object_get(turn, "speaker")), *tx = json_string_value(json_object_get(turn, "text"));
             if (!spk || !tx) continue;
-            size_t need = strlen(spk) + strlen(tx) + 4;
-            if (len + need + 1 > cap) {
-                char *na = realloc(all, cap * 2);
-                if (!na) { free(all); json_decref(root); return false; }
-                all = na;
-                cap *= 2;
-            }
-            len += (size_t)sprintf(all + len, "%s: %s\n", spk, tx);
+            ok = append(&all, &len, &cap, spk) && append(&all, &len, &cap, ": ") && append(&all, &len, &cap, tx) &&
+                 append(&all, &len, &cap, "\n");
         }
     }
-    text_chunk *chunks = calloc(2048, sizeof *chunks);
-    int nc = chunks ? split_chars(all, 1024, chunks, 2048) : 0;
+    enum { MAX_CHUNKS = 4096 };
+    char **chunks = ok ? calloc(MAX_CHUNKS, sizeof *chunks) : NULL;
+    int nc = chunks ? split_chars(all, chunk_chars(p), chunks, MAX_CHUNKS) : 0;
     free(all);
     const char *system = "Below are excerpts of a long chat history. Answer the question about it.\n\n";
     json_t *qa = json_object_get(root, "qa");
-    bool ok = chunks != NULL;
+    ok = chunks != NULL;
     for (size_t i = 0; ok && i < json_array_size(qa) && w->n_q < p->n_queries; i++) {
         json_t *item = json_array_get(qa, i);
         const char *question = json_string_value(json_object_get(item, "question"));
@@ -368,12 +549,10 @@ static bool build_chat(const char *cmd, rp_workload *w, const rp_model *m, const
         if (json_is_string(ans)) snprintf(abuf, sizeof abuf, "%s", json_string_value(ans));
         else if (json_is_integer(ans)) snprintf(abuf, sizeof abuf, "%lld", (long long)json_integer_value(ans));
         if (!question) continue;
-        /* score all chunks, keep the top 3k as this query's database (the history's relevant part) */
-        for (int c = 0; c < nc; c++) chunks[c].idx = c;
-        ok = add_retrieval_query(w, m, p, system, chunks, nc < 3 * p->n_docs ? nc : 3 * p->n_docs, question, abuf);
-        qsort(chunks, (size_t)nc, sizeof *chunks, by_score);
+        /* the top k over the whole history; the warm-ups cache those chunks (the history is the database) */
+        ok = add_retrieval_query(w, m, p, system, chunks, nc, NULL, 0, question, abuf);
     }
-    for (int c = 0; c < nc; c++) free(chunks[c].text);
+    for (int c = 0; c < nc; c++) free(chunks[c]);
     free(chunks);
     json_decref(root);
     return ok;
@@ -455,14 +634,35 @@ bool rp_workload_build(const char *cmd, const char *name, const char *data, cons
     *out = NULL;
     rp_workload *w = calloc(1, sizeof *w);
     if (!w) return false;
-    bool ok;
-    if (!strcmp(name, "synthetic")) ok = build_synthetic(w, m, p, false);
-    else if (!strcmp(name, "repeat")) ok = build_synthetic(w, m, p, true);
+    bool ok = true;
+    rp_workload_params sp = *p;   /* synthetic documents are counted in tokens */
+    if (sp.doc_len <= 0) sp.doc_len = 320;
+    const bool text = !strcmp(name, "docqa") || !strcmp(name, "chat");
+    if (text && p->embeddings) {
+        json_error_t err;
+        w->emb = json_load_file(p->embeddings, 0, &err);
+        if (!json_is_object(w->emb)) {
+            fprintf(stderr, "reprise %s: --embeddings '%s': %s\n", cmd, p->embeddings,
+                    w->emb ? "not a JSON object of text -> vector" : err.text);
+            ok = false;
+        }
+    }
+    if (text && p->export_texts) {
+        w->texts = json_array();
+        w->seen = json_object();
+    }
+    if (!ok) ;
+    else if (!strcmp(name, "synthetic")) ok = build_synthetic(w, m, &sp, false);
+    else if (!strcmp(name, "repeat")) ok = build_synthetic(w, m, &sp, true);
     else if (!strcmp(name, "docqa")) ok = build_docqa(cmd, w, m, p, data);
     else if (!strcmp(name, "chat")) ok = build_chat(cmd, w, m, p, data);
     else if (!strcmp(name, "skills")) ok = build_skills(cmd, w, m, p, data);
     else {
         fprintf(stderr, "reprise %s: unknown workload '%s' (synthetic, repeat, docqa, chat, skills)\n", cmd, name);
+        ok = false;
+    }
+    if (ok && w->texts && json_dump_file(w->texts, p->export_texts, JSON_INDENT(1)) != 0) {
+        fprintf(stderr, "reprise %s: cannot write '%s'\n", cmd, p->export_texts);
         ok = false;
     }
     if (ok && w->n_q == 0) {
@@ -489,7 +689,11 @@ void rp_workload_free(rp_workload *w) {
         free(w->q[i].warm);
         free_prompt(&w->q[i].prompt);
         free(w->q[i].answer);
+        free(w->q[i].retrieved);
     }
+    json_decref(w->emb);
+    json_decref(w->texts);
+    json_decref(w->seen);
     free(w->q);
     free(w);
 }

@@ -23,15 +23,24 @@ typedef struct rp_query {
     int n_warm;
     rp_wprompt prompt;
     char *answer;          /* gold answer text when the dataset has one (NULL otherwise) */
+    int *retrieved;        /* docqa / chat: the chunks in the prompt, in retrieval order, as indices into the
+                            * example's chunk list (docqa) or the whole history's (chat); NULL otherwise */
+    int n_retrieved;
 } rp_query;
 
 typedef struct rp_workload_params {
     int n_queries;
     int n_docs;            /* synthetic: documents per prompt; docqa / chat: retrieved chunks (top-k) */
-    int doc_len;           /* synthetic: tokens per document; docqa / chat: characters per chunk */
+    int doc_len;           /* synthetic: tokens per document (320); docqa / chat: characters per chunk (1024);
+                            * 0 = the workload's default */
     int tail_len;          /* synthetic: new tokens after the documents */
     int max_tokens;        /* prompts are capped at this many tokens */
     uint64_t seed;
+    const char *source;    /* docqa: "hotpotqa" (NULL) or "musique" */
+    bool plain;            /* docqa / chat: plain-text prompts even when the model has an instruct template */
+    const char *embeddings;   /* docqa / chat: JSON object text -> vector; retrieval by cosine instead of keywords */
+    const char *export_texts; /* docqa / chat: writes the questions and chunks retrieval sees (a JSON array of
+                               * strings: the texts an --embeddings file needs vectors for) */
 } rp_workload_params;
 
 rp_workload_params rp_workload_default_params(void);
@@ -39,13 +48,23 @@ rp_workload_params rp_workload_default_params(void);
 typedef struct rp_workload rp_workload;
 
 /* Builds a workload by name: synthetic | repeat | docqa | chat | skills. Data
- * files come from `data` or ../shared/data (RP_SHARED_DIR); a missing file is
- * a clear message and false. */
+ * files come from `data` (a file used as is, or a directory holding the
+ * datasets' relative paths, like ../shared/data) or ../shared/data
+ * (RP_SHARED_DIR); a missing file is a clear message and false. */
 bool rp_workload_build(const char *cmd, const char *name, const char *data, const rp_model *m,
                        const rp_workload_params *p, rp_workload **out);
 void rp_workload_free(rp_workload *w);
 int rp_workload_n_queries(const rp_workload *w);
 const rp_query *rp_workload_query(const rp_workload *w, int i);
 int32_t rp_workload_max_tokens(const rp_workload *w);   /* longest prompt (warm-ups included) */
+
+/* Ranks n chunks for a question and writes the best k indices to out, best
+ * first (ties: earlier chunk first); returns how many (min(k, n)). Keyword
+ * retrieval scores a chunk by the idf over these n chunks of each distinct
+ * question word (3+ letters) it contains; with emb (a JSON object text ->
+ * vector) by cosine similarity, and a text without a vector is an error
+ * (-1, with a message naming its first words). */
+struct json_t;
+int rp_retrieve(const char *question, const char *const *chunks, int n, int k, const struct json_t *emb, int *out);
 
 #endif /* RP_CLI_WORKLOAD_H */

@@ -2,6 +2,7 @@
 // prompt_cache.mjs — time-to-first-token (TTFT) of a sequence of prompts on llama.cpp
 // (through node-llama-cpp), with and without reuse of the KV cache of the common
 // prefix with the previous prompt — what llama-server does with cache_prompt: true.
+import fs from "node:fs";
 import path from "node:path";
 import {
     die, note, parseArgs, parsePositiveInt, stats, nowNs, secondsSince, readJson,
@@ -10,11 +11,14 @@ import {
 import { ensureShim } from "./shim.mjs";
 
 const USAGE = `usage: node bench/peer/prompt_cache.mjs -m MODEL.gguf --prompts PROMPTS.json [-t 2] [-r 1]
-                                     [--mode both|reuse|fresh] [-b 512] [-c CTX] [--fa 0|1|auto]
-                                     [--cpu-variant NAME] [--threadpool persistent|disposable] [--pin]
-                                     [--json] [--verbose]
-  PROMPTS.json: a JSON array; each item a token-id array (used as is) or a string
-  (tokenized by llama.cpp with the model's BOS/special-token rules, as llama-server does).
+                                     [--mode both|reuse|fresh] [--only-previous] [-b 512] [-c CTX]
+                                     [--fa 0|1|auto] [--cpu-variant NAME] [--threadpool persistent|disposable]
+                                     [--pin] [--json [OUT.json]] [--verbose]
+  PROMPTS.json: {"prompts": [{"query": i, "timed": true|false, "tokens": [ids...]}, ...]} as
+  \`reprise bench reuse --export-prompts\` writes it (per query its warm-up prompts, then the timed
+  one), or a plain JSON array whose items are token-id arrays (used as is) or strings (tokenized by
+  llama.cpp with the model's BOS/special-token rules, as llama-server does); every prompt of a plain
+  array counts as timed.
   Prompts are processed in order on one context sequence. TTFT of a prompt = time from
   submitting it to having the first generated token (prefill with logits for the last
   prompt token + one greedy sample).
@@ -24,15 +28,29 @@ const USAGE = `usage: node bench/peer/prompt_cache.mjs -m MODEL.gguf --prompts P
          reuses n-1 tokens — llama-server's cache_prompt behaviour (without n_cache_reuse
          chunk shifting).
   fresh  clear the sequence before each prompt (untimed) and evaluate the whole prompt
-         (cache_prompt: false).
+         (cache_prompt: false); only the timed prompts are run.
+  --only-previous runs, before each timed prompt, only the prompt just before it: a single-slot
+  prompt cache keeps nothing older, so the other warm-ups cannot change the timed prompt's TTFT
+  (they only cost time).
   -r N repeats the whole prompt sequence N times (after one untimed warm-up pass) and
   reports the median/min/max TTFT of each prompt. -c defaults to the longest prompt + 1.
   --cpu-variant (${listCpuVariants().join(", ") || "?"}), --threadpool and --pin are as in llama_bench.mjs.
-  --json prints a JSON array of {"engine","model","type","threads","mode","prompt","n_tokens",
-  "n_reused","n_evaluated","ttft_ms_median","ttft_ms_min","ttft_ms_max"}.
+  Prints a per-prompt table and, per mode, the timed prompts' mean / p50 / p95 TTFT and mean
+  reused tokens. --json prints a JSON array of {"engine","model","type","threads","mode","prompt",
+  "query","timed","n_tokens","n_reused","n_evaluated","ttft_ms_median","ttft_ms_min","ttft_ms_max"};
+  --json OUT.json writes {"engine","model","type","threads","only_previous","summary": [{"mode",
+  "timed","ttft_mean_ms","ttft_p50_ms","ttft_p95_ms","reused_mean","tokens_mean"}],"rows": [...]}.
 `;
 
-const opts = parseArgs(process.argv.slice(2), {
+// "--json OUT" / "--json=OUT" write the JSON to a file; a bare --json prints it.
+const argv = [];
+for (let i = 2; i < process.argv.length; i++) {
+    const a = process.argv[i];
+    if (a === "--json" && i + 1 < process.argv.length && !process.argv[i + 1].startsWith("-")) argv.push(`--json-out=${process.argv[++i]}`);
+    else if (a.startsWith("--json=")) argv.push(`--json-out=${a.slice(7)}`);
+    else argv.push(a);
+}
+const opts = parseArgs(argv, {
     "-m": { key: "model", arg: true }, "--model": { key: "model", arg: true },
     "--prompts": { key: "prompts", arg: true },
     "-t": { key: "threads", arg: true }, "--threads": { key: "threads", arg: true },
@@ -45,6 +63,8 @@ const opts = parseArgs(process.argv.slice(2), {
     "--threadpool": { key: "threadpool", arg: true },
     "--pin": { key: "pin", arg: false },
     "--json": { key: "json", arg: false },
+    "--json-out": { key: "jsonOut", arg: true },
+    "--only-previous": { key: "onlyPrevious", arg: false },
     "--verbose": { key: "verbose", arg: false }
 }, USAGE);
 
@@ -61,8 +81,14 @@ const flashAttention = fa === "auto" ? "auto" : fa === "1";
 const shim = ensureShim({ threadpool: opts.threadpool ?? "persistent", cpuVariant: opts.cpuVariant, pin: !!opts.pin });
 const modelPath = path.resolve(opts.model);
 const promptsPath = path.resolve(opts.prompts);
-const rawPrompts = readJson(promptsPath, "--prompts");
-if (!Array.isArray(rawPrompts) || rawPrompts.length === 0) die("--prompts: expected a non-empty JSON array");
+const rawFile = readJson(promptsPath, "--prompts");
+// {"prompts": [{query, timed, tokens}]} (bench reuse --export-prompts) or a plain array (every prompt timed)
+const tagged = rawFile && !Array.isArray(rawFile) && Array.isArray(rawFile.prompts);
+const rawPrompts = tagged ? rawFile.prompts.map((p) => p.tokens) : rawFile;
+if (!Array.isArray(rawPrompts) || rawPrompts.length === 0) die("--prompts: expected {\"prompts\": [...]} or a non-empty JSON array");
+const timed = tagged ? rawFile.prompts.map((p) => p.timed !== false) : rawPrompts.map(() => true);
+const queryOf = tagged ? rawFile.prompts.map((p, i) => (Number.isInteger(p.query) ? p.query : i)) : rawPrompts.map((_, i) => i);
+if (!timed.some((t) => t)) die("--prompts: no prompt is marked timed");
 
 const { llama, info } = await loadLlama({ cpuVariant: opts.cpuVariant, verbose: !!opts.verbose });
 const { GgmlType } = await import("node-llama-cpp");
@@ -121,14 +147,27 @@ async function firstToken(tokens) {
     return dt;
 }
 
-// One pass over all prompts; returns per-prompt {n_reused, n_evaluated, seconds}.
-async function pass(reuse) {
+// The prompts a pass runs, in order: all of them, or (--only-previous) each timed one after the
+// prompt just before it; fresh passes run only the timed prompts.
+function schedule(reuse) {
+    const out = [];
+    prompts.forEach((_, i) => {
+        if (!timed[i] && (!reuse || opts.onlyPrevious)) return;
+        if (reuse && opts.onlyPrevious && i > 0 && out[out.length - 1] !== i - 1) out.push(i - 1);
+        out.push(i);
+    });
+    return out;
+}
+
+// One pass over the scheduled prompts; returns per-prompt {n_reused, n_evaluated, seconds} (index = prompt).
+async function pass(reuse, order) {
     await seq.clearHistory();
     const out = [];
-    for (const toks of prompts) {
+    for (const i of order) {
+        const toks = prompts[i];
         if (!reuse) {
             await seq.clearHistory(); // untimed: a fresh sequence
-            out.push({ n_reused: 0, n_evaluated: toks.length, seconds: await firstToken(toks) });
+            out[i] = { n_reused: 0, n_evaluated: toks.length, seconds: await firstToken(toks) };
             continue;
         }
         const t0 = nowNs();
@@ -142,27 +181,55 @@ async function pass(reuse) {
         const dt = secondsSince(t0);
         await gen.return();
         if (r.done) throw new Error("prefill produced no token");
-        out.push({ n_reused: kept, n_evaluated: toks.length - kept, seconds: dt });
+        out[i] = { n_reused: kept, n_evaluated: toks.length - kept, seconds: dt };
     }
     return out;
 }
 
+function pctSorted(v, p) {
+    if (v.length === 0) return 0;
+    const x = p * (v.length - 1), lo = Math.floor(x), hi = Math.ceil(x);
+    return v[lo] + (v[hi] - v[lo]) * (x - lo);
+}
+
 const modes = mode === "both" ? ["fresh", "reuse"] : [mode];
 const rows = [];
+const summary = [];
 for (const m of modes) {
-    await pass(m === "reuse"); // warm-up
+    const order = schedule(m === "reuse");
+    note(`${m}: ${order.length} prompts per pass (${order.filter((i) => timed[i]).length} timed)`);
+    // warm-up (threads, allocations): the whole schedule, or with --only-previous its shortest prompt, fresh
+    if (opts.onlyPrevious) await pass(false, [order.reduce((a, b) => (prompts[b].length < prompts[a].length ? b : a))]);
+    else await pass(m === "reuse", order);
     const passes = [];
-    for (let r = 0; r < reps; r++) passes.push(await pass(m === "reuse"));
-    prompts.forEach((toks, i) => {
+    for (let r = 0; r < reps; r++) passes.push(await pass(m === "reuse", order));
+    const seen = new Set();
+    for (const i of order) {
+        if (seen.has(i)) continue;
+        seen.add(i);
         const s = stats(passes.map((p) => p[i].seconds * 1e3));
         rows.push({
-            engine: "llama.cpp", model: mname, type: mtype, threads, mode: m, prompt: i,
-            n_tokens: toks.length, n_reused: passes[0][i].n_reused, n_evaluated: passes[0][i].n_evaluated,
+            engine: "llama.cpp", model: mname, type: mtype, threads, mode: m, prompt: i, query: queryOf[i], timed: timed[i],
+            n_tokens: prompts[i].length, n_reused: passes[0][i].n_reused, n_evaluated: passes[0][i].n_evaluated,
             ttft_ms_median: +s.median.toFixed(3), ttft_ms_min: +s.min.toFixed(3), ttft_ms_max: +s.max.toFixed(3)
         });
+    }
+    const t = rows.filter((r) => r.mode === m && r.timed);
+    const v = t.map((r) => r.ttft_ms_median).sort((a, b) => a - b);
+    const mean = (xs) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
+    summary.push({
+        mode: m, timed: t.length, ttft_mean_ms: +mean(v).toFixed(3), ttft_p50_ms: +pctSorted(v, 0.5).toFixed(3),
+        ttft_p95_ms: +pctSorted(v, 0.95).toFixed(3), reused_mean: +mean(t.map((r) => r.n_reused)).toFixed(1),
+        tokens_mean: +mean(t.map((r) => r.n_tokens)).toFixed(1)
     });
 }
 
+if (opts.jsonOut) {
+    const doc = { engine: "llama.cpp", model: mname, type: mtype, threads, only_previous: !!opts.onlyPrevious,
+                  prompts_file: promptsPath, summary, rows };
+    fs.writeFileSync(opts.jsonOut, JSON.stringify(doc, null, 1) + "\n");
+    note(`wrote ${opts.jsonOut}`);
+}
 if (opts.json) {
     process.stdout.write(JSON.stringify(rows, null, 2) + "\n");
 } else {
@@ -176,6 +243,12 @@ if (opts.json) {
             `${String(r.n_reused).padStart(6)} | ${String(r.n_evaluated).padStart(9)} | ${r.ttft_ms_median.toFixed(2).padStart(14)} | ` +
             `${r.ttft_ms_min.toFixed(2).padStart(8)} | ${r.ttft_ms_max.toFixed(2).padStart(8)} | ${speedup.padStart(8)} |\n`);
     }
+    process.stdout.write(`\ntimed prompts:\n| mode  | timed | mean TTFT ms |  p50 ms |  p95 ms | reused tok | tokens |\n` +
+        `|-------|-------|--------------|---------|---------|------------|--------|\n`);
+    for (const x of summary)
+        process.stdout.write(`| ${x.mode.padEnd(5)} | ${String(x.timed).padStart(5)} | ${x.ttft_mean_ms.toFixed(2).padStart(12)} | ` +
+            `${x.ttft_p50_ms.toFixed(2).padStart(7)} | ${x.ttft_p95_ms.toFixed(2).padStart(7)} | ${x.reused_mean.toFixed(1).padStart(10)} | ` +
+            `${x.tokens_mean.toFixed(1).padStart(6)} |\n`);
 }
 await ctx.dispose();
 await model.dispose();

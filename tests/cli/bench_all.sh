@@ -42,5 +42,13 @@ assert m['prefix']['kl_mean'] < 1e-6 and m['prefix']['greedy_agreement'] == 1, m
 assert m['blend']['scored_steps'] > 0 and 0 <= m['blend']['kl_mean'] < 1, m['blend']
 assert m['blend']['kl_mean'] <= m['full']['kl_mean'] + 1e-9, (m['blend'], m['full'])
 PY"
+check "agents step drafts with the fidelity model's q8_0 sibling, as in RESULTS" \
+  'grep "bench agents" "$TMP/err" | grep -q -- "--drafter model:.*stories260K-q8_0.gguf"'
+"$BIN" bench all --join --out "$TMP/r" > /dev/null 2> "$TMP/join.err"; rc=$?
+check "--join without --fidelity-model still embeds the fidelity pages" \
+  '[ $rc -eq 0 ] && [ "$(grep -c "Reprise reuse benchmark: docqa workload" "$TMP/r/report.html")" -eq 2 ]'
+"$BIN" bench all --quick -m "$M" --out "$TMP/p" --steps peer --peer --peer-dir "$TMP/nopeer" > /dev/null 2> "$TMP/peer.err"; rc=$?
+check "--peer without node-llama-cpp is skipped with a message" \
+  '[ $rc -eq 0 ] && grep -q "skipping the llama.cpp peer step" "$TMP/peer.err"'
 echo "bench_all: $pass passed, $fail failed"
 [ $fail -eq 0 ]
