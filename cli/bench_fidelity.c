@@ -65,13 +65,14 @@ static const float *step(rp_ctx *ctx, rp_kv *kv, rp_batch *b, rp_token t, int32_
 
 int bench_fidelity(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "bench fidelity"};
-    const char *model_path = NULL, *kv_name = "f16", *dev_name = "kv";
+    const char *model_path = NULL, *kv_name = "f16", *dev_name = "kv", *select_name = "hybrid";
     long n_docs = 12, n_prompts = 50, n_gen = 32, doc_len = 64, threads = 2, seed = 1, check_layer = 1;
     bool json = false;
     for (; a.i < argc; a.i++) {
         if (cli_is(&a, "-h", "--help")) {
             printf("usage: reprise bench fidelity -m MODEL.gguf [--docs 12] [--prompts 50] [--gen 32] [--doc-len 64]\n"
                    "                              [--seed 1] [--kv-type f16|f32|q8_0] [--check-layer 1] [--dev k|v|kv]\n"
+                   "                              [--select hybrid|dev|attn]\n"
                    "                              [-t 2] [--json]\n"
                    "The model writes --docs stories (sampled, temp 0.8); each prompt is 4-6 of them in random order\n"
                    "plus a short tail. Documents are cached once (as a retrieval system would); then each prompt is\n"
@@ -89,12 +90,15 @@ int bench_fidelity(int argc, char **argv) {
         else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &threads)) return 2; }
         else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }
         else if (cli_is(&a, "--dev", NULL)) { if (!cli_str(&a, &dev_name)) return 2; }
+        else if (cli_is(&a, "--select", NULL)) { if (!cli_str(&a, &select_name)) return 2; }
         else if (cli_is(&a, "--json", NULL)) json = true;
         else return cli_unknown(&a);
     }
     if (!model_path) { fprintf(stderr, "reprise bench fidelity: -m MODEL.gguf is required\n"); return 2; }
     rp_dev_kind dev = !strcmp(dev_name, "k") ? RP_DEV_K : !strcmp(dev_name, "v") ? RP_DEV_V : !strcmp(dev_name, "kv") ? RP_DEV_KV : 0;
     if (!dev) { fprintf(stderr, "reprise bench fidelity: --dev must be k, v or kv\n"); return 2; }
+    int select = rp_select_kind_parse(select_name);
+    if (select < 0) { fprintf(stderr, "reprise bench fidelity: --select must be hybrid, dev or attn, got '%s'\n", select_name); return 2; }
     int kv_type = rp_type_from_name(kv_name);
     if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_F32 && kv_type != RP_TYPE_Q8_0) {
         fprintf(stderr, "reprise bench fidelity: --kv-type must be f16, f32 or q8_0\n");
@@ -172,6 +176,7 @@ int bench_fidelity(int argc, char **argv) {
         pp.ratio = modes[k + 1].ratio;
         pp.blend.check_layer = (int32_t)check_layer;
         pp.blend.dev = dev;
+        pp.blend.select = (rp_select_kind)select;
         if ((st = rp_reuse_create(m, (rp_type)kv_type, max_prompt, pp, &eng[k])) != RP_OK) { rc = cli_fail(a.cmd, "engine", st); goto out; }
         for (long d = 0; d < n_docs; d++) {   /* [BOS][doc]: the document is its own chunk */
             prompt[0] = bos;
@@ -251,8 +256,8 @@ int bench_fidelity(int argc, char **argv) {
         printf("\n]\n");
     } else {
         printf("fidelity of reuse vs exact prefill: %s, %ld documents, %ld prompts of 4-6 documents + 4-token tail, "
-               "%ld teacher-forced steps, kv %s, check layer %ld, deviation %s\n\n",
-               model_path, n_docs, n_prompts, n_gen, kv_name, check_layer, dev_name);
+               "%ld teacher-forced steps, kv %s, check layer %ld, deviation %s, selection %s\n\n",
+               model_path, n_docs, n_prompts, n_gen, kv_name, check_layer, dev_name, select_name);
         printf("| %-13s | %12s | %16s | %13s | %15s | %17s |\n", "mode", "mean KL", "greedy agreement", "mean TTFT ms",
                "reused tokens", "recomputed tokens");
         printf("|---------------|--------------|------------------|---------------|-----------------|-------------------|\n");

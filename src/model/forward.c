@@ -351,6 +351,7 @@ void rp_fwd_qkv(rp_ctx *c, const rp_batch *b, int32_t l) {
     }
 }
 
+const float *rp_fwd_q(const rp_ctx *c) { return c->q; }
 const float *rp_fwd_k(const rp_ctx *c) { return c->k; }
 const float *rp_fwd_v(const rp_ctx *c) { return c->v; }
 

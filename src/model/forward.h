@@ -78,6 +78,7 @@ void rp_ctx_layer_begin(rp_ctx *c, int32_t layer);   /* calls the hook if set */
  * (after any compaction). */
 rp_status rp_fwd_begin(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_kvs);
 void rp_fwd_qkv(rp_ctx *c, const rp_batch *b, int32_t layer);
+const float *rp_fwd_q(const rp_ctx *c);   /* [n x n_head*head_dim], post-RoPE, after qkv */
 const float *rp_fwd_k(const rp_ctx *c);
 const float *rp_fwd_v(const rp_ctx *c);
 void rp_fwd_store(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t layer);

@@ -1,25 +1,45 @@
 /* blend.c — selective recompute: full layers up to the check layer, KV deviation ranking, then selected rows only. */
 #include "reuse/blend.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "model/model.h"
 
 rp_blend_params rp_blend_default_params(void) {
-    rp_blend_params p = {.check_layer = 1, .dev = RP_DEV_KV, .fixed_rows = 0};
+    rp_blend_params p = {.check_layer = 1, .dev = RP_DEV_KV, .select = RP_SELECT_HYBRID};
     return p;
 }
 
-rp_status rp_blend_ws_init(rp_blend_ws *ws, int32_t cap, int32_t kv_dim) {
+int rp_select_kind_parse(const char *s) {
+    if (!s) return -1;
+    if (!strcmp(s, "hybrid")) return RP_SELECT_HYBRID;
+    if (!strcmp(s, "dev")) return RP_SELECT_DEV;
+    if (!strcmp(s, "attn")) return RP_SELECT_ATTN;
+    return -1;
+}
+
+const char *rp_select_kind_name(rp_select_kind k) {
+    return k == RP_SELECT_DEV ? "dev" : k == RP_SELECT_ATTN ? "attn" : "hybrid";
+}
+
+rp_status rp_blend_ws_init(rp_blend_ws *ws, int32_t cap, int32_t n_cells, int32_t n_head, int32_t kv_dim) {
     memset(ws, 0, sizeof *ws);
+    if (n_cells < cap) n_cells = cap;
     ws->cap = cap;
+    ws->n_cells = n_cells;
+    ws->n_head = n_head;
     ws->kv_dim = kv_dim;
     ws->dev = malloc(sizeof(float) * (size_t)cap);
-    ws->order = malloc(sizeof(int32_t) * (size_t)cap);
+    ws->imp = malloc(sizeof(float) * (size_t)cap);
+    ws->rank = malloc(sizeof(rp_blend_rank) * (size_t)cap);
+    ws->rank2 = malloc(sizeof(rp_blend_rank) * (size_t)cap);
     ws->keep = malloc(sizeof(int32_t) * (size_t)cap);
+    ws->score = malloc(sizeof(float) * (size_t)n_head * (size_t)n_cells);
     ws->tmp = malloc(sizeof(float) * (size_t)kv_dim);
-    if (!ws->dev || !ws->order || !ws->keep || !ws->tmp) {
+    if (!ws->dev || !ws->imp || !ws->rank || !ws->rank2 || !ws->keep || !ws->score || !ws->tmp) {
         rp_blend_ws_free(ws);
         return rp_errorf(RP_ERR_NOMEM, "blend: out of memory");
     }
@@ -28,8 +48,11 @@ rp_status rp_blend_ws_init(rp_blend_ws *ws, int32_t cap, int32_t kv_dim) {
 
 void rp_blend_ws_free(rp_blend_ws *ws) {
     free(ws->dev);
-    free(ws->order);
+    free(ws->imp);
+    free(ws->rank);
+    free(ws->rank2);
     free(ws->keep);
+    free(ws->score);
     free(ws->tmp);
     memset(ws, 0, sizeof *ws);
 }
@@ -52,12 +75,106 @@ static float row_dev(const rp_kv *kv, const uint8_t *cached, const float *fresh,
     return (float)s;
 }
 
-static const float *g_dev;   /* qsort context: deviations (single-threaded use) */
-static int by_dev_desc(const void *a, const void *b) {
-    float x = g_dev[*(const int32_t *)a], y = g_dev[*(const int32_t *)b];
-    if (x > y) return -1;
-    if (x < y) return 1;
-    return *(const int32_t *)a - *(const int32_t *)b;
+static int by_rank_desc(const void *a, const void *b) {
+    const rp_blend_rank *x = a, *y = b;
+    if (x->v > y->v) return -1;
+    if (x->v < y->v) return 1;
+    return x->i - y->i;
+}
+
+static inline float dot(const float *a, const float *b, int32_t n) {
+    /* four partial sums: lets the compiler vectorise without -ffast-math */
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int32_t d = 0;
+    for (; d + 4 <= n; d += 4) {
+        s0 += a[d] * b[d];
+        s1 += a[d + 1] * b[d + 1];
+        s2 += a[d + 2] * b[d + 2];
+        s3 += a[d + 3] * b[d + 3];
+    }
+    for (; d < n; d++) s0 += a[d] * b[d];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* is row i one whose attention weighs the others (a new row or the final row)? */
+static inline bool is_query(const rp_batch *b, const uint8_t *kinds, int32_t i) {
+    return kinds[i] == RP_ROW_NEW || (kinds[i] != RP_ROW_PAD && b->logits[i]);
+}
+
+/* ws->imp[j] = attention the last RP_BLEND_QUERY_ROWS query rows pay batch
+ * row j at layer l, summed over query rows and heads: softmax(q.k/sqrt(d))
+ * over the cells each query row sees (the sequence's cells before the batch
+ * and the batch rows up to it, PAD rows excluded), computed from the fresh
+ * q/k of this layer. Cost: query rows x cells x n_head x head_dim. */
+static void attention_paid(const rp_model *m, const rp_kv *kv, const rp_batch *b, const uint8_t *kinds, int32_t l,
+                           const float *q, const float *k, rp_blend_ws *ws) {
+    const int32_t H = m->hp.n_head, HK = m->hp.n_head_kv, HD = m->hp.head_dim;
+    const int32_t KD = HK * HD, QD = H * HD, group = H / HK, n = b->n;
+    const int32_t n_prior = b->cell[0] < ws->n_cells - n ? b->cell[0] : ws->n_cells - n;
+    const int32_t W = n_prior + n;   /* score columns: prior cells, then batch rows */
+    const float scale = 1.0f / sqrtf((float)HD);
+    for (int32_t j = 0; j < n; j++) ws->imp[j] = 0;
+    int32_t nq = 0;
+    for (int32_t qi = n - 1; qi >= 0 && nq < RP_BLEND_QUERY_ROWS; qi--) {
+        if (!is_query(b, kinds, qi)) continue;
+        nq++;
+        const float *qr = q + (size_t)qi * QD;
+        for (int32_t j = 0; j < n_prior; j++) {
+            rp_kv_load_row(kv, rp_kv_k_row(kv, l, b->cell[0] - n_prior + j), ws->tmp);
+            for (int32_t h = 0; h < H; h++)
+                ws->score[(size_t)h * W + j] = scale * dot(qr + (size_t)h * HD, ws->tmp + (size_t)(h / group) * HD, HD);
+        }
+        for (int32_t j = 0; j <= qi; j++) {
+            const float *kr = k + (size_t)j * KD;
+            for (int32_t h = 0; h < H; h++)
+                ws->score[(size_t)h * W + n_prior + j] =
+                    kinds[j] == RP_ROW_PAD ? -INFINITY : scale * dot(qr + (size_t)h * HD, kr + (size_t)(h / group) * HD, HD);
+        }
+        const int32_t w = n_prior + qi + 1;   /* causal: columns this row sees */
+        for (int32_t h = 0; h < H; h++) {
+            float *sc = ws->score + (size_t)h * W, mx = -INFINITY;
+            for (int32_t j = 0; j < w; j++) mx = sc[j] > mx ? sc[j] : mx;
+            double sum = 0;
+            for (int32_t j = 0; j < w; j++) sum += (sc[j] = expf(sc[j] - mx));
+            const float inv = (float)(1.0 / sum);
+            for (int32_t j = 0; j <= qi; j++) ws->imp[j] += sc[n_prior + j] * inv;
+        }
+    }
+}
+
+/* Marks `take` candidate rows in ws->keep (zeroed by the caller) by the
+ * selection rule; ws->rank holds the candidates with their deviation. */
+static void select_rows(const rp_blend_params *p, rp_blend_ws *ws, int32_t n_cand, int32_t take) {
+    if (p->select == RP_SELECT_DEV || take <= 0) {
+        qsort(ws->rank, (size_t)n_cand, sizeof *ws->rank, by_rank_desc);
+        for (int32_t k = 0; k < take; k++) ws->keep[ws->rank[k].i] = 1;
+        return;
+    }
+    for (int32_t k = 0; k < n_cand; k++) {
+        ws->rank2[k].i = ws->rank[k].i;
+        ws->rank2[k].v = ws->rank[k].v * ws->imp[ws->rank[k].i];
+    }
+    qsort(ws->rank2, (size_t)n_cand, sizeof *ws->rank2, by_rank_desc);
+    if (p->select == RP_SELECT_ATTN) {
+        for (int32_t k = 0; k < take; k++) ws->keep[ws->rank2[k].i] = 1;
+        return;
+    }
+    /* hybrid: alternately the next unchosen row of each ranking */
+    qsort(ws->rank, (size_t)n_cand, sizeof *ws->rank, by_rank_desc);
+    int32_t got = 0, a = 0, w = 0;
+    while (got < take) {
+        const bool from_w = (got & 1) == 0;
+        int32_t *at = from_w ? &w : &a;
+        const rp_blend_rank *r = from_w ? ws->rank2 : ws->rank;
+        while (*at < n_cand && ws->keep[r[*at].i]) (*at)++;
+        if (*at == n_cand) {   /* one ranking exhausted: the other has the rest */
+            at = from_w ? &a : &w;
+            r = from_w ? ws->rank : ws->rank2;
+            while (*at < n_cand && ws->keep[r[*at].i]) (*at)++;
+        }
+        ws->keep[r[*at].i] = 1;
+        got++;
+    }
 }
 
 rp_status rp_blend_run(rp_ctx *c, rp_kv *kv, rp_batch *b, const uint8_t *kinds, int32_t budget,
@@ -65,6 +182,8 @@ rp_status rp_blend_run(rp_ctx *c, rp_kv *kv, rp_batch *b, const uint8_t *kinds, 
     const rp_model *m = rp_ctx_model(c);
     const int32_t n_layer = m->hp.n_layer, n = b->n;
     if (n > ws->cap) return rp_errorf(RP_ERR_RANGE, "blend: %d rows exceed the workspace's %d", n, ws->cap);
+    if (m->hp.n_head > ws->n_head)
+        return rp_errorf(RP_ERR_INVALID_ARG, "blend: workspace sized for %d heads, model has %d", ws->n_head, m->hp.n_head);
     if (p->check_layer < 0) return rp_errorf(RP_ERR_INVALID_ARG, "blend: check layer %d negative", p->check_layer);
     memset(st, 0, sizeof *st);
     st->n_rows = n;
@@ -92,14 +211,15 @@ rp_status rp_blend_run(rp_ctx *c, rp_kv *kv, rp_batch *b, const uint8_t *kinds, 
                 if (p->dev & RP_DEV_K) d += row_dev(kv, rp_kv_k_row(kv, l, b->cell[i]), fk + (size_t)i * KD, ws->tmp);
                 if (p->dev & RP_DEV_V) d += row_dev(kv, rp_kv_v_row(kv, l, b->cell[i]), fv + (size_t)i * KD, ws->tmp);
                 ws->dev[i] = d;
-                ws->order[n_cand++] = i;
+                ws->rank[n_cand++] = (rp_blend_rank){d, i};
             }
-            g_dev = ws->dev;
-            qsort(ws->order, (size_t)n_cand, sizeof(int32_t), by_dev_desc);
             int32_t take = budget < n_cand ? (budget > 0 ? budget : 0) : n_cand;
+            if (p->select != RP_SELECT_DEV && take > 0 && take < n_cand)
+                attention_paid(m, kv, b, kinds, l, rp_fwd_q(c), fk, ws);
             /* mark the chosen rows, then list survivors in row order (nk <= i, so in place) */
             for (int32_t i = 0; i < b->n; i++) ws->keep[i] = 0;
-            for (int32_t k = 0; k < take; k++) ws->keep[ws->order[k]] = 1;
+            if (take < n_cand) select_rows(p, ws, n_cand, take);
+            else for (int32_t k = 0; k < n_cand; k++) ws->keep[ws->rank[k].i] = 1;
             for (int32_t i = 0; i < b->n; i++)
                 st->n_forced += kinds[i] == RP_ROW_NEW || (kinds[i] != RP_ROW_PAD && b->logits[i]);
             /* static shapes: PAD rows (never ranked above) fill the call up to

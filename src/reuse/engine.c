@@ -165,7 +165,7 @@ rp_status rp_reuse_create(const rp_model *m, rp_type kv_type, int32_t max_tokens
             st = rp_errorf(RP_ERR_NOMEM, "reuse: out of memory");
     }
     if (st == RP_OK) st = rp_batch_init(&e->batch, (int32_t)cap);
-    if (st == RP_OK) st = rp_blend_ws_init(&e->ws, (int32_t)cap, kv_dim);
+    if (st == RP_OK) st = rp_blend_ws_init(&e->ws, (int32_t)cap, (int32_t)cap, m->hp.n_head, kv_dim);
     if (st == RP_OK && p.pipeline) st = loader_start(e);
     if (st != RP_OK) {
         rp_reuse_free(e);
