@@ -166,7 +166,7 @@ int bench_reuse(int argc, char **argv) {
                    "         [--source hotpotqa|musique] [--embeddings VEC.json] [--export-texts TEXTS.json]\n"
                    "         [--no-chat-template]\n"
                    "         [--modes none,prefix,full,blend,static,static-naive] [--queries 8] [--docs 6] [--doc-len 320]\n"
-                   "         [--tail 40] [--recompute-ratio 0.25] [--kv-type f16] [-t 2] [--seed 1] [--cpu LEVEL]\n"
+                   "         [--tail 40] [--between 0] [--recompute-ratio 0.25] [--kv-type f16] [-t 2] [--seed 1] [--cpu LEVEL]\n"
                    "         [--json OUT.json] [--html OUT.html] [--export-prompts OUT.json]\n"
                    "         [--cache-dir DIR [--cold] [--no-commit]] [--passes 1] [--gen 8] [--answer N]\n"
                    "Each query's reusable content is cached first (a warm-up prompt with the same pieces in another\n"
@@ -180,7 +180,9 @@ int bench_reuse(int argc, char **argv) {
                    "Llama 3 or ChatML chat template gets its doc QA / chat prompts as one user turn (instruction,\n"
                    "passages, question) and the assistant header; the passages stay reusable segments.\n"
                    "--no-chat-template keeps plain text.\n"
-                   "  synthetic: random-token documents (any model);  repeat: the same prompt twice (100%% prefix hit)\n"
+                   "  synthetic: random-token documents (any model); --between N puts N new tokens before each\n"
+                   "  document of the timed prompt (new text interleaved with reused text, as in RAG prompts with\n"
+                   "  per-document headers);  repeat: the same prompt twice (100%% prefix hit)\n"
                    "  docqa / chat / skills: HotpotQA (or MuSiQue: --source musique), LoCoMo, SkillsBench from\n"
                    "  ../shared/data; --data FILE reads that file, --data DIR the datasets' paths under DIR\n"
                    "  docqa / chat: contexts / the chat history are split into --doc-len characters per chunk (1024);\n"
@@ -210,6 +212,7 @@ int bench_reuse(int argc, char **argv) {
         else if (cli_is(&a, "--docs", NULL)) { long x; if (!cli_int(&a, 1, 64, &x)) return 2; wp.n_docs = (int)x; }
         else if (cli_is(&a, "--doc-len", NULL)) { long x; if (!cli_int(&a, 1, 100000, &x)) return 2; wp.doc_len = (int)x; }
         else if (cli_is(&a, "--tail", NULL)) { long x; if (!cli_int(&a, 1, 100000, &x)) return 2; wp.tail_len = (int)x; }
+        else if (cli_is(&a, "--between", NULL)) { long x; if (!cli_int(&a, 0, 100000, &x)) return 2; wp.between_len = (int)x; }
         else if (cli_is(&a, "--recompute-ratio", NULL)) { if (!cli_float(&a, 0, 1, &ratio)) return 2; }
         else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }
         else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &threads)) return 2; }

@@ -101,14 +101,16 @@ static bool build_synthetic(rp_workload *w, const rp_model *m, const rp_workload
     int32_t lo = V > 1024 ? 300 : 3, hi = V > 1024 ? (V < 30000 ? V - 100 : 30000) : V;
     rp_token **docs = calloc((size_t)pool, sizeof *docs);
     rp_token *tail = malloc(sizeof(rp_token) * (size_t)p->tail_len);
+    /* new text before each document of the timed prompt (--between) */
+    rp_token *between = malloc(sizeof(rp_token) * (size_t)(p->between_len * p->n_docs + 1));
     rp_token bos = rp_tokenizer_bos(m->tok);
-    if (!docs || !tail) return false;
+    if (!docs || !tail || !between) return false;
     for (int d = 0; d < pool; d++) {
         docs[d] = malloc(sizeof(rp_token) * (size_t)p->doc_len);
         if (!docs[d]) return false;
         for (int i = 0; i < p->doc_len; i++) docs[d][i] = lo + (rp_token)(rng(&s) % (uint64_t)(hi - lo));
     }
-    seg segs[70];
+    seg segs[140];
     for (int qi = 0; qi < p->n_queries; qi++) {
         int pick[64];
         for (int i = 0; i < p->n_docs; i++) {
@@ -120,6 +122,7 @@ static bool build_synthetic(rp_workload *w, const rp_model *m, const rp_workload
             } while (dup);
         }
         for (int i = 0; i < p->tail_len; i++) tail[i] = lo + (rp_token)(rng(&s) % (uint64_t)(hi - lo));
+        for (int i = 0; i < p->between_len * p->n_docs; i++) between[i] = lo + (rp_token)(rng(&s) % (uint64_t)(hi - lo));
         rp_query *q = new_query(w, 1);
         if (!q) return false;
         q->n_warm = 1;
@@ -131,7 +134,10 @@ static bool build_synthetic(rp_workload *w, const rp_model *m, const rp_workload
             if (!make_prompt(segs, ns, p->max_tokens, &q->warm[0])) return false;
         }
         ns = bos >= 0 ? 1 : 0;
-        for (int i = 0; i < p->n_docs; i++) segs[ns++] = (seg){docs[pick[i]], p->doc_len};
+        for (int i = 0; i < p->n_docs; i++) {
+            if (p->between_len > 0) segs[ns++] = (seg){between + (size_t)i * p->between_len, p->between_len};
+            segs[ns++] = (seg){docs[pick[i]], p->doc_len};
+        }
         segs[ns++] = (seg){tail, p->tail_len};
         if (!make_prompt(segs, ns, p->max_tokens, &q->prompt)) return false;
         if (repeat && !make_prompt(segs, ns, p->max_tokens, &q->warm[0])) return false;   /* exactly the same prompt */
@@ -141,6 +147,7 @@ static bool build_synthetic(rp_workload *w, const rp_model *m, const rp_workload
     for (int d = 0; d < pool; d++) free(docs[d]);
     free(docs);
     free(tail);
+    free(between);
     return true;
 }
 

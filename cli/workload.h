@@ -34,6 +34,8 @@ typedef struct rp_workload_params {
     int doc_len;           /* synthetic: tokens per document (320); docqa / chat: characters per chunk (1024);
                             * 0 = the workload's default */
     int tail_len;          /* synthetic: new tokens after the documents */
+    int between_len;       /* synthetic: new tokens before each document in the timed prompt (0: none);
+                              new text interleaved with reused text, where merging calls pays */
     int max_tokens;        /* prompts are capped at this many tokens */
     uint64_t seed;
     const char *source;    /* docqa: "hotpotqa" (NULL) or "musique" */
