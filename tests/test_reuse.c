@@ -527,6 +527,68 @@ static void test_static_pad_mask(void **state) {
     fixture_close(&f);
 }
 
+/* A call with no row that attends (no new row, no final row: an early window
+ * of a long prompt) gives the attention-weighted rules nothing to weigh by:
+ * they must fall back to the deviation ranking, not to row order. And with a
+ * query row present, the attention-weighted rule must rank differently from
+ * the deviation rule on a real prompt (else the weighting would be inert). */
+static void test_select_fallback(void **state) {
+    (void)state;
+    const char *mp = stories();
+    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
+    fixture f;
+    assert_true(fixture_open(&f, mp, RP_TYPE_F32, 1024));
+    enum { N = 96, A = 8, BUDGET = 12 };
+    rp_token docs[1][40], p[N];
+    make_docs(docs, 1, 40);
+    p[0] = 1;
+    for (int i = 1; i < N; i++) p[i] = docs[0][(i * 7) % 40];
+    rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false);
+    rp_batch b;
+    assert_int_equal(rp_batch_init(&b, N), RP_OK);
+    uint8_t kinds[N];
+    const int32_t kd = f.kv->kv_dim;
+    float *row = malloc(sizeof(float) * (size_t)kd);
+    int32_t kept[2][3][N];   /* [with final row][rule][cells] */
+    const rp_select_kind sels[3] = {RP_SELECT_DEV, RP_SELECT_ATTN, RP_SELECT_HYBRID};
+    for (int with_final = 0; with_final < 2; with_final++)
+        for (int si = 0; si < 3; si++) {
+            rp_reuse_stats rst;
+            assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p, N, NULL, 0, f.lg_a, &rst), RP_OK);
+            /* stale KV at the check layer: a different, deterministic nudge per cell */
+            for (int32_t t = A; t < N; t++) {
+                rp_kv_load_row(f.kv, rp_kv_k_row(f.kv, 1, t), row);
+                for (int32_t i = 0; i < kd; i++) row[i] += 0.05f * (float)(((t * 31 + i * 7) % 11) - 5);
+                rp_kv_store_row(f.kv, rp_kv_k_row(f.kv, 1, t), row);
+            }
+            rp_batch_clear(&b);
+            for (int32_t t = A; t < N; t++) {
+                kinds[b.n] = RP_ROW_REUSE;
+                assert_int_equal(rp_batch_add(&b, p[t], 0, t, t, with_final && t == N - 1), RP_OK);
+            }
+            rp_blend_params bp = rp_blend_default_params();
+            bp.select = sels[si];
+            rp_blend_ws ws;
+            assert_int_equal(rp_blend_ws_init(&ws, N, N, f.m->hp.n_head, kd), RP_OK);
+            rp_blend_stats bs;
+            assert_int_equal(rp_blend_run(f.ctx, f.kv, &b, kinds, BUDGET, &bp, &ws, &bs), RP_OK);
+            rp_blend_ws_free(&ws);
+            assert_int_equal(bs.n_selected, BUDGET);
+            assert_int_equal(b.n, BUDGET + with_final);
+            for (int32_t i = 0; i < N; i++) kept[with_final][si][i] = 0;
+            for (int32_t i = 0; i < b.n; i++) kept[with_final][si][b.cell[i]] = 1;
+        }
+    /* no query row: every rule picks what the deviation rule picks */
+    assert_memory_equal(kept[0][0], kept[0][1], sizeof kept[0][0]);
+    assert_memory_equal(kept[0][0], kept[0][2], sizeof kept[0][0]);
+    /* with the final row attending: the weighted rules choose differently */
+    assert_memory_not_equal(kept[1][0], kept[1][1], sizeof kept[1][0]);
+    free(row);
+    rp_batch_free(&b);
+    rp_reuse_free(none);
+    fixture_close(&f);
+}
+
 /* Sub-chunk reuse: a document cached on flash as one chunk is found inside a
  * prompt chunk that also holds other text (keywords + LCS), confirmed token by
  * token and reused re-rotated; at r = 1 the result equals exact prefill, and
@@ -770,6 +832,7 @@ int main(void) {
         cmocka_unit_test(test_ratio_one_equals_prefill),
         cmocka_unit_test(test_blend_accounting),
         cmocka_unit_test(test_static_pad_mask),
+        cmocka_unit_test(test_select_fallback),
         cmocka_unit_test(test_pipeline_equivalence),
         cmocka_unit_test(test_subchunk_reuse),
         cmocka_unit_test(test_salt),

@@ -105,8 +105,10 @@ static inline bool is_query(const rp_batch *b, const uint8_t *kinds, int32_t i) 
  * row j at layer l, summed over query rows and heads: softmax(q.k/sqrt(d))
  * over the cells each query row sees (the sequence's cells before the batch
  * and the batch rows up to it, PAD rows excluded), computed from the fresh
- * q/k of this layer. Cost: query rows x cells x n_head x head_dim. */
-static void attention_paid(const rp_model *m, const rp_kv *kv, const rp_batch *b, const uint8_t *kinds, int32_t l,
+ * q/k of this layer. Cost: query rows x cells x n_head x head_dim.
+ * Returns the number of query rows (0: a call of reused rows only, e.g. an
+ * early window of a long prompt; the caller then ranks by deviation alone). */
+static int32_t attention_paid(const rp_model *m, const rp_kv *kv, const rp_batch *b, const uint8_t *kinds, int32_t l,
                            const float *q, const float *k, rp_blend_ws *ws) {
     const int32_t H = m->hp.n_head, HK = m->hp.n_head_kv, HD = m->hp.head_dim;
     const int32_t KD = HK * HD, QD = H * HD, group = H / HK, n = b->n;
@@ -140,6 +142,7 @@ static void attention_paid(const rp_model *m, const rp_kv *kv, const rp_batch *b
             for (int32_t j = 0; j <= qi; j++) ws->imp[j] += sc[n_prior + j] * inv;
         }
     }
+    return nq;
 }
 
 /* Marks `take` candidate rows in ws->keep (zeroed by the caller) by the
@@ -214,11 +217,13 @@ rp_status rp_blend_run(rp_ctx *c, rp_kv *kv, rp_batch *b, const uint8_t *kinds, 
                 ws->rank[n_cand++] = (rp_blend_rank){d, i};
             }
             int32_t take = budget < n_cand ? (budget > 0 ? budget : 0) : n_cand;
-            if (p->select != RP_SELECT_DEV && take > 0 && take < n_cand)
-                attention_paid(m, kv, b, kinds, l, rp_fwd_q(c), fk, ws);
+            rp_blend_params sp = *p;
+            if (p->select != RP_SELECT_DEV && take > 0 && take < n_cand &&
+                attention_paid(m, kv, b, kinds, l, rp_fwd_q(c), fk, ws) == 0)
+                sp.select = RP_SELECT_DEV;   /* nothing in this call attends: deviation alone */
             /* mark the chosen rows, then list survivors in row order (nk <= i, so in place) */
             for (int32_t i = 0; i < b->n; i++) ws->keep[i] = 0;
-            if (take < n_cand) select_rows(p, ws, n_cand, take);
+            if (take < n_cand) select_rows(&sp, ws, n_cand, take);
             else for (int32_t k = 0; k < n_cand; k++) ws->keep[ws->rank[k].i] = 1;
             for (int32_t i = 0; i < b->n; i++)
                 st->n_forced += kinds[i] == RP_ROW_NEW || (kinds[i] != RP_ROW_PAD && b->logits[i]);
