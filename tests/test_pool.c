@@ -456,7 +456,8 @@ static void test_budgets_hold(void **state) {
     (void)state;
     const char *dir = subdir("budgets");
     rp_kv *kv = fake_kv_geo(N_LAYER, 512);   /* 3 KiB per token: chunks of 48-192 KiB */
-    const size_t ram = (size_t)32 << 20;
+    /* large enough that the fixed part of the RSS (3-5 MiB) fits in half the 10% slack */
+    const size_t ram = (size_t)96 << 20;
     const uint64_t disk = (uint64_t)64 << 20;
     rp_pool_params pp = rp_pool_default_params();
     pp.disk_budget = disk;
@@ -505,27 +506,29 @@ static void test_budgets_hold(void **state) {
         for (int32_t i = k - 1; i >= 0; i--) rp_chunk_unpin(c, m[i]);
         rp_cache_stats st = rp_chunk_cache_stats(c);
         assert_true(st.bytes <= ram);
-        if (st.bytes > max_ram) max_ram = st.bytes;
-        if (r % 200 == 199) {
-            assert_int_equal(rp_chunk_cache_flush(c), RP_OK);
-            const uint64_t db = dir_bytes(dir);
-            if (db > max_disk) max_disk = db;
-            assert_true(db <= disk + disk / 10);
-            long rs = rss_kib();
-            if (rs > rss_max) rss_max = rs;
-        }
+        /* outside the budget (transient: dirty victims, over-budget inserts and loads) at most a twentieth */
+        assert_true(st.transient_bytes <= ram / 20);
+        if (st.bytes + st.transient_bytes > max_ram) max_ram = st.bytes + st.transient_bytes;
+        /* every request, while the writer runs: the store on disk (db + WAL + payload files) and the RSS */
+        const uint64_t db = dir_bytes(dir);
+        if (db > max_disk) max_disk = db;
+        assert_true(db <= disk + disk / 10);
+        long rs = rss_kib();
+        if (rs > rss_max) rss_max = rs;
+        if (r % 200 == 199) assert_int_equal(rp_chunk_cache_flush(c), RP_OK);
     }
     rp_cache_stats st = rp_chunk_cache_stats(c);
-    print_message("budgets: %d requests, RAM pool max %.2f / %.2f MiB, store max %.2f / %.2f MiB (on disk), "
+    print_message("budgets: %d requests, RAM pool max (budget + transient) %.2f / %.2f MiB, store max %.2f / %.2f MiB (on disk), "
                   "%llu flash evictions, %llu written, prefix hit rate %.2f, RSS growth %.1f MiB\n",
                   REQ, max_ram / 1048576.0, ram / 1048576.0, max_disk / 1048576.0, disk / 1048576.0,
                   (unsigned long long)st.disk_evictions, (unsigned long long)st.written, (double)hits / (double)looked,
                   (rss_max - rss0) / 1024.0);
     assert_true(st.disk_evictions > 0);   /* the budget was actually exercised */
 #ifndef RP_ASAN
-    /* RSS: the pool (+10%) plus a fixed part — SQLite connections (4 x 2 MiB page cache), the WAL index,
-     * thread stacks, per-thread malloc arenas — measured at 5-6 MiB */
-    assert_true((rss_max - rss0) * 1024L <= (long)(ram + ram / 10) + (8L << 20));
+    /* RSS over the baseline taken before the pool filled: within the RAM budget +10%, everything included —
+     * the pool and its transient chunks, SQLite connections (4 x 2 MiB page cache), the WAL index, thread
+     * stacks, per-thread malloc arenas (sampled after every request) */
+    assert_true((rss_max - rss0) * 1024L <= (long)(ram + ram / 10));
 #endif
     rp_chunk_cache_free(c);
     rp_store *sto = NULL;

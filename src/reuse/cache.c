@@ -699,20 +699,33 @@ static rp_centry *entry_alloc(const rp_chunk_cache *c, int32_t len, size_t total
     return e;
 }
 
+/* Bytes the pool may hold outside its budget (transient chunks: dirty
+ * victims waiting for the writer, over-budget inserts waiting to be written,
+ * flash loads that found no room), all kinds together. The bound: a
+ * twentieth of the budget (and at most transient_max), so
+ *     pool bytes + transient bytes <= budget + min(budget / 20, transient_max),
+ * half the slack of the RSS contract (RSS growth within budget +10%,
+ * tests/test_pool.c test_budgets_hold); the other half is for the fixed part
+ * (SQLite page caches, the WAL index, thread stacks, malloc arenas: 3-5 MiB).
+ * A pool with budget 0 has no RAM tier (the no-ram-pool ablation): every
+ * chunk passes through as transient — held while its caller uses it or until
+ * it is written — up to transient_max. */
+static size_t transient_allow(const rp_chunk_cache *c) {
+    if (c->p.budget_bytes == 0) return c->pp.transient_max;
+    const size_t allow = c->p.budget_bytes / 20;
+    return allow < c->pp.transient_max ? allow : c->pp.transient_max;
+}
+
 /* A dirty victim (not yet on flash) is handed to the writer instead of being
  * lost: it leaves the indexes and the RAM budget, is held as transient (within
- * a tenth of the budget) and freed once written (rp_settle). Under steady traffic the
+ * transient_allow) and freed once written (rp_settle). Under steady traffic the
  * writer may not have had an idle moment; the transient backlog makes its next
  * batch urgent (see writer_has_work). false: drop it (no store, read-only,
  * failed, or the allowance is used up: the chunk is then recomputed if needed
  * again, never wrong). */
 static bool evict_to_writer(rp_chunk_cache *c, rp_centry *v) {
     if (!v->dirty || !c->has_store || c->ro || v->write_failed || v->failed || v->ch.refs > 0 || v->ipins > 0) return false;
-    /* the pool may run over its budget by this much for them: 10%, the slack
-     * its RSS contract allows (tests/test_pool.c test_budgets_hold) */
-    size_t allow = c->p.budget_bytes / 10;
-    if (allow > c->pp.transient_max) allow = c->pp.transient_max;
-    if (c->transient_bytes + v->bytes > allow) return false;
+    if (c->transient_bytes + v->bytes > transient_allow(c)) return false;
     rp_unindex(c, v, true);
     c->st.evictions++;
     pthread_cond_signal(&c->wr_cv);
@@ -901,6 +914,13 @@ static rp_centry *load_row(rp_chunk_cache *c, rp_store *db, rp_store_chunk *meta
         rp_store_chunk_clear(meta);
         return NULL;
     }
+    /* no room in the budget and none in the transient allowance: a miss (the
+     * caller recomputes), not RAM beyond the bound */
+    if (c->bytes + total > c->p.budget_bytes && c->transient_bytes + total > transient_allow(c) &&
+        (total > c->p.budget_bytes || c->pinned_bytes > c->p.budget_bytes - total)) {
+        rp_store_chunk_clear(meta);
+        return NULL;
+    }
     pthread_mutex_unlock(&c->mu);
     e = entry_alloc(c, meta->n_tokens, total, kv_bytes);
     rp_status st = e ? RP_OK : rp_errorf(RP_ERR_NOMEM, "chunk_cache: cannot allocate %zu bytes", total);
@@ -943,7 +963,12 @@ static rp_centry *load_row(rp_chunk_cache *c, rp_store *db, rp_store_chunk *meta
     c->st.load_bytes += kv_bytes;
     if (db == c->db_eng) c->st.load_ms += dt;
     if (make_room(c, total, INFINITY)) entry_index(c, e);
-    else entry_make_transient(c, e);
+    else if (c->transient_bytes + total <= transient_allow(c)) entry_make_transient(c, e);
+    else {   /* the room went meanwhile: a miss, as above */
+        entry_free(e);
+        rp_store_chunk_clear(meta);
+        return NULL;
+    }
     rp_touch_hit(c, e);
     if (c->pp.async_load) {
         e->layers_ready = 0;
@@ -1174,7 +1199,7 @@ rp_status rp_chunk_cache_insert(rp_chunk_cache *c, const rp_chunk *parent, const
     /* fits at all? (pinned chunks cannot be evicted) — refuse without evicting;
      * with a store, an over-budget chunk is still persisted (transient) */
     bool resident = make_room(c, total, INFINITY);
-    if (!resident && (!c->has_store || c->transient_bytes + total > c->pp.transient_max)) {
+    if (!resident && (!c->has_store || c->transient_bytes + total > transient_allow(c))) {
         pthread_mutex_unlock(&c->mu);
         return RP_OK;
     }
@@ -1202,7 +1227,7 @@ rp_status rp_chunk_cache_insert(rp_chunk_cache *c, const rp_chunk *parent, const
     pthread_mutex_lock(&c->mu);
     /* room may have been taken meanwhile (another thread, a prefetch) */
     if (resident && !make_room(c, total, INFINITY)) resident = false;
-    if (!resident && (!c->has_store || c->transient_bytes + total > c->pp.transient_max)) {
+    if (!resident && (!c->has_store || c->transient_bytes + total > transient_allow(c))) {
         pthread_mutex_unlock(&c->mu);
         entry_free(e);
         return RP_OK;
@@ -1537,17 +1562,34 @@ static void *writer_main(void *arg) {
             continue;
         }
         delete_bad(c, c->db_wr);
-        /* a batch: oldest dirty chunks first, up to batch_bytes */
+        /* a batch: oldest dirty chunks first, up to batch_bytes — and, with a
+         * flash budget, up to a tenth of it, with room made before the write:
+         * the store then stays within budget + 10% (the write's own WAL pages
+         * included) instead of overshooting by a whole batch until the
+         * eviction after it */
+        uint64_t max_batch = c->pp.batch_bytes;
+        if (c->pp.disk_budget > 0 && c->pp.disk_budget / 10 < max_batch) max_batch = c->pp.disk_budget / 10;
         rp_centry *v[2048];
         int32_t n = 0;
         uint64_t bytes = 0;
-        for (rp_centry *e = c->dirty_head; e && n < 2048 && bytes < c->pp.batch_bytes; e = e->dirty_next) {
+        for (rp_centry *e = c->dirty_head; e && n < 2048 && bytes < max_batch; e = e->dirty_next) {
             if (!writable(e)) continue;
+            if (n > 0 && bytes + e->ch.kv_bytes > max_batch) break;
             heap_del(c, e);
             e->io_busy = true;
             e->ipins++;
             v[n++] = e;
             bytes += e->ch.kv_bytes;
+        }
+        if (n > 0 && c->pp.disk_budget > 0) {
+            pthread_mutex_unlock(&c->mu);
+            const uint64_t disk = rp_store_disk_bytes(c->db_wr);
+            pthread_mutex_lock(&c->mu);
+            const uint64_t low = c->pp.disk_budget - c->pp.disk_budget / 5;
+            if (disk + bytes > c->pp.disk_budget) {
+                uint64_t freed = 0;   /* the batch itself is held (ipins): never a victim */
+                disk_evict(c, c->db_wr, low > bytes ? low - bytes : 0, &freed);
+            }
         }
         if (n > 0) write_batch(c, c->db_wr, v, n);
         if (++rounds % 8 == 0 || !c->dirty_head) {

@@ -102,8 +102,9 @@ rp_chunk *rp_chunk_cache_find(rp_chunk_cache *c, const rp_token *toks, const rp_
  * (policy order) to stay within budget; a chunk that does not fit (larger than
  * the budget, or the rest is pinned) is not cached (returns RP_OK with *out
  * NULL) — with a store attached it is still returned, held outside the budget
- * until written to flash (up to transient_max bytes of such chunks). On
- * success *out (if out != NULL) is the chunk, pinned. Lookups and inserts may
+ * until written to flash (up to min(budget / 20, transient_max) bytes of
+ * such chunks and over-budget flash loads together; see transient_allow in
+ * cache.c). On success *out (if out != NULL) is the chunk, pinned. Lookups and inserts may
  * read flash on the calling thread; nothing here waits for the writer except
  * pinning a chunk whose payload it is copying at that moment. */
 rp_status rp_chunk_cache_insert(rp_chunk_cache *c, const rp_chunk *parent, const rp_token *toks,
@@ -160,7 +161,8 @@ typedef struct rp_pool_params {
                                    limit */
     uint32_t write_delay_ms;    /* the writer waits for this much quiet after an insert (default 20) */
     uint64_t batch_bytes;       /* payload bytes per write transaction (default 32 MiB) */
-    size_t transient_max;       /* bytes of chunks held outside the RAM budget (default 64 MiB) */
+    size_t transient_max;       /* bytes of chunks held outside the RAM budget (default 64 MiB); never more
+                                   than budget / 20 (budget 0: no RAM tier, up to this) */
 } rp_pool_params;
 
 rp_pool_params rp_pool_default_params(void);
