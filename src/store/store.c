@@ -350,6 +350,20 @@ rp_status rp_store_open(const char *dir, const rp_store_params *p, rp_store **ou
     if (st == RP_OK) st = open_conn(s, path);
     if (st == RP_OK && !s->p.read_only) st = create_schema(s);
     if (st == RP_OK && s->p.read_only) {
+        /* a writer killed between creating kv.db and committing its schema
+         * (one transaction) leaves a database without tables: an empty store,
+         * told apart from a foreign or damaged file */
+        sqlite3_stmt *q = NULL;
+        int64_t n_tables = -1;
+        if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master", -1, &q, NULL) == SQLITE_OK &&
+            sqlite3_step(q) == SQLITE_ROW)
+            n_tables = sqlite3_column_int64(q, 0);
+        sqlite3_finalize(q);
+        if (n_tables == 0)
+            st = rp_errorf(RP_ERR_NOT_FOUND, "store: '%s' is empty (kv.db has no schema: its creation never committed)",
+                           dir);
+    }
+    if (st == RP_OK && s->p.read_only) {
         int64_t v = 0;
         bool found = false;
         st = meta_get(s, "schema", &v, &found);
