@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <sqlite3.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +160,29 @@ static void test_open_perms_lock(void **state) {
     assert_int_equal(mode_of(p), 0700);
     snprintf(p, sizeof p, "%s/kv/01", dir);
     assert_int_equal(mode_of(p), 0700);
+    /* every payload file (kv/XX/NAME.kv): private too */
+    int n_files = 0;
+    snprintf(p, sizeof p, "%s/kv", dir);
+    DIR *top = opendir(p);
+    assert_non_null(top);
+    for (struct dirent *d; (d = readdir(top));) {
+        if (d->d_name[0] == '.') continue;
+        char sub[4096 + 128];
+        snprintf(sub, sizeof sub, "%s/kv/%s", dir, d->d_name);
+        DIR *dd = opendir(sub);
+        assert_non_null(dd);
+        for (struct dirent *f; (f = readdir(dd));) {
+            const size_t l = strlen(f->d_name);
+            if (l < 4 || strcmp(f->d_name + l - 3, ".kv")) continue;
+            char fp[4096 + 512];
+            snprintf(fp, sizeof fp, "%s/%s", sub, f->d_name);
+            assert_int_equal(mode_of(fp), 0600);
+            n_files++;
+        }
+        closedir(dd);
+    }
+    closedir(top);
+    assert_true(n_files >= 1);   /* RP_PAYLOAD_FILE: the chunk's payload is a file */
 
     /* a second writer is refused while the first holds the lock; readers are fine */
     rp_store *s2 = NULL;
@@ -183,6 +207,20 @@ static void test_open_perms_lock(void **state) {
     rp_store_close(s2);
     /* a read-only open of a missing store says so */
     assert_int_equal(rp_store_open(subdir("nothing-here"), &rp, &s2), RP_ERR_NOT_FOUND);
+    /* a writer killed between creating kv.db and committing its schema leaves an empty database: read as an
+     * empty store (not found), never as damage */
+    const char *empty = subdir("created-not-committed");
+    assert_int_equal(mkdir(empty, 0700), 0);
+    snprintf(p, sizeof p, "%s/kv.db", empty);
+    FILE *ef = fopen(p, "w");
+    assert_non_null(ef);
+    fclose(ef);
+    assert_int_equal(rp_store_open(empty, &rp, &s2), RP_ERR_NOT_FOUND);
+    assert_non_null(strstr(rp_last_error(), "is empty"));
+    assert_int_equal(rp_store_open(empty, &wp, &s2), RP_OK);   /* a writer creates the schema */
+    rp_store_close(s2);
+    assert_int_equal(rp_store_open(empty, &rp, &s2), RP_OK);
+    rp_store_close(s2);
     free_chunks(&c, 1);
 }
 
