@@ -951,7 +951,20 @@ static void test_pool_subchunks(void **state) {
     rp_chunk *ch = rp_chunk_cache_get(c, m[0].chunk_id);
     assert_non_null(ch);
     assert_memory_equal(ch->tokens + m[0].chunk_off, p + 40, 80 * sizeof(rp_token));
+    const uint64_t id2 = ch->id;
     rp_chunk_unpin(c, ch);
+    /* the caller's dense vectors through the pool: with the query vector nearest to chunk 2's, chunk 2 is a
+     * candidate whatever the keywords say, and a short shared run (12 tokens, minimum 10) is found in it */
+    const float v2[4] = {0, 1, 0, 0}, q[4] = {0.1f, 1, 0, 0};
+    assert_int_equal(rp_chunk_cache_put_vector(c, id2, v2, 4), RP_OK);
+    random_tokens(p, 150);
+    memcpy(p + 60, t + 300, 12 * sizeof(rp_token));   /* tokens 100..112 of chunk 2 */
+    assert_int_equal(rp_chunk_cache_find_subchunks_vec(c, p, 150, 10, q, 4, 1, m, 4, &n), RP_OK);
+    assert_int_equal(n, 1);
+    assert_true(m[0].chunk_id == id2);
+    assert_int_equal(m[0].chunk_off, 100);
+    assert_int_equal(m[0].prompt_off, 60);
+    assert_int_equal(m[0].len, 12);
     rp_chunk_cache_free(c);
     free_kv(kv);
 }

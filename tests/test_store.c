@@ -706,6 +706,66 @@ static void test_subchunks(void **state) {
     free(c);
 }
 
+/* The caller's dense query vector widens the sub-chunk candidates: a chunk
+ * sharing only a 12-token run with the prompt (too short for the keyword
+ * guarantee: no common keyword) is no candidate by keywords, but is one —
+ * and its run is found by the LCS pass — when its stored vector is the
+ * nearest to the query vector. */
+static void test_subchunks_vector(void **state) {
+    (void)state;
+    const char *dir = subdir("subvec");
+    rp_store *s = open_store(dir, RP_PAYLOAD_BLOB, 0, false);
+    enum { NCH = 40, DIM = 8 };
+    fake_chunk *c = calloc(NCH, sizeof *c);
+    for (int i = 0; i < NCH; i++) make_chunk(&c[i], (uint64_t)i + 1, NULL, 120, 32000);
+    put_chunks(s, c, NCH, true);
+    rp_token p[120];
+    int32_t n = 0, off = -1;
+    random_tokens(p, 50, 32000);
+    random_tokens(p + 62, 50, 32000);
+    /* a 12-token run of chunk 8 whose winnowed keywords (prompt side and chunk side) have none in common */
+    uint64_t kp[120], kc[120];
+    const int32_t nkc = rp_keywords(c[7].t, 120, SALT, kc, 120);
+    for (int32_t o = 0; o + 12 <= 120 && off < 0; o++) {
+        memcpy(p + 50, c[7].t + o, 12 * sizeof(rp_token));
+        const int32_t nkp = rp_keywords(p, 112, SALT, kp, 120);
+        bool common = false;
+        for (int32_t i = 0; i < nkp && !common; i++)
+            for (int32_t j = 0; j < nkc && !common; j++) common = kp[i] == kc[j];
+        if (!common) off = o;
+    }
+    assert_true(off >= 0);
+    n = 112;
+    rp_subchunk_match m[8];
+    int32_t nm = -1;
+    assert_int_equal(rp_store_find_subchunks(s, p, n, 10, 16, m, 8, &nm), RP_OK);
+    assert_int_equal(nm, 0);   /* no keyword in common */
+    /* vectors: chunk i along axis i % DIM, chunk 8 (id) alone on axis 7 */
+    for (int i = 0; i < NCH; i++) {
+        float v[DIM] = {0};
+        v[i == 7 ? 7 : i % 7] = 1;
+        v[(i + 1) % 7] += 0.1f;
+        assert_int_equal(rp_store_put_vector(s, c[i].id, v, DIM), RP_OK);
+    }
+    const float q[DIM] = {0, 0, 0, 0, 0, 0, 0.2f, 1};
+    assert_int_equal(rp_store_find_subchunks_vec(s, p, n, 10, 16, q, DIM, 2, m, 8, &nm), RP_OK);
+    assert_int_equal(nm, 1);
+    assert_true(m[0].chunk_id == c[7].id);
+    assert_int_equal(m[0].chunk_off, off);
+    assert_int_equal(m[0].prompt_off, 50);
+    assert_int_equal(m[0].len, 12);
+    /* a query vector pointing elsewhere brings other candidates, which share no run: nothing */
+    const float q2[DIM] = {1, 0, 0, 0, 0, 0, 0, 0};
+    assert_int_equal(rp_store_find_subchunks_vec(s, p, n, 10, 16, q2, DIM, 2, m, 8, &nm), RP_OK);
+    assert_int_equal(nm, 0);
+    /* a vector of another dimension matches no stored vector */
+    assert_int_equal(rp_store_find_subchunks_vec(s, p, n, 10, 16, q, DIM - 1, 2, m, 8, &nm), RP_OK);
+    assert_int_equal(nm, 0);
+    rp_store_close(s);
+    free_chunks(c, NCH);
+    free(c);
+}
+
 static void test_vectors_coaccess_hottest(void **state) {
     (void)state;
     const char *dir = subdir("vec");
@@ -1015,7 +1075,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_model_isolation),   cmocka_unit_test(test_bitflips),
         cmocka_unit_test(test_delete_compact),    cmocka_unit_test(test_evict_cascade),
         cmocka_unit_test(test_sam_vs_brute),      cmocka_unit_test(test_winnowing_guarantee),
-        cmocka_unit_test(test_subchunks),         cmocka_unit_test(test_vectors_coaccess_hottest),
+        cmocka_unit_test(test_subchunks),         cmocka_unit_test(test_vectors_coaccess_hottest), cmocka_unit_test(test_subchunks_vector),
         cmocka_unit_test(test_bench_blob_vs_file), cmocka_unit_test(test_bench_zstd_real_kv),
         cmocka_unit_test(test_bench_lookup_100k),
     };

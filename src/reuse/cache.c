@@ -2045,6 +2045,12 @@ rp_status rp_chunk_cache_evict_disk(rp_chunk_cache *c, uint64_t target, uint64_t
 
 rp_status rp_chunk_cache_find_subchunks(rp_chunk_cache *c, const rp_token *toks, int32_t n, int32_t min_len,
                                         rp_subchunk_match *out, int32_t cap, int32_t *n_out) {
+    return rp_chunk_cache_find_subchunks_vec(c, toks, n, min_len, NULL, 0, 0, out, cap, n_out);
+}
+
+rp_status rp_chunk_cache_find_subchunks_vec(rp_chunk_cache *c, const rp_token *toks, int32_t n, int32_t min_len,
+                                            const float *qvec, int32_t dim, int32_t k_vec, rp_subchunk_match *out,
+                                            int32_t cap, int32_t *n_out) {
     if (n_out) *n_out = 0;
     if (!c || !n_out) return rp_errorf(RP_ERR_INVALID_ARG, "chunk_cache: NULL argument");
     pthread_mutex_lock(&c->mu);
@@ -2052,7 +2058,19 @@ rp_status rp_chunk_cache_find_subchunks(rp_chunk_cache *c, const rp_token *toks,
     pthread_mutex_unlock(&c->mu);
     if (!has) return RP_OK;
     pthread_mutex_lock(&c->eng_mu);
-    rp_status st = rp_store_find_subchunks(c->db_eng, toks, n, min_len, 16, out, cap, n_out);
+    rp_status st = rp_store_find_subchunks_vec(c->db_eng, toks, n, min_len, 16, qvec, dim, k_vec, out, cap, n_out);
+    pthread_mutex_unlock(&c->eng_mu);
+    return st;
+}
+
+rp_status rp_chunk_cache_put_vector(rp_chunk_cache *c, uint64_t id, const float *v, int32_t dim) {
+    if (!c) return rp_errorf(RP_ERR_INVALID_ARG, "chunk_cache: NULL argument");
+    pthread_mutex_lock(&c->mu);
+    const bool ok = c->has_store && !c->ro;
+    pthread_mutex_unlock(&c->mu);
+    if (!ok) return rp_errorf(RP_ERR_INVALID_ARG, "chunk_cache: vectors need a writable store");
+    pthread_mutex_lock(&c->eng_mu);
+    rp_status st = rp_store_put_vector(c->db_eng, id, v, dim);
     pthread_mutex_unlock(&c->eng_mu);
     return st;
 }

@@ -205,6 +205,16 @@ void rp_chunk_cache_prefetch_sync(rp_chunk_cache *c);
 rp_status rp_chunk_cache_find_subchunks(rp_chunk_cache *c, const rp_token *toks, int32_t n, int32_t min_len,
                                         rp_subchunk_match *out, int32_t cap, int32_t *n_out);
 
+/* The same with the caller's dense query vector: the k_vec chunks nearest to
+ * it by cosine join the keyword candidates (see rp_store_find_subchunks_vec). */
+rp_status rp_chunk_cache_find_subchunks_vec(rp_chunk_cache *c, const rp_token *toks, int32_t n, int32_t min_len,
+                                            const float *qvec, int32_t dim, int32_t k_vec, rp_subchunk_match *out,
+                                            int32_t cap, int32_t *n_out);
+/* Stores the caller's dense vector for chunk `id` (e.g. its RAG embedding).
+ * The vector is kept by chunk id and dropped with the chunk's row; it only
+ * matches once the chunk is on flash (rp_chunk_cache_flush). */
+rp_status rp_chunk_cache_put_vector(rp_chunk_cache *c, uint64_t id, const float *v, int32_t dim);
+
 /* A pinned chunk by id (RAM, else flash); NULL if absent. For sub-chunk matches. */
 rp_chunk *rp_chunk_cache_get(rp_chunk_cache *c, uint64_t id);
 

@@ -1881,6 +1881,12 @@ static int match_by_off(const void *a, const void *b) {
 
 rp_status rp_store_find_subchunks(rp_store *s, const rp_token *toks, int32_t n, int32_t min_len,
                                   int32_t max_candidates, rp_subchunk_match *out, int32_t cap, int32_t *n_out) {
+    return rp_store_find_subchunks_vec(s, toks, n, min_len, max_candidates, NULL, 0, 0, out, cap, n_out);
+}
+
+rp_status rp_store_find_subchunks_vec(rp_store *s, const rp_token *toks, int32_t n, int32_t min_len,
+                                      int32_t max_candidates, const float *qvec, int32_t dim, int32_t k_vec,
+                                      rp_subchunk_match *out, int32_t cap, int32_t *n_out) {
     *n_out = 0;
     RP_TRY(need_model(s));
     if (!toks || n < RP_KW_GRAM || cap <= 0 || !out) return RP_OK;
@@ -1935,6 +1941,29 @@ rp_status rp_store_find_subchunks(rp_store *s, const rp_token *toks, int32_t n, 
     }
     if (m > 1) qsort(cv, (size_t)m, sizeof *cv, cand_by_votes);
     if (m > max_candidates) m = max_candidates;
+    /* the caller's dense vector: its top k_vec chunks join the keyword
+     * candidates (a paraphrase or a chunk whose shared runs are too short for
+     * a common keyword still gets the LCS pass); the LCS decides what is reused */
+    if (qvec && dim > 0 && k_vec > 0) {
+        uint64_t *vid = malloc(sizeof *vid * (size_t)k_vec);
+        float *vsc = malloc(sizeof *vsc * (size_t)k_vec);
+        cand *nv = realloc(cv, sizeof *cv * (size_t)(m + k_vec));
+        int32_t nvk = 0;
+        if (!vid || !vsc || !nv) st = rp_errorf(RP_ERR_NOMEM, "store: out of memory");
+        if (nv) cv = nv;
+        if (st == RP_OK) st = rp_store_vector_topk(s, qvec, dim, k_vec, vid, vsc, &nvk);
+        for (int32_t i = 0; st == RP_OK && i < nvk; i++) {
+            bool dup = false;
+            for (int64_t j = 0; j < m && !dup; j++) dup = cv[j].id == vid[i];
+            if (!dup) cv[m++] = (cand){vid[i], 0};
+        }
+        free(vid);
+        free(vsc);
+        if (st != RP_OK) {
+            free(cv);
+            return st;
+        }
+    }
 
     rp_sam *sam = NULL;
     st = rp_sam_build(toks, n, &sam);
