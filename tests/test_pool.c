@@ -527,6 +527,10 @@ static void test_budgets_hold(void **state) {
                   (unsigned long long)st.disk_evictions, (unsigned long long)st.written, (double)hits / (double)looked,
                   (rss_max - rss0) / 1024.0);
     assert_true(st.disk_evictions > 0);   /* the budget was actually exercised */
+    /* the RAM reload cost runs on the measured flash read rate, not the default */
+    assert_true(st.loads >= 4 && st.reload_measured && st.reload_ms_per_mib > 0);
+    print_message("budgets: measured reload %.4f ms/MiB over %llu loads (default %.2f)\n", st.reload_ms_per_mib,
+                  (unsigned long long)st.loads, rp_pool_default_params().reload_ms_per_mib);
 #ifndef RP_ASAN
     /* RSS over the baseline taken before the pool filled: within the RAM budget +10%, everything included —
      * the pool and its transient chunks, SQLite connections (4 x 2 MiB page cache), the WAL index, thread

@@ -169,6 +169,8 @@ struct rp_chunk_cache {
     rp_centry *load_head, *load_tail;  /* async loads */
     rp_status write_err;
     char write_err_msg[256];
+    double rate_ms_per_mib;            /* measured flash read time per MiB (EWMA) */
+    int32_t rate_n;                    /* loads measured */
 };
 
 #define RP_CACHE_ALIGN 64
@@ -286,11 +288,30 @@ static bool rp_content_resident(const rp_chunk_cache *c, uint64_t hash) {
 
 /* ---- eviction keys and the heap --------------------------------------- */
 
+/* Flash read time per MiB for the RAM reload cost: the configured default
+ * until a few loads were measured, then the measured rate (page cache or
+ * flash, whichever this machine actually serves). Keys already in the heap
+ * keep the rate they were computed with; the rate moves slowly (EWMA). */
+#define RATE_MIN_SAMPLES 4
+static double reload_rate(const rp_chunk_cache *c) {
+    return c->rate_n >= RATE_MIN_SAMPLES ? c->rate_ms_per_mib : c->pp.reload_ms_per_mib;
+}
+
+/* A payload read of `bytes` took `ms` (mu held). The per-chunk latency
+ * (reload_ms_fixed) is taken out; reads under 16 KiB are latency, not rate. */
+static void note_load_rate(rp_chunk_cache *c, double ms, size_t bytes) {
+    if (bytes < (16u << 10) || ms < 0) return;
+    double r = (ms - c->pp.reload_ms_fixed) / ((double)bytes / (1024.0 * 1024.0));
+    if (r < 1e-4) r = 1e-4;
+    c->rate_ms_per_mib = c->rate_n == 0 ? r : 0.9 * c->rate_ms_per_mib + 0.1 * r;
+    c->rate_n++;
+}
+
 static double rp_cost(const rp_chunk_cache *c, const rp_centry *e) {
     const double eps = 1e-3;
     double rc = e->ch.recompute_ms > eps ? e->ch.recompute_ms : eps;
     if (!c->has_store || e->dirty || !e->on_flash) return rc;
-    double reload = c->pp.reload_ms_fixed + (double)e->ch.kv_bytes / (1024.0 * 1024.0) * c->pp.reload_ms_per_mib;
+    double reload = c->pp.reload_ms_fixed + (double)e->ch.kv_bytes / (1024.0 * 1024.0) * reload_rate(c);
     if (!e->ch.exact) reload *= c->pp.nonprefix_factor;
     return reload > eps ? reload : eps;
 }
@@ -962,6 +983,7 @@ static rp_centry *load_row(rp_chunk_cache *c, rp_store *db, rp_store_chunk *meta
     c->st.loads++;
     c->st.load_bytes += kv_bytes;
     if (db == c->db_eng) c->st.load_ms += dt;
+    if (!c->pp.async_load) note_load_rate(c, dt, kv_bytes);
     if (make_room(c, total, INFINITY)) entry_index(c, e);
     else if (c->transient_bytes + total <= transient_allow(c)) entry_make_transient(c, e);
     else {   /* the room went meanwhile: a miss, as above */
@@ -1277,6 +1299,8 @@ rp_cache_stats rp_chunk_cache_stats(const rp_chunk_cache *cc) {
     pthread_mutex_lock(&c->mu);
     s = c->st;
     s.bytes = c->bytes;
+    s.reload_ms_per_mib = c->has_store ? reload_rate(c) : 0;
+    s.reload_measured = c->rate_n >= RATE_MIN_SAMPLES;
     pthread_mutex_unlock(&c->mu);
     return s;
 }
@@ -1693,8 +1717,11 @@ static void *loader_main(void *arg) {
                 rp_centry *e = q[i];
                 if (e->failed || e->layers_ready > l) continue;
                 pthread_mutex_unlock(&c->mu);
+                const double tl = now_ms();
                 rp_status st = c->stop ? RP_ERR_CANCELLED : rp_store_load_layers(c->db_ld, e->meta, e->ch.kv, l, l + 1);
+                const double dl = now_ms() - tl;
                 pthread_mutex_lock(&c->mu);
+                if (st == RP_OK) note_load_rate(c, dl * L, e->ch.kv_bytes);   /* one layer's read, scaled to the chunk */
                 if (st != RP_OK) {
                     e->failed = true;
                     c->st.load_failures++;
@@ -1827,11 +1854,15 @@ static void prefetch_round(rp_chunk_cache *c) {
         bool found = false;
         rp_status st = rp_store_get(c->db_pf, cv[i].m.id, &full, &found);
         rp_centry *e = NULL;
+        double tl = 0;
         if (st == RP_OK && found) {
             e = entry_alloc(c, full.n_tokens, total, kvb);
+            tl = now_ms();
             if (e) st = rp_store_load(c->db_pf, &full, e->ch.kv);
+            tl = now_ms() - tl;
         }
         pthread_mutex_lock(&c->mu);
+        if (st == RP_OK && found && e) note_load_rate(c, tl, kvb);
         if (st == RP_ERR_FORMAT) queue_bad(c, cv[i].m.id);
         if (st != RP_OK || !found || !e || rp_find_id(c, full.id) || !make_room(c, total, INFINITY)) {
             if (e) entry_free(e);

@@ -69,6 +69,9 @@ typedef struct rp_cache_stats {
     uint64_t write_failures, dropped_dirty;   /* failed writes; dirty chunks evicted before being written */
     uint64_t transient, transient_bytes;      /* chunks held outside the budget (over-budget loads / inserts) */
     uint64_t disk_bytes, disk_evictions;      /* store size (last measured) / rows evicted from flash */
+    double reload_ms_per_mib;  /* flash read time per MiB the RAM eviction cost uses: measured (EWMA over demand,
+                                  async and prefetch loads) once reload_measured, rp_pool_params's default before */
+    bool reload_measured;
 } rp_cache_stats;
 
 typedef struct rp_chunk_cache rp_chunk_cache;
@@ -142,7 +145,8 @@ void rp_chunk_cache_foreach(rp_chunk_cache *c, bool (*fn)(void *user, rp_chunk *
 typedef struct rp_pool_params {
     rp_evict_policy policy;     /* AUTO = COST */
     double half_life;           /* locality half-life, in accesses (pool clock ticks); default 256 */
-    double reload_ms_per_mib;   /* RAM eviction cost of a clean prefix chunk: flash read time per MiB (default 0.5) */
+    double reload_ms_per_mib;   /* RAM eviction cost of a clean prefix chunk: flash read time per MiB (default 0.5),
+                                   until 4 loads (of >= 16 KiB) are timed: then the measured rate */
     double reload_ms_fixed;     /* + per-chunk latency (default 0.05) */
     double nonprefix_factor;    /* cost share of a non-prefix (inexact) chunk's reload: its load overlaps compute
                                    (default 0.05) */
