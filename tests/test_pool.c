@@ -601,7 +601,7 @@ static void test_prefetch_coaccess_children(void **state) {
     assert_int_equal(s1.flash_hits - s0.flash_hits, 1);
     rp_chunk_cache_prefetch_sync(c);
     rp_cache_stats s2 = rp_chunk_cache_stats(c);
-    assert_true(s2.prefetched > s1.prefetched);
+    assert_true(s2.prefetched > s0.prefetched);   /* by the background round the access started, or by this one */
     rp_chunk *y = rp_chunk_cache_find(c, t, &b);
     assert_non_null(y);
     rp_chunk_unpin(c, y);
@@ -617,7 +617,7 @@ static void test_prefetch_coaccess_children(void **state) {
     assert_int_equal(s4.flash_hits - s3.flash_hits, 1);
     rp_chunk_cache_prefetch_sync(c);
     rp_cache_stats s5 = rp_chunk_cache_stats(c);
-    assert_true(s5.prefetched > s4.prefetched);
+    assert_true(s5.prefetched > s3.prefetched);
     assert_int_equal(rp_chunk_cache_match_prefix(c, t, pc, 2, m), 2);
     assert_true(m[1]->id == ids[1]);
     rp_chunk_unpin(c, m[1]);
