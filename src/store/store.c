@@ -1900,10 +1900,10 @@ rp_status rp_store_find_subchunks_vec(rp_store *s, const rp_token *toks, int32_t
     int64_t nc = 0, capc = 0;
     sqlite3_stmt *q = NULL;
     rp_status st = RP_OK;
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT k.chunk FROM keywords k JOIN chunks c ON c.id = k.chunk "
-                           "WHERE k.kw = ?1 AND c.model = ?2 AND c.corrupt = 0",
-                           -1, &q, NULL) != SQLITE_OK)
+    /* the (kw, chunk) primary key answers this alone; the model / corrupt
+     * check runs below on the few top-ranked candidates only (keywords are
+     * salted per model, so another model's rows almost never share one) */
+    if (sqlite3_prepare_v2(s->db, "SELECT chunk FROM keywords WHERE kw = ?1", -1, &q, NULL) != SQLITE_OK)
         st = sql_err(s, "keyword lookup");
     for (int32_t i = 0; i < nk && st == RP_OK; i++) {
         bool dup = false;   /* a repeated keyword votes once */
@@ -1912,7 +1912,6 @@ rp_status rp_store_find_subchunks_vec(rp_store *s, const rp_token *toks, int32_t
         if (dup) continue;
         sqlite3_reset(q);
         sqlite3_bind_int64(q, 1, i64(kw[i]));
-        sqlite3_bind_int64(q, 2, s->model);
         while (sqlite3_step(q) == SQLITE_ROW) {
             if (nc == capc) {
                 capc = capc ? 2 * capc : 256;
@@ -1940,7 +1939,23 @@ rp_status rp_store_find_subchunks_vec(rp_store *s, const rp_token *toks, int32_t
         else cv[m++] = cv[i];
     }
     if (m > 1) qsort(cv, (size_t)m, sizeof *cv, cand_by_votes);
-    if (m > max_candidates) m = max_candidates;
+    {   /* the best max_candidates that are this model's and not marked corrupt */
+        sqlite3_stmt *ok = NULL;
+        if (m > 0 && sqlite3_prepare_v2(s->db, "SELECT 1 FROM chunks WHERE id = ?1 AND model = ?2 AND corrupt = 0", -1,
+                                        &ok, NULL) != SQLITE_OK) {
+            free(cv);
+            return sql_err(s, "keyword candidates");
+        }
+        int64_t kept = 0;
+        for (int64_t i = 0; i < m && kept < max_candidates; i++) {
+            sqlite3_reset(ok);
+            sqlite3_bind_int64(ok, 1, i64(cv[i].id));
+            sqlite3_bind_int64(ok, 2, s->model);
+            if (sqlite3_step(ok) == SQLITE_ROW) cv[kept++] = cv[i];
+        }
+        sqlite3_finalize(ok);
+        m = kept;
+    }
     /* the caller's dense vector: its top k_vec chunks join the keyword
      * candidates (a paraphrase or a chunk whose shared runs are too short for
      * a common keyword still gets the LCS pass); the LCS decides what is reused */
