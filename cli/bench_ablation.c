@@ -59,6 +59,12 @@ typedef struct vrun {
     double writes_prefill, writes_commit, wms_prefill, wms_commit;
     rp_cache_stats tot;        /* pool counters over the timed queries (deltas) */
     uint64_t store_bytes;      /* the store directory after the run (flushed) */
+    /* budgets, sampled after every query (warm-up included): VmRSS above the
+     * baseline taken before the first query (model, context and KV pages
+     * already touched), the pool's accounted bytes (budget + transient), and the
+     * store directory on disk (db + WAL + payload files) */
+    uint64_t rss_base, rss_growth_max, pool_max, disk_max;
+    double sample_ms;          /* time the samples took (added to the gap, not to any TTFT) */
     double filler_s;
     double mean, p50, p95;
 } vrun;
@@ -224,6 +230,79 @@ static bool work_build(const rp_model *m, int D, int32_t doc_len, int K, int32_t
     return ok;
 }
 
+/* The crafted workload, where LRU and cost-aware eviction part ways: H hot
+ * LONG documents (hot_len tokens), each query opening with one of them
+ * (uniformly, with probability hot_share: a prefix chunk, exact, costly to
+ * recompute and the parent of the rest), followed by S one-off SHORT
+ * documents of short_len tokens never seen again + a new tail. The RAM pool
+ * and the flash budget are smaller than the hot set, so a hot document comes
+ * back after more one-off bytes than either tier holds: LRU evicts it before
+ * its next use (the loop pathology), while locality x cost keeps the hot,
+ * long, prefix-parent chunks and drops the one-offs. Caller boundaries at
+ * every document and at the tail. */
+static bool work_build_crafted(const rp_model *m, int H, int32_t hot_len, int S, int32_t short_len, int32_t tail, int Q,
+                               double hot_share, uint64_t seed, abl_work *w) {
+    memset(w, 0, sizeof *w);
+    uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 0xc4af7ed;
+    if (!s) s = 1;
+    const int32_t V = m->hp.n_vocab;
+    const int32_t lo = V > 1024 ? 300 : 3, hi = V > 1024 ? (V < 30000 ? V - 100 : 30000) : V;
+    const rp_token bos = rp_tokenizer_bos(m->tok);
+    rp_token *hot = malloc(sizeof(rp_token) * (size_t)H * (size_t)hot_len);
+    w->q = calloc((size_t)Q, sizeof *w->q);
+    bool ok = hot && w->q;
+    for (size_t i = 0; ok && i < (size_t)H * (size_t)hot_len; i++) hot[i] = lo + (rp_token)(rng(&s) % (uint64_t)(hi - lo));
+    int with_hot = 0;
+    for (int qi = 0; ok && qi < Q; qi++) {
+        const int h = rng_unit(&s) < hot_share ? (int)(rng(&s) % (uint64_t)H) : -1;
+        rp_wprompt *p = &w->q[qi];
+        const int32_t n = (bos >= 0 ? 1 : 0) + (h >= 0 ? hot_len : 0) + S * short_len + tail;
+        p->toks = malloc(sizeof(rp_token) * (size_t)(n > 0 ? n : 1));
+        p->bounds = malloc(sizeof(int32_t) * (size_t)(S + 2));
+        w->n_q = qi + 1;
+        if (!p->toks || !p->bounds) {
+            ok = false;
+            break;
+        }
+        int32_t at = 0;
+        if (bos >= 0) p->toks[at++] = bos;
+        if (h >= 0) {
+            memcpy(p->toks + at, hot + (size_t)h * (size_t)hot_len, sizeof(rp_token) * (size_t)hot_len);
+            at += hot_len;
+            with_hot++;
+        }
+        for (int k = 0; k < S + 1; k++) {   /* S one-off documents, then the tail: fresh tokens each */
+            const int32_t len = k < S ? short_len : tail;
+            if (len <= 0) continue;
+            if (at > 0) p->bounds[p->n_bounds++] = at;
+            for (int32_t i = 0; i < len; i++) p->toks[at++] = lo + (rp_token)(rng(&s) % (uint64_t)(hi - lo));
+        }
+        p->n = at;
+        if (at > w->max_tokens) w->max_tokens = at;
+    }
+    w->first_share = Q > 0 ? (double)with_hot / Q : 0;
+    free(hot);
+    if (!ok) work_free(w);
+    return ok;
+}
+
+/* ---- budgets: process RSS and the store's size on disk, sampled per query ---- */
+
+/* VmRSS in bytes (0 if /proc is not there). */
+static uint64_t rss_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    uint64_t kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6)) {
+            kib = strtoull(line + 6, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return kib * 1024;
+}
+
 /* ---- the store: filler rows ---- */
 
 #define FILLER_SALT 0xf111e2f111e2f111ULL
@@ -375,11 +454,13 @@ static bool run_variant(const char *cmd, const run_cfg *rc, vrun *out) {
     }
     rp_cache_stats cs_warm = rp_chunk_cache_stats(pool);
     double t_first_prev = 0;
+    out->rss_base = rss_bytes();
+    double sample_ms = 0;   /* the previous query's sampling time: the gap starts after it */
     for (int q = 0; q < w->n_q; q++) {
         const rp_wprompt *p = &w->q[q];
         double queue = 0;
         if (q > 0) {   /* arrival: gap_ms after the previous first token */
-            const double arrival = t_first_prev + rc->gap_ms, now = now_ms();
+            const double arrival = t_first_prev + rc->gap_ms + sample_ms, now = now_ms();
             if (now < arrival) sleep_ms(arrival - now);
             else queue = now - arrival;
         }
@@ -403,6 +484,15 @@ static bool run_variant(const char *cmd, const run_cfg *rc, vrun *out) {
             goto out;
         }
         const rp_cache_stats c2 = rp_chunk_cache_stats(pool);
+        {
+            const double ts = now_ms();
+            const uint64_t rss = rss_bytes(), disk = dir_bytes(dir), pool_b = c2.bytes + c2.transient_bytes;
+            if (rss > out->rss_base && rss - out->rss_base > out->rss_growth_max) out->rss_growth_max = rss - out->rss_base;
+            if (disk > out->disk_max) out->disk_max = disk;
+            if (pool_b > out->pool_max) out->pool_max = pool_b;
+            sample_ms = now_ms() - ts;
+            out->sample_ms += sample_ms;
+        }
         const double ttft = queue + rs.ttft_ms;
         const uint64_t fh = c1.flash_hits - c0.flash_hits;
         fprintf(stderr, "\r  %-20s query %3d/%d%s: TTFT %8.1f ms, flash hits %2llu   ", v->name, q + 1, w->n_q,
@@ -475,10 +565,23 @@ static const vrun *find_run(const vrun *runs, int n, const char *name) {
 static bool is_static_derived(const variant_def *v) { return v->static_mode && (v->fixed_shapes || v->naive_schedule); }
 
 /* Cells of the main table for run r (NUM_COLS strings), shared by stdout and HTML. */
-#define NUM_COLS 15
-static const char *const k_head[NUM_COLS] = {"variant",   "mean ms",    "p50 ms",    "p95 ms",      "vs full",
-                                             "vs static", "RAM hits",   "flash hits", "misses",     "flash MiB",
-                                             "load ms",   "exposed ms", "path writes", "commit ms", "pad rows"};
+#define NUM_COLS 20
+static const char *const k_head[NUM_COLS] = {"variant",   "mean ms",    "p50 ms",      "p95 ms",    "vs full",
+                                             "vs static", "RAM hits",   "flash hits",  "misses",    "hit %", "reuse %",
+                                             "flash MiB", "load ms",    "exposed ms",  "path writes", "commit ms",
+                                             "pad rows",  "RSS+ MiB",   "pool max MiB", "disk max MiB"};
+
+/* Chunk lookups answered by RAM or flash, of all lookups. */
+static double hit_rate(const vrun *r) {
+    const double all = r->ram_hits + r->flash_hits + r->misses;
+    return all > 0 ? (r->ram_hits + r->flash_hits) / all : 0;
+}
+
+/* Prompt tokens whose KV came from the cache (prefix or elsewhere), of all prompt tokens. */
+static double reuse_share(const vrun *r) {
+    const double all = r->n_prefix + r->n_nonprefix + r->n_new;
+    return all > 0 ? (r->n_prefix + r->n_nonprefix) / all : 0;
+}
 
 static void cells_of(const vrun *r, const vrun *full, const vrun *stat, char c[NUM_COLS][32]) {
     snprintf(c[0], 32, "%s", r->v->name);
@@ -497,16 +600,21 @@ static void cells_of(const vrun *r, const vrun *full, const vrun *stat, char c[N
     snprintf(c[6], 32, "%.1f", r->ram_hits / n);
     snprintf(c[7], 32, "%.1f", r->flash_hits / n);
     snprintf(c[8], 32, "%.1f", r->misses / n);
-    snprintf(c[9], 32, "%.2f", r->flash_bytes / n / 1048576.0);
-    snprintf(c[10], 32, "%.2f", r->load_ms / n);
-    snprintf(c[11], 32, "%.2f", r->exposed_ms / n);
-    snprintf(c[12], 32, "%.2f", (r->writes_prefill + r->writes_commit) / n);
-    snprintf(c[13], 32, "%.2f", r->commit_ms / n);
-    snprintf(c[14], 32, "%.1f", r->n_pad / n);
+    snprintf(c[9], 32, "%.1f", 100.0 * hit_rate(r));
+    snprintf(c[10], 32, "%.1f", 100.0 * reuse_share(r));
+    snprintf(c[11], 32, "%.2f", r->flash_bytes / n / 1048576.0);
+    snprintf(c[12], 32, "%.2f", r->load_ms / n);
+    snprintf(c[13], 32, "%.2f", r->exposed_ms / n);
+    snprintf(c[14], 32, "%.2f", (r->writes_prefill + r->writes_commit) / n);
+    snprintf(c[15], 32, "%.2f", r->commit_ms / n);
+    snprintf(c[16], 32, "%.1f", r->n_pad / n);
+    snprintf(c[17], 32, "%.2f", r->rss_growth_max / 1048576.0);
+    snprintf(c[18], 32, "%.2f", r->pool_max / 1048576.0);
+    snprintf(c[19], 32, "%.2f", r->disk_max / 1048576.0);
 }
 
 static void write_json(FILE *f, const char *model, const vrun *runs, int nr, const vrun *full, const vrun *stat,
-                       const char *params_json) {
+                       const char *params_json, size_t ram_budget, uint64_t disk_budget) {
     fprintf(f, "{\"bench\": \"ablation\", \"model\": ");
     json_str(f, model);
     fprintf(f, ", %s, \"variants\": [", params_json);
@@ -551,6 +659,17 @@ static void write_json(FILE *f, const char *model, const vrun *runs, int nr, con
                 (unsigned long long)t->dropped_dirty, (unsigned long long)t->transient,
                 (unsigned long long)t->disk_evictions, (unsigned long long)t->load_failures,
                 (unsigned long long)t->n_chunks, (unsigned long long)t->bytes);
+        fprintf(f, ", \"reuse_share\": %.4f", reuse_share(r));
+        fprintf(f, ", \"lookups\": %.3f, \"hit_rate\": %.4f, \"ram_hit_rate\": %.4f", (r->ram_hits + r->flash_hits + r->misses) / n,
+                hit_rate(r), r->ram_hits + r->flash_hits + r->misses > 0
+                                 ? r->ram_hits / (r->ram_hits + r->flash_hits + r->misses) : 0.0);
+        fprintf(f, ", \"rss_base\": %llu, \"rss_growth_max\": %llu, \"pool_max\": %llu, \"disk_max\": %llu, "
+                   "\"sample_ms\": %.3f", (unsigned long long)r->rss_base, (unsigned long long)r->rss_growth_max,
+                (unsigned long long)r->pool_max, (unsigned long long)r->disk_max, r->sample_ms);
+        if (ram_budget > 0) fprintf(f, ", \"rss_growth_vs_ram\": %.4f", (double)r->rss_growth_max / (double)ram_budget);
+        else fprintf(f, ", \"rss_growth_vs_ram\": null");
+        if (disk_budget > 0) fprintf(f, ", \"disk_vs_budget\": %.4f", (double)r->disk_max / (double)disk_budget);
+        else fprintf(f, ", \"disk_vs_budget\": null");
         fprintf(f, ", \"store_bytes\": %llu, \"filler_s\": %.3f, \"ttft_ms\": [", (unsigned long long)r->store_bytes,
                 r->filler_s);
         for (int q = 0; q < r->n; q++) fprintf(f, "%s%.3f", q ? ", " : "", r->ttft[q]);
@@ -608,7 +727,8 @@ static void write_html(FILE *hf, const char *note, const vrun *runs, int nr, con
 }
 
 static void usage(void) {
-    printf("usage: reprise bench ablation -m MODEL.gguf [--variants LIST] [--docs 24] [--doc-len 256] [--per-query 4]\n"
+    printf("usage: reprise bench ablation -m MODEL.gguf [--variants LIST] [--workload zipf|crafted] [--docs 24]\n"
+           "         [--doc-len 256] [--per-query 4] [--short 3] [--short-len 48] [--hot-share 1]\n"
            "         [--tail 32] [--queries 48] [--warmup N] [--zipf 1.0] [--gap 100] [--recompute-ratio 0.25]\n"
            "         [--cache-ram MB] [--cache-disk MB] [--filler N] [--cache-dir DIR] [--keep] [--calibrate]\n"
            "         [--no-async-load] [--kv-type f16] [-t 2] [--seed 1] [--cpu LEVEL] [--json OUT.json]\n"
@@ -629,6 +749,16 @@ static void usage(void) {
            "third of the corpus's KV bytes) cannot hold them all, so RAM eviction and flash hits happen. --cache-disk\n"
            "bounds the store (default unlimited). --filler N first adds N small cold rows of another model to each\n"
            "store (e.g. 100000: the size of a long-lived store, where lookups need its indexes; default 0).\n"
+           "--workload crafted: where LRU and cost-aware eviction differ. --docs hot LONG documents (default 6) of\n"
+           "--doc-len tokens (default 512); a query opens with one of them (uniformly; with probability\n"
+           "--hot-share) and goes on with --short one-off SHORT documents of --short-len tokens never seen again\n"
+           "+ --tail new tokens. RAM defaults to a third of the hot set's KV and flash to three quarters of it, so\n"
+           "a hot document returns after more bytes than either tier holds: LRU loses it, locality x cost keeps\n"
+           "the hot, long, prefix-parent chunks (compare full with lru-eviction: hit %%, reuse %%, TTFT).\n"
+           "Budgets are sampled after every query (warm-up included): RSS+ = VmRSS growth over the variant's\n"
+           "baseline before its first query (compare with --cache-ram), pool max = the pool's accounted bytes\n"
+           "(transient included), disk max = the store directory (db + WAL + payload files; compare with\n"
+           "--cache-disk).\n"
            "Variants (--variants a,b,c; default all, in this order):\n"
            "  full                 dynamic blend, RAM pool over the SQLite store, cost-aware eviction, layer-wise\n"
            "                       pipeline (flash reads and placement alongside compute), async persistence, prefetch\n"
@@ -647,6 +777,7 @@ static void usage(void) {
            "Columns, means per timed query: TTFT mean / p50 / p95 (queue wait included); vs full = mean TTFT over\n"
            "full's (> 1: slower without the component); vs static = the same against static (static-* rows);\n"
            "RAM hits / flash hits / misses = chunk lookups answered by the RAM pool / by flash / by neither;\n"
+           "hit %% = (RAM + flash hits) / lookups; reuse %% = prompt tokens whose KV came from the cache;\n"
            "flash MiB = payload read from flash; load ms / exposed ms = moving cached KV into the prompt (flash\n"
            "reads on the request thread + placement) / the part the compute waited for; path writes = chunk\n"
            "writes completed while the request thread was in prefill or commit; commit ms = the request thread's\n"
@@ -659,8 +790,10 @@ int bench_ablation(int argc, char **argv) {
     const char *model_path = NULL, *variants_s = NULL, *kv_name = "f16", *json_out = NULL, *html_out = NULL;
     const char *cache_dir = NULL;
     long threads = 2, n_docs = 24, doc_len = 256, per_query = 4, tail = 32, n_queries = 48, warmup = -1, seed = 1;
-    long filler = 0;
-    double zipf = 1.0, gap_ms = 100, ratio = 0.25, ram_mb = -1, disk_mb = 0;
+    long filler = 0, n_short = 3, short_len = 48;
+    double zipf = 1.0, gap_ms = 100, ratio = 0.25, ram_mb = -1, disk_mb = -1, hot_share = 1.0;
+    const char *workload = "zipf";
+    bool set_docs = false, set_doc_len = false;
     bool keep = false, calibrate = false, sync_load = false;
     for (; a.i < argc; a.i++) {
         const char *v;
@@ -669,8 +802,12 @@ int bench_ablation(int argc, char **argv) {
             return 0;
         } else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
         else if (cli_is(&a, "--variants", NULL)) { if (!cli_str(&a, &variants_s)) return 2; }
-        else if (cli_is(&a, "--docs", NULL)) { if (!cli_int(&a, 1, 100000, &n_docs)) return 2; }
-        else if (cli_is(&a, "--doc-len", NULL)) { if (!cli_int(&a, 1, 100000, &doc_len)) return 2; }
+        else if (cli_is(&a, "--workload", NULL)) { if (!cli_str(&a, &workload)) return 2; }
+        else if (cli_is(&a, "--docs", NULL)) { if (!cli_int(&a, 1, 100000, &n_docs)) return 2; set_docs = true; }
+        else if (cli_is(&a, "--doc-len", NULL)) { if (!cli_int(&a, 1, 100000, &doc_len)) return 2; set_doc_len = true; }
+        else if (cli_is(&a, "--short", NULL)) { if (!cli_int(&a, 0, 1024, &n_short)) return 2; }
+        else if (cli_is(&a, "--short-len", NULL)) { if (!cli_int(&a, 1, 100000, &short_len)) return 2; }
+        else if (cli_is(&a, "--hot-share", NULL)) { if (!cli_float(&a, 0, 1, &hot_share)) return 2; }
         else if (cli_is(&a, "--per-query", NULL)) { if (!cli_int(&a, 1, 1024, &per_query)) return 2; }
         else if (cli_is(&a, "--tail", NULL)) { if (!cli_int(&a, 0, 100000, &tail)) return 2; }
         else if (cli_is(&a, "--queries", NULL)) { if (!cli_int(&a, 1, 1000000, &n_queries)) return 2; }
@@ -694,6 +831,16 @@ int bench_ablation(int argc, char **argv) {
         else return cli_unknown(&a);
     }
     if (!model_path) { fprintf(stderr, "reprise bench ablation: -m MODEL.gguf is required\n"); return 2; }
+    const bool crafted = !strcmp(workload, "crafted");
+    if (!crafted && strcmp(workload, "zipf")) {
+        fprintf(stderr, "reprise bench ablation: --workload must be zipf or crafted\n");
+        return 2;
+    }
+    if (crafted) {   /* --docs / --doc-len name the hot documents: 6 x 512 tokens unless given */
+        if (!set_docs) n_docs = 6;
+        if (!set_doc_len) doc_len = 512;
+        per_query = 1;
+    }
     if (per_query > n_docs) {
         fprintf(stderr, "reprise bench ablation: --per-query %ld exceeds --docs %ld\n", per_query, n_docs);
         return 2;
@@ -755,8 +902,10 @@ int bench_ablation(int argc, char **argv) {
     rp_ctx *ctx = NULL;
     rp_kv *kv = NULL;
     float *lg = NULL;
-    if (!work_build(m, (int)n_docs, (int32_t)doc_len, (int)per_query, (int32_t)tail, (int)n_queries, zipf,
-                    (uint64_t)seed, &w)) {
+    if (crafted ? !work_build_crafted(m, (int)n_docs, (int32_t)doc_len, (int)n_short, (int32_t)short_len, (int32_t)tail,
+                                      (int)n_queries, hot_share, (uint64_t)seed, &w)
+                : !work_build(m, (int)n_docs, (int32_t)doc_len, (int)per_query, (int32_t)tail, (int)n_queries, zipf,
+                              (uint64_t)seed, &w)) {
         fprintf(stderr, "reprise bench ablation: out of memory building the workload\n");
         rp_model_free(m);
         return 1;
@@ -764,8 +913,10 @@ int bench_ablation(int argc, char **argv) {
     const int32_t kv_dim = m->hp.n_head_kv * m->hp.head_dim;
     const double tok_kv = (double)m->hp.n_layer * 2.0 * (double)rp_type_row_size((rp_type)kv_type, kv_dim);
     const double corpus_kv = tok_kv * (double)n_docs * (double)doc_len;
+    /* crafted: RAM a third of the hot set, flash three quarters of it (both tiers smaller than the hot set); zipf: RAM a
+     * third of the corpus, flash unlimited */
     const size_t ram_bytes = ram_mb >= 0 ? (size_t)(ram_mb * 1048576.0) : (size_t)(corpus_kv / 3);
-    const uint64_t disk_bytes = (uint64_t)(disk_mb * 1048576.0);
+    const uint64_t disk_bytes = disk_mb >= 0 ? (uint64_t)(disk_mb * 1048576.0) : crafted ? (uint64_t)(corpus_kv * 0.75) : 0;
 
     /* static shapes: stored calibration, else measured now (--calibrate), else defaults */
     rp_static_cfg cal = rp_static_default_cfg();
@@ -828,9 +979,30 @@ int bench_ablation(int argc, char **argv) {
             goto out;
         }
     }
-    fprintf(stderr, "ablation: %d docs x %ld tokens (KV %.1f MiB), %d queries of %ld docs + %ld new tokens (%d tokens), "
+    {
+        /* one plain prefill of the longest query before any variant: the context's scratch and the KV pages are
+         * touched here, so each variant's RSS baseline (taken before its first query) leaves them out */
+        int lq = 0;
+        for (int q = 1; q < w.n_q; q++)
+            if (w.q[q].n > w.q[lq].n) lq = q;
+        rp_reuse *te = NULL;
+        rp_reuse_params tp = rp_reuse_default_params();
+        tp.mode = RP_REUSE_NONE;
+        tp.cache_bytes = 0;
+        tp.pipeline = false;
+        rp_reuse_stats trs;
+        if ((st = rp_reuse_create(m, (rp_type)kv_type, w.max_tokens, tp, &te)) != RP_OK ||
+            (st = rp_reuse_prefill(te, ctx, kv, w.q[lq].toks, w.q[lq].n, w.q[lq].bounds, w.q[lq].n_bounds, lg, &trs)) !=
+                RP_OK) {
+            rp_reuse_free(te);
+            rc = cli_fail(a.cmd, "warm-up prefill", st);
+            goto out;
+        }
+        rp_reuse_free(te);
+    }
+    fprintf(stderr, "ablation: %s workload, %d docs x %ld tokens (KV %.1f MiB), %d queries of %ld docs + %ld new tokens (%d tokens), "
                     "zipf %.2f, %ld warm-up, gap %.0f ms, RAM %.2f MiB, flash %s, filler %ld, L_P/L_S %d/%d (%s)\n",
-            (int)n_docs, doc_len, corpus_kv / 1048576.0, w.n_q, per_query, tail, w.max_tokens, zipf, warmup, gap_ms,
+            workload, (int)n_docs, doc_len, corpus_kv / 1048576.0, w.n_q, per_query, tail, w.max_tokens, zipf, warmup, gap_ms,
             ram_bytes / 1048576.0, disk_bytes ? "bounded" : "unlimited", filler, cal.L_P, cal.L_S, cal_src);
     run_cfg rcfg = {.m = m, .ctx = ctx, .kv = kv, .lg = lg, .kv_type = (rp_type)kv_type, .w = &w, .warmup = (int)warmup,
                     .ratio = ratio, .gap_ms = gap_ms, .ram_bytes = ram_bytes, .disk_bytes = disk_bytes,
@@ -846,7 +1018,17 @@ int bench_ablation(int argc, char **argv) {
            "r = %.2f, RAM %.2f MiB, flash %s, filler %ld rows, %ld threads, kv %s, static L_P/L_S %d/%d (%s)\n\n",
            model_path, w.n_q, n_queries - warmup, w.max_tokens, per_query, n_docs, doc_len, zipf, gap_ms, ratio,
            ram_bytes / 1048576.0, disk_bytes ? "bounded" : "unlimited", filler, threads, kv_name, cal.L_P, cal.L_S, cal_src);
-    static const int wid[NUM_COLS] = {19, 8, 8, 8, 7, 9, 8, 10, 6, 9, 8, 10, 11, 9, 8};
+    if (crafted)
+        printf("crafted workload: %ld hot documents of %ld tokens opening %.0f%% of the queries, each followed by %ld "
+               "one-off documents of %ld tokens + %ld new tokens; hot set %.2f MiB of KV, RAM pool %.2f MiB, flash "
+               "budget %.2f MiB\n\n",
+               n_docs, doc_len, 100.0 * w.first_share, n_short, short_len, tail, corpus_kv / 1048576.0,
+               ram_bytes / 1048576.0, disk_bytes / 1048576.0);
+    printf("budgets (sampled after every query): RSS+ = VmRSS above the variant's baseline before its first query, "
+           "against --cache-ram %.2f MiB; pool max = the pool's accounted bytes incl. transient; disk max = the store "
+           "directory (db + WAL + payload files), against --cache-disk %s\n\n",
+           ram_bytes / 1048576.0, disk_bytes ? "(bounded)" : "(unlimited)");
+    static const int wid[NUM_COLS] = {19, 8, 8, 8, 7, 9, 8, 10, 6, 5, 7, 9, 8, 10, 11, 9, 8, 8, 12, 12};
     printf("|");
     for (int c = 0; c < NUM_COLS; c++) printf(c ? " %*s |" : " %-*s |", wid[c], k_head[c]);
     printf("\n|");
@@ -880,15 +1062,16 @@ int bench_ablation(int argc, char **argv) {
              "\"docs\": %ld, \"doc_len\": %ld, \"per_query\": %ld, \"tail\": %ld, \"queries\": %d, \"warmup\": %ld, "
              "\"max_tokens\": %d, \"zipf\": %.3f, \"gap_ms\": %.3f, \"ratio\": %.3f, \"ram_bytes\": %zu, "
              "\"disk_budget\": %llu, \"filler\": %ld, \"threads\": %ld, \"kv_type\": \"%s\", \"seed\": %ld, "
-             "\"calibration\": \"%s\", \"L_P\": %d, \"L_S\": %d, \"corpus_kv_bytes\": %.0f, \"async_load\": %s",
+             "\"calibration\": \"%s\", \"L_P\": %d, \"L_S\": %d, \"corpus_kv_bytes\": %.0f, \"async_load\": %s, "
+             "\"workload\": \"%s\", \"short\": %ld, \"short_len\": %ld, \"hot_share\": %.3f",
              n_docs, doc_len, per_query, tail, w.n_q, warmup, w.max_tokens, zipf, gap_ms, ratio, ram_bytes,
              (unsigned long long)disk_bytes, filler, threads, kv_name, seed, cal_src, cal.L_P, cal.L_S, corpus_kv,
-             sync_load ? "false" : "true");
+             sync_load ? "false" : "true", workload, crafted ? n_short : 0, crafted ? short_len : 0, hot_share);
     if (json_out) {
         FILE *jf = fopen(json_out, "w");
         if (!jf) fprintf(stderr, "reprise bench ablation: cannot write '%s'\n", json_out);
         else {
-            write_json(jf, model_path, runs, nr, full, stat, params);
+            write_json(jf, model_path, runs, nr, full, stat, params, ram_bytes, disk_bytes);
             fclose(jf);
         }
     }

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "core/error.h"
 #include "kernels/types.h"
 #include "model/model.h"
 #include "reuse/engine.h"
@@ -150,6 +151,12 @@ int cmd_cache(int argc, char **argv) {
     sp.read_only = !writes;
     rp_store *s = NULL;
     rp_status st = rp_store_open(dir, &sp, &s);
+    if (st == RP_ERR_NOT_FOUND && sp.read_only && strstr(rp_last_error(), "is empty")) {
+        /* created and never committed to (its first writer died at once): nothing to read, nothing corrupt */
+        if (!strcmp(sub, "verify")) printf("verified 0 chunks: 0 ok, 0 corrupt (empty store)\n");
+        else printf("empty store in %s (no chunk was ever committed)\n", dir);
+        return 0;
+    }
     if (st != RP_OK) return cli_fail("cache", dir, st);
     int rc = 1;
     if (model_path && (st = rp_store_bind_salt(s, salt)) != RP_OK) {

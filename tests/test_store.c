@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <sqlite3.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +160,29 @@ static void test_open_perms_lock(void **state) {
     assert_int_equal(mode_of(p), 0700);
     snprintf(p, sizeof p, "%s/kv/01", dir);
     assert_int_equal(mode_of(p), 0700);
+    /* every payload file (kv/XX/NAME.kv): private too */
+    int n_files = 0;
+    snprintf(p, sizeof p, "%s/kv", dir);
+    DIR *top = opendir(p);
+    assert_non_null(top);
+    for (struct dirent *d; (d = readdir(top));) {
+        if (d->d_name[0] == '.') continue;
+        char sub[4096 + 128];
+        snprintf(sub, sizeof sub, "%s/kv/%s", dir, d->d_name);
+        DIR *dd = opendir(sub);
+        assert_non_null(dd);
+        for (struct dirent *f; (f = readdir(dd));) {
+            const size_t l = strlen(f->d_name);
+            if (l < 4 || strcmp(f->d_name + l - 3, ".kv")) continue;
+            char fp[4096 + 512];
+            snprintf(fp, sizeof fp, "%s/%s", sub, f->d_name);
+            assert_int_equal(mode_of(fp), 0600);
+            n_files++;
+        }
+        closedir(dd);
+    }
+    closedir(top);
+    assert_true(n_files >= 1);   /* RP_PAYLOAD_FILE: the chunk's payload is a file */
 
     /* a second writer is refused while the first holds the lock; readers are fine */
     rp_store *s2 = NULL;
@@ -183,6 +207,20 @@ static void test_open_perms_lock(void **state) {
     rp_store_close(s2);
     /* a read-only open of a missing store says so */
     assert_int_equal(rp_store_open(subdir("nothing-here"), &rp, &s2), RP_ERR_NOT_FOUND);
+    /* a writer killed between creating kv.db and committing its schema leaves an empty database: read as an
+     * empty store (not found), never as damage */
+    const char *empty = subdir("created-not-committed");
+    assert_int_equal(mkdir(empty, 0700), 0);
+    snprintf(p, sizeof p, "%s/kv.db", empty);
+    FILE *ef = fopen(p, "w");
+    assert_non_null(ef);
+    fclose(ef);
+    assert_int_equal(rp_store_open(empty, &rp, &s2), RP_ERR_NOT_FOUND);
+    assert_non_null(strstr(rp_last_error(), "is empty"));
+    assert_int_equal(rp_store_open(empty, &wp, &s2), RP_OK);   /* a writer creates the schema */
+    rp_store_close(s2);
+    assert_int_equal(rp_store_open(empty, &rp, &s2), RP_OK);
+    rp_store_close(s2);
     free_chunks(&c, 1);
 }
 
@@ -668,6 +706,66 @@ static void test_subchunks(void **state) {
     free(c);
 }
 
+/* The caller's dense query vector widens the sub-chunk candidates: a chunk
+ * sharing only a 12-token run with the prompt (too short for the keyword
+ * guarantee: no common keyword) is no candidate by keywords, but is one —
+ * and its run is found by the LCS pass — when its stored vector is the
+ * nearest to the query vector. */
+static void test_subchunks_vector(void **state) {
+    (void)state;
+    const char *dir = subdir("subvec");
+    rp_store *s = open_store(dir, RP_PAYLOAD_BLOB, 0, false);
+    enum { NCH = 40, DIM = 8 };
+    fake_chunk *c = calloc(NCH, sizeof *c);
+    for (int i = 0; i < NCH; i++) make_chunk(&c[i], (uint64_t)i + 1, NULL, 120, 32000);
+    put_chunks(s, c, NCH, true);
+    rp_token p[120];
+    int32_t n = 0, off = -1;
+    random_tokens(p, 50, 32000);
+    random_tokens(p + 62, 50, 32000);
+    /* a 12-token run of chunk 8 whose winnowed keywords (prompt side and chunk side) have none in common */
+    uint64_t kp[120], kc[120];
+    const int32_t nkc = rp_keywords(c[7].t, 120, SALT, kc, 120);
+    for (int32_t o = 0; o + 12 <= 120 && off < 0; o++) {
+        memcpy(p + 50, c[7].t + o, 12 * sizeof(rp_token));
+        const int32_t nkp = rp_keywords(p, 112, SALT, kp, 120);
+        bool common = false;
+        for (int32_t i = 0; i < nkp && !common; i++)
+            for (int32_t j = 0; j < nkc && !common; j++) common = kp[i] == kc[j];
+        if (!common) off = o;
+    }
+    assert_true(off >= 0);
+    n = 112;
+    rp_subchunk_match m[8];
+    int32_t nm = -1;
+    assert_int_equal(rp_store_find_subchunks(s, p, n, 10, 16, m, 8, &nm), RP_OK);
+    assert_int_equal(nm, 0);   /* no keyword in common */
+    /* vectors: chunk i along axis i % DIM, chunk 8 (id) alone on axis 7 */
+    for (int i = 0; i < NCH; i++) {
+        float v[DIM] = {0};
+        v[i == 7 ? 7 : i % 7] = 1;
+        v[(i + 1) % 7] += 0.1f;
+        assert_int_equal(rp_store_put_vector(s, c[i].id, v, DIM), RP_OK);
+    }
+    const float q[DIM] = {0, 0, 0, 0, 0, 0, 0.2f, 1};
+    assert_int_equal(rp_store_find_subchunks_vec(s, p, n, 10, 16, q, DIM, 2, m, 8, &nm), RP_OK);
+    assert_int_equal(nm, 1);
+    assert_true(m[0].chunk_id == c[7].id);
+    assert_int_equal(m[0].chunk_off, off);
+    assert_int_equal(m[0].prompt_off, 50);
+    assert_int_equal(m[0].len, 12);
+    /* a query vector pointing elsewhere brings other candidates, which share no run: nothing */
+    const float q2[DIM] = {1, 0, 0, 0, 0, 0, 0, 0};
+    assert_int_equal(rp_store_find_subchunks_vec(s, p, n, 10, 16, q2, DIM, 2, m, 8, &nm), RP_OK);
+    assert_int_equal(nm, 0);
+    /* a vector of another dimension matches no stored vector */
+    assert_int_equal(rp_store_find_subchunks_vec(s, p, n, 10, 16, q, DIM - 1, 2, m, 8, &nm), RP_OK);
+    assert_int_equal(nm, 0);
+    rp_store_close(s);
+    free_chunks(c, NCH);
+    free(c);
+}
+
 static void test_vectors_coaccess_hottest(void **state) {
     (void)state;
     const char *dir = subdir("vec");
@@ -977,7 +1075,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_model_isolation),   cmocka_unit_test(test_bitflips),
         cmocka_unit_test(test_delete_compact),    cmocka_unit_test(test_evict_cascade),
         cmocka_unit_test(test_sam_vs_brute),      cmocka_unit_test(test_winnowing_guarantee),
-        cmocka_unit_test(test_subchunks),         cmocka_unit_test(test_vectors_coaccess_hottest),
+        cmocka_unit_test(test_subchunks),         cmocka_unit_test(test_vectors_coaccess_hottest), cmocka_unit_test(test_subchunks_vector),
         cmocka_unit_test(test_bench_blob_vs_file), cmocka_unit_test(test_bench_zstd_real_kv),
         cmocka_unit_test(test_bench_lookup_100k),
     };

@@ -169,6 +169,8 @@ struct rp_chunk_cache {
     rp_centry *load_head, *load_tail;  /* async loads */
     rp_status write_err;
     char write_err_msg[256];
+    double rate_ms_per_mib;            /* measured flash read time per MiB (EWMA) */
+    int32_t rate_n;                    /* loads measured */
 };
 
 #define RP_CACHE_ALIGN 64
@@ -286,11 +288,30 @@ static bool rp_content_resident(const rp_chunk_cache *c, uint64_t hash) {
 
 /* ---- eviction keys and the heap --------------------------------------- */
 
+/* Flash read time per MiB for the RAM reload cost: the configured default
+ * until a few loads were measured, then the measured rate (page cache or
+ * flash, whichever this machine actually serves). Keys already in the heap
+ * keep the rate they were computed with; the rate moves slowly (EWMA). */
+#define RATE_MIN_SAMPLES 4
+static double reload_rate(const rp_chunk_cache *c) {
+    return c->rate_n >= RATE_MIN_SAMPLES ? c->rate_ms_per_mib : c->pp.reload_ms_per_mib;
+}
+
+/* A payload read of `bytes` took `ms` (mu held). The per-chunk latency
+ * (reload_ms_fixed) is taken out; reads under 16 KiB are latency, not rate. */
+static void note_load_rate(rp_chunk_cache *c, double ms, size_t bytes) {
+    if (bytes < (16u << 10) || ms < 0) return;
+    double r = (ms - c->pp.reload_ms_fixed) / ((double)bytes / (1024.0 * 1024.0));
+    if (r < 1e-4) r = 1e-4;
+    c->rate_ms_per_mib = c->rate_n == 0 ? r : 0.9 * c->rate_ms_per_mib + 0.1 * r;
+    c->rate_n++;
+}
+
 static double rp_cost(const rp_chunk_cache *c, const rp_centry *e) {
     const double eps = 1e-3;
     double rc = e->ch.recompute_ms > eps ? e->ch.recompute_ms : eps;
     if (!c->has_store || e->dirty || !e->on_flash) return rc;
-    double reload = c->pp.reload_ms_fixed + (double)e->ch.kv_bytes / (1024.0 * 1024.0) * c->pp.reload_ms_per_mib;
+    double reload = c->pp.reload_ms_fixed + (double)e->ch.kv_bytes / (1024.0 * 1024.0) * reload_rate(c);
     if (!e->ch.exact) reload *= c->pp.nonprefix_factor;
     return reload > eps ? reload : eps;
 }
@@ -699,20 +720,33 @@ static rp_centry *entry_alloc(const rp_chunk_cache *c, int32_t len, size_t total
     return e;
 }
 
+/* Bytes the pool may hold outside its budget (transient chunks: dirty
+ * victims waiting for the writer, over-budget inserts waiting to be written,
+ * flash loads that found no room), all kinds together. The bound: a
+ * twentieth of the budget (and at most transient_max), so
+ *     pool bytes + transient bytes <= budget + min(budget / 20, transient_max),
+ * half the slack of the RSS contract (RSS growth within budget +10%,
+ * tests/test_pool.c test_budgets_hold); the other half is for the fixed part
+ * (SQLite page caches, the WAL index, thread stacks, malloc arenas: 3-5 MiB).
+ * A pool with budget 0 has no RAM tier (the no-ram-pool ablation): every
+ * chunk passes through as transient — held while its caller uses it or until
+ * it is written — up to transient_max. */
+static size_t transient_allow(const rp_chunk_cache *c) {
+    if (c->p.budget_bytes == 0) return c->pp.transient_max;
+    const size_t allow = c->p.budget_bytes / 20;
+    return allow < c->pp.transient_max ? allow : c->pp.transient_max;
+}
+
 /* A dirty victim (not yet on flash) is handed to the writer instead of being
  * lost: it leaves the indexes and the RAM budget, is held as transient (within
- * a tenth of the budget) and freed once written (rp_settle). Under steady traffic the
+ * transient_allow) and freed once written (rp_settle). Under steady traffic the
  * writer may not have had an idle moment; the transient backlog makes its next
  * batch urgent (see writer_has_work). false: drop it (no store, read-only,
  * failed, or the allowance is used up: the chunk is then recomputed if needed
  * again, never wrong). */
 static bool evict_to_writer(rp_chunk_cache *c, rp_centry *v) {
     if (!v->dirty || !c->has_store || c->ro || v->write_failed || v->failed || v->ch.refs > 0 || v->ipins > 0) return false;
-    /* the pool may run over its budget by this much for them: 10%, the slack
-     * its RSS contract allows (tests/test_pool.c test_budgets_hold) */
-    size_t allow = c->p.budget_bytes / 10;
-    if (allow > c->pp.transient_max) allow = c->pp.transient_max;
-    if (c->transient_bytes + v->bytes > allow) return false;
+    if (c->transient_bytes + v->bytes > transient_allow(c)) return false;
     rp_unindex(c, v, true);
     c->st.evictions++;
     pthread_cond_signal(&c->wr_cv);
@@ -901,6 +935,13 @@ static rp_centry *load_row(rp_chunk_cache *c, rp_store *db, rp_store_chunk *meta
         rp_store_chunk_clear(meta);
         return NULL;
     }
+    /* no room in the budget and none in the transient allowance: a miss (the
+     * caller recomputes), not RAM beyond the bound */
+    if (c->bytes + total > c->p.budget_bytes && c->transient_bytes + total > transient_allow(c) &&
+        (total > c->p.budget_bytes || c->pinned_bytes > c->p.budget_bytes - total)) {
+        rp_store_chunk_clear(meta);
+        return NULL;
+    }
     pthread_mutex_unlock(&c->mu);
     e = entry_alloc(c, meta->n_tokens, total, kv_bytes);
     rp_status st = e ? RP_OK : rp_errorf(RP_ERR_NOMEM, "chunk_cache: cannot allocate %zu bytes", total);
@@ -942,8 +983,14 @@ static rp_centry *load_row(rp_chunk_cache *c, rp_store *db, rp_store_chunk *meta
     c->st.loads++;
     c->st.load_bytes += kv_bytes;
     if (db == c->db_eng) c->st.load_ms += dt;
+    if (!c->pp.async_load) note_load_rate(c, dt, kv_bytes);
     if (make_room(c, total, INFINITY)) entry_index(c, e);
-    else entry_make_transient(c, e);
+    else if (c->transient_bytes + total <= transient_allow(c)) entry_make_transient(c, e);
+    else {   /* the room went meanwhile: a miss, as above */
+        entry_free(e);
+        rp_store_chunk_clear(meta);
+        return NULL;
+    }
     rp_touch_hit(c, e);
     if (c->pp.async_load) {
         e->layers_ready = 0;
@@ -1174,7 +1221,7 @@ rp_status rp_chunk_cache_insert(rp_chunk_cache *c, const rp_chunk *parent, const
     /* fits at all? (pinned chunks cannot be evicted) — refuse without evicting;
      * with a store, an over-budget chunk is still persisted (transient) */
     bool resident = make_room(c, total, INFINITY);
-    if (!resident && (!c->has_store || c->transient_bytes + total > c->pp.transient_max)) {
+    if (!resident && (!c->has_store || c->transient_bytes + total > transient_allow(c))) {
         pthread_mutex_unlock(&c->mu);
         return RP_OK;
     }
@@ -1202,7 +1249,7 @@ rp_status rp_chunk_cache_insert(rp_chunk_cache *c, const rp_chunk *parent, const
     pthread_mutex_lock(&c->mu);
     /* room may have been taken meanwhile (another thread, a prefetch) */
     if (resident && !make_room(c, total, INFINITY)) resident = false;
-    if (!resident && (!c->has_store || c->transient_bytes + total > c->pp.transient_max)) {
+    if (!resident && (!c->has_store || c->transient_bytes + total > transient_allow(c))) {
         pthread_mutex_unlock(&c->mu);
         entry_free(e);
         return RP_OK;
@@ -1252,6 +1299,8 @@ rp_cache_stats rp_chunk_cache_stats(const rp_chunk_cache *cc) {
     pthread_mutex_lock(&c->mu);
     s = c->st;
     s.bytes = c->bytes;
+    s.reload_ms_per_mib = c->has_store ? reload_rate(c) : 0;
+    s.reload_measured = c->rate_n >= RATE_MIN_SAMPLES;
     pthread_mutex_unlock(&c->mu);
     return s;
 }
@@ -1537,17 +1586,34 @@ static void *writer_main(void *arg) {
             continue;
         }
         delete_bad(c, c->db_wr);
-        /* a batch: oldest dirty chunks first, up to batch_bytes */
+        /* a batch: oldest dirty chunks first, up to batch_bytes — and, with a
+         * flash budget, up to a tenth of it, with room made before the write:
+         * the store then stays within budget + 10% (the write's own WAL pages
+         * included) instead of overshooting by a whole batch until the
+         * eviction after it */
+        uint64_t max_batch = c->pp.batch_bytes;
+        if (c->pp.disk_budget > 0 && c->pp.disk_budget / 10 < max_batch) max_batch = c->pp.disk_budget / 10;
         rp_centry *v[2048];
         int32_t n = 0;
         uint64_t bytes = 0;
-        for (rp_centry *e = c->dirty_head; e && n < 2048 && bytes < c->pp.batch_bytes; e = e->dirty_next) {
+        for (rp_centry *e = c->dirty_head; e && n < 2048 && bytes < max_batch; e = e->dirty_next) {
             if (!writable(e)) continue;
+            if (n > 0 && bytes + e->ch.kv_bytes > max_batch) break;
             heap_del(c, e);
             e->io_busy = true;
             e->ipins++;
             v[n++] = e;
             bytes += e->ch.kv_bytes;
+        }
+        if (n > 0 && c->pp.disk_budget > 0) {
+            pthread_mutex_unlock(&c->mu);
+            const uint64_t disk = rp_store_disk_bytes(c->db_wr);
+            pthread_mutex_lock(&c->mu);
+            const uint64_t low = c->pp.disk_budget - c->pp.disk_budget / 5;
+            if (disk + bytes > c->pp.disk_budget) {
+                uint64_t freed = 0;   /* the batch itself is held (ipins): never a victim */
+                disk_evict(c, c->db_wr, low > bytes ? low - bytes : 0, &freed);
+            }
         }
         if (n > 0) write_batch(c, c->db_wr, v, n);
         if (++rounds % 8 == 0 || !c->dirty_head) {
@@ -1651,8 +1717,11 @@ static void *loader_main(void *arg) {
                 rp_centry *e = q[i];
                 if (e->failed || e->layers_ready > l) continue;
                 pthread_mutex_unlock(&c->mu);
+                const double tl = now_ms();
                 rp_status st = c->stop ? RP_ERR_CANCELLED : rp_store_load_layers(c->db_ld, e->meta, e->ch.kv, l, l + 1);
+                const double dl = now_ms() - tl;
                 pthread_mutex_lock(&c->mu);
+                if (st == RP_OK) note_load_rate(c, dl * L, e->ch.kv_bytes);   /* one layer's read, scaled to the chunk */
                 if (st != RP_OK) {
                     e->failed = true;
                     c->st.load_failures++;
@@ -1785,11 +1854,15 @@ static void prefetch_round(rp_chunk_cache *c) {
         bool found = false;
         rp_status st = rp_store_get(c->db_pf, cv[i].m.id, &full, &found);
         rp_centry *e = NULL;
+        double tl = 0;
         if (st == RP_OK && found) {
             e = entry_alloc(c, full.n_tokens, total, kvb);
+            tl = now_ms();
             if (e) st = rp_store_load(c->db_pf, &full, e->ch.kv);
+            tl = now_ms() - tl;
         }
         pthread_mutex_lock(&c->mu);
+        if (st == RP_OK && found && e) note_load_rate(c, tl, kvb);
         if (st == RP_ERR_FORMAT) queue_bad(c, cv[i].m.id);
         if (st != RP_OK || !found || !e || rp_find_id(c, full.id) || !make_room(c, total, INFINITY)) {
             if (e) entry_free(e);
@@ -2003,6 +2076,12 @@ rp_status rp_chunk_cache_evict_disk(rp_chunk_cache *c, uint64_t target, uint64_t
 
 rp_status rp_chunk_cache_find_subchunks(rp_chunk_cache *c, const rp_token *toks, int32_t n, int32_t min_len,
                                         rp_subchunk_match *out, int32_t cap, int32_t *n_out) {
+    return rp_chunk_cache_find_subchunks_vec(c, toks, n, min_len, NULL, 0, 0, out, cap, n_out);
+}
+
+rp_status rp_chunk_cache_find_subchunks_vec(rp_chunk_cache *c, const rp_token *toks, int32_t n, int32_t min_len,
+                                            const float *qvec, int32_t dim, int32_t k_vec, rp_subchunk_match *out,
+                                            int32_t cap, int32_t *n_out) {
     if (n_out) *n_out = 0;
     if (!c || !n_out) return rp_errorf(RP_ERR_INVALID_ARG, "chunk_cache: NULL argument");
     pthread_mutex_lock(&c->mu);
@@ -2010,7 +2089,19 @@ rp_status rp_chunk_cache_find_subchunks(rp_chunk_cache *c, const rp_token *toks,
     pthread_mutex_unlock(&c->mu);
     if (!has) return RP_OK;
     pthread_mutex_lock(&c->eng_mu);
-    rp_status st = rp_store_find_subchunks(c->db_eng, toks, n, min_len, 16, out, cap, n_out);
+    rp_status st = rp_store_find_subchunks_vec(c->db_eng, toks, n, min_len, 16, qvec, dim, k_vec, out, cap, n_out);
+    pthread_mutex_unlock(&c->eng_mu);
+    return st;
+}
+
+rp_status rp_chunk_cache_put_vector(rp_chunk_cache *c, uint64_t id, const float *v, int32_t dim) {
+    if (!c) return rp_errorf(RP_ERR_INVALID_ARG, "chunk_cache: NULL argument");
+    pthread_mutex_lock(&c->mu);
+    const bool ok = c->has_store && !c->ro;
+    pthread_mutex_unlock(&c->mu);
+    if (!ok) return rp_errorf(RP_ERR_INVALID_ARG, "chunk_cache: vectors need a writable store");
+    pthread_mutex_lock(&c->eng_mu);
+    rp_status st = rp_store_put_vector(c->db_eng, id, v, dim);
     pthread_mutex_unlock(&c->eng_mu);
     return st;
 }

@@ -69,6 +69,9 @@ typedef struct rp_cache_stats {
     uint64_t write_failures, dropped_dirty;   /* failed writes; dirty chunks evicted before being written */
     uint64_t transient, transient_bytes;      /* chunks held outside the budget (over-budget loads / inserts) */
     uint64_t disk_bytes, disk_evictions;      /* store size (last measured) / rows evicted from flash */
+    double reload_ms_per_mib;  /* flash read time per MiB the RAM eviction cost uses: measured (EWMA over demand,
+                                  async and prefetch loads) once reload_measured, rp_pool_params's default before */
+    bool reload_measured;
 } rp_cache_stats;
 
 typedef struct rp_chunk_cache rp_chunk_cache;
@@ -102,8 +105,9 @@ rp_chunk *rp_chunk_cache_find(rp_chunk_cache *c, const rp_token *toks, const rp_
  * (policy order) to stay within budget; a chunk that does not fit (larger than
  * the budget, or the rest is pinned) is not cached (returns RP_OK with *out
  * NULL) — with a store attached it is still returned, held outside the budget
- * until written to flash (up to transient_max bytes of such chunks). On
- * success *out (if out != NULL) is the chunk, pinned. Lookups and inserts may
+ * until written to flash (up to min(budget / 20, transient_max) bytes of
+ * such chunks and over-budget flash loads together; see transient_allow in
+ * cache.c). On success *out (if out != NULL) is the chunk, pinned. Lookups and inserts may
  * read flash on the calling thread; nothing here waits for the writer except
  * pinning a chunk whose payload it is copying at that moment. */
 rp_status rp_chunk_cache_insert(rp_chunk_cache *c, const rp_chunk *parent, const rp_token *toks,
@@ -141,7 +145,8 @@ void rp_chunk_cache_foreach(rp_chunk_cache *c, bool (*fn)(void *user, rp_chunk *
 typedef struct rp_pool_params {
     rp_evict_policy policy;     /* AUTO = COST */
     double half_life;           /* locality half-life, in accesses (pool clock ticks); default 256 */
-    double reload_ms_per_mib;   /* RAM eviction cost of a clean prefix chunk: flash read time per MiB (default 0.5) */
+    double reload_ms_per_mib;   /* RAM eviction cost of a clean prefix chunk: flash read time per MiB (default 0.5),
+                                   until 4 loads (of >= 16 KiB) are timed: then the measured rate */
     double reload_ms_fixed;     /* + per-chunk latency (default 0.05) */
     double nonprefix_factor;    /* cost share of a non-prefix (inexact) chunk's reload: its load overlaps compute
                                    (default 0.05) */
@@ -160,7 +165,8 @@ typedef struct rp_pool_params {
                                    limit */
     uint32_t write_delay_ms;    /* the writer waits for this much quiet after an insert (default 20) */
     uint64_t batch_bytes;       /* payload bytes per write transaction (default 32 MiB) */
-    size_t transient_max;       /* bytes of chunks held outside the RAM budget (default 64 MiB) */
+    size_t transient_max;       /* bytes of chunks held outside the RAM budget (default 64 MiB); never more
+                                   than budget / 20 (budget 0: no RAM tier, up to this) */
 } rp_pool_params;
 
 rp_pool_params rp_pool_default_params(void);
@@ -202,6 +208,16 @@ void rp_chunk_cache_prefetch_sync(rp_chunk_cache *c);
 /* Sub-chunk candidates from flash (keywords + suffix-automaton LCS), see rp_store_find_subchunks. */
 rp_status rp_chunk_cache_find_subchunks(rp_chunk_cache *c, const rp_token *toks, int32_t n, int32_t min_len,
                                         rp_subchunk_match *out, int32_t cap, int32_t *n_out);
+
+/* The same with the caller's dense query vector: the k_vec chunks nearest to
+ * it by cosine join the keyword candidates (see rp_store_find_subchunks_vec). */
+rp_status rp_chunk_cache_find_subchunks_vec(rp_chunk_cache *c, const rp_token *toks, int32_t n, int32_t min_len,
+                                            const float *qvec, int32_t dim, int32_t k_vec, rp_subchunk_match *out,
+                                            int32_t cap, int32_t *n_out);
+/* Stores the caller's dense vector for chunk `id` (e.g. its RAG embedding).
+ * The vector is kept by chunk id and dropped with the chunk's row; it only
+ * matches once the chunk is on flash (rp_chunk_cache_flush). */
+rp_status rp_chunk_cache_put_vector(rp_chunk_cache *c, uint64_t id, const float *v, int32_t dim);
 
 /* A pinned chunk by id (RAM, else flash); NULL if absent. For sub-chunk matches. */
 rp_chunk *rp_chunk_cache_get(rp_chunk_cache *c, uint64_t id);

@@ -350,6 +350,20 @@ rp_status rp_store_open(const char *dir, const rp_store_params *p, rp_store **ou
     if (st == RP_OK) st = open_conn(s, path);
     if (st == RP_OK && !s->p.read_only) st = create_schema(s);
     if (st == RP_OK && s->p.read_only) {
+        /* a writer killed between creating kv.db and committing its schema
+         * (one transaction) leaves a database without tables: an empty store,
+         * told apart from a foreign or damaged file */
+        sqlite3_stmt *q = NULL;
+        int64_t n_tables = -1;
+        if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master", -1, &q, NULL) == SQLITE_OK &&
+            sqlite3_step(q) == SQLITE_ROW)
+            n_tables = sqlite3_column_int64(q, 0);
+        sqlite3_finalize(q);
+        if (n_tables == 0)
+            st = rp_errorf(RP_ERR_NOT_FOUND, "store: '%s' is empty (kv.db has no schema: its creation never committed)",
+                           dir);
+    }
+    if (st == RP_OK && s->p.read_only) {
         int64_t v = 0;
         bool found = false;
         st = meta_get(s, "schema", &v, &found);
@@ -1867,6 +1881,12 @@ static int match_by_off(const void *a, const void *b) {
 
 rp_status rp_store_find_subchunks(rp_store *s, const rp_token *toks, int32_t n, int32_t min_len,
                                   int32_t max_candidates, rp_subchunk_match *out, int32_t cap, int32_t *n_out) {
+    return rp_store_find_subchunks_vec(s, toks, n, min_len, max_candidates, NULL, 0, 0, out, cap, n_out);
+}
+
+rp_status rp_store_find_subchunks_vec(rp_store *s, const rp_token *toks, int32_t n, int32_t min_len,
+                                      int32_t max_candidates, const float *qvec, int32_t dim, int32_t k_vec,
+                                      rp_subchunk_match *out, int32_t cap, int32_t *n_out) {
     *n_out = 0;
     RP_TRY(need_model(s));
     if (!toks || n < RP_KW_GRAM || cap <= 0 || !out) return RP_OK;
@@ -1880,10 +1900,10 @@ rp_status rp_store_find_subchunks(rp_store *s, const rp_token *toks, int32_t n, 
     int64_t nc = 0, capc = 0;
     sqlite3_stmt *q = NULL;
     rp_status st = RP_OK;
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT k.chunk FROM keywords k JOIN chunks c ON c.id = k.chunk "
-                           "WHERE k.kw = ?1 AND c.model = ?2 AND c.corrupt = 0",
-                           -1, &q, NULL) != SQLITE_OK)
+    /* the (kw, chunk) primary key answers this alone; the model / corrupt
+     * check runs below on the few top-ranked candidates only (keywords are
+     * salted per model, so another model's rows almost never share one) */
+    if (sqlite3_prepare_v2(s->db, "SELECT chunk FROM keywords WHERE kw = ?1", -1, &q, NULL) != SQLITE_OK)
         st = sql_err(s, "keyword lookup");
     for (int32_t i = 0; i < nk && st == RP_OK; i++) {
         bool dup = false;   /* a repeated keyword votes once */
@@ -1892,7 +1912,6 @@ rp_status rp_store_find_subchunks(rp_store *s, const rp_token *toks, int32_t n, 
         if (dup) continue;
         sqlite3_reset(q);
         sqlite3_bind_int64(q, 1, i64(kw[i]));
-        sqlite3_bind_int64(q, 2, s->model);
         while (sqlite3_step(q) == SQLITE_ROW) {
             if (nc == capc) {
                 capc = capc ? 2 * capc : 256;
@@ -1920,7 +1939,46 @@ rp_status rp_store_find_subchunks(rp_store *s, const rp_token *toks, int32_t n, 
         else cv[m++] = cv[i];
     }
     if (m > 1) qsort(cv, (size_t)m, sizeof *cv, cand_by_votes);
-    if (m > max_candidates) m = max_candidates;
+    {   /* the best max_candidates that are this model's and not marked corrupt */
+        sqlite3_stmt *ok = NULL;
+        if (m > 0 && sqlite3_prepare_v2(s->db, "SELECT 1 FROM chunks WHERE id = ?1 AND model = ?2 AND corrupt = 0", -1,
+                                        &ok, NULL) != SQLITE_OK) {
+            free(cv);
+            return sql_err(s, "keyword candidates");
+        }
+        int64_t kept = 0;
+        for (int64_t i = 0; i < m && kept < max_candidates; i++) {
+            sqlite3_reset(ok);
+            sqlite3_bind_int64(ok, 1, i64(cv[i].id));
+            sqlite3_bind_int64(ok, 2, s->model);
+            if (sqlite3_step(ok) == SQLITE_ROW) cv[kept++] = cv[i];
+        }
+        sqlite3_finalize(ok);
+        m = kept;
+    }
+    /* the caller's dense vector: its top k_vec chunks join the keyword
+     * candidates (a paraphrase or a chunk whose shared runs are too short for
+     * a common keyword still gets the LCS pass); the LCS decides what is reused */
+    if (qvec && dim > 0 && k_vec > 0) {
+        uint64_t *vid = malloc(sizeof *vid * (size_t)k_vec);
+        float *vsc = malloc(sizeof *vsc * (size_t)k_vec);
+        cand *nv = realloc(cv, sizeof *cv * (size_t)(m + k_vec));
+        int32_t nvk = 0;
+        if (!vid || !vsc || !nv) st = rp_errorf(RP_ERR_NOMEM, "store: out of memory");
+        if (nv) cv = nv;
+        if (st == RP_OK) st = rp_store_vector_topk(s, qvec, dim, k_vec, vid, vsc, &nvk);
+        for (int32_t i = 0; st == RP_OK && i < nvk; i++) {
+            bool dup = false;
+            for (int64_t j = 0; j < m && !dup; j++) dup = cv[j].id == vid[i];
+            if (!dup) cv[m++] = (cand){vid[i], 0};
+        }
+        free(vid);
+        free(vsc);
+        if (st != RP_OK) {
+            free(cv);
+            return st;
+        }
+    }
 
     rp_sam *sam = NULL;
     st = rp_sam_build(toks, n, &sam);

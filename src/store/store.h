@@ -275,6 +275,15 @@ typedef struct rp_subchunk_match {
 rp_status rp_store_find_subchunks(rp_store *s, const rp_token *toks, int32_t n, int32_t min_len,
                                   int32_t max_candidates, rp_subchunk_match *out, int32_t cap, int32_t *n_out);
 
+/* The same, with the caller's dense query vector (e.g. the RAG pipeline's
+ * embedding of the prompt; NULL / dim 0 / k_vec 0: none): the k_vec chunks
+ * whose stored vectors (rp_store_put_vector, same dim) are nearest by cosine
+ * join the keyword candidates, so a chunk sharing no keyword still gets the
+ * LCS pass. */
+rp_status rp_store_find_subchunks_vec(rp_store *s, const rp_token *toks, int32_t n, int32_t min_len,
+                                      int32_t max_candidates, const float *qvec, int32_t dim, int32_t k_vec,
+                                      rp_subchunk_match *out, int32_t cap, int32_t *n_out);
+
 /* Dense vectors supplied by the caller (e.g. RAG embeddings), one per chunk. */
 rp_status rp_store_put_vector(rp_store *s, uint64_t chunk_id, const float *v, int32_t dim);
 /* Brute-force cosine top-k over the bound model's vectors of this dimension. */

@@ -93,6 +93,49 @@ while read -r line; do
   esac
 done < "$TMP/py"
 
+# crafted workload (hot long documents + one-off short ones, both tiers smaller than the hot set): full and
+# lru-eviction report hit rate, reuse and TTFT, and the budgets sampled per query. Counters, not timings.
+"$BIN" bench ablation -m "$M" -t 1 --workload crafted --docs 4 --doc-len 512 --short 3 --short-len 32 --tail 16 \
+  --queries 24 --gap 40 --variants full,lru-eviction --cache-dir "$TMP/cache" --json "$TMP/c.json" >"$TMP/cout" 2>"$TMP/cerr"
+rc=$?
+check "crafted: runs and exits 0" '[ $rc -eq 0 ]'
+[ $rc -eq 0 ] || { sed 's/^/    /' "$TMP/cerr" | tr '\r' '\n' | tail -20; }
+check "crafted: the table has hit %, reuse %, RSS and disk columns" \
+  'grep -q "hit %" "$TMP/cout" && grep -q "reuse %" "$TMP/cout" && grep -q "RSS+ MiB" "$TMP/cout" && grep -q "disk max MiB" "$TMP/cout"'
+check "crafted: bad --workload exits 2" '"$BIN" bench ablation -m "$M" --workload bogus >/dev/null 2>&1; [ $? -eq 2 ]'
+python3 - "$TMP/c.json" > "$TMP/py" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+v = {x["variant"]: x for x in d["variants"]}
+def t(name, cond):
+    print(("ok   " if cond else "FAIL ") + name)
+t("crafted json: workload parameters", d["workload"] == "crafted" and d["docs"] == 4 and d["doc_len"] == 512
+  and d["short"] == 3 and d["short_len"] == 32 and d["max_tokens"] == 1 + 512 + 3 * 32 + 16)
+# both tiers smaller than the hot set's KV (the condition under which the policies part ways)
+t("crafted json: RAM and flash budgets below the hot set", 0 < d["ram_bytes"] < d["corpus_kv_bytes"]
+  and 0 < d["disk_budget"] < d["corpus_kv_bytes"])
+t("crafted json: full and lru-eviction, with hit rate / reuse / TTFT / budget fields",
+  [x["variant"] for x in d["variants"]] == ["full", "lru-eviction"]
+  and all(x["ok"] and all(k in x for k in ["hit_rate", "ram_hit_rate", "reuse_share", "ttft_mean_ms", "ttft_p50_ms",
+                                          "rss_growth_max", "rss_growth_vs_ram", "pool_max", "disk_max", "disk_vs_budget"])
+          for x in d["variants"]))
+t("crafted json: hit rates in [0, 1], lookups per query > 0",
+  all(0 <= x["hit_rate"] <= 1 and 0 <= x["reuse_share"] <= 1 and x["lookups"] > 0 for x in d["variants"]))
+# both tiers were exercised: RAM evictions, flash evictions, hot documents reused in both variants
+t("crafted json: RAM and flash evictions, hot documents reused",
+  all(x["pool"]["evictions"] > 0 and x["pool"]["disk_evictions"] > 0 and x["reused_prefix"] > 0 for x in d["variants"]))
+# the pool's accounted bytes (budget + transient) stay within the RAM budget + 10%, and the store within its budget + 10%
+t("crafted json: pool within RAM budget +10%, store within flash budget +10% (sampled per query)",
+  all(0 < x["pool_max"] <= 1.1 * d["ram_bytes"] and 0 < x["disk_max"] <= 1.1 * d["disk_budget"] for x in d["variants"]))
+PY
+while read -r line; do
+  case "$line" in
+    ok*) ok "${line#ok   }" ;;
+    FAIL*) bad "${line#FAIL }" ;;
+    *) bad "python: $line" ;;
+  esac
+done < "$TMP/py"
+
 # --keep leaves the store (a database the cache tools can read)
 "$BIN" bench ablation -m "$M" -t 1 --docs 4 --doc-len 64 --per-query 2 --queries 3 --gap 0 --variants full \
   --cache-dir "$TMP/keep" --keep >/dev/null 2>&1; rc=$?
