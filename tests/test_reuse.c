@@ -357,6 +357,24 @@ static void test_ratio_one_equals_prefill(void **state) {
         assert_true(d <= 1e-4f);
         rp_reuse_free(e);
     }
+    /* a cache that already holds approximate chunks of this very prompt (a
+     * blend run at r = 0.25 committed them): r = 1 must not take them as an
+     * exact prefix, or it would repeat the earlier approximation */
+    rp_reuse *e = engine(&f, RP_REUSE_BLEND, 0.25f, false);
+    rp_reuse_stats st;
+    cache_docs(&f, e, r.docs, f.lg_a);
+    assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, f.lg_a, &st), RP_OK);
+    assert_true(st.n_recomputed < st.n_nonprefix);   /* approximate KV ... */
+    assert_int_equal(rp_reuse_commit(e, f.kv), RP_OK);   /* ... goes into the cache */
+    assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, f.lg_a, &st), RP_OK);
+    assert_true(st.n_prefix > 41);                    /* at r < 1 the approximate path is reused */
+    rp_reuse_get_params(e)->ratio = 1.0f;
+    assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, f.lg_a, &st), RP_OK);
+    assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, f.lg_b, &st), RP_OK);
+    float d = max_diff(f.lg_a, f.lg_b, f.V);
+    print_message("  blend r=1 over a cache of approximate chunks vs prefill: max |logit diff| %g\n", d);
+    assert_true(d <= 1e-4f);
+    rp_reuse_free(e);
     rp_reuse_free(none);
     fixture_close(&f);
 }

@@ -512,8 +512,9 @@ static void resolve(rp_reuse *e, const rp_token *toks, int32_t n, rp_kv *kv, rp_
     int32_t nm = rp_chunk_cache_match_prefix(e->cache, toks, e->spans, ns, matched);
     /* prefix mode promises exact KV: only exact chunks. full / blend also take
      * approximate chunks along an identical token path: their KV is what this
-     * same prefix produced before, so the result repeats that earlier one */
-    const bool approx_ok = e->p.mode == RP_REUSE_FULL || e->p.mode == RP_REUSE_BLEND;
+     * same prefix produced before, so the result repeats that earlier one.
+     * At r = 1 full / blend promise exact prefill, so exact chunks only. */
+    const bool approx_ok = (e->p.mode == RP_REUSE_FULL || e->p.mode == RP_REUSE_BLEND) && e->p.ratio < 1.0f;
     int32_t keep = 0;
     while (keep < nm && (matched[keep]->exact || approx_ok) && matched[keep]->pos0 == e->spans[keep].begin) keep++;
     for (int32_t i = keep; i < nm; i++) rp_chunk_unpin(e->cache, matched[i]);
