@@ -545,6 +545,70 @@ static void test_static_pad_mask(void **state) {
     fixture_close(&f);
 }
 
+/* The caller's dense vectors through the engine: a document cached on flash
+ * gets its vector (rp_reuse_put_vector); a prompt sharing only a short run of
+ * it (12 tokens, search minimum 10) finds that run once the query vector
+ * points at the document (rp_reuse_set_query_vector), and the result at r = 1
+ * still equals prefill. Unknown tokens are NOT_FOUND. */
+static void test_query_vector(void **state) {
+    (void)state;
+    const char *mp = stories();
+    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
+    fixture f;
+    assert_true(fixture_open(&f, mp, RP_TYPE_F32, 1024));
+    rp_token docs[6][40], p[512];
+    int32_t bnd[16], nb;
+    make_docs(docs, 6, 40);
+    char dir[] = "/tmp/rp-qvec-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    rp_reuse_params rp = rp_reuse_default_params();
+    rp.ratio = 1.0f;
+    rp.subchunk_min = 10;
+    rp_reuse *e = NULL, *none = engine(&f, RP_REUSE_NONE, 0, false);
+    assert_int_equal(rp_reuse_create(f.m, f.kv->type, 1024, rp, &e), RP_OK);
+    rp_store_params sp = rp_store_default_params();
+    rp_store *store = NULL;
+    assert_int_equal(rp_store_open(dir, &sp, &store), RP_OK);
+    rp_pool_params pp = rp_pool_default_params();
+    assert_int_equal(rp_chunk_cache_attach_store(rp_reuse_cache(e), store, rp_reuse_salt(e), "stories", &pp), RP_OK);
+    rp_reuse_stats st;
+    const int one[] = {2};
+    int32_t n = build(docs, one, 1, 40, NULL, 0, p, bnd, &nb);
+    assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
+    assert_int_equal(rp_reuse_commit(e, f.kv), RP_OK);
+    const float vdoc[4] = {0, 1, 0, 0}, vq[4] = {0.1f, 1, 0, 0};
+    assert_int_equal(rp_reuse_put_vector(e, docs[2], 40, vdoc, 4), RP_OK);
+    assert_int_equal(rp_reuse_put_vector(e, docs[3], 40, vdoc, 4), RP_ERR_NOT_FOUND);
+    assert_int_equal(rp_chunk_cache_flush(rp_reuse_cache(e)), RP_OK);
+    /* BOS + one segment: 30 tokens of doc 0, 12 of doc 2 (its tokens 4..15, a
+     * run that shares no keyword with the stored chunk), 6 more */
+    n = 0;
+    p[n++] = 1;
+    memcpy(p + n, docs[0], sizeof(rp_token) * 30);
+    n += 30;
+    memcpy(p + n, docs[2] + 4, sizeof(rp_token) * 12);
+    n += 12;
+    for (int i = 0; i < 6; i++) p[n++] = (rp_token)(300 + i);
+    int32_t b1[1] = {1};
+    int32_t found[2];
+    for (int with = 0; with < 2; with++) {
+        rp_reuse_set_query_vector(e, with ? vq : NULL, 4);
+        assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, b1, 1, f.lg_a, &st), RP_OK);
+        found[with] = st.n_subchunk;
+        print_message("  query vector %s: sub-chunk tokens reused %d\n", with ? "set" : "unset", st.n_subchunk);
+    }
+    assert_int_equal(found[0], 0);    /* keywords alone miss it */
+    assert_int_equal(found[1], 12);   /* the vector brings the document in, the LCS pass finds the run */
+    assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p, n, b1, 1, f.lg_b, &st), RP_OK);
+    assert_true(max_diff(f.lg_a, f.lg_b, f.V) <= 1e-4f);
+    rp_reuse_free(e);
+    rp_reuse_free(none);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    fixture_close(&f);
+}
+
 /* A call with no row that attends (no new row, no final row: an early window
  * of a long prompt) gives the attention-weighted rules nothing to weigh by:
  * they must fall back to the deviation ranking, not to row order. And with a
@@ -851,6 +915,7 @@ int main(void) {
         cmocka_unit_test(test_blend_accounting),
         cmocka_unit_test(test_static_pad_mask),
         cmocka_unit_test(test_select_fallback),
+        cmocka_unit_test(test_query_vector),
         cmocka_unit_test(test_pipeline_equivalence),
         cmocka_unit_test(test_subchunk_reuse),
         cmocka_unit_test(test_salt),

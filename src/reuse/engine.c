@@ -108,6 +108,8 @@ struct rp_reuse {
     loader ld;
     double wait_ms;           /* exposed wait of the current prefill */
     uint8_t *trace;           /* caller's [max_tokens] selection marks, or NULL */
+    const float *qvec;        /* caller's query vector for the sub-chunk search, or NULL */
+    int32_t qdim;
 };
 
 static rp_status loader_start(rp_reuse *e);
@@ -214,6 +216,31 @@ uint64_t rp_reuse_salt(const rp_reuse *e) { return e->salt; }
 const rp_model *rp_reuse_model(const rp_reuse *e) { return e->m; }
 rp_type rp_reuse_kv_type(const rp_reuse *e) { return e->kv_type; }
 void rp_reuse_trace_selection(rp_reuse *e, uint8_t *mark) { e->trace = mark; }
+
+void rp_reuse_set_query_vector(rp_reuse *e, const float *v, int32_t dim) {
+    e->qvec = v && dim > 0 ? v : NULL;
+    e->qdim = e->qvec ? dim : 0;
+}
+
+rp_status rp_reuse_put_vector(rp_reuse *e, const rp_token *toks, int32_t n, const float *v, int32_t dim) {
+    if (!toks || n <= 0 || !v || dim <= 0) return rp_errorf(RP_ERR_INVALID_ARG, "reuse: put_vector needs tokens and a vector");
+    if (n > e->max_tokens) return rp_errorf(RP_ERR_RANGE, "reuse: %d tokens exceed the engine's %d", n, e->max_tokens);
+    /* own span list: the engine's holds the pending prompt until its commit */
+    rp_chunk_span *spans = malloc(sizeof *spans * (size_t)n);
+    if (!spans) return rp_errorf(RP_ERR_NOMEM, "reuse: out of memory");
+    int32_t ns = 0, found = 0;
+    rp_status st = rp_chunk_split(toks, n, NULL, 0, e->p.chunking, e->salt, spans, n, &ns);
+    for (int32_t i = 0; st == RP_OK && i < ns; i++) {
+        rp_chunk *ch = rp_chunk_cache_find(e->cache, toks, &spans[i]);
+        if (!ch) continue;
+        st = rp_chunk_cache_put_vector(e->cache, ch->id, v, dim);
+        rp_chunk_unpin(e->cache, ch);
+        found++;
+    }
+    free(spans);
+    if (st == RP_OK && found == 0) st = rp_errorf(RP_ERR_NOT_FOUND, "reuse: no cached chunk holds these %d tokens", n);
+    return st;
+}
 
 /* ---- moving cached KV into the session cache ---- */
 
@@ -474,7 +501,10 @@ static void match_subchunks(rp_reuse *e, const rp_token *toks, int32_t n, int32_
         if (b - a >= min) {
             double tf = now_ms();
             int32_t nm = 0;
-            if (rp_chunk_cache_find_subchunks(e->cache, toks + a, b - a, min, mt, CAP, &nm) != RP_OK) nm = 0;
+            rp_status fs = e->qvec ? rp_chunk_cache_find_subchunks_vec(e->cache, toks + a, b - a, min, e->qvec, e->qdim,
+                                                                        RP_REUSE_VEC_K, mt, CAP, &nm)
+                                   : rp_chunk_cache_find_subchunks(e->cache, toks + a, b - a, min, mt, CAP, &nm);
+            if (fs != RP_OK) nm = 0;
             for (int32_t k = 0; k < nm; k++) {
                 const rp_subchunk_match *x = &mt[k];
                 rp_chunk *ch = rp_chunk_cache_get(e->cache, x->chunk_id);

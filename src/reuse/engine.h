@@ -77,6 +77,18 @@ rp_type rp_reuse_kv_type(const rp_reuse *e);
  * computed), and 0 for the others. For `reprise plan --show-tokens`. */
 void rp_reuse_trace_selection(rp_reuse *e, uint8_t *mark);
 
+/* Dense vectors supplied by the caller (a RAG pipeline's embeddings), used
+ * by the sub-chunk search of full / blend with a store attached:
+ * rp_reuse_put_vector stores `v` for every cached chunk of toks[0..n) chunked
+ * as one segment (a document committed before; chunks must have reached
+ * flash, rp_chunk_cache_flush, to be searched), RP_ERR_NOT_FOUND when none is
+ * cached; rp_reuse_set_query_vector makes the next prefills add the
+ * RP_REUSE_VEC_K chunks nearest to `v` by cosine to the keyword candidates.
+ * `v` stays the caller's and must outlive those prefills; NULL clears it. */
+#define RP_REUSE_VEC_K 8
+rp_status rp_reuse_put_vector(rp_reuse *e, const rp_token *toks, int32_t n, const float *v, int32_t dim);
+void rp_reuse_set_query_vector(rp_reuse *e, const float *v, int32_t dim);
+
 /* Prefills toks[0..n) into `kv` (cleared first; its n_ctx must hold n, plus
  * L_S or L_P padding cells in static mode), reusing cached KV per the mode,
  * and writes the last token's logits to `logits` [n_vocab]. `bounds` are
