@@ -53,6 +53,9 @@
  *   BATCH_SD   every decoding session L_i = hal.fixed_len (16).
  *   HAL        global budget M = hal.budget split by Historical Accepted Length.
  *   HAL_YIELD  HAL plus suspend-and-yield.
+ *   UNIFORM    the same global budget M split evenly (rp_hal_allocate_uniform):
+ *              HAL's total without its history, so HAL vs UNIFORM isolates the
+ *              split from the budget size (Batch-SD drafts fixed_len each).
  *
  * Sampling: at temperature <= 0 drafts are greedy and verified greedily (the
  * output is token-identical to one-at-a-time greedy decoding). At temperature
@@ -89,6 +92,7 @@ typedef enum rp_sched_policy {
     RP_POLICY_BATCH_SD = 2,
     RP_POLICY_HAL = 3,
     RP_POLICY_HAL_YIELD = 4,
+    RP_POLICY_UNIFORM = 5,
     RP_POLICY_COUNT
 } rp_sched_policy;
 
@@ -129,6 +133,14 @@ typedef struct rp_sched_params {
 } rp_sched_params;
 
 rp_sched_params rp_sched_default_params(void);
+
+/* True if the last `added` bytes of a turn's text text[0..len) complete a tool
+ * call in chat format f: ChatML's </tool_call> (after a <tool_call> that
+ * rp_chat_has_tool_call counts) or Llama-3's bare {"name": ...} JSON object.
+ * The scheduler ends a turn (RP_FINISH_TOOL_CALL, WAITING) at that token when
+ * suspend_on_tool_call is set; exposed so a one-at-a-time reference decoder
+ * can stop at the same token. */
+bool rp_sched_tool_call_closed(rp_chat_format f, const char *text, int32_t len, int32_t added);
 
 typedef struct rp_sched rp_sched;
 typedef int64_t rp_sched_id;   /* > 0; encodes slot and generation, never reused while valid */

@@ -7,7 +7,8 @@
 #include "core/error.h"
 #include "sched/sched_internal.h"
 
-static const char *k_policy_names[RP_POLICY_COUNT] = {"batch-ar", "seq-sd", "batch-sd", "hal", "hal-yield"};
+static const char *k_policy_names[RP_POLICY_COUNT] = {"batch-ar", "seq-sd", "batch-sd", "hal", "hal-yield",
+                                                         "uniform"};
 
 const char *rp_sched_policy_name(rp_sched_policy p) {
     return (unsigned)p < RP_POLICY_COUNT ? k_policy_names[p] : "?";
