@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "kernels/cpu.h"
 #include "model/session.h"
+#include "model/synth.h"
 #include "sched/sched.h"
 #include "sched/sched_internal.h"
 #include "sched/svg.h"
@@ -346,6 +347,164 @@ static void test_hal_budget_in_scheduler(void **state) {
     assert_true(si[0].last_step <= step_waited);   /* it did not run */
     for (int i = 0; i < 3; i++) rp_sched_session_free(s, ids[i]);
     rp_sched_free(s);
+}
+
+/* The uniform policy splits the same M evenly: floor(M / n) each, the
+ * remainder on a session that rotates with the step. */
+static void test_uniform_budget_in_scheduler(void **state) {
+    fixture *f = *state;
+    REQUIRE_MODEL(f);
+    rp_sched_params p = base_params(RP_POLICY_UNIFORM, RP_DRAFTER_NGRAM, 0);
+    p.n_batch = 256;
+    rp_sched *s = NULL;
+    assert_int_equal(rp_sched_create(f->m, NULL, p, &s), RP_OK);
+    rp_sched_id ids[3];
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(rp_sched_session_create(s, &ids[i]), RP_OK);
+        rp_gen_params g = greedy(400, false);
+        assert_int_equal(rp_sched_submit(s, ids[i], f->prompt[i], f->n_prompt[i], &g), RP_OK);
+    }
+    rp_sched_step_info info;
+    assert_int_equal(rp_sched_step(s, &info), RP_OK);   /* prefill */
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(rp_sched_step(s, &info), RP_OK);
+        assert_int_equal(info.n_decode, 3);
+        for (int i = 0; i < 3; i++) {
+            rp_sched_session_info si;
+            assert_int_equal(rp_sched_session_info_get(s, ids[i], &si), RP_OK);
+            assert_int_equal(si.last_step, info.step);
+            /* 16 = 6 + 5 + 5; sessions decode in slot order, slot i = session i */
+            assert_int_equal(si.last_draft, i == (int)(info.step % 3) ? 6 : 5);
+        }
+    }
+    for (int i = 0; i < 3; i++) rp_sched_session_free(s, ids[i]);
+    rp_sched_free(s);
+}
+
+/* rp_sched_tool_call_closed on text: a call counts once its closing token
+ * arrives, not before, and only in the new bytes. */
+static void test_tool_call_closed_text(void **state) {
+    (void)state;
+    const char *c1 = "Let me look.<tool_call>\n{\"name\": \"ls\", \"arguments\": {}}\n</tool_call>";
+    int32_t n1 = (int32_t)strlen(c1);
+    assert_true(rp_sched_tool_call_closed(RP_CHAT_CHATML, c1, n1, 12));
+    assert_true(rp_sched_tool_call_closed(RP_CHAT_CHATML, c1, n1, 1));
+    assert_false(rp_sched_tool_call_closed(RP_CHAT_CHATML, c1, n1 - 1, 5));   /* "</tool_call" */
+    assert_false(rp_sched_tool_call_closed(RP_CHAT_CHATML, c1, n1 - 12, 3));  /* call open */
+    assert_false(rp_sched_tool_call_closed(RP_CHAT_CHATML, "</tool_call>", 12, 12));   /* no open tag */
+    assert_false(rp_sched_tool_call_closed(RP_CHAT_LLAMA2, c1, n1, 12));
+    const char *c2 = "{\"name\": \"get\", \"parameters\": {\"q\": \"a}b\"}}";
+    int32_t n2 = (int32_t)strlen(c2);
+    assert_true(rp_sched_tool_call_closed(RP_CHAT_LLAMA3, c2, n2, 1));
+    assert_false(rp_sched_tool_call_closed(RP_CHAT_LLAMA3, c2, n2 - 1, 1));   /* inner object closed only */
+    assert_false(rp_sched_tool_call_closed(RP_CHAT_LLAMA3, c2, n2 - 4, 1));   /* the '}' inside a string */
+    assert_false(rp_sched_tool_call_closed(RP_CHAT_LLAMA3, "{\"x\": 1}", 8, 1));   /* not a call */
+    /* an earlier complete call does not fire again on later text */
+    const char *c3 = "{\"name\": \"a\"} then {\"k\": 2}";
+    assert_false(rp_sched_tool_call_closed(RP_CHAT_LLAMA3, c3, (int32_t)strlen(c3), 1));
+}
+
+/* A turn whose generated text contains a tool call in the model's chat format
+ * (Qwen3 / ChatML: <tool_call>...</tool_call>) ends at the closing tag with
+ * finish TOOL_CALL and goes WAITING; under yield it leaves the batch and its
+ * draft budget goes to the others. The tokens are forced through the public
+ * sampler params: a logit bias decreasing along the call's tokens (all
+ * distinct) plus a presence penalty that drops each one below the next once
+ * generated, so greedy decoding of a random-weight model writes exactly the
+ * call; if the turn did not end at </tool_call> it would go on. */
+static void test_tool_call_suspends(void **state) {
+    (void)state;
+    const char *vocab = rp_test_shared("models/vocab/qwen3-bpe.vocab.gguf");
+    RP_REQUIRE_SHARED(vocab, "models/vocab/qwen3-bpe.vocab.gguf");
+    char path[512];
+    snprintf(path, sizeof path, "%s/sched-qwen3-tiny.gguf", rp_test_tmpdir());
+    rp_synth_params syp = rp_synth_default_params();
+    syp.arch = RP_ARCH_QWEN3;
+    syp.type = "q8_0";
+    syp.vocab_path = vocab;
+    assert_int_equal(rp_synth_write(&syp, path), RP_OK);
+    rp_model_params mp = rp_model_default_params();
+    rp_model *m = NULL;
+    assert_int_equal(rp_model_load(path, mp, &m), RP_OK);
+    remove(path);
+    assert_int_equal(m->chat, RP_CHAT_CHATML);
+    const char *call = "<tool_call>\n{\"name\":\"ls\"}\n</tool_call>";
+    rp_token ct[32], pr[N_SESS][32];
+    size_t nc = 0, npr[N_SESS];
+    rp_tokenize_opts o = {.add_bos = false, .parse_special = true};
+    assert_int_equal(rp_tokenizer_encode(m->tok, call, strlen(call), o, ct, 32, &nc), RP_OK);
+    for (size_t i = 0; i < nc; i++)
+        for (size_t j = 0; j < i; j++) assert_int_not_equal(ct[i], ct[j]);
+    const char *prompts[3] = {"List the files.", "Write a poem about the sea.", "Count to ten."};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(rp_tokenizer_encode(m->tok, prompts[i], strlen(prompts[i]), o, pr[i], 32, &npr[i]), RP_OK);
+        for (size_t k = 0; k < npr[i]; k++)
+            for (size_t j = 0; j < nc; j++) assert_int_not_equal(pr[i][k], ct[j]);
+    }
+    rp_logit_bias bias[32];
+    for (size_t j = 0; j < nc; j++) bias[j] = (rp_logit_bias){ct[j], 1000.0f - 20.0f * (float)j};
+
+    rp_sched_params p = rp_sched_default_params();
+    p.max_sessions = 3;
+    p.n_ctx = 256;
+    p.n_batch = 64;
+    p.n_threads = 1;
+    p.policy = RP_POLICY_HAL_YIELD;
+    p.drafter = RP_DRAFTER_NGRAM;
+    rp_sched *s = NULL;
+    assert_int_equal(rp_sched_create(m, NULL, p, &s), RP_OK);
+    rp_sched_id ids[3];
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(rp_sched_session_create(s, &ids[i]), RP_OK);
+        rp_gen_params g = greedy(i == 0 ? 40 : 200, false);
+        if (i == 0) {
+            g.sampler.bias = bias;
+            g.sampler.n_bias = (int32_t)nc;
+            g.sampler.presence_penalty = 500.0f;
+        }
+        assert_int_equal(rp_sched_submit(s, ids[i], pr[i], (int32_t)npr[i], &g), RP_OK);
+    }
+    rp_sched_session_info si;
+    rp_sched_step_info info;
+    int steps = 0;
+    do {
+        assert_int_equal(rp_sched_step(s, &info), RP_OK);
+        assert_true(++steps < 100);
+        assert_int_equal(rp_sched_session_info_get(s, ids[0], &si), RP_OK);
+    } while (si.state != RP_SESS_WAITING);
+    /* it stopped at the closing tag, with exactly the call generated */
+    assert_int_equal(si.finish, RP_FINISH_TOOL_CALL);
+    assert_int_equal(si.turn_generated, (int32_t)nc);
+    assert_false(si.has_slot);
+    rp_token got[64];
+    int32_t n = 0;
+    assert_int_equal(rp_sched_session_tokens(s, ids[0], (int32_t)npr[0], got, 64, &n), RP_OK);
+    assert_int_equal(n, (int32_t)nc);
+    assert_memory_equal(got, ct, sizeof(rp_token) * nc);
+    const int64_t waited = info.step;
+    /* the next step runs the other two with the whole budget */
+    assert_int_equal(rp_sched_step(s, &info), RP_OK);
+    assert_false(info.blocked);
+    assert_int_equal(info.n_decode, 2);
+    rp_sched_session_info s1, s2;
+    assert_int_equal(rp_sched_session_info_get(s, ids[1], &s1), RP_OK);
+    assert_int_equal(rp_sched_session_info_get(s, ids[2], &s2), RP_OK);
+    assert_int_equal(s1.last_draft + s2.last_draft, p.hal.budget);
+    assert_int_equal(rp_sched_session_info_get(s, ids[0], &si), RP_OK);
+    assert_true(si.last_step <= waited);
+    assert_int_equal(si.state, RP_SESS_WAITING);
+    /* the result comes back: only its tokens (and the pending one) are prefilled */
+    uint64_t prompt_before = si.prompt_tokens;
+    rp_gen_params g = greedy(4, false);
+    assert_int_equal(rp_sched_resume(s, ids[0], pr[1], (int32_t)npr[1], &g), RP_OK);
+    do {
+        assert_int_equal(rp_sched_step(s, &info), RP_OK);
+        assert_int_equal(rp_sched_session_info_get(s, ids[0], &si), RP_OK);
+    } while (si.state != RP_SESS_IDLE);
+    assert_int_equal(si.prompt_tokens, prompt_before + npr[1]);
+    assert_int_equal(si.finish, RP_FINISH_LENGTH);
+    rp_sched_free(s);
+    rp_model_free(m);
 }
 
 /* Byte-exact demotion round trip (memory and file), automatic demotion under
@@ -1060,6 +1219,9 @@ int main(void) {
         cmocka_unit_test(test_policies_match_reference),
         cmocka_unit_test(test_policies_best_level),
         cmocka_unit_test(test_hal_budget_in_scheduler),
+        cmocka_unit_test(test_uniform_budget_in_scheduler),
+        cmocka_unit_test(test_tool_call_closed_text),
+        cmocka_unit_test(test_tool_call_suspends),
         cmocka_unit_test(test_demote_restore),
         cmocka_unit_test(test_callbacks_cancel_errors),
         cmocka_unit_test(test_threaded_loop),
