@@ -388,6 +388,7 @@ static void usage(void) {
            "                      checked against a one-at-a-time greedy reference: column \"same seq\")\n"
            "  --kv-limit MB       KV bytes in use above which waiting sessions are demoted (compressed in memory)\n"
            "                      and restored on resume; demotions/restores reported (default 0: never)\n"
+           "  --prefill-share F   part of the row budget kept for pending prompts when drafts fill it (0.25)\n"
            "  --threads N --n-batch N --n-ctx N --kv-type f16|f32|q8_0 --cpu LEVEL --seed N --data DIR\n"
            "  --realtime          really wait for stalls and arrivals\n"
            "  --clock wall|cpu    what a step costs on the virtual clock: wall time (default) or process CPU\n"
@@ -535,7 +536,7 @@ int bench_agents(int argc, char **argv) {
     const char *gen_s = NULL, *prompt_s = NULL, *v;
     long turns = 3, threads = 2, n_batch = 256, n_ctx = 0, result_max = 48, budget = 16, lmin = 1, fixed_len = 16;
     long max_steps = 10000000;
-    double arrival = 0, tau = 1.0, gamma = 0.3, temp = 0, kv_limit_mb = 0;
+    double arrival = 0, tau = 1.0, gamma = 0.3, temp = 0, kv_limit_mb = 0, prefill_share = 0.25;
     uint64_t seed = 1;
     bool json = false, realtime = false, cpu_clock = false;
     for (; a.i < argc; a.i++) {
@@ -559,6 +560,7 @@ int bench_agents(int argc, char **argv) {
         else if (cli_is(&a, "--gamma", NULL)) { if (!cli_float(&a, 0, 1, &gamma)) return 2; }
         else if (cli_is(&a, "--temp", NULL)) { if (!cli_float(&a, 0, 100, &temp)) return 2; }
         else if (cli_is(&a, "--kv-limit", NULL)) { if (!cli_float(&a, 0, 1e9, &kv_limit_mb)) return 2; }
+        else if (cli_is(&a, "--prefill-share", NULL)) { if (!cli_float(&a, 0, 1, &prefill_share)) return 2; }
         else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &threads)) return 2; }
         else if (cli_is(&a, "-b", "--n-batch")) { if (!cli_int(&a, 1, 65536, &n_batch)) return 2; }
         else if (cli_is(&a, "-c", "--n-ctx")) { if (!cli_int(&a, 16, 1 << 20, &n_ctx)) return 2; }
@@ -662,6 +664,7 @@ int bench_agents(int argc, char **argv) {
     sp.n_batch = (int32_t)n_batch;
     sp.n_threads = (int)threads;
     sp.kv_type = (rp_type)kv_type;
+    sp.prefill_share = (float)prefill_share;
     /* at least one byte: a tiny limit demotes every waiting session */
     sp.kv_resident_limit = kv_limit_mb > 0 ? (size_t)fmax(1.0, kv_limit_mb * 1024.0 * 1024.0) : 0;
     sp.hal.budget = (int32_t)budget;

@@ -178,7 +178,8 @@ static rp_gen_params greedy(int max_tokens, bool wait_after) {
  * call), resuming a waiting session `delay` steps after it starts waiting;
  * returns the number of steps. Checks the no-re-prefill counters on resume. */
 static int run_two_turns(fixture *f, rp_sched *s, rp_sched_id *ids, int delay, int *blocked_steps,
-                         int *max_admitted) {
+                         int *max_admitted, int *mixed_steps) {
+    const int32_t n_batch = rp_sched_get_params(s).n_batch;
     int wait_since[N_SESS];
     bool resumed[N_SESS] = {false};
     for (int i = 0; i < N_SESS; i++) {
@@ -190,12 +191,17 @@ static int run_two_turns(fixture *f, rp_sched *s, rp_sched_id *ids, int delay, i
     int steps = 0, done = 0;
     *blocked_steps = 0;
     *max_admitted = 0;
+    *mixed_steps = 0;
     while (done < N_SESS) {
         rp_sched_step_info info;
         assert_int_equal(rp_sched_step(s, &info), RP_OK);
         steps++;
         assert_true(steps < 5000);
         *blocked_steps += info.blocked;
+        /* the token budget holds, and prompt chunks share forwards with decodes */
+        assert_true(info.n_rows <= n_batch);
+        assert_true(info.n_prefill_rows <= info.n_rows);
+        *mixed_steps += info.ran && info.n_prefill_rows > 0 && info.n_decode > 0;
         if (info.n_admitted > *max_admitted) *max_admitted = info.n_admitted;
         done = 0;
         for (int i = 0; i < N_SESS; i++) {
@@ -255,8 +261,8 @@ static void run_policy(fixture *f, const rp_model *m, rp_sched_policy pol, rp_dr
     rp_sched *s = NULL;
     assert_int_equal(rp_sched_create(m, dr == RP_DRAFTER_MODEL ? f->dm : NULL, p, &s), RP_OK);
     rp_sched_id ids[N_SESS];
-    int blocked = 0, max_adm = 0;
-    int steps = run_two_turns(f, s, ids, delay, &blocked, &max_adm);
+    int blocked = 0, max_adm = 0, mixed = 0;
+    int steps = run_two_turns(f, s, ids, delay, &blocked, &max_adm, &mixed);
     char what[96];
     snprintf(what, sizeof what, "%s/%s%s", rp_sched_policy_name(pol), rp_drafter_kind_name(p.drafter),
              dr == RP_DRAFTER_SELF ? (self_layers == 1 ? ":1" : ":2") : "");
@@ -267,6 +273,7 @@ static void run_policy(fixture *f, const rp_model *m, rp_sched_policy pol, rp_dr
                   steps, blocked, (long long)st.forwards, (unsigned long long)st.drafted,
                   (unsigned long long)st.accepted, (unsigned long long)st.emitted);
     if (pol == RP_POLICY_SEQ_SD) assert_int_equal(max_adm, 1);
+    else assert_true(mixed > 0);   /* resumed tool results prefill beside the others' decodes */
     if (pol == RP_POLICY_BATCH_AR) assert_int_equal(st.drafted, 0);
     else assert_true(st.drafted > 0);
     /* no-yield policies block while a session waits; yield never does */
@@ -379,6 +386,115 @@ static void test_uniform_budget_in_scheduler(void **state) {
     }
     for (int i = 0; i < 3; i++) rp_sched_session_free(s, ids[i]);
     rp_sched_free(s);
+}
+
+/* Long prompts sharing a small row budget are served round-robin: least
+ * recently served first, so each session gets a chunk before any gets two. */
+static void test_prefill_round_robin(void **state) {
+    fixture *f = *state;
+    REQUIRE_MODEL(f);
+    rp_sched_params p = base_params(RP_POLICY_BATCH_AR, RP_DRAFTER_NONE, 0);
+    p.n_batch = 24;
+    rp_sched *s = NULL;
+    assert_int_equal(rp_sched_create(f->m, NULL, p, &s), RP_OK);
+    rp_sched_id ids[3];
+    rp_token long_prompt[3][160];
+    int served[3] = {0};
+    for (int i = 0; i < 3; i++) {
+        /* three prompts of ~100 tokens: 4+ chunks each */
+        int n = 0;
+        for (int k = 0; k < 6; k++) {
+            memcpy(long_prompt[i] + n, f->prompt[(i + k) % N_SESS] + (n ? 1 : 0),
+                   sizeof(rp_token) * (size_t)(f->n_prompt[(i + k) % N_SESS] - (n ? 1 : 0)));
+            n += f->n_prompt[(i + k) % N_SESS] - (n ? 1 : 0);
+        }
+        assert_true(n > 72 && n < 160);
+        assert_int_equal(rp_sched_session_create(s, &ids[i]), RP_OK);
+        rp_gen_params g = greedy(4, false);
+        assert_int_equal(rp_sched_submit(s, ids[i], long_prompt[i], n, &g), RP_OK);
+    }
+    for (int step = 0; step < 9; step++) {
+        rp_sched_step_info info;
+        assert_int_equal(rp_sched_step(s, &info), RP_OK);
+        assert_true(info.n_rows <= p.n_batch);
+        /* every prompt is longer than 3 chunks: one session takes the whole
+         * chunk each step, and it is one served least so far */
+        int ran = -1, n_ran = 0, least = served[0];
+        for (int i = 1; i < 3; i++)
+            if (served[i] < least) least = served[i];
+        for (int i = 0; i < 3; i++) {
+            rp_sched_session_info si;
+            assert_int_equal(rp_sched_session_info_get(s, ids[i], &si), RP_OK);
+            if (si.last_step == info.step && si.last_role == RP_ROLE_PREFILL) {
+                ran = i;
+                n_ran++;
+            }
+        }
+        assert_int_equal(n_ran, 1);
+        assert_int_equal(info.n_prefill_rows, p.n_batch);
+        assert_int_equal(served[ran], least);
+        served[ran]++;
+        /* after every 3 steps each session has had its turn exactly once per round */
+        if (step % 3 == 2)
+            for (int i = 0; i < 3; i++) assert_int_equal(served[i], step / 3 + 1);
+    }
+    for (int i = 0; i < 3; i++) rp_sched_session_free(s, ids[i]);
+    rp_sched_free(s);
+}
+
+/* Drafts filling the batch leave prefill_share of it to a pending prompt:
+ * with 2 sessions drafting 16 each (34 rows) in a 32-row batch, a new
+ * prompt still gets ceil(0.25 * 32) = 8 rows a step; with share 0 it gets none. */
+static void test_prefill_min_share(void **state) {
+    fixture *f = *state;
+    REQUIRE_MODEL(f);
+    for (int mode = 0; mode < 2; mode++) {
+        rp_sched_params p = base_params(RP_POLICY_BATCH_SD, RP_DRAFTER_NGRAM, 0);
+        p.n_batch = 32;
+        if (mode == 1) p.prefill_share = 0;
+        rp_sched *s = NULL;
+        assert_int_equal(rp_sched_create(f->m, NULL, p, &s), RP_OK);
+        rp_sched_id ids[3];
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(rp_sched_session_create(s, &ids[i]), RP_OK);
+            rp_gen_params g = greedy(400, false);
+            assert_int_equal(rp_sched_submit(s, ids[i], f->prompt[i], f->n_prompt[i], &g), RP_OK);
+        }
+        rp_sched_step_info info;
+        for (int k = 0; k < 3; k++) assert_int_equal(rp_sched_step(s, &info), RP_OK);
+        assert_int_equal(info.n_decode, 2);
+        assert_int_equal(info.n_prefill_rows, 0);
+        rp_token long_prompt[MAX_TOK];
+        int n = 0;
+        for (int k = 0; k < 3; k++) {
+            memcpy(long_prompt + n, f->prompt[k], sizeof(rp_token) * (size_t)f->n_prompt[k]);
+            n += f->n_prompt[k];
+        }
+        assert_int_equal(rp_sched_session_create(s, &ids[2]), RP_OK);
+        rp_gen_params g = greedy(400, false);
+        assert_int_equal(rp_sched_submit(s, ids[2], long_prompt, n, &g), RP_OK);
+        for (int k = 0; k < 3; k++) {
+            assert_int_equal(rp_sched_step(s, &info), RP_OK);
+            assert_int_equal(info.n_decode, 2);
+            assert_true(info.n_rows <= p.n_batch);
+            rp_sched_session_info a, b;
+            assert_int_equal(rp_sched_session_info_get(s, ids[0], &a), RP_OK);
+            assert_int_equal(rp_sched_session_info_get(s, ids[1], &b), RP_OK);
+            if (mode == 0) {
+                assert_int_equal(info.n_prefill_rows, 8);
+                assert_int_equal(a.last_draft + b.last_draft, 32 - 8 - 2);
+            } else {
+                assert_int_equal(info.n_prefill_rows, 0);   /* starved while the drafts fill the batch */
+                assert_int_equal(a.last_draft + b.last_draft, 30);
+            }
+        }
+        for (int i = 0; i < 3; i++) rp_sched_session_free(s, ids[i]);
+        rp_sched_free(s);
+    }
+    rp_sched_params bad = base_params(RP_POLICY_HAL, RP_DRAFTER_NGRAM, 0);
+    bad.prefill_share = 1.5f;
+    rp_sched *s = NULL;
+    assert_int_equal(rp_sched_create(f->m, NULL, bad, &s), RP_ERR_INVALID_ARG);
 }
 
 /* rp_sched_tool_call_closed on text: a call counts once its closing token
@@ -1221,6 +1337,8 @@ int main(void) {
         cmocka_unit_test(test_hal_budget_in_scheduler),
         cmocka_unit_test(test_uniform_budget_in_scheduler),
         cmocka_unit_test(test_tool_call_closed_text),
+        cmocka_unit_test(test_prefill_round_robin),
+        cmocka_unit_test(test_prefill_min_share),
         cmocka_unit_test(test_tool_call_suspends),
         cmocka_unit_test(test_demote_restore),
         cmocka_unit_test(test_callbacks_cancel_errors),

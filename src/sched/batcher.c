@@ -1,4 +1,5 @@
 /* batcher.c — one scheduler step: admission, draft budgets, batched drafts, one target forward, verification and commit. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -171,8 +172,9 @@ static void demote_under_pressure(rp_sched *s) {
     }
 }
 
-/* Draft length of each decoding session for this step (policy, then clamps). */
-static void plan_drafts(rp_sched *s) {
+/* Draft length of each decoding session for this step (policy, then clamps),
+ * within `limit` rows for the decode side. */
+static void plan_drafts(rp_sched *s, int32_t limit) {
     const rp_hal_params *hp = &s->p.hal;
     const int32_t nd = s->n_dec;
     switch (s->p.policy) {
@@ -205,9 +207,9 @@ static void plan_drafts(rp_sched *s) {
         s->alloc[i] = L;
         rows += 1 + L;
     }
-    /* the row budget: shave the longest drafts first (n_batch >= max_active
-     * guarantees one row per decoding session) */
-    while (rows > s->p.n_batch) {
+    /* the row budget: shave the longest drafts first (limit >= n_dec, see
+     * the caller, keeps one row per decoding session) */
+    while (rows > limit) {
         int32_t big = 0;
         for (int32_t i = 1; i < nd; i++)
             if (s->alloc[i] >= s->alloc[big]) big = i;
@@ -411,7 +413,14 @@ rp_status rp_sched_step(rp_sched *s, rp_sched_step_info *out) {
     }
 
     /* ---- plan: draft lengths, then prefill chunks in the rows left */
-    plan_drafts(s);
+    /* rows kept for pending prompts: decode rows come first, but drafts that
+     * fill the batch must not stall prefill for as long as they run */
+    int64_t pending = 0;
+    for (int32_t i = 0; i < s->n_pre; i++) pending += s->sess[s->pre[i]].n_tok - s->sess[s->pre[i]].kv->n;
+    int32_t reserve = (int32_t)ceilf(s->p.prefill_share * (float)s->p.n_batch);
+    if (reserve > pending) reserve = (int32_t)pending;
+    if (reserve > s->p.n_batch - s->n_dec) reserve = s->p.n_batch - s->n_dec;
+    plan_drafts(s, s->p.n_batch - reserve);
     int32_t room = s->p.n_batch;
     for (int32_t i = 0; i < s->n_dec; i++) {
         rp_sess *x = &s->sess[s->dec[i]];

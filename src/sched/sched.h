@@ -23,7 +23,9 @@
  * target batch holding every admitted session's work — the last token plus
  * the draft tokens of each decoding session (all rows with logits) and chunks
  * of pending prompt for prefilling sessions, within a per-step row budget
- * (n_batch) — and runs one rp_forward over it. Drafts for all decoding
+ * (n_batch) — and runs one rp_forward over it. Decode rows are planned first,
+ * but while any prompt is pending, ceil(prefill_share * n_batch) rows (or
+ * what is pending, if less) are kept for it: drafts are shaved to fit. Drafts for all decoding
  * sessions are produced before that, batched across sessions per draft step.
  *
  * Session states:
@@ -130,6 +132,8 @@ typedef struct rp_sched_params {
     size_t kv_resident_limit;  /* bytes of KV in use above which WAITING sessions are demoted (0: never) */
     const char *demote_dir;    /* demote to files here (NULL: compressed in memory); copied */
     int32_t text_cap;          /* bytes of a turn's text kept for stop strings / tool calls (default 16384) */
+    float prefill_share;       /* part of n_batch kept for prompt rows while a prompt is pending, so drafts
+                                  filling the batch cannot starve prefill (default 0.25; 0: decode first) */
 } rp_sched_params;
 
 rp_sched_params rp_sched_default_params(void);
