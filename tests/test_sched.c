@@ -1,4 +1,5 @@
 /* test_sched.c — scheduler correctness: every policy and drafter equals one-at-a-time greedy decoding; resume, demotion, threads. */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -984,6 +985,152 @@ static void test_sampled_speculation_runs(void **state) {
     }
 }
 
+/* Chi-square statistic of observed counts against expected ones (same
+ * total), cells with expected < 5 merged into one; *df gets cells - 1. */
+static double chi_square(const long *obs, const double *exp_, int n, int *df) {
+    double chi = 0, eo = 0, ee = 0;
+    int cells = 0;
+    for (int v = 0; v < n; v++) {
+        if (exp_[v] >= 5) {
+            chi += (obs[v] - exp_[v]) * (obs[v] - exp_[v]) / exp_[v];
+            cells++;
+        } else {
+            eo += (double)obs[v];
+            ee += exp_[v];
+        }
+    }
+    if (ee > 0) {
+        chi += (eo - ee) * (eo - ee) / ee;
+        cells++;
+    }
+    *df = cells - 1;
+    return chi;
+}
+
+/* The chi-square quantile at p = 1e-4 (Wilson-Hilferty; good for df >= 3). */
+static double chi_crit(int df) {
+    const double z = 3.719, a = 2.0 / (9.0 * df);
+    double t = 1 - a + z * sqrt(a);
+    return df * t * t * t;
+}
+
+static void softmax(const float *lg, int n, double *p) {
+    float mx = lg[0];
+    for (int i = 1; i < n; i++)
+        if (lg[i] > mx) mx = lg[i];
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += p[i] = exp((double)lg[i] - mx);
+    for (int i = 0; i < n; i++) p[i] /= sum;
+}
+
+/* The sampled speculative path follows the target's law: at temperature 1
+ * (no truncation, no penalty) sessions drafting with a sampled drafter (self
+ * and model: verify with q, the draft's law) generate tokens whose first and
+ * second positions match p(t1) and sum_t1 p(t1) p(t2 | t1) by chi-square
+ * (p = 1e-4, fixed seeds). The first token comes from the prefill row, the
+ * second from the verify of a one-token draft (accept with min(1, p/q), else
+ * the residual): the rule under test. */
+static void test_sampled_speculation_distribution(void **state) {
+    fixture *f = *state;
+    REQUIRE_MODEL(f);
+    const rp_model *m = f->m_best;
+    const int V = m->hp.n_vocab, P = 1;   /* prompt 1 */
+    const int R = 6000;                   /* runs per drafter */
+    rp_sampler_params sp = rp_sampler_default_params();
+    sp.temp = 1.0f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    /* expected laws through plain one-row forwards */
+    double *p1 = malloc(sizeof(double) * (size_t)V), *p2 = calloc((size_t)V, sizeof(double));
+    double *pc = malloc(sizeof(double) * (size_t)V), *e = malloc(sizeof(double) * (size_t)V);
+    long *o1 = malloc(sizeof(long) * (size_t)V), *o2 = malloc(sizeof(long) * (size_t)V);
+    rp_ctx_params cp = rp_ctx_default_params();
+    cp.n_ctx_max = 64;
+    cp.n_threads = 1;
+    rp_ctx *ctx = NULL;
+    assert_int_equal(rp_ctx_create(m, cp, &ctx), RP_OK);
+    rp_session_params ssp = rp_session_default_params();
+    ssp.n_ctx = 64;
+    ssp.kv_type = RP_TYPE_F32;
+    rp_session *ss = NULL;
+    assert_int_equal(rp_session_create(ctx, ssp, &ss), RP_OK);
+    assert_int_equal(rp_session_feed(ss, f->prompt[P], f->n_prompt[P]), RP_OK);
+    softmax(rp_session_logits(ss), V, p1);
+    for (rp_token t = 0; t < V; t++) {
+        if (p1[t] < 1e-7) continue;
+        rp_session_reset(ss);
+        assert_int_equal(rp_session_feed(ss, f->prompt[P], f->n_prompt[P]), RP_OK);
+        assert_int_equal(rp_session_feed(ss, &t, 1), RP_OK);
+        softmax(rp_session_logits(ss), V, pc);
+        for (int v = 0; v < V; v++) p2[v] += p1[t] * pc[v];
+    }
+    rp_session_free(ss);
+    rp_ctx_free(ctx);
+
+    const rp_drafter_kind drs[] = {RP_DRAFTER_SELF, RP_DRAFTER_MODEL};
+    enum { NS = 48 };
+    for (size_t d = 0; d < 2; d++) {
+        rp_sched_params p = base_params(RP_POLICY_BATCH_SD, drs[d], 2);
+        p.max_sessions = NS;
+        p.n_ctx = 64;
+        p.n_batch = 256;
+        p.hal.fixed_len = 4;
+        rp_sched *s = NULL;
+        assert_int_equal(rp_sched_create(m, f->dm, p, &s), RP_OK);
+        rp_sched_id ids[NS];
+        memset(o1, 0, sizeof(long) * (size_t)V);
+        memset(o2, 0, sizeof(long) * (size_t)V);
+        int started = 0, finished = 0;
+        rp_gen_params g = rp_gen_default_params();
+        g.sampler = sp;
+        g.max_tokens = 3;   /* the first verify drafts max_tokens - 2 = 1 token */
+        g.stop_at_eog = false;
+        for (int i = 0; i < NS; i++) {
+            assert_int_equal(rp_sched_session_create(s, &ids[i]), RP_OK);
+            g.sampler.seed = 1000003u * (uint64_t)(d + 1) + (uint64_t)started++;
+            assert_int_equal(rp_sched_submit(s, ids[i], f->prompt[P], f->n_prompt[P], &g), RP_OK);
+        }
+        while (finished < R) {
+            assert_int_equal(rp_sched_step(s, NULL), RP_OK);
+            for (int i = 0; i < NS && finished < R; i++) {
+                rp_sched_session_info si;
+                assert_int_equal(rp_sched_session_info_get(s, ids[i], &si), RP_OK);
+                if (si.state != RP_SESS_IDLE) continue;
+                rp_token t[4];
+                int32_t n = 0;
+                assert_int_equal(rp_sched_session_tokens(s, ids[i], f->n_prompt[P], t, 4, &n), RP_OK);
+                assert_int_equal(n, 3);
+                o1[t[0]]++;
+                o2[t[1]]++;
+                finished++;
+                /* again from the prompt (its last token re-fed), new seed */
+                assert_int_equal(rp_sched_truncate(s, ids[i], f->n_prompt[P]), RP_OK);
+                g.sampler.seed = 1000003u * (uint64_t)(d + 1) + (uint64_t)started++;
+                assert_int_equal(rp_sched_submit(s, ids[i], NULL, 0, &g), RP_OK);
+            }
+        }
+        rp_sched_stats st;
+        rp_sched_stats_get(s, &st);
+        int df1, df2;
+        for (int v = 0; v < V; v++) e[v] = R * p1[v];
+        double c1 = chi_square(o1, e, V, &df1);
+        for (int v = 0; v < V; v++) e[v] = R * p2[v];
+        double c2 = chi_square(o2, e, V, &df2);
+        print_message("  %s: %d runs, drafted %llu accepted %llu; t1 chi2 %.1f (df %d, crit %.1f), t2 chi2 %.1f "
+                      "(df %d, crit %.1f)\n", rp_drafter_kind_name(drs[d]), R, (unsigned long long)st.drafted,
+                      (unsigned long long)st.accepted, c1, df1, chi_crit(df1), c2, df2, chi_crit(df2));
+        /* the drafts were really verified by the rule, with rejections */
+        assert_true(st.drafted >= (uint64_t)R);
+        assert_true(st.accepted > 0 && st.accepted < st.drafted);
+        assert_true(df1 >= 3 && df2 >= 3);
+        assert_true(c1 < chi_crit(df1));
+        assert_true(c2 < chi_crit(df2));
+        rp_sched_free(s);
+    }
+    free(p1); free(p2); free(pc); free(e); free(o1); free(o2);
+}
+
 /* No allocation inside rp_sched_step, for every drafter, greedy and sampled. */
 static void test_step_allocates_nothing(void **state) {
     fixture *f = *state;
@@ -1345,6 +1492,7 @@ int main(void) {
         cmocka_unit_test(test_threaded_loop),
         cmocka_unit_test(test_batch_ar_sampling_equals_session),
         cmocka_unit_test(test_sampled_speculation_runs),
+        cmocka_unit_test(test_sampled_speculation_distribution),
         cmocka_unit_test(test_step_allocates_nothing),
         cmocka_unit_test(test_step_not_reentrant),
         cmocka_unit_test(test_trace_and_timeline),
