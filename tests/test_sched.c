@@ -902,6 +902,110 @@ static void test_threaded_loop(void **state) {
     rp_sched_free(s);
 }
 
+typedef struct {
+    rp_sched *s;
+    const rp_sched_id *ids;
+    int n_ids;
+    size_t kv_max;          /* bytes of KV all sessions could hold */
+    atomic_bool stop;
+    long polls, bad;
+} poll_arg;
+
+/* Reads stats and session info as fast as it can while the loop steps,
+ * checking what must hold in any consistent snapshot. */
+static void *poll_main(void *vp) {
+    poll_arg *pa = vp;
+    int64_t last_steps = 0;
+    uint64_t last_emitted = 0;
+    while (!atomic_load(&pa->stop)) {
+        rp_sched_stats st;
+        rp_sched_stats_get(pa->s, &st);
+        int b = (st.steps < last_steps) | (st.emitted < last_emitted) << 1 | (st.kv_resident > pa->kv_max) << 2 |
+                (st.n_admitted > st.n_sessions) << 3 | (st.n_waiting > st.n_sessions) << 4 |
+                (st.accepted > st.drafted) << 5;
+        if (b && pa->bad < 5) fprintf(stderr, "stats bad %x: kv %zu max %zu\n", b, st.kv_resident, pa->kv_max);
+        pa->bad += b != 0;
+        last_steps = st.steps;
+        last_emitted = st.emitted;
+        for (int i = 0; i < pa->n_ids; i++) {
+            rp_sched_session_info si;
+            if (rp_sched_session_info_get(pa->s, pa->ids[i], &si) != RP_OK) continue;
+            /* a demoted session has no cells in memory: n_cached -1 */
+            int b = (si.demoted ? si.n_cached != -1 : si.n_cached < 0) | (si.n_cached > si.n_tokens) << 1 | (si.n_tokens > MAX_TOK) << 2 |
+                    (si.accepted > si.drafted) << 3 | (si.last_accepted > si.last_draft) << 4;
+            if (b && pa->bad < 5)
+                fprintf(stderr, "info bad %x: cached %d tokens %d demoted %d state %d acc %d/%d\n", b, si.n_cached,
+                        si.n_tokens, si.demoted, si.state, si.last_accepted, si.last_draft);
+            pa->bad += b != 0;
+        }
+        pa->polls++;
+    }
+    return NULL;
+}
+
+/* Stats and session info read from a second thread while the loop steps
+ * (the step reads a busy session's KV outside the lock; the getters report
+ * its snapshot): every snapshot is consistent and the outputs are still the
+ * reference's. Meant for ASan / TSan builds as well. */
+static void test_stats_concurrent(void **state) {
+    fixture *f = *state;
+    REQUIRE_MODEL(f);
+    rp_sched_params p = base_params(RP_POLICY_HAL_YIELD, RP_DRAFTER_SELF, 2);
+    p.kv_resident_limit = 1;   /* demotions and restores too */
+    rp_sched *s = NULL;
+    assert_int_equal(rp_sched_create(f->m, NULL, p, &s), RP_OK);
+    rp_sched_id ids[N_SESS];
+    for (int i = 0; i < N_SESS; i++) assert_int_equal(rp_sched_session_create(s, &ids[i]), RP_OK);
+    loop_arg la = {.s = s};
+    atomic_init(&la.stop, false);
+    poll_arg pa = {.s = s, .ids = ids, .n_ids = N_SESS};
+    /* F32 rows of K and V, every layer, target + 2-layer self draft */
+    pa.kv_max = (size_t)p.max_sessions * (size_t)MAX_TOK * 2u * (size_t)(f->m->hp.n_layer + 2) *
+                (size_t)f->m->hp.n_embd * sizeof(float) * 4u;
+    atomic_init(&pa.stop, false);
+    pthread_t th, tp;
+    assert_int_equal(pthread_create(&tp, NULL, poll_main, &pa), 0);
+    assert_int_equal(pthread_create(&th, NULL, loop_main, &la), 0);
+    bool resumed[N_SESS] = {false};
+    for (int i = 0; i < N_SESS; i++) {
+        rp_gen_params g = greedy(k_gen1[i], true);
+        assert_int_equal(rp_sched_submit(s, ids[i], f->prompt[i], f->n_prompt[i], &g), RP_OK);
+    }
+    int done = 0;
+    for (int spin = 0; done < N_SESS && spin < 200000; spin++) {
+        done = 0;
+        for (int i = 0; i < N_SESS; i++) {
+            rp_sched_session_info si;
+            assert_int_equal(rp_sched_session_info_get(s, ids[i], &si), RP_OK);
+            if (si.state == RP_SESS_WAITING && !resumed[i]) {
+                rp_gen_params g = greedy(k_gen2[i], false);
+                assert_int_equal(rp_sched_resume(s, ids[i], f->tool, f->n_tool, &g), RP_OK);
+                resumed[i] = true;
+            }
+            done += resumed[i] && si.state == RP_SESS_IDLE;
+        }
+        usleep(100);
+    }
+    atomic_store(&la.stop, true);
+    pthread_join(th, NULL);
+    atomic_store(&pa.stop, true);
+    pthread_join(tp, NULL);
+    assert_int_equal(done, N_SESS);
+    print_message("  %ld polls during %ld steps, %ld inconsistent\n", pa.polls, la.steps, pa.bad);
+    assert_true(pa.polls > 0);
+    assert_int_equal(pa.bad, 0);
+    check_histories(f, s, ids, "polled");
+    rp_sched_stats st;
+    rp_sched_stats_get(s, &st);
+    assert_true(st.n_demoted == 0);
+    for (int i = 0; i < N_SESS; i++) {
+        rp_sched_session_info si;
+        assert_int_equal(rp_sched_session_info_get(s, ids[i], &si), RP_OK);
+        assert_int_equal(si.restores, si.demotions);
+    }
+    rp_sched_free(s);
+}
+
 /* At temperature > 0 a session that never drafts samples exactly like
  * rp_session_sample with the same seed. */
 static void test_batch_ar_sampling_equals_session(void **state) {
@@ -1490,6 +1594,7 @@ int main(void) {
         cmocka_unit_test(test_demote_restore),
         cmocka_unit_test(test_callbacks_cancel_errors),
         cmocka_unit_test(test_threaded_loop),
+        cmocka_unit_test(test_stats_concurrent),
         cmocka_unit_test(test_batch_ar_sampling_equals_session),
         cmocka_unit_test(test_sampled_speculation_runs),
         cmocka_unit_test(test_sampled_speculation_distribution),
