@@ -522,21 +522,19 @@ static void test_tool_call_closed_text(void **state) {
 }
 
 /* A turn whose generated text contains a tool call in the model's chat format
- * (Qwen3 / ChatML: <tool_call>...</tool_call>) ends at the closing tag with
+ * (Qwen3 / ChatML: <tool_call>...</tool_call>; Llama 3: a bare {"name": ...}
+ * object) ends at the token closing it with
  * finish TOOL_CALL and goes WAITING; under yield it leaves the batch and its
  * draft budget goes to the others. The tokens are forced through the public
  * sampler params: a logit bias decreasing along the call's tokens (all
  * distinct) plus a presence penalty that drops each one below the next once
  * generated, so greedy decoding of a random-weight model writes exactly the
  * call; if the turn did not end at </tool_call> it would go on. */
-static void test_tool_call_suspends(void **state) {
-    (void)state;
-    const char *vocab = rp_test_shared("models/vocab/qwen3-bpe.vocab.gguf");
-    RP_REQUIRE_SHARED(vocab, "models/vocab/qwen3-bpe.vocab.gguf");
+static void check_tool_call_suspends(const char *vocab, rp_arch arch, rp_chat_format fmt, const char *call) {
     char path[512];
-    snprintf(path, sizeof path, "%s/sched-qwen3-tiny.gguf", rp_test_tmpdir());
+    snprintf(path, sizeof path, "%s/sched-%s-tiny.gguf", rp_test_tmpdir(), rp_arch_name(arch));
     rp_synth_params syp = rp_synth_default_params();
-    syp.arch = RP_ARCH_QWEN3;
+    syp.arch = arch;
     syp.type = "q8_0";
     syp.vocab_path = vocab;
     assert_int_equal(rp_synth_write(&syp, path), RP_OK);
@@ -544,8 +542,7 @@ static void test_tool_call_suspends(void **state) {
     rp_model *m = NULL;
     assert_int_equal(rp_model_load(path, mp, &m), RP_OK);
     remove(path);
-    assert_int_equal(m->chat, RP_CHAT_CHATML);
-    const char *call = "<tool_call>\n{\"name\":\"ls\"}\n</tool_call>";
+    assert_int_equal(m->chat, fmt);
     rp_token ct[32], pr[N_SESS][32];
     size_t nc = 0, npr[N_SESS];
     rp_tokenize_opts o = {.add_bos = false, .parse_special = true};
@@ -622,6 +619,15 @@ static void test_tool_call_suspends(void **state) {
     assert_int_equal(si.finish, RP_FINISH_LENGTH);
     rp_sched_free(s);
     rp_model_free(m);
+}
+
+static void test_tool_call_suspends(void **state) {
+    (void)state;
+    const char *qv = rp_test_shared("models/vocab/qwen3-bpe.vocab.gguf");
+    const char *lv = rp_test_shared("models/vocab/llama3-bpe.vocab.gguf");
+    RP_REQUIRE_SHARED(qv && lv ? qv : NULL, "models/vocab/qwen3-bpe.vocab.gguf, llama3-bpe.vocab.gguf");
+    check_tool_call_suspends(qv, RP_ARCH_QWEN3, RP_CHAT_CHATML, "<tool_call>\n{\"name\":\"ls\"}\n</tool_call>");
+    check_tool_call_suspends(lv, RP_ARCH_LLAMA, RP_CHAT_LLAMA3, "{\"name\": \"ls\"}");
 }
 
 /* Byte-exact demotion round trip (memory and file), automatic demotion under

@@ -33,7 +33,7 @@
  *   PREFILL  has pending tokens (prompt / tool result) to run through the model.
  *   DECODE   generating; exactly one pending token (the last one sampled).
  *   WAITING  waiting for a tool result: its turn ended with a tool call in the
- *            chat template's format, the caller asked for it (gen params
+ *            chat template's format (at the token completing it), the caller asked for it (gen params
  *            wait_after), or rp_sched_mark_waiting(). Its KV stays in place;
  *            rp_sched_resume() appends the tool result and only those tokens
  *            (plus the one pending sampled token) are prefilled.
@@ -173,7 +173,8 @@ typedef struct rp_gen_params {
     int32_t n_stop_ids;
     const char *const *stop_strs;   /* strings that end the turn when generated (copied, <= MAX_STOP_STRS) */
     int32_t n_stop_strs;
-    bool suspend_on_tool_call;   /* a turn that ends with a tool call goes WAITING (default true) */
+    bool suspend_on_tool_call;   /* a turn with a tool call in the chat format goes WAITING; it ends at the
+                                    token that completes the call (default true) */
     bool wait_after;             /* the turn always ends WAITING (trace-driven tool calls; default false) */
     rp_sched_token_cb on_token;  /* may be NULL */
     void *user;
