@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "kernels/types.h"
 #include "model/model.h"
+#include "model/session.h"
 #include "sched/sched.h"
 #include "report.h"
 #include "sched/svg.h"
@@ -50,6 +51,8 @@ typedef struct {
     double resume_at, finish_s;
     int64_t gen, verify_steps, draft_sum, accepted;
     uint64_t hash;
+    uint64_t demotions, restores;
+    bool same_seq;           /* history equals the one-at-a-time reference */
     int32_t n_prompt_total;
 } agent_run;
 
@@ -60,6 +63,8 @@ typedef struct {
     double makespan, compute, tok_s;
     int64_t steps, forwards, blocked, gen, drafted, accepted, verify_steps;
     uint64_t hash_all;
+    uint64_t demotions, restores;
+    int same_seq;            /* every agent equals the sequential reference: 1, 0; -1 not checked */
     agent_run *ag;
     const rp_trace *trace;
     rp_timeline *tl;
@@ -110,6 +115,94 @@ static rp_gen_params turn_params(const bench_cfg *c, const rp_trace_agent *a, in
      * model did not emit a real one in its chat format */
     g.wait_after = turn + 1 < a->n_turns;
     return g;
+}
+
+/* The one-at-a-time reference of a trace: each agent alone through
+ * rp_session with plain greedy decoding (feed, argmax, feed the token, ...),
+ * every turn ending where the scheduler's would (end of generation, the
+ * trace's length, a complete tool call in the chat format, a full context)
+ * and the same tool result appended; ref[i] gets the FNV hash of agent i's
+ * whole history, as run_trace hashes it. Greedy only. */
+static int reference_pass(const bench_cfg *cfg, const rp_trace *tr, uint64_t *ref) {
+    const int32_t n_ctx = cfg->sp.n_ctx;
+    const rp_tokenizer *tok = cfg->m->tok;
+    const size_t bound = rp_detok_bound(tok);
+    rp_ctx_params cp = rp_ctx_default_params();
+    cp.n_ctx_max = n_ctx;
+    cp.n_threads = cfg->sp.n_threads;
+    rp_ctx *ctx = NULL;
+    rp_status st = rp_ctx_create(cfg->m, cp, &ctx);
+    if (st != RP_OK) return cli_fail("bench agents", "reference context", st);
+    rp_token *h = malloc(sizeof(rp_token) * ((size_t)n_ctx + 8));
+    rp_token *feed = malloc(sizeof(rp_token) * ((size_t)n_ctx + 8));
+    int rc = h && feed ? 0 : 1;
+    for (int32_t i = 0; i < tr->n_agents && rc == 0; i++) {
+        const rp_trace_agent *a = &tr->agents[i];
+        rp_session_params ssp = rp_session_default_params();
+        ssp.n_ctx = n_ctx;
+        ssp.kv_type = cfg->sp.kv_type;
+        ssp.sampler = cfg->gp.sampler;
+        ssp.sampler.temp = 0;
+        rp_session *ss = NULL;
+        if ((st = rp_session_create(ctx, ssp, &ss)) != RP_OK) {
+            rc = cli_fail("bench agents", "reference session", st);
+            break;
+        }
+        int32_t n = 0, n_feed = 0;
+        bool pending = false;   /* h[n - 1] was sampled, not fed yet */
+        for (int32_t t = 0; t < a->n_turns && rc == 0; t++) {
+            const rp_token *add = t == 0 ? a->prompt : a->turns[t - 1].result;
+            const int32_t n_add = t == 0 ? a->n_prompt : a->turns[t - 1].n_result;
+            n_feed = 0;
+            if (pending) feed[n_feed++] = h[n - 1];
+            if (n + n_add > n_ctx) {
+                rc = 1;
+                break;
+            }
+            memcpy(feed + n_feed, add, sizeof(rp_token) * (size_t)n_add);
+            memcpy(h + n, add, sizeof(rp_token) * (size_t)n_add);
+            n_feed += n_add;
+            n += n_add;
+            pending = false;
+            const rp_gen_params g = turn_params(cfg, a, t);
+            size_t cap = ((size_t)(g.max_tokens > 0 ? g.max_tokens : 0) + 1) * bound + 1;
+            char *text = malloc(cap);
+            if (!text || (st = rp_session_feed(ss, feed, n_feed)) != RP_OK) {
+                rc = text ? cli_fail("bench agents", "reference feed", st) : 1;
+                free(text);
+                break;
+            }
+            rp_detok d;
+            rp_detok_init(&d, tok, true);
+            size_t len = 0;
+            for (int32_t k = 0; k < g.max_tokens; k++) {
+                if (pending && (st = rp_session_feed(ss, &h[n - 1], 1)) != RP_OK) {
+                    rc = cli_fail("bench agents", "reference feed", st);
+                    break;
+                }
+                rp_token x = rp_session_sample(ss);
+                h[n++] = x;
+                pending = true;
+                int w = rp_detok_push(&d, x, text + len, cap - len);
+                if (w < 0) w = 0;
+                len += (size_t)w;
+                text[len] = '\0';
+                if (g.stop_at_eog && rp_tokenizer_is_eog(tok, x)) break;
+                if (g.suspend_on_tool_call && cfg->m->chat != RP_CHAT_UNKNOWN &&
+                    rp_sched_tool_call_closed(cfg->m->chat, text, (int32_t)len, w))
+                    break;
+                if (n >= n_ctx) break;
+            }
+            free(text);
+        }
+        ref[i] = fnv(0xcbf29ce484222325ULL, h, n);
+        rp_session_free(ss);
+    }
+    if (rc == 1 && (!h || !feed)) fprintf(stderr, "reprise bench agents: out of memory\n");
+    free(h);
+    free(feed);
+    rp_ctx_free(ctx);
+    return rc;
 }
 
 /* Runs one trace under one policy. Time is virtual by default: each step
@@ -238,6 +331,8 @@ static int run_trace(const bench_cfg *cfg, const rp_trace *tr, rp_sched_policy p
                 ag[i].gen = (int64_t)si.gen_tokens;
                 ag[i].n_prompt_total = (int32_t)si.prompt_tokens;
                 ag[i].finish_s = clock;
+                ag[i].demotions = si.demotions;
+                ag[i].restores = si.restores;
                 ag[i].st = AG_DONE;
                 rp_sched_session_free(s, ag[i].id);
                 done++;
@@ -260,6 +355,8 @@ static int run_trace(const bench_cfg *cfg, const rp_trace *tr, rp_sched_policy p
         R->makespan = fmax(R->makespan, ag[i].finish_s);
         R->gen += ag[i].gen;
         R->verify_steps += ag[i].verify_steps;
+        R->demotions += ag[i].demotions;
+        R->restores += ag[i].restores;
         R->hash_all = (R->hash_all ^ ag[i].hash) * 0x100000001b3ULL;
     }
     R->tok_s = R->makespan > 0 ? (double)R->gen / R->makespan : 0;
@@ -276,7 +373,8 @@ static void usage(void) {
            "emit tool calls in their chat format (tiny / random weights) get the boundary from the trace: a turn\n"
            "generates its trace length, then counts as a tool call. Time is virtual unless --realtime: steps\n"
            "advance the clock by their measured time, stalls and arrivals by jumping to the next event.\n"
-           "  --policy LIST       batch-ar,seq-sd,batch-sd,hal,hal-yield (default: all)\n"
+           "  --policy LIST       batch-ar,seq-sd,batch-sd,uniform,hal,hal-yield (default: all); uniform splits\n"
+           "                      HAL's budget M evenly (the equal-budget baseline for HAL)\n"
            "  --drafter D         ngram | self:K | model:PATH (default ngram)\n"
            "  --agents LIST       concurrent agents, e.g. 2,3,4 (default 3)\n"
            "  --stall LIST        stall ranges in seconds: 0 | LO:HI, comma-separated (default 0,0.1:1)\n"
@@ -286,7 +384,11 @@ static void usage(void) {
            "  --prompt R,C,T      prompt token caps (default 384,160,256)\n"
            "  --result N          tool result token cap (default 48)\n"
            "  --budget M --lmin L --tau T --gamma G --fixed-len L   HAL / Batch-SD constants (16, 1, 1, 0.3, 16)\n"
-           "  --temp T            sampling temperature (default 0: greedy, outputs comparable across policies)\n"
+           "  --temp T            sampling temperature (default 0: greedy, outputs comparable across policies and\n"
+           "                      checked against a one-at-a-time greedy reference: column \"same seq\")\n"
+           "  --kv-limit MB       KV bytes in use above which waiting sessions are demoted (compressed in memory)\n"
+           "                      and restored on resume; demotions/restores reported (default 0: never)\n"
+           "  --prefill-share F   part of the row budget kept for pending prompts when drafts fill it (0.25)\n"
            "  --threads N --n-batch N --n-ctx N --kv-type f16|f32|q8_0 --cpu LEVEL --seed N --data DIR\n"
            "  --realtime          really wait for stalls and arrivals\n"
            "  --clock wall|cpu    what a step costs on the virtual clock: wall time (default) or process CPU\n"
@@ -315,13 +417,15 @@ static void print_json(FILE *f, const char *model, const char *drafter, run_resu
                 "%s\n  {\"model\": \"%s\", \"policy\": \"%s\", \"drafter\": \"%s\", \"agents\": %d, "
                 "\"stall\": [%g, %g], \"makespan_s\": %.4f, \"compute_s\": %.4f, \"gen_tokens\": %lld, "
                 "\"tok_s\": %.2f, \"steps\": %lld, \"blocked_steps\": %lld, \"forwards\": %lld, \"drafted\": %lld, "
-                "\"accepted\": %lld, \"verify_steps\": %lld, \"outputs_hash\": \"%016llx\", \"failed\": %s,\n"
+                "\"accepted\": %lld, \"verify_steps\": %lld, \"outputs_hash\": \"%016llx\", \"same_as_sequential\": %s, "
+                "\"demotions\": %llu, \"restores\": %llu, \"failed\": %s,\n"
                 "   \"per_agent\": [",
                 r ? "," : "", model, rp_sched_policy_name(R->policy), R->policy == RP_POLICY_BATCH_AR ? "none" : drafter,
                 R->n_agents, R->stall.lo, R->stall.hi, R->makespan, R->compute, (long long)R->gen, R->tok_s,
                 (long long)R->steps, (long long)R->blocked, (long long)R->forwards, (long long)R->drafted,
                 (long long)R->accepted, (long long)R->verify_steps, (unsigned long long)R->hash_all,
-                R->failed ? "true" : "false");
+                R->same_seq < 0 ? "null" : R->same_seq ? "true" : "false", (unsigned long long)R->demotions,
+                (unsigned long long)R->restores, R->failed ? "true" : "false");
         for (int i = 0; i < R->n_agents; i++) {
             const agent_run *a = &R->ag[i];
             const rp_trace_agent *ta = &R->trace->agents[i];
@@ -331,12 +435,13 @@ static void print_json(FILE *f, const char *model, const char *drafter, run_resu
                     "\"prompt_tokens\": %d, \"gen_tokens\": %lld, \"finish_s\": %.4f, \"decode_steps\": %lld, "
                     "\"mean_draft\": %.3f, \"mean_accepted\": %.3f, \"tokens_per_step\": %.3f, "
                     "\"suspended_s\": %.4f, \"waiting_s\": %.4f, \"blocked_s\": %.4f, \"hash\": \"%016llx\", "
+                    "\"same_as_sequential\": %s, "
                     "\"budget\": [",
                     i ? "," : "", i, rp_agent_kind_name(ta->kind), ta->source, ta->arrival_s, a->n_prompt_total,
                     (long long)a->gen, a->finish_s, (long long)a->verify_steps, a->draft_sum / vs, a->accepted / vs,
                     a->verify_steps ? (double)a->gen / vs : 0, rp_timeline_time_in(R->tl, i, RP_TL_SUSPENDED),
                     rp_timeline_time_in(R->tl, i, RP_TL_WAITING), rp_timeline_time_in(R->tl, i, RP_TL_BLOCKED),
-                    (unsigned long long)a->hash);
+                    (unsigned long long)a->hash, R->same_seq < 0 ? "null" : a->same_seq ? "true" : "false");
             int32_t nb = rp_timeline_n_budget(R->tl, i);
             for (int32_t k = 0; k < nb; k++) {
                 double ts;
@@ -364,10 +469,10 @@ static int write_html(const char *path, const char *model, const char *drafter, 
     snprintf(note, sizeof note, "drafter %s; makespan of N agents under tool stalls drawn log-uniformly from the range; "
              "\"vs Batch-SD\" = Batch-SD's makespan / this policy's.", drafter);
     rp_html_p(f, note);
-    const char *head[9] = {"N", "stall s", "policy", "makespan s", "tok/s", "drafted", "accepted %", "vs Batch-SD",
-                           "same outputs"};
-    char (*cells)[9][32] = calloc((size_t)n, sizeof *cells);
-    const char **cp = calloc((size_t)n * 9, sizeof *cp);
+    const char *head[10] = {"N", "stall s", "policy", "makespan s", "tok/s", "drafted", "accepted %", "vs Batch-SD",
+                            "same outputs", "same as sequential"};
+    char (*cells)[10][32] = calloc((size_t)n, sizeof *cells);
+    const char **cp = calloc((size_t)n * 10, sizeof *cp);
     const int ng = npol > 0 ? n / npol : 0;
     const char **groups = calloc((size_t)(ng > 0 ? ng : 1), sizeof *groups);
     char (*gname)[48] = calloc((size_t)(ng > 0 ? ng : 1), sizeof *gname);
@@ -400,7 +505,8 @@ static int write_html(const char *path, const char *model, const char *drafter, 
         if (ref > 0 && R->makespan > 0) snprintf(cells[r][7], 32, "%.2fx", ref / R->makespan);
         else snprintf(cells[r][7], 32, "-");
         snprintf(cells[r][8], 32, "%s", temp > 0 ? "n/a" : same ? "yes" : "NO");
-        for (int c = 0; c < 9; c++) cp[r * 9 + c] = cells[r][c];
+        snprintf(cells[r][9], 32, "%s", R->same_seq < 0 ? "n/a" : R->same_seq ? "yes" : "NO");
+        for (int c = 0; c < 10; c++) cp[r * 10 + c] = cells[r][c];
         if (g < ng) {
             snprintf(gname[g], sizeof gname[g], "N=%d stall %s", R->n_agents, stall);
             groups[g] = gname[g];
@@ -408,7 +514,7 @@ static int write_html(const char *path, const char *model, const char *drafter, 
             vals[g * npol + (r - first)] = R->makespan;
         }
     }
-    rp_html_table(f, head, 9, cp, n);
+    rp_html_table(f, head, 10, cp, n);
     if (ng > 0) rp_svg_bars(f, "Makespan by configuration and policy", "s", groups, ng, series, npol, vals);
     rp_html_h2(f, "Timelines (agent states, draft budget and HAL over time)");
     rp_timeline **tls = malloc(sizeof *tls * (size_t)n);
@@ -424,13 +530,13 @@ static int write_html(const char *path, const char *model, const char *drafter, 
 
 int bench_agents(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "bench agents"};
-    const char *model_path = NULL, *drafter_s = "ngram", *policy_s = "batch-ar,seq-sd,batch-sd,hal,hal-yield";
+    const char *model_path = NULL, *drafter_s = "ngram", *policy_s = "batch-ar,seq-sd,batch-sd,uniform,hal,hal-yield";
     const char *agents_s = "3", *stall_s = "0,0.1:1", *svg_path = NULL, *data_dir = NULL, *kv_name = "f16";
     const char *json_path = NULL, *html_path = NULL;
     const char *gen_s = NULL, *prompt_s = NULL, *v;
     long turns = 3, threads = 2, n_batch = 256, n_ctx = 0, result_max = 48, budget = 16, lmin = 1, fixed_len = 16;
     long max_steps = 10000000;
-    double arrival = 0, tau = 1.0, gamma = 0.3, temp = 0;
+    double arrival = 0, tau = 1.0, gamma = 0.3, temp = 0, kv_limit_mb = 0, prefill_share = 0.25;
     uint64_t seed = 1;
     bool json = false, realtime = false, cpu_clock = false;
     for (; a.i < argc; a.i++) {
@@ -453,6 +559,8 @@ int bench_agents(int argc, char **argv) {
         else if (cli_is(&a, "--tau", NULL)) { if (!cli_float(&a, 1e-3, 1e6, &tau)) return 2; }
         else if (cli_is(&a, "--gamma", NULL)) { if (!cli_float(&a, 0, 1, &gamma)) return 2; }
         else if (cli_is(&a, "--temp", NULL)) { if (!cli_float(&a, 0, 100, &temp)) return 2; }
+        else if (cli_is(&a, "--kv-limit", NULL)) { if (!cli_float(&a, 0, 1e9, &kv_limit_mb)) return 2; }
+        else if (cli_is(&a, "--prefill-share", NULL)) { if (!cli_float(&a, 0, 1, &prefill_share)) return 2; }
         else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &threads)) return 2; }
         else if (cli_is(&a, "-b", "--n-batch")) { if (!cli_int(&a, 1, 65536, &n_batch)) return 2; }
         else if (cli_is(&a, "-c", "--n-ctx")) { if (!cli_int(&a, 16, 1 << 20, &n_ctx)) return 2; }
@@ -488,7 +596,7 @@ int bench_agents(int argc, char **argv) {
         for (char *tok = strtok(tmp, ","); tok; tok = strtok(NULL, ",")) {
             int p = rp_sched_policy_parse(tok);
             if (p < 0 || npol >= RP_POLICY_COUNT) {
-                fprintf(stderr, "reprise bench agents: unknown policy '%s' (batch-ar, seq-sd, batch-sd, hal, hal-yield)\n",
+                fprintf(stderr, "reprise bench agents: unknown policy '%s' (batch-ar, seq-sd, batch-sd, uniform, hal, hal-yield)\n",
                         tok);
                 return 2;
             }
@@ -556,6 +664,9 @@ int bench_agents(int argc, char **argv) {
     sp.n_batch = (int32_t)n_batch;
     sp.n_threads = (int)threads;
     sp.kv_type = (rp_type)kv_type;
+    sp.prefill_share = (float)prefill_share;
+    /* at least one byte: a tiny limit demotes every waiting session */
+    sp.kv_resident_limit = kv_limit_mb > 0 ? (size_t)fmax(1.0, kv_limit_mb * 1024.0 * 1024.0) : 0;
     sp.hal.budget = (int32_t)budget;
     sp.hal.l_min = (int32_t)lmin;
     sp.hal.tau = (float)tau;
@@ -582,11 +693,14 @@ int bench_agents(int argc, char **argv) {
     fprintf(tab, "model %s, drafter %s, budget M=%d L_min=%d tau=%g gamma=%g, fixed L=%d, %ld turns/agent, %s\n",
             mname, drafter_s, sp.hal.budget, sp.hal.l_min, sp.hal.tau, sp.hal.gamma, sp.hal.fixed_len, turns,
             realtime ? "real time" : cpu_clock ? "virtual time (steps cost CPU time)" : "virtual time (steps cost wall time)");
-    fprintf(tab, "| %2s | %-9s | %-9s | %9s | %8s | %8s | %6s | %6s | %6s | %7s | %6s | %8s | %s |\n", "N", "stall s",
-            "policy", "makespan", "tok/s", "compute", "steps", "blockd", "gen", "drafted", "acc%", "vs b-sd",
-            "same out");
+    if (sp.kv_resident_limit > 0)
+        fprintf(tab, "KV limit %.3f MB: waiting sessions demoted (zstd in memory) above it, restored on resume\n",
+                kv_limit_mb);
+    fprintf(tab, "| %2s | %-9s | %-9s | %9s | %8s | %8s | %6s | %6s | %6s | %7s | %6s | %8s | %-8s | %-8s | %7s |\n",
+            "N", "stall s", "policy", "makespan", "tok/s", "compute", "steps", "blockd", "gen", "drafted", "acc%",
+            "vs b-sd", "same out", "same seq", "dem/res");
     fprintf(tab, "|----|-----------|-----------|-----------|----------|----------|--------|--------|--------|---------|"
-                 "--------|----------|----------|\n");
+                 "--------|----------|----------|----------|---------|\n");
     for (int ia = 0; ia < nag && rc == 0; ia++) {
         for (int is = 0; is < nst && rc == 0; is++) {
             tp.n_agents = (int32_t)agents[ia];
@@ -608,13 +722,34 @@ int bench_agents(int argc, char **argv) {
                 rc = 2;
                 break;
             }
+            /* the one-at-a-time greedy reference every policy is checked against */
+            uint64_t ref_hash[RP_SCHED_MAX_SESSIONS];
+            bool have_ref = temp <= 0 && (*trp)->n_agents <= RP_SCHED_MAX_SESSIONS;
+            if (have_ref) {
+                double tr0 = now_s();
+                if ((rc = reference_pass(&cfg, *trp, ref_hash)) != 0) break;
+                fprintf(stderr, "  N=%ld stall %g:%g: sequential reference %.1f s\n", agents[ia], stalls[is].lo,
+                        stalls[is].hi, now_s() - tr0);
+            }
             int first = nr;
             for (int ip = 0; ip < npol && rc == 0; ip++) {
                 run_result *R = &rs[nr++];
                 R->policy = pols[ip];
                 R->n_agents = (int)agents[ia];
                 R->stall = stalls[is];
+                double tr0 = now_s();
                 rc = run_trace(&cfg, *trp, pols[ip], R);
+                R->same_seq = -1;
+                if (have_ref && rc == 0) {
+                    R->same_seq = 1;
+                    for (int32_t i = 0; i < R->n_agents; i++) {
+                        R->ag[i].same_seq = R->ag[i].hash == ref_hash[i];
+                        R->same_seq &= R->ag[i].same_seq;
+                    }
+                }
+                fprintf(stderr, "  run %d/%d: %-9s N=%d stall %g:%g  makespan %.3f s, same as sequential %s (%.1f s)\n",
+                        nr, n_runs, rp_sched_policy_name(R->policy), R->n_agents, R->stall.lo, R->stall.hi,
+                        R->makespan, R->same_seq < 0 ? "n/a" : R->same_seq ? "yes" : "NO", now_s() - tr0);
             }
             /* comparison against Batch-SD (when run) and output agreement */
             double ref = 0;
@@ -628,11 +763,14 @@ int bench_agents(int argc, char **argv) {
                 if (ref > 0 && R->makespan > 0) snprintf(vs, sizeof vs, "%.2fx", ref / R->makespan);
                 bool same = true;
                 for (int q = first; q < nr; q++) same &= rs[q].hash_all == R->hash_all;
-                fprintf(tab, "| %2d | %-9s | %-9s | %8.3fs | %8.1f | %7.3fs | %6lld | %6lld | %6lld | %7lld | %5.1f%% | %8s | %-8s |\n",
+                char dr[32];
+                snprintf(dr, sizeof dr, "%llu/%llu", (unsigned long long)R->demotions, (unsigned long long)R->restores);
+                fprintf(tab, "| %2d | %-9s | %-9s | %8.3fs | %8.1f | %7.3fs | %6lld | %6lld | %6lld | %7lld | %5.1f%% | %8s | %-8s | %-8s | %7s |\n",
                         R->n_agents, stall_txt, rp_sched_policy_name(R->policy), R->makespan, R->tok_s, R->compute,
                         (long long)R->steps, (long long)R->blocked, (long long)R->gen, (long long)R->drafted,
                         R->drafted ? 100.0 * (double)R->accepted / (double)R->drafted : 0.0, vs,
-                        temp > 0 ? "n/a" : same ? "yes" : "NO");
+                        temp > 0 ? "n/a" : same ? "yes" : "NO",
+                        R->same_seq < 0 ? "n/a" : R->same_seq ? "yes" : "NO", dr);
             }
             fflush(tab);
         }

@@ -150,12 +150,57 @@ static void test_ema(void **state) {
     assert_float_equal(rp_hal_update(7.0f, 2, 0.0f), 7.0f, 0);
 }
 
+/* The uniform baseline: floor(M / n) each, the remainder rotating with the
+ * step; equal A_i make HAL's own split the same at turn 0. */
+static void test_uniform(void **state) {
+    (void)state;
+    int32_t out[8], ref[8];
+    float a[8], frac[8];
+    rp_hal_params p = params(16, 1, 1.0f);
+    rp_hal_allocate_uniform(&p, 3, 0, out);
+    assert_int_equal(out[0], 6);
+    assert_int_equal(out[1], 5);
+    assert_int_equal(out[2], 5);
+    rp_hal_allocate_uniform(&p, 3, 1, out);
+    assert_int_equal(out[0], 5);
+    assert_int_equal(out[1], 6);
+    assert_int_equal(out[2], 5);
+    rp_hal_allocate_uniform(&p, 3, 5, out);   /* 5 mod 3 = 2 */
+    assert_int_equal(out[0], 5);
+    assert_int_equal(out[1], 5);
+    assert_int_equal(out[2], 6);
+    rp_hal_allocate_uniform(&p, 4, 7, out);
+    for (int i = 0; i < 4; i++) assert_int_equal(out[i], 4);
+    p = params(10, 1, 1.0f);
+    rp_hal_allocate_uniform(&p, 4, 3, out);   /* 2 each, units to entries 3 and 0 */
+    assert_int_equal(out[0], 3);
+    assert_int_equal(out[1], 2);
+    assert_int_equal(out[2], 2);
+    assert_int_equal(out[3], 3);
+    /* the same as HAL with a flat softmax (any A, all equal) at turn 0 */
+    for (int32_t n = 1; n <= 8; n++)
+        for (int32_t M = 0; M <= 40; M++) {
+            p = params(M, 1, 0.7f);
+            for (int i = 0; i < n; i++) a[i] = 2.5f;
+            rp_hal_allocate(&p, a, n, ref, frac);
+            rp_hal_allocate_uniform(&p, n, 0, out);
+            int sum = 0;
+            for (int i = 0; i < n; i++) {
+                assert_int_equal(out[i], ref[i]);
+                sum += out[i];
+            }
+            assert_int_equal(sum, M);
+        }
+    rp_hal_allocate_uniform(&p, 0, 0, out);   /* no sessions: nothing written, no division */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_exact_values),
         cmocka_unit_test(test_properties),
         cmocka_unit_test(test_ema),
+        cmocka_unit_test(test_uniform),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,5 @@
 /* test_sched.c — scheduler correctness: every policy and drafter equals one-at-a-time greedy decoding; resume, demotion, threads. */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -10,14 +11,15 @@
 #include "core/error.h"
 #include "kernels/cpu.h"
 #include "model/session.h"
+#include "model/synth.h"
 #include "sched/sched.h"
 #include "sched/sched_internal.h"
 #include "sched/svg.h"
 #include "sched/trace.h"
 
-/* Counting allocator (glibc): the step must not allocate. Not under ASan,
- * which owns malloc. */
-#if !defined(__SANITIZE_ADDRESS__)
+/* Counting allocator (glibc): the step must not allocate. Not under ASan or TSan,
+ * which own malloc. */
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define RP_COUNT_ALLOCS 1
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
@@ -177,7 +179,8 @@ static rp_gen_params greedy(int max_tokens, bool wait_after) {
  * call), resuming a waiting session `delay` steps after it starts waiting;
  * returns the number of steps. Checks the no-re-prefill counters on resume. */
 static int run_two_turns(fixture *f, rp_sched *s, rp_sched_id *ids, int delay, int *blocked_steps,
-                         int *max_admitted) {
+                         int *max_admitted, int *mixed_steps) {
+    const int32_t n_batch = rp_sched_get_params(s).n_batch;
     int wait_since[N_SESS];
     bool resumed[N_SESS] = {false};
     for (int i = 0; i < N_SESS; i++) {
@@ -189,12 +192,17 @@ static int run_two_turns(fixture *f, rp_sched *s, rp_sched_id *ids, int delay, i
     int steps = 0, done = 0;
     *blocked_steps = 0;
     *max_admitted = 0;
+    *mixed_steps = 0;
     while (done < N_SESS) {
         rp_sched_step_info info;
         assert_int_equal(rp_sched_step(s, &info), RP_OK);
         steps++;
         assert_true(steps < 5000);
         *blocked_steps += info.blocked;
+        /* the token budget holds, and prompt chunks share forwards with decodes */
+        assert_true(info.n_rows <= n_batch);
+        assert_true(info.n_prefill_rows <= info.n_rows);
+        *mixed_steps += info.ran && info.n_prefill_rows > 0 && info.n_decode > 0;
         if (info.n_admitted > *max_admitted) *max_admitted = info.n_admitted;
         done = 0;
         for (int i = 0; i < N_SESS; i++) {
@@ -254,8 +262,8 @@ static void run_policy(fixture *f, const rp_model *m, rp_sched_policy pol, rp_dr
     rp_sched *s = NULL;
     assert_int_equal(rp_sched_create(m, dr == RP_DRAFTER_MODEL ? f->dm : NULL, p, &s), RP_OK);
     rp_sched_id ids[N_SESS];
-    int blocked = 0, max_adm = 0;
-    int steps = run_two_turns(f, s, ids, delay, &blocked, &max_adm);
+    int blocked = 0, max_adm = 0, mixed = 0;
+    int steps = run_two_turns(f, s, ids, delay, &blocked, &max_adm, &mixed);
     char what[96];
     snprintf(what, sizeof what, "%s/%s%s", rp_sched_policy_name(pol), rp_drafter_kind_name(p.drafter),
              dr == RP_DRAFTER_SELF ? (self_layers == 1 ? ":1" : ":2") : "");
@@ -266,6 +274,7 @@ static void run_policy(fixture *f, const rp_model *m, rp_sched_policy pol, rp_dr
                   steps, blocked, (long long)st.forwards, (unsigned long long)st.drafted,
                   (unsigned long long)st.accepted, (unsigned long long)st.emitted);
     if (pol == RP_POLICY_SEQ_SD) assert_int_equal(max_adm, 1);
+    else assert_true(mixed > 0);   /* resumed tool results prefill beside the others' decodes */
     if (pol == RP_POLICY_BATCH_AR) assert_int_equal(st.drafted, 0);
     else assert_true(st.drafted > 0);
     /* no-yield policies block while a session waits; yield never does */
@@ -346,6 +355,279 @@ static void test_hal_budget_in_scheduler(void **state) {
     assert_true(si[0].last_step <= step_waited);   /* it did not run */
     for (int i = 0; i < 3; i++) rp_sched_session_free(s, ids[i]);
     rp_sched_free(s);
+}
+
+/* The uniform policy splits the same M evenly: floor(M / n) each, the
+ * remainder on a session that rotates with the step. */
+static void test_uniform_budget_in_scheduler(void **state) {
+    fixture *f = *state;
+    REQUIRE_MODEL(f);
+    rp_sched_params p = base_params(RP_POLICY_UNIFORM, RP_DRAFTER_NGRAM, 0);
+    p.n_batch = 256;
+    rp_sched *s = NULL;
+    assert_int_equal(rp_sched_create(f->m, NULL, p, &s), RP_OK);
+    rp_sched_id ids[3];
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(rp_sched_session_create(s, &ids[i]), RP_OK);
+        rp_gen_params g = greedy(400, false);
+        assert_int_equal(rp_sched_submit(s, ids[i], f->prompt[i], f->n_prompt[i], &g), RP_OK);
+    }
+    rp_sched_step_info info;
+    assert_int_equal(rp_sched_step(s, &info), RP_OK);   /* prefill */
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(rp_sched_step(s, &info), RP_OK);
+        assert_int_equal(info.n_decode, 3);
+        for (int i = 0; i < 3; i++) {
+            rp_sched_session_info si;
+            assert_int_equal(rp_sched_session_info_get(s, ids[i], &si), RP_OK);
+            assert_int_equal(si.last_step, info.step);
+            /* 16 = 6 + 5 + 5; sessions decode in slot order, slot i = session i */
+            assert_int_equal(si.last_draft, i == (int)(info.step % 3) ? 6 : 5);
+        }
+    }
+    for (int i = 0; i < 3; i++) rp_sched_session_free(s, ids[i]);
+    rp_sched_free(s);
+}
+
+/* Long prompts sharing a small row budget are served round-robin: least
+ * recently served first, so each session gets a chunk before any gets two. */
+static void test_prefill_round_robin(void **state) {
+    fixture *f = *state;
+    REQUIRE_MODEL(f);
+    rp_sched_params p = base_params(RP_POLICY_BATCH_AR, RP_DRAFTER_NONE, 0);
+    p.n_batch = 24;
+    rp_sched *s = NULL;
+    assert_int_equal(rp_sched_create(f->m, NULL, p, &s), RP_OK);
+    rp_sched_id ids[3];
+    rp_token long_prompt[3][160];
+    int served[3] = {0};
+    for (int i = 0; i < 3; i++) {
+        /* three prompts of ~100 tokens: 4+ chunks each */
+        int n = 0;
+        for (int k = 0; k < 6; k++) {
+            memcpy(long_prompt[i] + n, f->prompt[(i + k) % N_SESS] + (n ? 1 : 0),
+                   sizeof(rp_token) * (size_t)(f->n_prompt[(i + k) % N_SESS] - (n ? 1 : 0)));
+            n += f->n_prompt[(i + k) % N_SESS] - (n ? 1 : 0);
+        }
+        assert_true(n > 72 && n < 160);
+        assert_int_equal(rp_sched_session_create(s, &ids[i]), RP_OK);
+        rp_gen_params g = greedy(4, false);
+        assert_int_equal(rp_sched_submit(s, ids[i], long_prompt[i], n, &g), RP_OK);
+    }
+    for (int step = 0; step < 9; step++) {
+        rp_sched_step_info info;
+        assert_int_equal(rp_sched_step(s, &info), RP_OK);
+        assert_true(info.n_rows <= p.n_batch);
+        /* every prompt is longer than 3 chunks: one session takes the whole
+         * chunk each step, and it is one served least so far */
+        int ran = -1, n_ran = 0, least = served[0];
+        for (int i = 1; i < 3; i++)
+            if (served[i] < least) least = served[i];
+        for (int i = 0; i < 3; i++) {
+            rp_sched_session_info si;
+            assert_int_equal(rp_sched_session_info_get(s, ids[i], &si), RP_OK);
+            if (si.last_step == info.step && si.last_role == RP_ROLE_PREFILL) {
+                ran = i;
+                n_ran++;
+            }
+        }
+        assert_int_equal(n_ran, 1);
+        assert_int_equal(info.n_prefill_rows, p.n_batch);
+        assert_int_equal(served[ran], least);
+        served[ran]++;
+        /* after every 3 steps each session has had its turn exactly once per round */
+        if (step % 3 == 2)
+            for (int i = 0; i < 3; i++) assert_int_equal(served[i], step / 3 + 1);
+    }
+    for (int i = 0; i < 3; i++) rp_sched_session_free(s, ids[i]);
+    rp_sched_free(s);
+}
+
+/* Drafts filling the batch leave prefill_share of it to a pending prompt:
+ * with 2 sessions drafting 16 each (34 rows) in a 32-row batch, a new
+ * prompt still gets ceil(0.25 * 32) = 8 rows a step; with share 0 it gets none. */
+static void test_prefill_min_share(void **state) {
+    fixture *f = *state;
+    REQUIRE_MODEL(f);
+    for (int mode = 0; mode < 2; mode++) {
+        rp_sched_params p = base_params(RP_POLICY_BATCH_SD, RP_DRAFTER_NGRAM, 0);
+        p.n_batch = 32;
+        if (mode == 1) p.prefill_share = 0;
+        rp_sched *s = NULL;
+        assert_int_equal(rp_sched_create(f->m, NULL, p, &s), RP_OK);
+        rp_sched_id ids[3];
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(rp_sched_session_create(s, &ids[i]), RP_OK);
+            rp_gen_params g = greedy(400, false);
+            assert_int_equal(rp_sched_submit(s, ids[i], f->prompt[i], f->n_prompt[i], &g), RP_OK);
+        }
+        rp_sched_step_info info;
+        for (int k = 0; k < 3; k++) assert_int_equal(rp_sched_step(s, &info), RP_OK);
+        assert_int_equal(info.n_decode, 2);
+        assert_int_equal(info.n_prefill_rows, 0);
+        rp_token long_prompt[MAX_TOK];
+        int n = 0;
+        for (int k = 0; k < 3; k++) {
+            memcpy(long_prompt + n, f->prompt[k], sizeof(rp_token) * (size_t)f->n_prompt[k]);
+            n += f->n_prompt[k];
+        }
+        assert_int_equal(rp_sched_session_create(s, &ids[2]), RP_OK);
+        rp_gen_params g = greedy(400, false);
+        assert_int_equal(rp_sched_submit(s, ids[2], long_prompt, n, &g), RP_OK);
+        for (int k = 0; k < 3; k++) {
+            assert_int_equal(rp_sched_step(s, &info), RP_OK);
+            assert_int_equal(info.n_decode, 2);
+            assert_true(info.n_rows <= p.n_batch);
+            rp_sched_session_info a, b;
+            assert_int_equal(rp_sched_session_info_get(s, ids[0], &a), RP_OK);
+            assert_int_equal(rp_sched_session_info_get(s, ids[1], &b), RP_OK);
+            if (mode == 0) {
+                assert_int_equal(info.n_prefill_rows, 8);
+                assert_int_equal(a.last_draft + b.last_draft, 32 - 8 - 2);
+            } else {
+                assert_int_equal(info.n_prefill_rows, 0);   /* starved while the drafts fill the batch */
+                assert_int_equal(a.last_draft + b.last_draft, 30);
+            }
+        }
+        for (int i = 0; i < 3; i++) rp_sched_session_free(s, ids[i]);
+        rp_sched_free(s);
+    }
+    rp_sched_params bad = base_params(RP_POLICY_HAL, RP_DRAFTER_NGRAM, 0);
+    bad.prefill_share = 1.5f;
+    rp_sched *s = NULL;
+    assert_int_equal(rp_sched_create(f->m, NULL, bad, &s), RP_ERR_INVALID_ARG);
+}
+
+/* rp_sched_tool_call_closed on text: a call counts once its closing token
+ * arrives, not before, and only in the new bytes. */
+static void test_tool_call_closed_text(void **state) {
+    (void)state;
+    const char *c1 = "Let me look.<tool_call>\n{\"name\": \"ls\", \"arguments\": {}}\n</tool_call>";
+    int32_t n1 = (int32_t)strlen(c1);
+    assert_true(rp_sched_tool_call_closed(RP_CHAT_CHATML, c1, n1, 12));
+    assert_true(rp_sched_tool_call_closed(RP_CHAT_CHATML, c1, n1, 1));
+    assert_false(rp_sched_tool_call_closed(RP_CHAT_CHATML, c1, n1 - 1, 5));   /* "</tool_call" */
+    assert_false(rp_sched_tool_call_closed(RP_CHAT_CHATML, c1, n1 - 12, 3));  /* call open */
+    assert_false(rp_sched_tool_call_closed(RP_CHAT_CHATML, "</tool_call>", 12, 12));   /* no open tag */
+    assert_false(rp_sched_tool_call_closed(RP_CHAT_LLAMA2, c1, n1, 12));
+    const char *c2 = "{\"name\": \"get\", \"parameters\": {\"q\": \"a}b\"}}";
+    int32_t n2 = (int32_t)strlen(c2);
+    assert_true(rp_sched_tool_call_closed(RP_CHAT_LLAMA3, c2, n2, 1));
+    assert_false(rp_sched_tool_call_closed(RP_CHAT_LLAMA3, c2, n2 - 1, 1));   /* inner object closed only */
+    assert_false(rp_sched_tool_call_closed(RP_CHAT_LLAMA3, c2, n2 - 4, 1));   /* the '}' inside a string */
+    assert_false(rp_sched_tool_call_closed(RP_CHAT_LLAMA3, "{\"x\": 1}", 8, 1));   /* not a call */
+    /* an earlier complete call does not fire again on later text */
+    const char *c3 = "{\"name\": \"a\"} then {\"k\": 2}";
+    assert_false(rp_sched_tool_call_closed(RP_CHAT_LLAMA3, c3, (int32_t)strlen(c3), 1));
+}
+
+/* A turn whose generated text contains a tool call in the model's chat format
+ * (Qwen3 / ChatML: <tool_call>...</tool_call>; Llama 3: a bare {"name": ...}
+ * object) ends at the token closing it with
+ * finish TOOL_CALL and goes WAITING; under yield it leaves the batch and its
+ * draft budget goes to the others. The tokens are forced through the public
+ * sampler params: a logit bias decreasing along the call's tokens (all
+ * distinct) plus a presence penalty that drops each one below the next once
+ * generated, so greedy decoding of a random-weight model writes exactly the
+ * call; if the turn did not end at </tool_call> it would go on. */
+static void check_tool_call_suspends(const char *vocab, rp_arch arch, rp_chat_format fmt, const char *call) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/sched-%s-tiny.gguf", rp_test_tmpdir(), rp_arch_name(arch));
+    rp_synth_params syp = rp_synth_default_params();
+    syp.arch = arch;
+    syp.type = "q8_0";
+    syp.vocab_path = vocab;
+    assert_int_equal(rp_synth_write(&syp, path), RP_OK);
+    rp_model_params mp = rp_model_default_params();
+    rp_model *m = NULL;
+    assert_int_equal(rp_model_load(path, mp, &m), RP_OK);
+    remove(path);
+    assert_int_equal(m->chat, fmt);
+    rp_token ct[32], pr[N_SESS][32];
+    size_t nc = 0, npr[N_SESS];
+    rp_tokenize_opts o = {.add_bos = false, .parse_special = true};
+    assert_int_equal(rp_tokenizer_encode(m->tok, call, strlen(call), o, ct, 32, &nc), RP_OK);
+    for (size_t i = 0; i < nc; i++)
+        for (size_t j = 0; j < i; j++) assert_int_not_equal(ct[i], ct[j]);
+    const char *prompts[3] = {"List the files.", "Write a poem about the sea.", "Count to ten."};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(rp_tokenizer_encode(m->tok, prompts[i], strlen(prompts[i]), o, pr[i], 32, &npr[i]), RP_OK);
+        for (size_t k = 0; k < npr[i]; k++)
+            for (size_t j = 0; j < nc; j++) assert_int_not_equal(pr[i][k], ct[j]);
+    }
+    rp_logit_bias bias[32];
+    for (size_t j = 0; j < nc; j++) bias[j] = (rp_logit_bias){ct[j], 1000.0f - 20.0f * (float)j};
+
+    rp_sched_params p = rp_sched_default_params();
+    p.max_sessions = 3;
+    p.n_ctx = 256;
+    p.n_batch = 64;
+    p.n_threads = 1;
+    p.policy = RP_POLICY_HAL_YIELD;
+    p.drafter = RP_DRAFTER_NGRAM;
+    rp_sched *s = NULL;
+    assert_int_equal(rp_sched_create(m, NULL, p, &s), RP_OK);
+    rp_sched_id ids[3];
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(rp_sched_session_create(s, &ids[i]), RP_OK);
+        rp_gen_params g = greedy(i == 0 ? 40 : 200, false);
+        if (i == 0) {
+            g.sampler.bias = bias;
+            g.sampler.n_bias = (int32_t)nc;
+            g.sampler.presence_penalty = 500.0f;
+        }
+        assert_int_equal(rp_sched_submit(s, ids[i], pr[i], (int32_t)npr[i], &g), RP_OK);
+    }
+    rp_sched_session_info si;
+    rp_sched_step_info info;
+    int steps = 0;
+    do {
+        assert_int_equal(rp_sched_step(s, &info), RP_OK);
+        assert_true(++steps < 100);
+        assert_int_equal(rp_sched_session_info_get(s, ids[0], &si), RP_OK);
+    } while (si.state != RP_SESS_WAITING);
+    /* it stopped at the closing tag, with exactly the call generated */
+    assert_int_equal(si.finish, RP_FINISH_TOOL_CALL);
+    assert_int_equal(si.turn_generated, (int32_t)nc);
+    assert_false(si.has_slot);
+    rp_token got[64];
+    int32_t n = 0;
+    assert_int_equal(rp_sched_session_tokens(s, ids[0], (int32_t)npr[0], got, 64, &n), RP_OK);
+    assert_int_equal(n, (int32_t)nc);
+    assert_memory_equal(got, ct, sizeof(rp_token) * nc);
+    const int64_t waited = info.step;
+    /* the next step runs the other two with the whole budget */
+    assert_int_equal(rp_sched_step(s, &info), RP_OK);
+    assert_false(info.blocked);
+    assert_int_equal(info.n_decode, 2);
+    rp_sched_session_info s1, s2;
+    assert_int_equal(rp_sched_session_info_get(s, ids[1], &s1), RP_OK);
+    assert_int_equal(rp_sched_session_info_get(s, ids[2], &s2), RP_OK);
+    assert_int_equal(s1.last_draft + s2.last_draft, p.hal.budget);
+    assert_int_equal(rp_sched_session_info_get(s, ids[0], &si), RP_OK);
+    assert_true(si.last_step <= waited);
+    assert_int_equal(si.state, RP_SESS_WAITING);
+    /* the result comes back: only its tokens (and the pending one) are prefilled */
+    uint64_t prompt_before = si.prompt_tokens;
+    rp_gen_params g = greedy(4, false);
+    assert_int_equal(rp_sched_resume(s, ids[0], pr[1], (int32_t)npr[1], &g), RP_OK);
+    do {
+        assert_int_equal(rp_sched_step(s, &info), RP_OK);
+        assert_int_equal(rp_sched_session_info_get(s, ids[0], &si), RP_OK);
+    } while (si.state != RP_SESS_IDLE);
+    assert_int_equal(si.prompt_tokens, prompt_before + npr[1]);
+    assert_int_equal(si.finish, RP_FINISH_LENGTH);
+    rp_sched_free(s);
+    rp_model_free(m);
+}
+
+static void test_tool_call_suspends(void **state) {
+    (void)state;
+    const char *qv = rp_test_shared("models/vocab/qwen3-bpe.vocab.gguf");
+    const char *lv = rp_test_shared("models/vocab/llama3-bpe.vocab.gguf");
+    RP_REQUIRE_SHARED(qv && lv ? qv : NULL, "models/vocab/qwen3-bpe.vocab.gguf, llama3-bpe.vocab.gguf");
+    check_tool_call_suspends(qv, RP_ARCH_QWEN3, RP_CHAT_CHATML, "<tool_call>\n{\"name\":\"ls\"}\n</tool_call>");
+    check_tool_call_suspends(lv, RP_ARCH_LLAMA, RP_CHAT_LLAMA3, "{\"name\": \"ls\"}");
 }
 
 /* Byte-exact demotion round trip (memory and file), automatic demotion under
@@ -626,6 +908,110 @@ static void test_threaded_loop(void **state) {
     rp_sched_free(s);
 }
 
+typedef struct {
+    rp_sched *s;
+    const rp_sched_id *ids;
+    int n_ids;
+    size_t kv_max;          /* bytes of KV all sessions could hold */
+    atomic_bool stop;
+    long polls, bad;
+} poll_arg;
+
+/* Reads stats and session info as fast as it can while the loop steps,
+ * checking what must hold in any consistent snapshot. */
+static void *poll_main(void *vp) {
+    poll_arg *pa = vp;
+    int64_t last_steps = 0;
+    uint64_t last_emitted = 0;
+    while (!atomic_load(&pa->stop)) {
+        rp_sched_stats st;
+        rp_sched_stats_get(pa->s, &st);
+        int b = (st.steps < last_steps) | (st.emitted < last_emitted) << 1 | (st.kv_resident > pa->kv_max) << 2 |
+                (st.n_admitted > st.n_sessions) << 3 | (st.n_waiting > st.n_sessions) << 4 |
+                (st.accepted > st.drafted) << 5;
+        if (b && pa->bad < 5) fprintf(stderr, "stats bad %x: kv %zu max %zu\n", b, st.kv_resident, pa->kv_max);
+        pa->bad += b != 0;
+        last_steps = st.steps;
+        last_emitted = st.emitted;
+        for (int i = 0; i < pa->n_ids; i++) {
+            rp_sched_session_info si;
+            if (rp_sched_session_info_get(pa->s, pa->ids[i], &si) != RP_OK) continue;
+            /* a demoted session has no cells in memory: n_cached -1 */
+            int b = (si.demoted ? si.n_cached != -1 : si.n_cached < 0) | (si.n_cached > si.n_tokens) << 1 | (si.n_tokens > MAX_TOK) << 2 |
+                    (si.accepted > si.drafted) << 3 | (si.last_accepted > si.last_draft) << 4;
+            if (b && pa->bad < 5)
+                fprintf(stderr, "info bad %x: cached %d tokens %d demoted %d state %d acc %d/%d\n", b, si.n_cached,
+                        si.n_tokens, si.demoted, si.state, si.last_accepted, si.last_draft);
+            pa->bad += b != 0;
+        }
+        pa->polls++;
+    }
+    return NULL;
+}
+
+/* Stats and session info read from a second thread while the loop steps
+ * (the step reads a busy session's KV outside the lock; the getters report
+ * its snapshot): every snapshot is consistent and the outputs are still the
+ * reference's. Meant for ASan / TSan builds as well. */
+static void test_stats_concurrent(void **state) {
+    fixture *f = *state;
+    REQUIRE_MODEL(f);
+    rp_sched_params p = base_params(RP_POLICY_HAL_YIELD, RP_DRAFTER_SELF, 2);
+    p.kv_resident_limit = 1;   /* demotions and restores too */
+    rp_sched *s = NULL;
+    assert_int_equal(rp_sched_create(f->m, NULL, p, &s), RP_OK);
+    rp_sched_id ids[N_SESS];
+    for (int i = 0; i < N_SESS; i++) assert_int_equal(rp_sched_session_create(s, &ids[i]), RP_OK);
+    loop_arg la = {.s = s};
+    atomic_init(&la.stop, false);
+    poll_arg pa = {.s = s, .ids = ids, .n_ids = N_SESS};
+    /* F32 rows of K and V, every layer, target + 2-layer self draft */
+    pa.kv_max = (size_t)p.max_sessions * (size_t)MAX_TOK * 2u * (size_t)(f->m->hp.n_layer + 2) *
+                (size_t)f->m->hp.n_embd * sizeof(float) * 4u;
+    atomic_init(&pa.stop, false);
+    pthread_t th, tp;
+    assert_int_equal(pthread_create(&tp, NULL, poll_main, &pa), 0);
+    assert_int_equal(pthread_create(&th, NULL, loop_main, &la), 0);
+    bool resumed[N_SESS] = {false};
+    for (int i = 0; i < N_SESS; i++) {
+        rp_gen_params g = greedy(k_gen1[i], true);
+        assert_int_equal(rp_sched_submit(s, ids[i], f->prompt[i], f->n_prompt[i], &g), RP_OK);
+    }
+    int done = 0;
+    for (int spin = 0; done < N_SESS && spin < 200000; spin++) {
+        done = 0;
+        for (int i = 0; i < N_SESS; i++) {
+            rp_sched_session_info si;
+            assert_int_equal(rp_sched_session_info_get(s, ids[i], &si), RP_OK);
+            if (si.state == RP_SESS_WAITING && !resumed[i]) {
+                rp_gen_params g = greedy(k_gen2[i], false);
+                assert_int_equal(rp_sched_resume(s, ids[i], f->tool, f->n_tool, &g), RP_OK);
+                resumed[i] = true;
+            }
+            done += resumed[i] && si.state == RP_SESS_IDLE;
+        }
+        usleep(100);
+    }
+    atomic_store(&la.stop, true);
+    pthread_join(th, NULL);
+    atomic_store(&pa.stop, true);
+    pthread_join(tp, NULL);
+    assert_int_equal(done, N_SESS);
+    print_message("  %ld polls during %ld steps, %ld inconsistent\n", pa.polls, la.steps, pa.bad);
+    assert_true(pa.polls > 0);
+    assert_int_equal(pa.bad, 0);
+    check_histories(f, s, ids, "polled");
+    rp_sched_stats st;
+    rp_sched_stats_get(s, &st);
+    assert_true(st.n_demoted == 0);
+    for (int i = 0; i < N_SESS; i++) {
+        rp_sched_session_info si;
+        assert_int_equal(rp_sched_session_info_get(s, ids[i], &si), RP_OK);
+        assert_int_equal(si.restores, si.demotions);
+    }
+    rp_sched_free(s);
+}
+
 /* At temperature > 0 a session that never drafts samples exactly like
  * rp_session_sample with the same seed. */
 static void test_batch_ar_sampling_equals_session(void **state) {
@@ -709,12 +1095,158 @@ static void test_sampled_speculation_runs(void **state) {
     }
 }
 
+/* Chi-square statistic of observed counts against expected ones (same
+ * total), cells with expected < 5 merged into one; *df gets cells - 1. */
+static double chi_square(const long *obs, const double *exp_, int n, int *df) {
+    double chi = 0, eo = 0, ee = 0;
+    int cells = 0;
+    for (int v = 0; v < n; v++) {
+        if (exp_[v] >= 5) {
+            chi += (obs[v] - exp_[v]) * (obs[v] - exp_[v]) / exp_[v];
+            cells++;
+        } else {
+            eo += (double)obs[v];
+            ee += exp_[v];
+        }
+    }
+    if (ee > 0) {
+        chi += (eo - ee) * (eo - ee) / ee;
+        cells++;
+    }
+    *df = cells - 1;
+    return chi;
+}
+
+/* The chi-square quantile at p = 1e-4 (Wilson-Hilferty; good for df >= 3). */
+static double chi_crit(int df) {
+    const double z = 3.719, a = 2.0 / (9.0 * df);
+    double t = 1 - a + z * sqrt(a);
+    return df * t * t * t;
+}
+
+static void softmax(const float *lg, int n, double *p) {
+    float mx = lg[0];
+    for (int i = 1; i < n; i++)
+        if (lg[i] > mx) mx = lg[i];
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += p[i] = exp((double)lg[i] - mx);
+    for (int i = 0; i < n; i++) p[i] /= sum;
+}
+
+/* The sampled speculative path follows the target's law: at temperature 1
+ * (no truncation, no penalty) sessions drafting with a sampled drafter (self
+ * and model: verify with q, the draft's law) generate tokens whose first and
+ * second positions match p(t1) and sum_t1 p(t1) p(t2 | t1) by chi-square
+ * (p = 1e-4, fixed seeds). The first token comes from the prefill row, the
+ * second from the verify of a one-token draft (accept with min(1, p/q), else
+ * the residual): the rule under test. */
+static void test_sampled_speculation_distribution(void **state) {
+    fixture *f = *state;
+    REQUIRE_MODEL(f);
+    const rp_model *m = f->m_best;
+    const int V = m->hp.n_vocab, P = 1;   /* prompt 1 */
+    const int R = 6000;                   /* runs per drafter */
+    rp_sampler_params sp = rp_sampler_default_params();
+    sp.temp = 1.0f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    /* expected laws through plain one-row forwards */
+    double *p1 = malloc(sizeof(double) * (size_t)V), *p2 = calloc((size_t)V, sizeof(double));
+    double *pc = malloc(sizeof(double) * (size_t)V), *e = malloc(sizeof(double) * (size_t)V);
+    long *o1 = malloc(sizeof(long) * (size_t)V), *o2 = malloc(sizeof(long) * (size_t)V);
+    rp_ctx_params cp = rp_ctx_default_params();
+    cp.n_ctx_max = 64;
+    cp.n_threads = 1;
+    rp_ctx *ctx = NULL;
+    assert_int_equal(rp_ctx_create(m, cp, &ctx), RP_OK);
+    rp_session_params ssp = rp_session_default_params();
+    ssp.n_ctx = 64;
+    ssp.kv_type = RP_TYPE_F32;
+    rp_session *ss = NULL;
+    assert_int_equal(rp_session_create(ctx, ssp, &ss), RP_OK);
+    assert_int_equal(rp_session_feed(ss, f->prompt[P], f->n_prompt[P]), RP_OK);
+    softmax(rp_session_logits(ss), V, p1);
+    for (rp_token t = 0; t < V; t++) {
+        if (p1[t] < 1e-7) continue;
+        rp_session_reset(ss);
+        assert_int_equal(rp_session_feed(ss, f->prompt[P], f->n_prompt[P]), RP_OK);
+        assert_int_equal(rp_session_feed(ss, &t, 1), RP_OK);
+        softmax(rp_session_logits(ss), V, pc);
+        for (int v = 0; v < V; v++) p2[v] += p1[t] * pc[v];
+    }
+    rp_session_free(ss);
+    rp_ctx_free(ctx);
+
+    const rp_drafter_kind drs[] = {RP_DRAFTER_SELF, RP_DRAFTER_MODEL};
+    enum { NS = 48 };
+    for (size_t d = 0; d < 2; d++) {
+        rp_sched_params p = base_params(RP_POLICY_BATCH_SD, drs[d], 2);
+        p.max_sessions = NS;
+        p.n_ctx = 64;
+        p.n_batch = 256;
+        p.hal.fixed_len = 4;
+        rp_sched *s = NULL;
+        assert_int_equal(rp_sched_create(m, f->dm, p, &s), RP_OK);
+        rp_sched_id ids[NS];
+        memset(o1, 0, sizeof(long) * (size_t)V);
+        memset(o2, 0, sizeof(long) * (size_t)V);
+        int started = 0, finished = 0;
+        rp_gen_params g = rp_gen_default_params();
+        g.sampler = sp;
+        g.max_tokens = 3;   /* the first verify drafts max_tokens - 2 = 1 token */
+        g.stop_at_eog = false;
+        for (int i = 0; i < NS; i++) {
+            assert_int_equal(rp_sched_session_create(s, &ids[i]), RP_OK);
+            g.sampler.seed = 1000003u * (uint64_t)(d + 1) + (uint64_t)started++;
+            assert_int_equal(rp_sched_submit(s, ids[i], f->prompt[P], f->n_prompt[P], &g), RP_OK);
+        }
+        while (finished < R) {
+            assert_int_equal(rp_sched_step(s, NULL), RP_OK);
+            for (int i = 0; i < NS && finished < R; i++) {
+                rp_sched_session_info si;
+                assert_int_equal(rp_sched_session_info_get(s, ids[i], &si), RP_OK);
+                if (si.state != RP_SESS_IDLE) continue;
+                rp_token t[4];
+                int32_t n = 0;
+                assert_int_equal(rp_sched_session_tokens(s, ids[i], f->n_prompt[P], t, 4, &n), RP_OK);
+                assert_int_equal(n, 3);
+                o1[t[0]]++;
+                o2[t[1]]++;
+                finished++;
+                /* again from the prompt (its last token re-fed), new seed */
+                assert_int_equal(rp_sched_truncate(s, ids[i], f->n_prompt[P]), RP_OK);
+                g.sampler.seed = 1000003u * (uint64_t)(d + 1) + (uint64_t)started++;
+                assert_int_equal(rp_sched_submit(s, ids[i], NULL, 0, &g), RP_OK);
+            }
+        }
+        rp_sched_stats st;
+        rp_sched_stats_get(s, &st);
+        int df1, df2;
+        for (int v = 0; v < V; v++) e[v] = R * p1[v];
+        double c1 = chi_square(o1, e, V, &df1);
+        for (int v = 0; v < V; v++) e[v] = R * p2[v];
+        double c2 = chi_square(o2, e, V, &df2);
+        print_message("  %s: %d runs, drafted %llu accepted %llu; t1 chi2 %.1f (df %d, crit %.1f), t2 chi2 %.1f "
+                      "(df %d, crit %.1f)\n", rp_drafter_kind_name(drs[d]), R, (unsigned long long)st.drafted,
+                      (unsigned long long)st.accepted, c1, df1, chi_crit(df1), c2, df2, chi_crit(df2));
+        /* the drafts were really verified by the rule, with rejections */
+        assert_true(st.drafted >= (uint64_t)R);
+        assert_true(st.accepted > 0 && st.accepted < st.drafted);
+        assert_true(df1 >= 3 && df2 >= 3);
+        assert_true(c1 < chi_crit(df1));
+        assert_true(c2 < chi_crit(df2));
+        rp_sched_free(s);
+    }
+    free(p1); free(p2); free(pc); free(e); free(o1); free(o2);
+}
+
 /* No allocation inside rp_sched_step, for every drafter, greedy and sampled. */
 static void test_step_allocates_nothing(void **state) {
     fixture *f = *state;
     REQUIRE_MODEL(f);
 #ifndef RP_COUNT_ALLOCS
-    print_message("SKIP: allocation counting is off under ASan\n");
+    print_message("SKIP: allocation counting is off under ASan / TSan\n");
     skip();
 #else
     /* the counter sees allocations made by this library (not inlined away) */
@@ -1060,11 +1592,18 @@ int main(void) {
         cmocka_unit_test(test_policies_match_reference),
         cmocka_unit_test(test_policies_best_level),
         cmocka_unit_test(test_hal_budget_in_scheduler),
+        cmocka_unit_test(test_uniform_budget_in_scheduler),
+        cmocka_unit_test(test_tool_call_closed_text),
+        cmocka_unit_test(test_prefill_round_robin),
+        cmocka_unit_test(test_prefill_min_share),
+        cmocka_unit_test(test_tool_call_suspends),
         cmocka_unit_test(test_demote_restore),
         cmocka_unit_test(test_callbacks_cancel_errors),
         cmocka_unit_test(test_threaded_loop),
+        cmocka_unit_test(test_stats_concurrent),
         cmocka_unit_test(test_batch_ar_sampling_equals_session),
         cmocka_unit_test(test_sampled_speculation_runs),
+        cmocka_unit_test(test_sampled_speculation_distribution),
         cmocka_unit_test(test_step_allocates_nothing),
         cmocka_unit_test(test_step_not_reentrant),
         cmocka_unit_test(test_trace_and_timeline),

@@ -1,4 +1,5 @@
 /* batcher.c — one scheduler step: admission, draft budgets, batched drafts, one target forward, verification and commit. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -49,6 +50,62 @@ static bool stop_str_hit(const rp_sess *x, int32_t added) {
     return false;
 }
 
+/* End of the JSON object opening at text[at] ('{'), strings and escapes
+ * respected; -1 while it is still open. */
+static int32_t json_object_end(const char *text, int32_t len, int32_t at) {
+    int32_t depth = 0;
+    bool str = false, esc = false;
+    for (int32_t i = at; i < len; i++) {
+        char c = text[i];
+        if (str) {
+            if (esc) esc = false;
+            else if (c == '\\') esc = true;
+            else if (c == '"') str = false;
+        } else if (c == '"') {
+            str = true;
+        } else if (c == '{') {
+            depth++;
+        } else if (c == '}' && --depth == 0) {
+            return i + 1;
+        }
+    }
+    return -1;
+}
+
+bool rp_sched_tool_call_closed(rp_chat_format f, const char *text, int32_t len, int32_t added) {
+    if (!text || added <= 0 || len <= 0) return false;
+    if (added > len) added = len;
+    const char *tail = text + len - added;
+    if (f == RP_CHAT_CHATML) {
+        static const char close[] = "</tool_call>";
+        const int32_t cl = (int32_t)sizeof close - 1;
+        if (!memchr(tail, '>', (size_t)added)) return false;
+        /* a close tag ending in the new bytes, after an open tag the format
+         * counts (rp_chat_has_tool_call skips reasoning blocks) */
+        int32_t from = len - added - cl + 1;
+        if (from < 0) from = 0;
+        for (int32_t p = from; p + cl <= len; p++)
+            if (memcmp(text + p, close, (size_t)cl) == 0) return rp_chat_has_tool_call(f, text);
+        return false;
+    }
+    if (f == RP_CHAT_LLAMA3) {
+        /* a bare JSON call {"name": ...} whose closing brace just arrived (the
+         * <|python_tag|> form ends with <|eom_id|>, an end-of-generation token) */
+        if (!memchr(tail, '}', (size_t)added)) return false;
+        for (const char *p = memchr(text, '{', (size_t)len); p; p = memchr(p + 1, '{', (size_t)(text + len - p - 1))) {
+            const char *q = p + 1;
+            while (q < text + len && (*q == ' ' || *q == '\n' || *q == '\t' || *q == '\r')) q++;
+            if (text + len - q < 6 || memcmp(q, "\"name\"", 6) != 0) continue;
+            int32_t end = json_object_end(text, len, (int32_t)(p - text));
+            if (end > len - added) return true;
+            if (end < 0) return false;   /* still open: nothing later is complete either */
+            p = text + end - 1;
+            if (p + 1 >= text + len) break;
+        }
+    }
+    return false;
+}
+
 /* Records a generated token and says whether (and why) the turn ends here. */
 static rp_finish_reason emit(rp_sched *s, rp_sess *x, rp_token t, rp_sched_step_info *info) {
     x->toks[x->n_tok++] = t;
@@ -61,6 +118,11 @@ static rp_finish_reason emit(rp_sched *s, rp_sess *x, rp_token t, rp_sched_step_
     for (int32_t i = 0; i < x->gp.n_stop_ids; i++)
         if (x->gp.stop_ids[i] == t) return RP_FINISH_STOP;
     if (added > 0 && stop_str_hit(x, added)) return RP_FINISH_STOP;
+    /* a tool call in the chat format ends the turn as soon as it is complete:
+     * whatever the model would write after it waits for the tool's result */
+    if (x->gp.suspend_on_tool_call && added > 0 && s->m->chat != RP_CHAT_UNKNOWN &&
+        rp_sched_tool_call_closed(s->m->chat, x->text, x->text_len, added))
+        return RP_FINISH_TOOL_CALL;
     if (x->gp.max_tokens >= 0 && x->turn_gen >= x->gp.max_tokens) return RP_FINISH_LENGTH;
     if (x->n_tok >= s->p.n_ctx) return RP_FINISH_CTX;
     return RP_FINISH_NONE;
@@ -72,7 +134,10 @@ static rp_finish_reason emit(rp_sched *s, rp_sess *x, rp_token t, rp_sched_step_
  * the yield policy (otherwise the session holds it and blocks the batch). */
 static void end_turn(rp_sched *s, rp_sess *x, rp_finish_reason why, bool force_wait) {
     bool tool = false;
-    if (why != RP_FINISH_CANCELLED && x->gp.suspend_on_tool_call && s->m->chat != RP_CHAT_UNKNOWN && x->text_len > 0)
+    if (why == RP_FINISH_TOOL_CALL)
+        tool = true;   /* emit saw a complete call */
+    else if (why != RP_FINISH_CANCELLED && x->gp.suspend_on_tool_call && s->m->chat != RP_CHAT_UNKNOWN &&
+             x->text_len > 0)
         tool = rp_chat_has_tool_call(s->m->chat, x->text);
     x->finish = tool || force_wait ? RP_FINISH_TOOL_CALL : why;
     x->n_turns++;
@@ -107,8 +172,9 @@ static void demote_under_pressure(rp_sched *s) {
     }
 }
 
-/* Draft length of each decoding session for this step (policy, then clamps). */
-static void plan_drafts(rp_sched *s) {
+/* Draft length of each decoding session for this step (policy, then clamps),
+ * within `limit` rows for the decode side. */
+static void plan_drafts(rp_sched *s, int32_t limit) {
     const rp_hal_params *hp = &s->p.hal;
     const int32_t nd = s->n_dec;
     switch (s->p.policy) {
@@ -118,6 +184,9 @@ static void plan_drafts(rp_sched *s) {
     case RP_POLICY_SEQ_SD:
     case RP_POLICY_BATCH_SD:
         for (int32_t i = 0; i < nd; i++) s->alloc[i] = hp->fixed_len;
+        break;
+    case RP_POLICY_UNIFORM:
+        rp_hal_allocate_uniform(hp, nd, s->step_no, s->alloc);
         break;
     default:
         for (int32_t i = 0; i < nd; i++) s->a[i] = s->sess[s->dec[i]].hal;
@@ -138,9 +207,9 @@ static void plan_drafts(rp_sched *s) {
         s->alloc[i] = L;
         rows += 1 + L;
     }
-    /* the row budget: shave the longest drafts first (n_batch >= max_active
-     * guarantees one row per decoding session) */
-    while (rows > s->p.n_batch) {
+    /* the row budget: shave the longest drafts first (limit >= n_dec, see
+     * the caller, keeps one row per decoding session) */
+    while (rows > limit) {
         int32_t big = 0;
         for (int32_t i = 1; i < nd; i++)
             if (s->alloc[i] >= s->alloc[big]) big = i;
@@ -344,7 +413,14 @@ rp_status rp_sched_step(rp_sched *s, rp_sched_step_info *out) {
     }
 
     /* ---- plan: draft lengths, then prefill chunks in the rows left */
-    plan_drafts(s);
+    /* rows kept for pending prompts: decode rows come first, but drafts that
+     * fill the batch must not stall prefill for as long as they run */
+    int64_t pending = 0;
+    for (int32_t i = 0; i < s->n_pre; i++) pending += s->sess[s->pre[i]].n_tok - s->sess[s->pre[i]].kv->n;
+    int32_t reserve = (int32_t)ceilf(s->p.prefill_share * (float)s->p.n_batch);
+    if (reserve > pending) reserve = (int32_t)pending;
+    if (reserve > s->p.n_batch - s->n_dec) reserve = s->p.n_batch - s->n_dec;
+    plan_drafts(s, s->p.n_batch - reserve);
     int32_t room = s->p.n_batch;
     for (int32_t i = 0; i < s->n_dec; i++) {
         rp_sess *x = &s->sess[s->dec[i]];

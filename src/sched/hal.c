@@ -70,3 +70,11 @@ void rp_hal_allocate(const rp_hal_params *p, const float *a, int32_t n, int32_t 
      * floors exceed R by more than what the clamp above already caught */
     if (given < R) give_largest(frac, n, R - given, out);
 }
+
+void rp_hal_allocate_uniform(const rp_hal_params *p, int32_t n, int64_t turn, int32_t *out) {
+    if (n <= 0) return;
+    const int32_t each = p->budget / n, r = p->budget - each * n;
+    const int32_t first = (int32_t)(turn % n);
+    for (int32_t i = 0; i < n; i++) out[i] = each;
+    for (int32_t u = 0; u < r; u++) out[(first + u) % n]++;
+}

@@ -41,4 +41,11 @@ static inline float rp_hal_update(float a_prev, int32_t k, float gamma) {
  * `frac` is caller scratch of n floats (no allocation). n = 0 does nothing. */
 void rp_hal_allocate(const rp_hal_params *p, const float *a, int32_t n, int32_t *out, float *frac);
 
+/* The uniform baseline at the same budget: HAL's split with a flat softmax
+ * (every A_i equal), i.e. floor(M / n) each and the remainder r = M mod n
+ * one unit each to r sessions. Which ones rotates with `turn` (entries turn,
+ * turn + 1, ... mod n), so over steps no session is favoured by its index.
+ * Sums to M; n = 0 does nothing. */
+void rp_hal_allocate_uniform(const rp_hal_params *p, int32_t n, int64_t turn, int32_t *out);
+
 #endif /* RP_SCHED_HAL_H */

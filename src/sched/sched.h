@@ -23,7 +23,9 @@
  * target batch holding every admitted session's work — the last token plus
  * the draft tokens of each decoding session (all rows with logits) and chunks
  * of pending prompt for prefilling sessions, within a per-step row budget
- * (n_batch) — and runs one rp_forward over it. Drafts for all decoding
+ * (n_batch) — and runs one rp_forward over it. Decode rows are planned first,
+ * but while any prompt is pending, ceil(prefill_share * n_batch) rows (or
+ * what is pending, if less) are kept for it: drafts are shaved to fit. Drafts for all decoding
  * sessions are produced before that, batched across sessions per draft step.
  *
  * Session states:
@@ -31,7 +33,7 @@
  *   PREFILL  has pending tokens (prompt / tool result) to run through the model.
  *   DECODE   generating; exactly one pending token (the last one sampled).
  *   WAITING  waiting for a tool result: its turn ended with a tool call in the
- *            chat template's format, the caller asked for it (gen params
+ *            chat template's format (at the token completing it), the caller asked for it (gen params
  *            wait_after), or rp_sched_mark_waiting(). Its KV stays in place;
  *            rp_sched_resume() appends the tool result and only those tokens
  *            (plus the one pending sampled token) are prefilled.
@@ -53,6 +55,9 @@
  *   BATCH_SD   every decoding session L_i = hal.fixed_len (16).
  *   HAL        global budget M = hal.budget split by Historical Accepted Length.
  *   HAL_YIELD  HAL plus suspend-and-yield.
+ *   UNIFORM    the same global budget M split evenly (rp_hal_allocate_uniform):
+ *              HAL's total without its history, so HAL vs UNIFORM isolates the
+ *              split from the budget size (Batch-SD drafts fixed_len each).
  *
  * Sampling: at temperature <= 0 drafts are greedy and verified greedily (the
  * output is token-identical to one-at-a-time greedy decoding). At temperature
@@ -89,6 +94,7 @@ typedef enum rp_sched_policy {
     RP_POLICY_BATCH_SD = 2,
     RP_POLICY_HAL = 3,
     RP_POLICY_HAL_YIELD = 4,
+    RP_POLICY_UNIFORM = 5,
     RP_POLICY_COUNT
 } rp_sched_policy;
 
@@ -126,9 +132,19 @@ typedef struct rp_sched_params {
     size_t kv_resident_limit;  /* bytes of KV in use above which WAITING sessions are demoted (0: never) */
     const char *demote_dir;    /* demote to files here (NULL: compressed in memory); copied */
     int32_t text_cap;          /* bytes of a turn's text kept for stop strings / tool calls (default 16384) */
+    float prefill_share;       /* part of n_batch kept for prompt rows while a prompt is pending, so drafts
+                                  filling the batch cannot starve prefill (default 0.25; 0: decode first) */
 } rp_sched_params;
 
 rp_sched_params rp_sched_default_params(void);
+
+/* True if the last `added` bytes of a turn's text text[0..len) complete a tool
+ * call in chat format f: ChatML's </tool_call> (after a <tool_call> that
+ * rp_chat_has_tool_call counts) or Llama-3's bare {"name": ...} JSON object.
+ * The scheduler ends a turn (RP_FINISH_TOOL_CALL, WAITING) at that token when
+ * suspend_on_tool_call is set; exposed so a one-at-a-time reference decoder
+ * can stop at the same token. */
+bool rp_sched_tool_call_closed(rp_chat_format f, const char *text, int32_t len, int32_t added);
 
 typedef struct rp_sched rp_sched;
 typedef int64_t rp_sched_id;   /* > 0; encodes slot and generation, never reused while valid */
@@ -157,7 +173,8 @@ typedef struct rp_gen_params {
     int32_t n_stop_ids;
     const char *const *stop_strs;   /* strings that end the turn when generated (copied, <= MAX_STOP_STRS) */
     int32_t n_stop_strs;
-    bool suspend_on_tool_call;   /* a turn that ends with a tool call goes WAITING (default true) */
+    bool suspend_on_tool_call;   /* a turn with a tool call in the chat format goes WAITING; it ends at the
+                                    token that completes the call (default true) */
     bool wait_after;             /* the turn always ends WAITING (trace-driven tool calls; default false) */
     rp_sched_token_cb on_token;  /* may be NULL */
     void *user;

@@ -7,7 +7,8 @@
 #include "core/error.h"
 #include "sched/sched_internal.h"
 
-static const char *k_policy_names[RP_POLICY_COUNT] = {"batch-ar", "seq-sd", "batch-sd", "hal", "hal-yield"};
+static const char *k_policy_names[RP_POLICY_COUNT] = {"batch-ar", "seq-sd", "batch-sd", "hal", "hal-yield",
+                                                         "uniform"};
 
 const char *rp_sched_policy_name(rp_sched_policy p) {
     return (unsigned)p < RP_POLICY_COUNT ? k_policy_names[p] : "?";
@@ -49,6 +50,7 @@ rp_sched_params rp_sched_default_params(void) {
         .max_sessions = 8, .max_active = 0, .n_ctx = 2048, .n_batch = 512, .kv_type = RP_TYPE_F16, .n_threads = 2,
         .policy = RP_POLICY_HAL_YIELD, .drafter = RP_DRAFTER_NGRAM, .self_layers = 2, .ngram_min = 1, .ngram_max = 3,
         .hal = rp_hal_default_params(), .kv_resident_limit = 0, .demote_dir = NULL, .text_cap = 16384,
+        .prefill_share = 0.25f,
     };
     return p;
 }
@@ -131,6 +133,8 @@ rp_status rp_sched_create(const rp_model *target, const rp_model *draft, rp_sche
                          p.hal.max_len);
     int32_t max_active = p.max_active <= 0 || p.max_active > p.max_sessions ? p.max_sessions : p.max_active;
     if (p.policy == RP_POLICY_SEQ_SD) max_active = 1;
+    if (!(p.prefill_share >= 0 && p.prefill_share <= 1))
+        return rp_errorf(RP_ERR_INVALID_ARG, "sched: prefill_share %g not in [0, 1]", p.prefill_share);
     if (p.n_ctx < 2 || p.n_batch < max_active || p.text_cap < 256 || p.n_threads < 1)
         return rp_errorf(RP_ERR_INVALID_ARG, "sched: bad params (n_ctx %d, n_batch %d for %d active, text_cap %d)",
                          p.n_ctx, p.n_batch, max_active, p.text_cap);
