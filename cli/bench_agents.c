@@ -106,10 +106,12 @@ typedef struct {
     bool realtime;
     bool cpu_clock;
     int64_t max_steps;
+    float temp[RP_AGENT_KIND_COUNT];   /* sampling temperature per agent kind */
 } bench_cfg;
 
 static rp_gen_params turn_params(const bench_cfg *c, const rp_trace_agent *a, int32_t turn) {
     rp_gen_params g = c->gp;
+    g.sampler.temp = c->temp[a->kind];
     g.max_tokens = a->turns[turn].gen_tokens;
     /* every turn but the last ends in a (trace-simulated) tool call when the
      * model did not emit a real one in its chat format */
@@ -384,7 +386,9 @@ static void usage(void) {
            "  --prompt R,C,T      prompt token caps (default 384,160,256)\n"
            "  --result N          tool result token cap (default 48)\n"
            "  --budget M --lmin L --tau T --gamma G --fixed-len L   HAL / Batch-SD constants (16, 1, 1, 0.3, 16)\n"
-           "  --temp T            sampling temperature (default 0: greedy, outputs comparable across policies and\n"
+           "  --temp T | R,C,T    sampling temperature, one for all or per kind: reasoning,code,tool (e.g. 1,0,0:\n"
+           "                      a sampling orchestrator beside greedy workers, agents that differ in\n"
+           "                      predictability); default 0: greedy, outputs comparable across policies and\n"
            "                      checked against a one-at-a-time greedy reference: column \"same seq\")\n"
            "  --kv-limit MB       KV bytes in use above which waiting sessions are demoted (compressed in memory)\n"
            "                      and restored on resume; demotions/restores reported (default 0: never)\n"
@@ -533,7 +537,8 @@ int bench_agents(int argc, char **argv) {
     const char *model_path = NULL, *drafter_s = "ngram", *policy_s = "batch-ar,seq-sd,batch-sd,uniform,hal,hal-yield";
     const char *agents_s = "3", *stall_s = "0,0.1:1", *svg_path = NULL, *data_dir = NULL, *kv_name = "f16";
     const char *json_path = NULL, *html_path = NULL;
-    const char *gen_s = NULL, *prompt_s = NULL, *v;
+    const char *gen_s = NULL, *prompt_s = NULL, *temp_s = NULL, *v;
+    double temps[RP_AGENT_KIND_COUNT] = {0, 0, 0};
     long turns = 3, threads = 2, n_batch = 256, n_ctx = 0, result_max = 48, budget = 16, lmin = 1, fixed_len = 16;
     long max_steps = 10000000;
     double arrival = 0, tau = 1.0, gamma = 0.3, temp = 0, kv_limit_mb = 0, prefill_share = 0.25;
@@ -558,7 +563,7 @@ int bench_agents(int argc, char **argv) {
         else if (cli_is(&a, "--fixed-len", NULL)) { if (!cli_int(&a, 0, RP_SCHED_MAX_DRAFT, &fixed_len)) return 2; }
         else if (cli_is(&a, "--tau", NULL)) { if (!cli_float(&a, 1e-3, 1e6, &tau)) return 2; }
         else if (cli_is(&a, "--gamma", NULL)) { if (!cli_float(&a, 0, 1, &gamma)) return 2; }
-        else if (cli_is(&a, "--temp", NULL)) { if (!cli_float(&a, 0, 100, &temp)) return 2; }
+        else if (cli_is(&a, "--temp", NULL)) { if (!cli_str(&a, &temp_s)) return 2; }
         else if (cli_is(&a, "--kv-limit", NULL)) { if (!cli_float(&a, 0, 1e9, &kv_limit_mb)) return 2; }
         else if (cli_is(&a, "--prefill-share", NULL)) { if (!cli_float(&a, 0, 1, &prefill_share)) return 2; }
         else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &threads)) return 2; }
@@ -613,6 +618,22 @@ int bench_agents(int argc, char **argv) {
         return 2;
     }
     rp_trace_params tp = rp_trace_default_params();
+    if (temp_s) {   /* one temperature, or reasoning,code,tool; `temp` (the largest) gates the greedy checks */
+        char *end = NULL;
+        const char *q = temp_s;
+        int k = 0;
+        for (; k < RP_AGENT_KIND_COUNT && *q; k++) {
+            temps[k] = strtod(q, &end);
+            if (end == q || temps[k] < 0 || temps[k] > 100) break;
+            q = *end == ',' ? end + 1 : end;
+        }
+        if (*q || (k != 1 && k != RP_AGENT_KIND_COUNT)) {
+            fprintf(stderr, "reprise %s: --temp expects T or R,C,T (numbers in [0, 100]), got '%s'\n", a.cmd, temp_s);
+            return 2;
+        }
+        if (k == 1) temps[1] = temps[2] = temps[0];
+        for (k = 0; k < RP_AGENT_KIND_COUNT; k++) temp = temps[k] > temp ? temps[k] : temp;
+    }
     if ((gen_s && parse_triple(a.cmd, "--gen", gen_s, tp.gen) < 0) ||
         (prompt_s && parse_triple(a.cmd, "--prompt", prompt_s, tp.prompt_max) < 0))
         return 2;
@@ -682,6 +703,7 @@ int bench_agents(int argc, char **argv) {
     }
     bench_cfg cfg = {.m = m, .dm = dm, .sp = sp, .gp = rp_gen_default_params(), .realtime = realtime,
                      .cpu_clock = cpu_clock, .max_steps = max_steps};
+    for (int k = 0; k < RP_AGENT_KIND_COUNT; k++) cfg.temp[k] = (float)temps[k];
     cfg.gp.sampler.temp = (float)temp;
     cfg.gp.sampler.seed = seed;
 

@@ -45,5 +45,14 @@ t("nothing failed", not any(r["failed"] for r in runs))
 sys.exit(1 if bad else 0)
 PY
 [ $? -eq 0 ] && ok "json checks" || bad "json checks"
+# per-kind temperatures: a sampling reasoning agent beside greedy workers; bad forms rejected
+"$BIN" bench agents -m "$M" --agents 3 --stall 0 --turns 2 --gen 8,8,8 --prompt 32,32,32 --result 8 \
+  --policy uniform,hal --clock cpu -t 1 --temp 1,0,0 --json > "$TMP/t.json" 2>/dev/null &&
+  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if len(r)==2 and not any(x['failed'] for x in r) else 1)" "$TMP/t.json" &&
+  ok "--temp 1,0,0 runs both policies" || bad "--temp 1,0,0 runs both policies"
+for t in 1,2 x -1 1,0,0,0; do
+  "$BIN" bench agents -m "$M" --temp "$t" >/dev/null 2>"$TMP/e"; rc=$?
+  [ $rc -eq 2 ] && grep -q -- "--temp" "$TMP/e" && ok "--temp $t rejected" || bad "--temp $t rejected"
+done
 echo "passed $pass, failed $fail"
 [ $fail -eq 0 ]
