@@ -208,7 +208,8 @@ static rp_status open_conn(rp_store *s, const char *db_path) {
     sqlite3_create_function(s->db, "rp_locality", 4, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, sql_locality, NULL,
                             NULL);
     RP_TRY(exec(s, s->p.sync_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL"));
-    RP_TRY(exec(s, "PRAGMA foreign_keys=OFF; PRAGMA temp_store=MEMORY; PRAGMA cache_size=-2048"));
+    RP_TRY(exec(s, "PRAGMA foreign_keys=OFF; PRAGMA temp_store=MEMORY"));
+    RP_TRY(rp_store_set_cache_kib(s, RP_STORE_CACHE_KIB));
     return RP_OK;
 }
 
@@ -383,6 +384,13 @@ rp_status rp_store_open(const char *dir, const rp_store_params *p, rp_store **ou
     }
     *out = s;
     return RP_OK;
+}
+
+rp_status rp_store_set_cache_kib(rp_store *s, int32_t kib) {
+    if (!s || kib < 16) return rp_errorf(RP_ERR_INVALID_ARG, "store: cache of %d KiB (at least 16)", kib);
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA cache_size=-%d", kib);
+    return exec(s, sql);
 }
 
 rp_status rp_store_clone(rp_store *src, rp_store **out) {

@@ -71,6 +71,10 @@ typedef struct rp_store rp_store;
 rp_status rp_store_open(const char *dir, const rp_store_params *p, rp_store **out);
 /* Another connection on the same store (same model binding), for another thread. */
 rp_status rp_store_clone(rp_store *s, rp_store **out);
+/* This connection's SQLite page cache, in KiB (opened at RP_STORE_CACHE_KIB).
+ * The pool pays its connections' caches out of its RAM budget. */
+#define RP_STORE_CACHE_KIB 2048
+rp_status rp_store_set_cache_kib(rp_store *s, int32_t kib);
 void rp_store_close(rp_store *s);
 const char *rp_store_dir(const rp_store *s);
 bool rp_store_read_only(const rp_store *s);
