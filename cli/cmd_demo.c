@@ -145,8 +145,9 @@ int cmd_demo(int argc, char **argv) {
                res[0][r].ttft_ms / res[2][r].ttft_ms, res[1][r].ttft_ms / res[2][r].ttft_ms);
     }
     printf("\nRequest 1 fills the cache. Prefix caching only helps when the documents come in the same order;\n"
-           "blend reuses every cached document wherever it sits, re-rotating its keys and recomputing the\n"
-           "%.0f%% of tokens whose KV deviates most (plus the question), so its cost stays low in any order.\n",
+           "blend reuses every cached document wherever it sits, re-rotating its keys and recomputing\n"
+           "%.0f%% of its tokens — those whose KV deviates most, weighted by the attention the question pays\n"
+           "them — plus the question, so its cost stays low in any order.\n",
            100.0 * rp_reuse_default_params().ratio);
     rc = 0;
 out:
