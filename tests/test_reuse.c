@@ -545,6 +545,28 @@ static void test_static_pad_mask(void **state) {
     fixture_close(&f);
 }
 
+/* An engine (blend, ratio r, sub-chunk search from `subchunk_min` tokens; 0:
+ * off) whose cache has a persistent store in `dir` attached. */
+static rp_reuse *store_engine(fixture *f, float r, int32_t subchunk_min, const char *dir) {
+    rp_reuse_params rp = rp_reuse_default_params();
+    rp.ratio = r;
+    rp.subchunk_min = subchunk_min;
+    rp_reuse *e = NULL;
+    assert_int_equal(rp_reuse_create(f->m, f->kv->type, 1024, rp, &e), RP_OK);
+    rp_store_params sp = rp_store_default_params();
+    rp_store *store = NULL;
+    assert_int_equal(rp_store_open(dir, &sp, &store), RP_OK);
+    rp_pool_params pp = rp_pool_default_params();
+    assert_int_equal(rp_chunk_cache_attach_store(rp_reuse_cache(e), store, rp_reuse_salt(e), "stories", &pp), RP_OK);
+    return e;
+}
+
+static void remove_dir(const char *dir) {
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* The caller's dense vectors through the engine: a document cached on flash
  * gets its vector (rp_reuse_put_vector); a prompt sharing only a short run of
  * it (12 tokens, search minimum 10) finds that run once the query vector
@@ -561,16 +583,7 @@ static void test_query_vector(void **state) {
     make_docs(docs, 6, 40);
     char dir[] = "/tmp/rp-qvec-XXXXXX";
     assert_non_null(mkdtemp(dir));
-    rp_reuse_params rp = rp_reuse_default_params();
-    rp.ratio = 1.0f;
-    rp.subchunk_min = 10;
-    rp_reuse *e = NULL, *none = engine(&f, RP_REUSE_NONE, 0, false);
-    assert_int_equal(rp_reuse_create(f.m, f.kv->type, 1024, rp, &e), RP_OK);
-    rp_store_params sp = rp_store_default_params();
-    rp_store *store = NULL;
-    assert_int_equal(rp_store_open(dir, &sp, &store), RP_OK);
-    rp_pool_params pp = rp_pool_default_params();
-    assert_int_equal(rp_chunk_cache_attach_store(rp_reuse_cache(e), store, rp_reuse_salt(e), "stories", &pp), RP_OK);
+    rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false), *e = store_engine(&f, 1.0f, 10, dir);
     rp_reuse_stats st;
     const int one[] = {2};
     int32_t n = build(docs, one, 1, 40, NULL, 0, p, bnd, &nb);
@@ -603,9 +616,7 @@ static void test_query_vector(void **state) {
     assert_true(max_diff(f.lg_a, f.lg_b, f.V) <= 1e-4f);
     rp_reuse_free(e);
     rp_reuse_free(none);
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    remove_dir(dir);
     fixture_close(&f);
 }
 
@@ -688,16 +699,7 @@ static void test_subchunk_reuse(void **state) {
     assert_non_null(mkdtemp(dir));
     rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false);
     for (int on = 1; on >= 0; on--) {
-        rp_reuse_params rp = rp_reuse_default_params();
-        rp.ratio = 1.0f;
-        rp.subchunk_min = on ? 24 : 0;
-        rp_reuse *e = NULL;
-        assert_int_equal(rp_reuse_create(f.m, f.kv->type, 1024, rp, &e), RP_OK);
-        rp_store_params sp = rp_store_default_params();
-        rp_store *store = NULL;
-        assert_int_equal(rp_store_open(dir, &sp, &store), RP_OK);
-        rp_pool_params pp = rp_pool_default_params();
-        assert_int_equal(rp_chunk_cache_attach_store(rp_reuse_cache(e), store, rp_reuse_salt(e), "stories", &pp), RP_OK);
+        rp_reuse *e = store_engine(&f, 1.0f, on ? 24 : 0, dir);
         rp_reuse_stats st;
         if (on) {   /* cache doc 2 after BOS as its own chunk, then persist it */
             const int one[] = {2};
@@ -733,9 +735,7 @@ static void test_subchunk_reuse(void **state) {
         rp_reuse_free(e);
     }
     rp_reuse_free(none);
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    remove_dir(dir);
     fixture_close(&f);
 }
 
