@@ -109,7 +109,7 @@ static inline bool is_query(const rp_batch *b, const uint8_t *kinds, int32_t i) 
  * Returns the number of query rows (0: a call of reused rows only, e.g. an
  * early window of a long prompt; the caller then ranks by deviation alone). */
 static int32_t attention_paid(const rp_model *m, const rp_kv *kv, const rp_batch *b, const uint8_t *kinds, int32_t l,
-                           const float *q, const float *k, rp_blend_ws *ws) {
+                              const float *q, const float *k, rp_blend_ws *ws) {
     const int32_t H = m->hp.n_head, HK = m->hp.n_head_kv, HD = m->hp.head_dim;
     const int32_t KD = HK * HD, QD = H * HD, group = H / HK, n = b->n;
     const int32_t n_prior = b->cell[0] < ws->n_cells - n ? b->cell[0] : ws->n_cells - n;
