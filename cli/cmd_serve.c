@@ -37,6 +37,9 @@ static void serve_usage(void) {
            "      --cache-dir DIR     persistent KV chunk store (flash tier) in DIR\n"
            "      --cache-ram MB      RAM budget of the chunk cache (default 512)\n"
            "      --cache-disk GB     disk budget of the store (default: unlimited)\n"
+           "      --kv-limit MB       with --parallel > 1: KV in use above which sessions waiting on a tool result\n"
+           "                          are demoted (compressed in memory) and restored when the result comes\n"
+           "                          (default 0: never)\n"
            "      --kv-type T         f16 (default), q8_0, f32\n"
            "      --no-spec           no speculative decoding (scheduler)\n"
            "      --drain-timeout S   on SIGTERM, seconds in-flight requests may finish (default 30)\n"
@@ -74,6 +77,7 @@ int cmd_serve(int argc, char **argv) {
         else if (cli_is(&a, "--cache-dir", NULL)) { if (!cli_str(&a, &cfg.backend.cache_dir)) return 2; }
         else if (cli_is(&a, "--cache-ram", NULL)) { if (!cli_int(&a, 1, 1 << 20, &l)) return 2; cfg.backend.cache_ram_mb = (size_t)l; }
         else if (cli_is(&a, "--cache-disk", NULL)) { if (!cli_float(&a, 0, 1e6, &cfg.backend.cache_disk_gb)) return 2; }
+        else if (cli_is(&a, "--kv-limit", NULL)) { if (!cli_float(&a, 0, 1e9, &cfg.backend.kv_limit_mb)) return 2; }
         else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }
         else if (cli_is(&a, "--no-spec", NULL)) cfg.backend.speculate = false;
         else if (cli_is(&a, "--drain-timeout", NULL)) { if (!cli_float(&a, 0, 3600, &drain)) return 2; }

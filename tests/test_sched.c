@@ -1004,11 +1004,17 @@ static void test_stats_concurrent(void **state) {
     rp_sched_stats st;
     rp_sched_stats_get(s, &st);
     assert_true(st.n_demoted == 0);
+    uint64_t dem = 0, res = 0;
     for (int i = 0; i < N_SESS; i++) {
         rp_sched_session_info si;
         assert_int_equal(rp_sched_session_info_get(s, ids[i], &si), RP_OK);
         assert_int_equal(si.restores, si.demotions);
+        dem += si.demotions;
+        res += si.restores;
     }
+    /* the scheduler-wide counters (serve's /metrics) are the sessions' sums */
+    assert_true(dem > 0);
+    assert_true(st.demotions == dem && st.restores == res);
     rp_sched_free(s);
 }
 

@@ -179,6 +179,7 @@ rp_status rp_sess_demote(rp_sched *s, rp_sess *x, const char *path) {
     if (nk > 1) s->drafter->close(s->drafter, x->slot);
     x->demoted = true;
     x->c.demotions++;
+    s->st.demotions++;   /* callers hold s->mu, as for every s->st update */
     return RP_OK;
 }
 
@@ -218,5 +219,6 @@ rp_status rp_sess_restore(rp_sched *s, rp_sess *x) {
     s->kvs[x->slot] = kv;
     rp_sess_drop_blob(x);
     x->c.restores++;
+    s->st.restores++;
     return RP_OK;
 }

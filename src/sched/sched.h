@@ -332,6 +332,7 @@ typedef struct rp_sched_stats {
     double t_draft, t_target, t_total;
     size_t kv_resident;      /* bytes of KV in use by resident sessions */
     int32_t n_sessions, n_admitted, n_waiting, n_demoted;
+    uint64_t demotions, restores;   /* KV demotions / restores since creation, all sessions */
 } rp_sched_stats;
 
 void rp_sched_stats_get(rp_sched *s, rp_sched_stats *out);

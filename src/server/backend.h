@@ -39,6 +39,8 @@ typedef struct rp_backend_config {
     float recompute_ratio;      /* default blend ratio */
     rp_type kv_type;
     bool speculate;             /* sched: speculative decoding (n-gram drafter, or the draft model) */
+    double kv_limit_mb;         /* sched: KV in use above which sessions waiting on a tool result are
+                                   demoted (compressed in memory) until resumed (0: never) */
 } rp_backend_config;
 
 rp_backend_config rp_backend_default_config(void);
@@ -139,6 +141,7 @@ typedef struct rp_backend_stats {
     uint64_t drafted, accepted;
     int32_t sessions, sessions_waiting;
     uint64_t kv_bytes;                    /* KV resident in sessions */
+    uint64_t kv_demotions, kv_restores;   /* sched: waiting sessions' KV demoted / restored (--kv-limit) */
     bool has_cache, has_store;
     uint64_t cache_chunks, cache_bytes, cache_evictions, cache_inserts;
     uint64_t store_bytes, store_evictions, store_written;

@@ -371,6 +371,7 @@ static rp_status sb_start(rp_backend *b) {
     p.n_batch = 512 < b->cfg.parallel ? b->cfg.parallel : 512;
     p.kv_type = b->cfg.kv_type;
     p.n_threads = b->cfg.n_threads;
+    p.kv_resident_limit = (size_t)(b->cfg.kv_limit_mb * 1048576.0);
     if (!b->cfg.speculate) {
         p.policy = RP_POLICY_BATCH_AR;
         p.drafter = RP_DRAFTER_NONE;
@@ -653,6 +654,8 @@ static void sb_stats(rp_backend *b, rp_backend_stats *out) {
     out->sessions = ss.n_sessions > kept ? ss.n_sessions - kept : 0;   /* kept sequences are a cache, not sessions */
     out->sessions_waiting = ss.n_waiting;
     out->kv_bytes = ss.kv_resident;
+    out->kv_demotions = ss.demotions;
+    out->kv_restores = ss.restores;
 }
 
 static rp_status sb_flush(rp_backend *b) {

@@ -120,6 +120,8 @@ char *rp_metrics_render(rp_metrics *m, const rp_backend_stats *bs, const rp_metr
     gauge(&o, "reprise_queue_depth", "Generations waiting for the model.", bs->queued);
     gauge(&o, "reprise_running", "Generations running.", bs->running);
     gauge(&o, "reprise_kv_resident_bytes", "Bytes of KV held by sessions (scheduler).", (double)bs->kv_bytes);
+    counter(&o, "reprise_kv_demotions_total", "Waiting sessions' KV demoted under --kv-limit (scheduler).", bs->kv_demotions);
+    counter(&o, "reprise_kv_restores_total", "Demoted KV restored on resume (scheduler).", bs->kv_restores);
     put(&o, "# HELP reprise_sessions reprise_session sessions by state.\n# TYPE reprise_sessions gauge\n"
             "reprise_sessions{state=\"active\"} %d\nreprise_sessions{state=\"suspended\"} %d\n"
             "reprise_sessions{state=\"idle\"} %d\n",
