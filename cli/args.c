@@ -10,6 +10,7 @@
 
 #include "reprise.h"
 #include "kernels/cpu.h"
+#include "reuse/blend.h"
 
 bool cli_is(cli_args *a, const char *s1, const char *s2) {
     const char *s = a->argv[a->i];
@@ -36,6 +37,18 @@ bool cli_int(cli_args *a, long lo, long hi, long *out) {
         return false;
     }
     *out = x;
+    return true;
+}
+
+bool cli_select(cli_args *a, int *out) {
+    const char *opt = a->argv[a->i], *v;
+    if (!cli_str(a, &v)) return false;
+    const int k = rp_select_kind_parse(v);
+    if (k < 0) {
+        fprintf(stderr, "reprise %s: %s must be hybrid, dev or attn, got '%s'\n", a->cmd, opt, v);
+        return false;
+    }
+    *out = k;
     return true;
 }
 

@@ -65,7 +65,8 @@ static const float *step(rp_ctx *ctx, rp_kv *kv, rp_batch *b, rp_token t, int32_
 
 int bench_fidelity(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "bench fidelity"};
-    const char *model_path = NULL, *kv_name = "f16", *dev_name = "kv", *select_name = "hybrid";
+    const char *model_path = NULL, *kv_name = "f16", *dev_name = "kv";
+    int select = RP_SELECT_HYBRID;
     long n_docs = 12, n_prompts = 50, n_gen = 32, doc_len = 64, threads = 2, seed = 1, check_layer = 1;
     bool json = false;
     for (; a.i < argc; a.i++) {
@@ -90,15 +91,13 @@ int bench_fidelity(int argc, char **argv) {
         else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &threads)) return 2; }
         else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }
         else if (cli_is(&a, "--dev", NULL)) { if (!cli_str(&a, &dev_name)) return 2; }
-        else if (cli_is(&a, "--select", NULL)) { if (!cli_str(&a, &select_name)) return 2; }
+        else if (cli_is(&a, "--select", NULL)) { if (!cli_select(&a, &select)) return 2; }
         else if (cli_is(&a, "--json", NULL)) json = true;
         else return cli_unknown(&a);
     }
     if (!model_path) { fprintf(stderr, "reprise bench fidelity: -m MODEL.gguf is required\n"); return 2; }
     rp_dev_kind dev = !strcmp(dev_name, "k") ? RP_DEV_K : !strcmp(dev_name, "v") ? RP_DEV_V : !strcmp(dev_name, "kv") ? RP_DEV_KV : 0;
     if (!dev) { fprintf(stderr, "reprise bench fidelity: --dev must be k, v or kv\n"); return 2; }
-    int select = rp_select_kind_parse(select_name);
-    if (select < 0) { fprintf(stderr, "reprise bench fidelity: --select must be hybrid, dev or attn, got '%s'\n", select_name); return 2; }
     int kv_type = rp_type_from_name(kv_name);
     if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_F32 && kv_type != RP_TYPE_Q8_0) {
         fprintf(stderr, "reprise bench fidelity: --kv-type must be f16, f32 or q8_0\n");
@@ -257,7 +256,7 @@ int bench_fidelity(int argc, char **argv) {
     } else {
         printf("fidelity of reuse vs exact prefill: %s, %ld documents, %ld prompts of 4-6 documents + 4-token tail, "
                "%ld teacher-forced steps, kv %s, check layer %ld, deviation %s, selection %s\n\n",
-               model_path, n_docs, n_prompts, n_gen, kv_name, check_layer, dev_name, select_name);
+               model_path, n_docs, n_prompts, n_gen, kv_name, check_layer, dev_name, rp_select_kind_name((rp_select_kind)select));
         printf("| %-13s | %12s | %16s | %13s | %15s | %17s |\n", "mode", "mean KL", "greedy agreement", "mean TTFT ms",
                "reused tokens", "recomputed tokens");
         printf("|---------------|--------------|------------------|---------------|-----------------|-------------------|\n");

@@ -157,7 +157,7 @@ int bench_reuse(int argc, char **argv) {
     long gen = 8, passes = 1, answer_len = 0;
     long threads = 2, n_queries = 8, seed = 1;
     double ratio = 0.25;
-    const char *select_name = "hybrid";
+    int select = RP_SELECT_HYBRID;
     rp_workload_params wp = rp_workload_default_params();
     bool modes_given = false;
     for (; a.i < argc; a.i++) {
@@ -215,7 +215,7 @@ int bench_reuse(int argc, char **argv) {
         else if (cli_is(&a, "--tail", NULL)) { long x; if (!cli_int(&a, 1, 100000, &x)) return 2; wp.tail_len = (int)x; }
         else if (cli_is(&a, "--between", NULL)) { long x; if (!cli_int(&a, 0, 100000, &x)) return 2; wp.between_len = (int)x; }
         else if (cli_is(&a, "--recompute-ratio", NULL)) { if (!cli_float(&a, 0, 1, &ratio)) return 2; }
-        else if (cli_is(&a, "--select", NULL)) { if (!cli_str(&a, &select_name)) return 2; }
+        else if (cli_is(&a, "--select", NULL)) { if (!cli_select(&a, &select)) return 2; }
         else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }
         else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &threads)) return 2; }
         else if (cli_is(&a, "--seed", NULL)) { if (!cli_int(&a, 0, 1L << 40, &seed)) return 2; }
@@ -232,8 +232,6 @@ int bench_reuse(int argc, char **argv) {
         else return cli_unknown(&a);
     }
     if (!model_path) { fprintf(stderr, "reprise bench reuse: -m MODEL.gguf is required\n"); return 2; }
-    const int select = rp_select_kind_parse(select_name);
-    if (select < 0) { fprintf(stderr, "reprise bench reuse: --select must be hybrid, dev or attn, got '%s'\n", select_name); return 2; }
     int kv_type = rp_type_from_name(kv_name);
     if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_F32 && kv_type != RP_TYPE_Q8_0) {
         fprintf(stderr, "reprise bench reuse: --kv-type must be f16, f32 or q8_0\n");

@@ -44,6 +44,7 @@ bool cli_str(cli_args *a, const char **out);                /* value after the c
 bool cli_int(cli_args *a, long lo, long hi, long *out);
 bool cli_float(cli_args *a, double lo, double hi, double *out);
 bool cli_u64(cli_args *a, uint64_t *out);
+bool cli_select(cli_args *a, int *out);   /* --select hybrid|dev|attn -> rp_select_kind */
 int cli_unknown(cli_args *a);                               /* reports and returns 2 */
 
 /* Prints "reprise <cmd>: <what>: <rp_last_error>" and returns 1. */

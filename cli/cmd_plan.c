@@ -148,7 +148,8 @@ out:
 int cmd_plan(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "plan"};
     const char *model_path = NULL, *segments = NULL, *text = NULL, *separator = NULL, *cache_dir = NULL, *mode_s = "blend";
-    const char *kv_name = "f16", *select_name = "hybrid";
+    const char *kv_name = "f16";
+    int select = RP_SELECT_HYBRID;
     double ratio = 0.25;
     long threads = 2, check_layer = 1;
     bool calibrate = false, show_tokens = false;
@@ -177,7 +178,7 @@ int cmd_plan(int argc, char **argv) {
         else if (cli_is(&a, "--recompute-ratio", NULL)) { if (!cli_float(&a, 0, 1, &ratio)) return 2; }
         else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &threads)) return 2; }
         else if (cli_is(&a, "--check-layer", NULL)) { if (!cli_int(&a, 0, 1024, &check_layer)) return 2; }
-        else if (cli_is(&a, "--select", NULL)) { if (!cli_str(&a, &select_name)) return 2; }
+        else if (cli_is(&a, "--select", NULL)) { if (!cli_select(&a, &select)) return 2; }
         else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }
         else if (cli_is(&a, "--calibrate", NULL)) calibrate = true;
         else if (cli_is(&a, "--show-tokens", NULL)) show_tokens = true;
@@ -187,8 +188,6 @@ int cmd_plan(int argc, char **argv) {
     if (!segments && !text && !calibrate) { fprintf(stderr, "reprise plan: --segments FILE or -p TEXT is required\n"); return 2; }
     int mode = rp_reuse_mode_parse(mode_s);
     if (mode < 0) { fprintf(stderr, "reprise plan: --reuse must be none, prefix, full or blend, got '%s'\n", mode_s); return 2; }
-    int select = rp_select_kind_parse(select_name);
-    if (select < 0) { fprintf(stderr, "reprise plan: --select must be hybrid, dev or attn, got '%s'\n", select_name); return 2; }
     const int kv_type = rp_type_from_name(kv_name);
     if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_Q8_0 && kv_type != RP_TYPE_F32) {
         fprintf(stderr, "reprise plan: --kv-type must be f16, q8_0 or f32, got '%s'\n", kv_name);

@@ -62,7 +62,7 @@ int cmd_run(int argc, char **argv) {
     const char *segments = NULL, *separator = NULL, *reuse_mode = "blend", *cache_dir = NULL;
     double ratio = 0.25;
     long check_layer = 1, cache_mb = 512;
-    const char *select_name = "hybrid";
+    int select = RP_SELECT_HYBRID;
     double cache_disk_gb = 0;
     bool static_mode = false, naive = false;
     long n_predict = 128, threads = 2, n_ctx = 0, n_batch = 512;
@@ -95,7 +95,7 @@ int cmd_run(int argc, char **argv) {
         else if (cli_is(&a, "--reuse", NULL)) { if (!cli_str(&a, &reuse_mode)) return 2; }
         else if (cli_is(&a, "--recompute-ratio", NULL)) { if (!cli_float(&a, 0, 1, &ratio)) return 2; }
         else if (cli_is(&a, "--check-layer", NULL)) { if (!cli_int(&a, 0, 1024, &check_layer)) return 2; }
-        else if (cli_is(&a, "--select", NULL)) { if (!cli_str(&a, &select_name)) return 2; }
+        else if (cli_is(&a, "--select", NULL)) { if (!cli_select(&a, &select)) return 2; }
         else if (cli_is(&a, "--static", NULL)) static_mode = true;
         else if (cli_is(&a, "--naive-schedule", NULL)) naive = true;
         else if (cli_is(&a, "--cache-dir", NULL)) { if (!cli_str(&a, &cache_dir)) return 2; }
@@ -111,8 +111,6 @@ int cmd_run(int argc, char **argv) {
     }
     int mode = rp_reuse_mode_parse(reuse_mode);
     if (mode < 0) { fprintf(stderr, "reprise run: --reuse must be none, prefix, full or blend, got '%s'\n", reuse_mode); return 2; }
-    int select = rp_select_kind_parse(select_name);
-    if (select < 0) { fprintf(stderr, "reprise run: --select must be hybrid, dev or attn, got '%s'\n", select_name); return 2; }
     int kv_type = rp_type_from_name(kv_name);
     if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_Q8_0 && kv_type != RP_TYPE_F32) {
         fprintf(stderr, "reprise run: --kv-type must be f16, q8_0 or f32, got '%s'\n", kv_name);

@@ -96,8 +96,9 @@ static inline float dot(const float *a, const float *b, int32_t n) {
     return (s0 + s1) + (s2 + s3);
 }
 
-/* is row i one whose attention weighs the others (a new row or the final row)? */
-static inline bool is_query(const rp_batch *b, const uint8_t *kinds, int32_t i) {
+/* A forced row: a new row or the final row. Always computed past the check
+ * layer, and the rows whose attention weighs the others' deviation. */
+static inline bool is_forced(const rp_batch *b, const uint8_t *kinds, int32_t i) {
     return kinds[i] == RP_ROW_NEW || (kinds[i] != RP_ROW_PAD && b->logits[i]);
 }
 
@@ -118,7 +119,7 @@ static int32_t attention_paid(const rp_model *m, const rp_kv *kv, const rp_batch
     for (int32_t j = 0; j < n; j++) ws->imp[j] = 0;
     int32_t nq = 0;
     for (int32_t qi = n - 1; qi >= 0 && nq < RP_BLEND_QUERY_ROWS; qi--) {
-        if (!is_query(b, kinds, qi)) continue;
+        if (!is_forced(b, kinds, qi)) continue;
         nq++;
         const float *qr = q + (size_t)qi * QD;
         for (int32_t j = 0; j < n_prior; j++) {
@@ -226,13 +227,13 @@ rp_status rp_blend_run(rp_ctx *c, rp_kv *kv, rp_batch *b, const uint8_t *kinds, 
             if (take < n_cand) select_rows(&sp, ws, n_cand, take);
             else for (int32_t k = 0; k < n_cand; k++) ws->keep[ws->rank[k].i] = 1;
             for (int32_t i = 0; i < b->n; i++)
-                st->n_forced += kinds[i] == RP_ROW_NEW || (kinds[i] != RP_ROW_PAD && b->logits[i]);
+                st->n_forced += is_forced(b, kinds, i);
             /* static shapes: PAD rows (never ranked above) fill the call up to
              * fixed_rows; their KV goes to cells past the prompt, dropped after */
             int32_t fill = p->fixed_rows > 0 ? p->fixed_rows - st->n_forced - take : 0;
             int32_t nk = 0;
             for (int32_t i = 0; i < b->n; i++) {
-                bool forced = kinds[i] == RP_ROW_NEW || (kinds[i] != RP_ROW_PAD && b->logits[i]);
+                bool forced = is_forced(b, kinds, i);
                 bool filler = kinds[i] == RP_ROW_PAD && st->n_pad_kept < fill;
                 st->n_pad_kept += filler;
                 if (forced || filler || ws->keep[i]) ws->keep[nk++] = i;
