@@ -47,6 +47,14 @@ static void fixture_close(fixture *f) {
     rp_model_free(f->m);
 }
 
+/* The prologue of every stories260K test: skips when ../shared is absent,
+ * else opens fixture `f` (1024 cells of KV type `kv_type`); `mp` is the path. */
+#define OPEN_STORIES(f, kv_type)                           \
+    const char *mp = stories();                            \
+    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");      \
+    fixture f;                                             \
+    assert_true(fixture_open(&f, mp, kv_type, 1024))
+
 static rp_reuse *engine(fixture *f, rp_reuse_mode mode, float ratio, bool stat) {
     rp_reuse_params p = rp_reuse_default_params();
     p.mode = mode;
@@ -167,10 +175,7 @@ static const char *stories(void) {
  * prompt extending a cached one and for a 100% hit. */
 static void test_prefix_exact(void **state) {
     (void)state;
-    const char *mp = stories();
-    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
-    fixture f;
-    assert_true(fixture_open(&f, mp, RP_TYPE_F16, 1024));
+    OPEN_STORIES(f, RP_TYPE_F16);
     extending_pair x;
     make_extending(&x);
     rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false), *pre = engine(&f, RP_REUSE_PREFIX, 0, false);
@@ -334,10 +339,7 @@ static void test_rerotation_model(void **state) {
 /* full and blend with r = 1 recompute every reused token: equal to prefill. */
 static void test_ratio_one_equals_prefill(void **state) {
     (void)state;
-    const char *mp = stories();
-    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
-    fixture f;
-    assert_true(fixture_open(&f, mp, RP_TYPE_F32, 1024));
+    OPEN_STORIES(f, RP_TYPE_F32);
     reordered_prompt r;
     make_reordered(&r);
     rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false);
@@ -384,10 +386,7 @@ static void test_ratio_one_equals_prefill(void **state) {
  * under a fixed bound, same greedy token); full recomputes none. */
 static void test_blend_accounting(void **state) {
     (void)state;
-    const char *mp = stories();
-    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
-    fixture f;
-    assert_true(fixture_open(&f, mp, RP_TYPE_F16, 1024));
+    OPEN_STORIES(f, RP_TYPE_F16);
     reordered_prompt r;
     make_reordered(&r);
     float *exact = malloc(sizeof(float) * (size_t)f.V);
@@ -455,10 +454,7 @@ static void test_blend_accounting(void **state) {
  * to exactly that many rows without changing the final logits. */
 static void test_static_pad_mask(void **state) {
     (void)state;
-    const char *mp = stories();
-    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
-    fixture f;
-    assert_true(fixture_open(&f, mp, RP_TYPE_F32, 1024));
+    OPEN_STORIES(f, RP_TYPE_F32);
     enum { N = 48, A = 8, PADS = 24, BUDGET = 2, FIXED = 8 };
     rp_token docs[1][40], p[N];
     make_docs(docs, 1, 40);
@@ -574,10 +570,7 @@ static void remove_dir(const char *dir) {
  * still equals prefill. Unknown tokens are NOT_FOUND. */
 static void test_query_vector(void **state) {
     (void)state;
-    const char *mp = stories();
-    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
-    fixture f;
-    assert_true(fixture_open(&f, mp, RP_TYPE_F32, 1024));
+    OPEN_STORIES(f, RP_TYPE_F32);
     rp_token docs[6][40], p[512];
     int32_t bnd[16], nb;
     make_docs(docs, 6, 40);
@@ -627,10 +620,7 @@ static void test_query_vector(void **state) {
  * the deviation rule on a real prompt (else the weighting would be inert). */
 static void test_select_fallback(void **state) {
     (void)state;
-    const char *mp = stories();
-    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
-    fixture f;
-    assert_true(fixture_open(&f, mp, RP_TYPE_F32, 1024));
+    OPEN_STORIES(f, RP_TYPE_F32);
     enum { N = 96, A = 8, BUDGET = 12 };
     rp_token docs[1][40], p[N];
     make_docs(docs, 1, 40);
@@ -688,10 +678,7 @@ static void test_select_fallback(void **state) {
  * with the search off nothing is reused. */
 static void test_subchunk_reuse(void **state) {
     (void)state;
-    const char *mp = stories();
-    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
-    fixture f;
-    assert_true(fixture_open(&f, mp, RP_TYPE_F32, 1024));
+    OPEN_STORIES(f, RP_TYPE_F32);
     rp_token docs[6][40], p[512];
     int32_t bnd[16], nb;
     make_docs(docs, 6, 40);
@@ -743,10 +730,7 @@ static void test_subchunk_reuse(void **state) {
  * runs) gives bit-identical results to placing everything first. */
 static void test_pipeline_equivalence(void **state) {
     (void)state;
-    const char *mp = stories();
-    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
-    fixture f;
-    assert_true(fixture_open(&f, mp, RP_TYPE_F16, 1024));
+    OPEN_STORIES(f, RP_TYPE_F16);
     reordered_prompt r;
     make_reordered(&r);
     float *out[2] = {f.lg_a, f.lg_b};
@@ -774,10 +758,7 @@ static void test_pipeline_equivalence(void **state) {
  * full / blend but never prefix mode; an already cached path is not duplicated. */
 static void test_commit_computed(void **state) {
     (void)state;
-    const char *mp = stories();
-    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
-    fixture f;
-    assert_true(fixture_open(&f, mp, RP_TYPE_F16, 1024));
+    OPEN_STORIES(f, RP_TYPE_F16);
     extending_pair x;
     make_extending(&x);
     rp_batch b;
