@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "core/bigmem.h"
 #include "core/error.h"
 #include "kernels/types.h"
 #include "model/forward.h"
@@ -290,17 +291,8 @@ static bool work_build_crafted(const rp_model *m, int H, int32_t hot_len, int S,
 
 /* VmRSS in bytes (0 if /proc is not there). */
 static uint64_t rss_bytes(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    char line[256];
-    uint64_t kib = 0;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmRSS:", 6)) {
-            kib = strtoull(line + 6, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return kib * 1024;
+    const long long b = rp_bigmem_rss_bytes();
+    return b > 0 ? (uint64_t)b : 0;
 }
 
 /* ---- the store: filler rows ---- */

@@ -151,7 +151,7 @@ int cmd_cache(int argc, char **argv) {
     sp.read_only = !writes;
     rp_store *s = NULL;
     rp_status st = rp_store_open(dir, &sp, &s);
-    if (st == RP_ERR_NOT_FOUND && sp.read_only && strstr(rp_last_error(), "is empty")) {
+    if (st == RP_ERR_NOT_FOUND && sp.read_only && strstr(rp_last_error(), RP_STORE_EMPTY_MSG)) {
         /* created and never committed to (its first writer died at once): nothing to read, nothing corrupt */
         if (!strcmp(sub, "verify")) printf("verified 0 chunks: 0 ok, 0 corrupt (empty store)\n");
         else printf("empty store in %s (no chunk was ever committed)\n", dir);

@@ -65,6 +65,17 @@ long long rp_bigmem_huge_bytes(void) {
     return kb < 0 ? -1 : kb * 1024;
 }
 
+long long rp_bigmem_rss_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %lld kB", &kb) == 1) break;
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
+}
+
 bool rp_bigmem_huge_enabled(void) {
     pthread_once(&env_once, read_env);
     return !env_off;

@@ -33,4 +33,8 @@ const char *rp_bigmem_thp_mode(char *buf, size_t n);
  * /proc/self/smaps_rollup), or -1 when the kernel does not report it. */
 long long rp_bigmem_huge_bytes(void);
 
+/* The process's resident set (VmRSS in /proc/self/status) in bytes, or -1
+ * when the kernel does not report it. For memory-budget checks. */
+long long rp_bigmem_rss_bytes(void);
+
 #endif /* RP_CORE_BIGMEM_H */

@@ -758,9 +758,14 @@ static bool evict_to_writer(rp_chunk_cache *c, rp_centry *v) {
  * `max_key` go (prefetch must not push out anything more valuable; demand
  * passes +inf). false if the room cannot be made (nothing is evicted then
  * unless it could be). */
+/* Can `total` more bytes ever fit in the budget, evicting every unpinned chunk? */
+static bool fits_at_all(const rp_chunk_cache *c, size_t total) {
+    return total <= c->p.budget_bytes && c->pinned_bytes <= c->p.budget_bytes - total;
+}
+
 static bool make_room(rp_chunk_cache *c, size_t total, double max_key) {
     const size_t budget = c->p.budget_bytes;
-    if (total > budget || c->pinned_bytes > budget - total) return false;
+    if (!fits_at_all(c, total)) return false;
     if (max_key < INFINITY) {
         /* dry run: is there enough below max_key? the heap is not sorted, so
          * count from the root downwards over keys < max_key */
@@ -938,8 +943,7 @@ static rp_centry *load_row(rp_chunk_cache *c, rp_store *db, rp_store_chunk *meta
     }
     /* no room in the budget and none in the transient allowance: a miss (the
      * caller recomputes), not RAM beyond the bound */
-    if (c->bytes + total > c->p.budget_bytes && c->transient_bytes + total > transient_allow(c) &&
-        (total > c->p.budget_bytes || c->pinned_bytes > c->p.budget_bytes - total)) {
+    if (!fits_at_all(c, total) && c->transient_bytes + total > transient_allow(c)) {
         rp_store_chunk_clear(meta);
         return NULL;
     }

@@ -57,7 +57,7 @@
 
 enum {
     S_EDGE, S_HASH, S_KIDS, S_GET, S_BLOB, S_INS_CHUNK, S_INS_PAYLOAD, S_DEL_PAYLOAD, S_INS_KW, S_DEL_KW,
-    S_OLD, S_TOUCH, S_META_SET, S_DEL_CHUNK, S_DEL_VEC, S_MARK_BAD, S_COUNT
+    S_OLD, S_TOUCH, S_META_SET, S_DEL_CHUNK, S_DEL_VEC, S_MARK_BAD, S_KW_CHUNKS, S_CAND_OK, S_COUNT
 };
 
 struct rp_store {
@@ -111,6 +111,9 @@ static const char *stmt_sql(int which) {
     case S_HASH: return "SELECT %s FROM chunks WHERE model = ?1 AND hash = ?2 AND corrupt = 0";
     case S_KIDS: return "SELECT %s FROM chunks WHERE model = ?1 AND parent = ?2 AND corrupt = 0";
     case S_GET: return "SELECT %s FROM chunks WHERE id = ?1";
+    /* sub-chunk search: the (kw, chunk) primary key answers the first alone */
+    case S_KW_CHUNKS: return "SELECT chunk FROM keywords WHERE kw = ?1";
+    case S_CAND_OK: return "SELECT 1 FROM chunks WHERE id = ?1 AND model = ?2 AND corrupt = 0";
     case S_BLOB: return "SELECT data FROM payloads WHERE id = ?1";
     case S_INS_CHUNK:
         return "INSERT OR REPLACE INTO chunks(id, model, hash, chain, parent, n_tokens, pos0, exact, kv_type, n_layer, "
@@ -361,7 +364,7 @@ rp_status rp_store_open(const char *dir, const rp_store_params *p, rp_store **ou
             n_tables = sqlite3_column_int64(q, 0);
         sqlite3_finalize(q);
         if (n_tables == 0)
-            st = rp_errorf(RP_ERR_NOT_FOUND, "store: '%s' is empty (kv.db has no schema: its creation never committed)",
+            st = rp_errorf(RP_ERR_NOT_FOUND, "store: '%s' " RP_STORE_EMPTY_MSG " (kv.db has no schema: its creation never committed)",
                            dir);
     }
     if (st == RP_OK && s->p.read_only) {
@@ -1911,8 +1914,7 @@ rp_status rp_store_find_subchunks_vec(rp_store *s, const rp_token *toks, int32_t
     /* the (kw, chunk) primary key answers this alone; the model / corrupt
      * check runs below on the few top-ranked candidates only (keywords are
      * salted per model, so another model's rows almost never share one) */
-    if (sqlite3_prepare_v2(s->db, "SELECT chunk FROM keywords WHERE kw = ?1", -1, &q, NULL) != SQLITE_OK)
-        st = sql_err(s, "keyword lookup");
+    st = stmt(s, S_KW_CHUNKS, &q);
     for (int32_t i = 0; i < nk && st == RP_OK; i++) {
         bool dup = false;   /* a repeated keyword votes once */
         for (int32_t j = i - 1; j >= 0 && j >= i - 32; j--)
@@ -1933,7 +1935,7 @@ rp_status rp_store_find_subchunks_vec(rp_store *s, const rp_token *toks, int32_t
             cv[nc++] = (cand){(uint64_t)sqlite3_column_int64(q, 0), 1};
         }
     }
-    sqlite3_finalize(q);
+    if (q) sqlite3_reset(q);   /* cached statement: reset, never finalized here */
     free(kw);
     if (st != RP_OK) {
         free(cv);
@@ -1949,10 +1951,9 @@ rp_status rp_store_find_subchunks_vec(rp_store *s, const rp_token *toks, int32_t
     if (m > 1) qsort(cv, (size_t)m, sizeof *cv, cand_by_votes);
     {   /* the best max_candidates that are this model's and not marked corrupt */
         sqlite3_stmt *ok = NULL;
-        if (m > 0 && sqlite3_prepare_v2(s->db, "SELECT 1 FROM chunks WHERE id = ?1 AND model = ?2 AND corrupt = 0", -1,
-                                        &ok, NULL) != SQLITE_OK) {
+        if (m > 0 && (st = stmt(s, S_CAND_OK, &ok)) != RP_OK) {
             free(cv);
-            return sql_err(s, "keyword candidates");
+            return st;
         }
         int64_t kept = 0;
         for (int64_t i = 0; i < m && kept < max_candidates; i++) {
@@ -1961,7 +1962,7 @@ rp_status rp_store_find_subchunks_vec(rp_store *s, const rp_token *toks, int32_t
             sqlite3_bind_int64(ok, 2, s->model);
             if (sqlite3_step(ok) == SQLITE_ROW) cv[kept++] = cv[i];
         }
-        sqlite3_finalize(ok);
+        if (ok) sqlite3_reset(ok);
         m = kept;
     }
     /* the caller's dense vector: its top k_vec chunks join the keyword

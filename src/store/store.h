@@ -71,6 +71,10 @@ typedef struct rp_store rp_store;
 rp_status rp_store_open(const char *dir, const rp_store_params *p, rp_store **out);
 /* Another connection on the same store (same model binding), for another thread. */
 rp_status rp_store_clone(rp_store *s, rp_store **out);
+/* In the error of a read-only rp_store_open (RP_ERR_NOT_FOUND) of a kv.db
+ * whose schema was never committed (its first writer died at once): an empty
+ * store, not a damaged one. */
+#define RP_STORE_EMPTY_MSG "is empty"
 /* This connection's SQLite page cache, in KiB (opened at RP_STORE_CACHE_KIB).
  * The pool pays its connections' caches out of its RAM budget. */
 #define RP_STORE_CACHE_KIB 2048
