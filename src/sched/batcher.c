@@ -50,60 +50,8 @@ static bool stop_str_hit(const rp_sess *x, int32_t added) {
     return false;
 }
 
-/* End of the JSON object opening at text[at] ('{'), strings and escapes
- * respected; -1 while it is still open. */
-static int32_t json_object_end(const char *text, int32_t len, int32_t at) {
-    int32_t depth = 0;
-    bool str = false, esc = false;
-    for (int32_t i = at; i < len; i++) {
-        char c = text[i];
-        if (str) {
-            if (esc) esc = false;
-            else if (c == '\\') esc = true;
-            else if (c == '"') str = false;
-        } else if (c == '"') {
-            str = true;
-        } else if (c == '{') {
-            depth++;
-        } else if (c == '}' && --depth == 0) {
-            return i + 1;
-        }
-    }
-    return -1;
-}
-
 bool rp_sched_tool_call_closed(rp_chat_format f, const char *text, int32_t len, int32_t added) {
-    if (!text || added <= 0 || len <= 0) return false;
-    if (added > len) added = len;
-    const char *tail = text + len - added;
-    if (f == RP_CHAT_CHATML) {
-        static const char close[] = "</tool_call>";
-        const int32_t cl = (int32_t)sizeof close - 1;
-        if (!memchr(tail, '>', (size_t)added)) return false;
-        /* a close tag ending in the new bytes, after an open tag the format
-         * counts (rp_chat_has_tool_call skips reasoning blocks) */
-        int32_t from = len - added - cl + 1;
-        if (from < 0) from = 0;
-        for (int32_t p = from; p + cl <= len; p++)
-            if (memcmp(text + p, close, (size_t)cl) == 0) return rp_chat_has_tool_call(f, text);
-        return false;
-    }
-    if (f == RP_CHAT_LLAMA3) {
-        /* a bare JSON call {"name": ...} whose closing brace just arrived (the
-         * <|python_tag|> form ends with <|eom_id|>, an end-of-generation token) */
-        if (!memchr(tail, '}', (size_t)added)) return false;
-        for (const char *p = memchr(text, '{', (size_t)len); p; p = memchr(p + 1, '{', (size_t)(text + len - p - 1))) {
-            const char *q = p + 1;
-            while (q < text + len && (*q == ' ' || *q == '\n' || *q == '\t' || *q == '\r')) q++;
-            if (text + len - q < 6 || memcmp(q, "\"name\"", 6) != 0) continue;
-            int32_t end = json_object_end(text, len, (int32_t)(p - text));
-            if (end > len - added) return true;
-            if (end < 0) return false;   /* still open: nothing later is complete either */
-            p = text + end - 1;
-            if (p + 1 >= text + len) break;
-        }
-    }
-    return false;
+    return rp_chat_tool_call_closed(f, text, len, added);
 }
 
 /* Records a generated token and says whether (and why) the turn ends here. */

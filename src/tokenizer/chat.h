@@ -73,4 +73,10 @@ void rp_tool_calls_free(rp_tool_call *calls, size_t n);
  * format (the scheduler uses this to suspend a session waiting on a tool). */
 bool rp_chat_has_tool_call(rp_chat_format f, const char *text);
 
+/* True if the last `added` bytes of text[0..len) complete a tool call in
+ * format f: ChatML's </tool_call> (after an opening tag rp_chat_has_tool_call
+ * counts) or Llama 3's bare {"name": ...} object whose closing brace just
+ * arrived. The scheduler ends a turn at that token. */
+bool rp_chat_tool_call_closed(rp_chat_format f, const char *text, int32_t len, int32_t added);
+
 #endif /* RP_CHAT_H */
