@@ -71,6 +71,23 @@ typedef struct {
     bool failed;
 } run_result;
 
+static uint64_t fnv(uint64_t h, const rp_token *t, int32_t n);
+
+/* What a trace gives the model: agents, prompts, turn lengths, tool results
+ * (not stall or arrival times). Equal keys: equal one-at-a-time references. */
+static uint64_t trace_key(const rp_trace *tr) {
+    uint64_t h = fnv(0xcbf29ce484222325ULL, &tr->n_agents, 1);
+    for (int32_t i = 0; i < tr->n_agents; i++) {
+        const rp_trace_agent *a = &tr->agents[i];
+        h = fnv(h, a->prompt, a->n_prompt);
+        for (int32_t t = 0; t < a->n_turns; t++) {
+            h = fnv(h, &a->turns[t].gen_tokens, 1);
+            if (a->turns[t].result) h = fnv(h, a->turns[t].result, a->turns[t].n_result);
+        }
+    }
+    return h;
+}
+
 static uint64_t fnv(uint64_t h, const rp_token *t, int32_t n) {
     for (int32_t i = 0; i < n; i++) {
         uint32_t v = (uint32_t)t[i];
@@ -687,7 +704,7 @@ int bench_agents(int argc, char **argv) {
     sp.kv_type = (rp_type)kv_type;
     sp.prefill_share = (float)prefill_share;
     /* at least one byte: a tiny limit demotes every waiting session */
-    sp.kv_resident_limit = kv_limit_mb > 0 ? (size_t)fmax(1.0, kv_limit_mb * 1024.0 * 1024.0) : 0;
+    sp.kv_resident_limit = rp_sched_kv_limit_bytes(kv_limit_mb);
     sp.hal.budget = (int32_t)budget;
     sp.hal.l_min = (int32_t)lmin;
     sp.hal.tau = (float)tau;
@@ -723,6 +740,10 @@ int bench_agents(int argc, char **argv) {
             "vs b-sd", "same out", "same seq", "dem/res");
     fprintf(tab, "|----|-----------|-----------|-----------|----------|----------|--------|--------|--------|---------|"
                  "--------|----------|----------|----------|---------|\n");
+    /* the reference of the last trace: stall ranges change only the stall
+     * times, so its tokens (and reference) repeat across them */
+    uint64_t ref_hash[RP_SCHED_MAX_SESSIONS], ref_key = 0;
+    int32_t ref_ctx = 0;
     for (int ia = 0; ia < nag && rc == 0; ia++) {
         for (int is = 0; is < nst && rc == 0; is++) {
             tp.n_agents = (int32_t)agents[ia];
@@ -745,9 +766,11 @@ int bench_agents(int argc, char **argv) {
                 break;
             }
             /* the one-at-a-time greedy reference every policy is checked against */
-            uint64_t ref_hash[RP_SCHED_MAX_SESSIONS];
             bool have_ref = temp <= 0 && (*trp)->n_agents <= RP_SCHED_MAX_SESSIONS;
-            if (have_ref) {
+            const uint64_t key = trace_key(*trp);
+            if (have_ref && (key != ref_key || cfg.sp.n_ctx != ref_ctx)) {
+                ref_key = key;
+                ref_ctx = cfg.sp.n_ctx;
                 double tr0 = now_s();
                 if ((rc = reference_pass(&cfg, *trp, ref_hash)) != 0) break;
                 fprintf(stderr, "  N=%ld stall %g:%g: sequential reference %.1f s\n", agents[ia], stalls[is].lo,

@@ -898,6 +898,10 @@ static void test_queue_full_and_timeout(void **state) {
 }
 
 static void sched_backend(rp_server_config *c) { c->backend.parallel = 4; }
+static void sched_backend_kv_limit(rp_server_config *c) {   /* every waiting session's KV is demoted */
+    c->backend.parallel = 4;
+    c->backend.kv_limit_mb = 1e-6;
+}
 
 static void test_sched_backend(void **state) {
     NEED_MAIN();
@@ -1001,8 +1005,11 @@ static void test_sched_backend(void **state) {
     stop(&f);
 }
 
-/* A session whose turn ends in a tool call is suspended until the tool result comes; the follow-up reuses its KV. */
-static void session_tool_round(uint16_t port) {
+/* A session whose turn ends in a tool call is suspended until the tool result
+ * comes; the follow-up reuses its KV. With `demote` (a server under a tiny
+ * --kv-limit) the suspended session's KV is demoted while it waits and
+ * restored by the follow-up, which still reuses it. */
+static void session_tool_round(uint16_t port, bool demote) {
     char body[4096];
     snprintf(body, sizeof body,
              "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Oslo?\"}],%s,"
@@ -1018,6 +1025,11 @@ static void session_tool_round(uint16_t port) {
     strcpy(id, json_string_value(json_object_get(j, "reprise_session")));
     json_int_t p1 = jint(json_object_get(j, "usage"), "prompt_tokens");
     assert_true(metric(port, "reprise_sessions{state=\"suspended\"}") == 1);
+    if (demote) {   /* the scheduler loop demotes it at its next step */
+        for (int i = 0; i < 500 && metric(port, "reprise_kv_demotions_total") < 1; i++) usleep(10000);
+        assert_true(metric(port, "reprise_kv_demotions_total") == 1);
+        assert_true(metric(port, "reprise_kv_restores_total") == 0);
+    }
     char *msgtxt = json_dumps(msg, JSON_COMPACT);
     snprintf(body, sizeof body,
              "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Oslo?\"},%s,"
@@ -1032,6 +1044,7 @@ static void session_tool_round(uint16_t port) {
     assert_true(c2 >= p1 - 1);
     if (strcmp(json_string_value(json_object_get(json_array_get(json_object_get(j2, "choices"), 0), "finish_reason")), "tool_calls") != 0)
         assert_true(metric(port, "reprise_sessions{state=\"suspended\"}") == 0);
+    if (demote) assert_true(metric(port, "reprise_kv_restores_total") >= 1);
     free(msgtxt);
     json_decref(j);
     json_decref(j2);
@@ -1041,10 +1054,13 @@ static void session_tool_round(uint16_t port) {
 
 static void test_session_tool_suspend(void **state) {
     NEED_MAIN();
-    session_tool_round(g_main.port);
+    session_tool_round(g_main.port, false);
     fixture f;
     start(&f, sched_backend);
-    session_tool_round(f.port);
+    session_tool_round(f.port, false);
+    stop(&f);
+    start(&f, sched_backend_kv_limit);
+    session_tool_round(f.port, true);
     stop(&f);
 }
 

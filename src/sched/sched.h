@@ -138,6 +138,10 @@ typedef struct rp_sched_params {
 
 rp_sched_params rp_sched_default_params(void);
 
+/* kv_resident_limit from a size in MiB: 0 stays 0 (never), anything above
+ * demotes from at least 1 byte on (a tiny limit must not round to "never"). */
+size_t rp_sched_kv_limit_bytes(double mib);
+
 /* True if the last `added` bytes of a turn's text text[0..len) complete a tool
  * call in chat format f: ChatML's </tool_call> (after a <tool_call> that
  * rp_chat_has_tool_call counts) or Llama-3's bare {"name": ...} JSON object.

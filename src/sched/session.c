@@ -45,6 +45,12 @@ const char *rp_finish_reason_name(rp_finish_reason r) {
     return (unsigned)r <= RP_FINISH_CANCELLED ? n[r] : "?";
 }
 
+size_t rp_sched_kv_limit_bytes(double mib) {
+    if (!(mib > 0)) return 0;
+    const double b = mib * 1048576.0;
+    return b < 1.0 ? 1 : (size_t)b;
+}
+
 rp_sched_params rp_sched_default_params(void) {
     rp_sched_params p = {
         .max_sessions = 8, .max_active = 0, .n_ctx = 2048, .n_batch = 512, .kv_type = RP_TYPE_F16, .n_threads = 2,

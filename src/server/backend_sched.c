@@ -371,7 +371,7 @@ static rp_status sb_start(rp_backend *b) {
     p.n_batch = 512 < b->cfg.parallel ? b->cfg.parallel : 512;
     p.kv_type = b->cfg.kv_type;
     p.n_threads = b->cfg.n_threads;
-    p.kv_resident_limit = (size_t)(b->cfg.kv_limit_mb * 1048576.0);
+    p.kv_resident_limit = rp_sched_kv_limit_bytes(b->cfg.kv_limit_mb);
     if (!b->cfg.speculate) {
         p.policy = RP_POLICY_BATCH_AR;
         p.drafter = RP_DRAFTER_NONE;

@@ -45,11 +45,23 @@ t("nothing failed", not any(r["failed"] for r in runs))
 sys.exit(1 if bad else 0)
 PY
 [ $? -eq 0 ] && ok "json checks" || bad "json checks"
-# per-kind temperatures: a sampling reasoning agent beside greedy workers; bad forms rejected
-"$BIN" bench agents -m "$M" --agents 3 --stall 0 --turns 2 --gen 8,8,8 --prompt 32,32,32 --result 8 \
-  --policy uniform,hal --clock cpu -t 1 --temp 1,0,0 --json > "$TMP/t.json" 2>/dev/null &&
-  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if len(r)==2 and not any(x['failed'] for x in r) else 1)" "$TMP/t.json" &&
-  ok "--temp 1,0,0 runs both policies" || bad "--temp 1,0,0 runs both policies"
+# per-kind temperatures: a sampling reasoning agent beside greedy workers. Against the same trace all
+# greedy, the workers' outputs are unchanged and the reasoning agent's differ; bad forms rejected.
+for tp in 1,0,0 0; do
+  "$BIN" bench agents -m "$M" --agents 3 --stall 0 --turns 2 --gen 8,8,8 --prompt 32,32,32 --result 8 \
+    --policy uniform,hal --clock cpu -t 1 --temp $tp --json > "$TMP/t$tp.json" 2>/dev/null
+done
+python3 - "$TMP/t1,0,0.json" "$TMP/t0.json" <<'PY' && ok "--temp 1,0,0 samples only the reasoning agent" || bad "--temp 1,0,0 samples only the reasoning agent"
+import json, sys
+mixed, greedy = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+ok = len(mixed) == 2 and len(greedy) == 2 and not any(r["failed"] for r in mixed + greedy)
+for rm, rg in zip(mixed, greedy):
+    ok = ok and rm["same_as_sequential"] is None and rg["same_as_sequential"] is True
+    for am, ag in zip(rm["per_agent"], rg["per_agent"]):
+        ok = ok and am["kind"] == ag["kind"]
+        ok = ok and ((am["hash"] != ag["hash"]) if am["kind"] == "reasoning" else (am["hash"] == ag["hash"]))
+sys.exit(0 if ok else 1)
+PY
 for t in 1,2 x -1 1,0,0,0; do
   "$BIN" bench agents -m "$M" --temp "$t" >/dev/null 2>"$TMP/e"; rc=$?
   [ $rc -eq 2 ] && grep -q -- "--temp" "$TMP/e" && ok "--temp $t rejected" || bad "--temp $t rejected"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # serve_kv_limit.sh — `serve --parallel N --kv-limit MB`: accepted, reported in /metrics (demotion counters), bad values rejected.
-# (The demotion itself — a waiting session's KV demoted and restored with identical output — is asserted by
-# tests/test_sched.c and tests/cli/bench_agents.sh.)
+# (The demotion itself — a waiting session's KV demoted and restored — is asserted through serve by tests/test_server.c,
+# and with identical output by tests/test_sched.c and tests/cli/bench_agents.sh.)
 set -u
 BIN="${RP_BIN:?RP_BIN must point at the reprise binary}"
 SHARED="${RP_SHARED_DIR:-../shared}"
