@@ -868,24 +868,11 @@ static void *loop_main(void *vp) {
     return NULL;
 }
 
-static void test_threaded_loop(void **state) {
-    fixture *f = *state;
-    REQUIRE_MODEL(f);
-    rp_sched_params p = base_params(RP_POLICY_HAL_YIELD, RP_DRAFTER_SELF, 2);
-    rp_sched *s = NULL;
-    assert_int_equal(rp_sched_create(f->m, NULL, p, &s), RP_OK);
-    loop_arg la = {.s = s};
-    atomic_init(&la.stop, false);
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, loop_main, &la), 0);
-    rp_sched_id ids[N_SESS];
+/* While another thread runs the loop: resumes each session with the tool
+ * result once it waits, until every session is idle again (or ~20 s pass).
+ * Returns the number of sessions that finished their second turn. */
+static int resume_until_idle(fixture *f, rp_sched *s, const rp_sched_id *ids) {
     bool resumed[N_SESS] = {false};
-    for (int i = 0; i < N_SESS; i++) {
-        assert_int_equal(rp_sched_session_create(s, &ids[i]), RP_OK);
-        rp_gen_params g = greedy(k_gen1[i], true);
-        assert_int_equal(rp_sched_submit(s, ids[i], f->prompt[i], f->n_prompt[i], &g), RP_OK);
-        usleep(200);
-    }
     int done = 0;
     for (int spin = 0; done < N_SESS && spin < 200000; spin++) {
         done = 0;
@@ -901,6 +888,27 @@ static void test_threaded_loop(void **state) {
         }
         usleep(100);
     }
+    return done;
+}
+
+static void test_threaded_loop(void **state) {
+    fixture *f = *state;
+    REQUIRE_MODEL(f);
+    rp_sched_params p = base_params(RP_POLICY_HAL_YIELD, RP_DRAFTER_SELF, 2);
+    rp_sched *s = NULL;
+    assert_int_equal(rp_sched_create(f->m, NULL, p, &s), RP_OK);
+    loop_arg la = {.s = s};
+    atomic_init(&la.stop, false);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, loop_main, &la), 0);
+    rp_sched_id ids[N_SESS];
+    for (int i = 0; i < N_SESS; i++) {
+        assert_int_equal(rp_sched_session_create(s, &ids[i]), RP_OK);
+        rp_gen_params g = greedy(k_gen1[i], true);
+        assert_int_equal(rp_sched_submit(s, ids[i], f->prompt[i], f->n_prompt[i], &g), RP_OK);
+        usleep(200);
+    }
+    const int done = resume_until_idle(f, s, ids);
     atomic_store(&la.stop, true);
     pthread_join(th, NULL);
     assert_int_equal(done, N_SESS);
@@ -972,26 +980,11 @@ static void test_stats_concurrent(void **state) {
     pthread_t th, tp;
     assert_int_equal(pthread_create(&tp, NULL, poll_main, &pa), 0);
     assert_int_equal(pthread_create(&th, NULL, loop_main, &la), 0);
-    bool resumed[N_SESS] = {false};
     for (int i = 0; i < N_SESS; i++) {
         rp_gen_params g = greedy(k_gen1[i], true);
         assert_int_equal(rp_sched_submit(s, ids[i], f->prompt[i], f->n_prompt[i], &g), RP_OK);
     }
-    int done = 0;
-    for (int spin = 0; done < N_SESS && spin < 200000; spin++) {
-        done = 0;
-        for (int i = 0; i < N_SESS; i++) {
-            rp_sched_session_info si;
-            assert_int_equal(rp_sched_session_info_get(s, ids[i], &si), RP_OK);
-            if (si.state == RP_SESS_WAITING && !resumed[i]) {
-                rp_gen_params g = greedy(k_gen2[i], false);
-                assert_int_equal(rp_sched_resume(s, ids[i], f->tool, f->n_tool, &g), RP_OK);
-                resumed[i] = true;
-            }
-            done += resumed[i] && si.state == RP_SESS_IDLE;
-        }
-        usleep(100);
-    }
+    const int done = resume_until_idle(f, s, ids);
     atomic_store(&la.stop, true);
     pthread_join(th, NULL);
     atomic_store(&pa.stop, true);
