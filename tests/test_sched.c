@@ -312,6 +312,15 @@ static void test_policies_best_level(void **state) {
     free(g);
 }
 
+/* Creates n sessions and submits prompt i to session i, greedy, max_tokens. */
+static void submit_greedy(fixture *f, rp_sched *s, rp_sched_id *ids, int n, int32_t max_tokens) {
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(rp_sched_session_create(s, &ids[i]), RP_OK);
+        rp_gen_params g = greedy(max_tokens, false);
+        assert_int_equal(rp_sched_submit(s, ids[i], f->prompt[i], f->n_prompt[i], &g), RP_OK);
+    }
+}
+
 /* HAL splits exactly M over the decoding sessions; a waiting session's share
  * goes to the others under yield. */
 static void test_hal_budget_in_scheduler(void **state) {
@@ -322,11 +331,7 @@ static void test_hal_budget_in_scheduler(void **state) {
     rp_sched *s = NULL;
     assert_int_equal(rp_sched_create(f->m, NULL, p, &s), RP_OK);
     rp_sched_id ids[3];
-    for (int i = 0; i < 3; i++) {
-        assert_int_equal(rp_sched_session_create(s, &ids[i]), RP_OK);
-        rp_gen_params g = greedy(400, false);
-        assert_int_equal(rp_sched_submit(s, ids[i], f->prompt[i], f->n_prompt[i], &g), RP_OK);
-    }
+    submit_greedy(f, s, ids, 3, 400);
     rp_sched_step_info info;
     for (int k = 0; k < 4; k++) assert_int_equal(rp_sched_step(s, &info), RP_OK);   /* prefill + a few verifies */
     int sum = 0;
@@ -367,11 +372,7 @@ static void test_uniform_budget_in_scheduler(void **state) {
     rp_sched *s = NULL;
     assert_int_equal(rp_sched_create(f->m, NULL, p, &s), RP_OK);
     rp_sched_id ids[3];
-    for (int i = 0; i < 3; i++) {
-        assert_int_equal(rp_sched_session_create(s, &ids[i]), RP_OK);
-        rp_gen_params g = greedy(400, false);
-        assert_int_equal(rp_sched_submit(s, ids[i], f->prompt[i], f->n_prompt[i], &g), RP_OK);
-    }
+    submit_greedy(f, s, ids, 3, 400);
     rp_sched_step_info info;
     assert_int_equal(rp_sched_step(s, &info), RP_OK);   /* prefill */
     for (int k = 0; k < 4; k++) {
@@ -456,11 +457,7 @@ static void test_prefill_min_share(void **state) {
         rp_sched *s = NULL;
         assert_int_equal(rp_sched_create(f->m, NULL, p, &s), RP_OK);
         rp_sched_id ids[3];
-        for (int i = 0; i < 2; i++) {
-            assert_int_equal(rp_sched_session_create(s, &ids[i]), RP_OK);
-            rp_gen_params g = greedy(400, false);
-            assert_int_equal(rp_sched_submit(s, ids[i], f->prompt[i], f->n_prompt[i], &g), RP_OK);
-        }
+        submit_greedy(f, s, ids, 2, 400);
         rp_sched_step_info info;
         for (int k = 0; k < 3; k++) assert_int_equal(rp_sched_step(s, &info), RP_OK);
         assert_int_equal(info.n_decode, 2);

@@ -54,27 +54,21 @@ void rp_bigmem_free(void *p, size_t bytes) {
     munmap(p, page_round(bytes));
 }
 
-long long rp_bigmem_huge_bytes(void) {
-    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+/* The "<key> N kB" line of a /proc file, in bytes; -1 when absent. */
+static long long proc_kb_line(const char *path, const char *fmt) {
+    FILE *f = fopen(path, "r");
     if (!f) return -1;
     char line[256];
     long long kb = -1;
     while (fgets(line, sizeof line, f))
-        if (sscanf(line, "AnonHugePages: %lld kB", &kb) == 1) break;
+        if (sscanf(line, fmt, &kb) == 1) break;
     fclose(f);
     return kb < 0 ? -1 : kb * 1024;
 }
 
-long long rp_bigmem_rss_bytes(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    char line[256];
-    long long kb = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %lld kB", &kb) == 1) break;
-    fclose(f);
-    return kb < 0 ? -1 : kb * 1024;
-}
+long long rp_bigmem_huge_bytes(void) { return proc_kb_line("/proc/self/smaps_rollup", "AnonHugePages: %lld kB"); }
+
+long long rp_bigmem_rss_bytes(void) { return proc_kb_line("/proc/self/status", "VmRSS: %lld kB"); }
 
 bool rp_bigmem_huge_enabled(void) {
     pthread_once(&env_once, read_env);

@@ -17,6 +17,15 @@ export XDG_CACHE_HOME="$TMP/xdg"
 pass=0; fail=0
 ok()   { pass=$((pass+1)); echo "ok   $1"; }
 bad()  { fail=$((fail+1)); echo "FAIL $1"; }
+report() {   # the python checks' "ok   ..." / "FAIL ..." lines, counted
+  while read -r line; do
+    case "$line" in
+      ok*) ok "${line#ok   }" ;;
+      FAIL*) bad "${line#FAIL }" ;;
+      *) bad "python: $line" ;;
+    esac
+  done < "$1"
+}
 check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 
 VARIANTS="full no-ram-pool naive-store lru-eviction no-pipeline sync-persist no-prefetch static static-fixed-shapes static-no-merge"
@@ -85,13 +94,7 @@ t("static-fixed-shapes runs the default shapes", v["static-fixed-shapes"]["L_P"]
 t("static runs the measured shapes", d["calibration"] == "measured" and v["static"]["L_P"] == d["L_P"] and v["static"]["L_S"] == d["L_S"])
 t("the filler rows are in every store", all(x["store_bytes"] > 2000 * 512 for x in d["variants"]))
 PY
-while read -r line; do
-  case "$line" in
-    ok*) ok "${line#ok   }" ;;
-    FAIL*) bad "${line#FAIL }" ;;
-    *) bad "python: $line" ;;
-  esac
-done < "$TMP/py"
+report "$TMP/py"
 
 # crafted workload (hot long documents + one-off short ones, both tiers smaller than the hot set): full and
 # lru-eviction report hit rate, reuse and TTFT, and the budgets sampled per query. Counters, not timings.
@@ -128,13 +131,7 @@ t("crafted json: RAM and flash evictions, hot documents reused",
 t("crafted json: pool within RAM budget +10%, store within flash budget +10% (sampled per query)",
   all(0 < x["pool_max"] <= 1.1 * d["ram_bytes"] and 0 < x["disk_max"] <= 1.1 * d["disk_budget"] for x in d["variants"]))
 PY
-while read -r line; do
-  case "$line" in
-    ok*) ok "${line#ok   }" ;;
-    FAIL*) bad "${line#FAIL }" ;;
-    *) bad "python: $line" ;;
-  esac
-done < "$TMP/py"
+report "$TMP/py"
 
 # --keep leaves the store (a database the cache tools can read)
 "$BIN" bench ablation -m "$M" -t 1 --docs 4 --doc-len 64 --per-query 2 --queries 3 --gap 0 --variants full \
