@@ -152,8 +152,8 @@ static bool work_build(const rp_model *m, int D, int32_t doc_len, int K, int32_t
     uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 0x51ab1a7e;
     if (!s) s = 1;
     const int32_t V = m->hp.n_vocab;
-    /* token ids from the middle of the vocabulary (ordinary pieces, not specials / bytes), as the synthetic workload */
-    const int32_t lo = V > 1024 ? 300 : 3, hi = V > 1024 ? (V < 30000 ? V - 100 : 30000) : V;
+    int32_t lo, hi;   /* as the synthetic workload */
+    rp_workload_token_range(V, &lo, &hi);
     const rp_token bos = rp_tokenizer_bos(m->tok);
     rp_token *docs = malloc(sizeof(rp_token) * (size_t)D * (size_t)doc_len);
     double *cdf = malloc(sizeof(double) * (size_t)D);
@@ -246,8 +246,8 @@ static bool work_build_crafted(const rp_model *m, int H, int32_t hot_len, int S,
     memset(w, 0, sizeof *w);
     uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 0xc4af7ed;
     if (!s) s = 1;
-    const int32_t V = m->hp.n_vocab;
-    const int32_t lo = V > 1024 ? 300 : 3, hi = V > 1024 ? (V < 30000 ? V - 100 : 30000) : V;
+    int32_t lo, hi;
+    rp_workload_token_range(m->hp.n_vocab, &lo, &hi);
     const rp_token bos = rp_tokenizer_bos(m->tok);
     rp_token *hot = malloc(sizeof(rp_token) * (size_t)H * (size_t)hot_len);
     w->q = calloc((size_t)Q, sizeof *w->q);

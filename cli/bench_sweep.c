@@ -8,6 +8,7 @@
 #include "model/model.h"
 #include "report.h"
 #include "reuse/engine.h"
+#include "workload.h"
 
 #define MAX_PTS 16
 
@@ -17,7 +18,8 @@ static uint64_t rng(uint64_t *s) {
 }
 
 static void fill(rp_token *t, int32_t n, uint64_t *s, int32_t V) {
-    int32_t lo = V > 1024 ? 300 : 3, hi = V > 1024 ? (V < 30000 ? V - 100 : 30000) : V;
+    int32_t lo, hi;
+    rp_workload_token_range(V, &lo, &hi);
     for (int32_t i = 0; i < n; i++) t[i] = lo + (rp_token)(rng(s) % (uint64_t)(hi - lo));
 }
 

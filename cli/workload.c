@@ -93,12 +93,17 @@ static bool tokenize(const rp_tokenizer *tok, const char *text, rp_token **out, 
 
 /* ---- synthetic: random-token documents, reused in a new order ---- */
 
+void rp_workload_token_range(int32_t V, int32_t *lo, int32_t *hi) {
+    *lo = V > 1024 ? 300 : 3;
+    *hi = V > 1024 ? (V < 30000 ? V - 100 : 30000) : V;
+}
+
 static bool build_synthetic(rp_workload *w, const rp_model *m, const rp_workload_params *p, bool repeat) {
     uint64_t s = p->seed * 0x9e3779b97f4a7c15ULL + 1;
     const int pool = p->n_docs * 4;
     const int32_t V = m->hp.n_vocab;
-    /* token ids from the middle of the vocabulary (ordinary pieces, not specials / bytes) */
-    int32_t lo = V > 1024 ? 300 : 3, hi = V > 1024 ? (V < 30000 ? V - 100 : 30000) : V;
+    int32_t lo, hi;
+    rp_workload_token_range(V, &lo, &hi);
     rp_token **docs = calloc((size_t)pool, sizeof *docs);
     rp_token *tail = malloc(sizeof(rp_token) * (size_t)p->tail_len);
     /* new text before each document of the timed prompt (--between) */

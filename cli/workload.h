@@ -56,6 +56,10 @@ typedef struct rp_workload rp_workload;
 bool rp_workload_build(const char *cmd, const char *name, const char *data, const rp_model *m,
                        const rp_workload_params *p, rp_workload **out);
 void rp_workload_free(rp_workload *w);
+
+/* Token ids [lo, hi) for random synthetic text: the middle of the vocabulary
+ * (ordinary pieces, not specials or byte tokens). */
+void rp_workload_token_range(int32_t n_vocab, int32_t *lo, int32_t *hi);
 int rp_workload_n_queries(const rp_workload *w);
 const rp_query *rp_workload_query(const rp_workload *w, int i);
 int32_t rp_workload_max_tokens(const rp_workload *w);   /* longest prompt (warm-ups included) */
