@@ -378,9 +378,10 @@ static void *bg_post(void *arg) {
     return NULL;
 }
 
-/* Keeps the (serial) backend busy: n long generations, two per address from 127.0.0.10 up, each ~480
- * tokens (some 20 ms on a fast core, far more under a sanitizer or load). */
-enum { QUEUE_MAX_AHEAD = 60 };
+/* Keeps the (serial) backend busy for at least `seconds`: as many long generations (480 tokens: some 20 ms
+ * on a fast core, near a second under a sanitizer) as one of them, timed first, says it takes; two per
+ * address from 127.0.0.10 up. */
+enum { QUEUE_MAX_AHEAD = 56 };   /* within the default queue of 64 */
 typedef struct queue_ahead {
     int n;
     bg b[QUEUE_MAX_AHEAD];
@@ -391,8 +392,13 @@ typedef struct queue_ahead {
 static const char *k_longest = "{\"messages\":[{\"role\":\"user\",\"content\":\"Once\"}],\"max_tokens\":480,"
                                "\"temperature\":0,\"logit_bias\":{\"1\":-100,\"2\":-100}}";
 
-static void queue_start(queue_ahead *q, uint16_t port, int n) {
-    q->n = n;
+static void queue_start(queue_ahead *q, uint16_t port, double seconds) {
+    double t0 = now_s();
+    resp one = post(port, "/v1/chat/completions", k_longest);
+    double t_one = now_s() - t0;
+    resp_free(&one);
+    int n = (int)(seconds / (t_one > 1e-3 ? t_one : 1e-3)) + 2;
+    q->n = n = n > QUEUE_MAX_AHEAD ? QUEUE_MAX_AHEAD : n;
     for (int i = 0; i < n; i++) {
         snprintf(q->ip[i], sizeof q->ip[i], "127.0.0.%d", 10 + i / 2);
         q->b[i] = (bg){.port = port, .src = q->ip[i], .body = k_longest};
@@ -419,7 +425,7 @@ static void test_reset_cancels(void **state) {
     snprintf(sbody, sizeof sbody, "%s,\"stream\":true}", k_long);
     static queue_ahead q;
     for (int stream = 0; stream < 2; stream++) {
-        queue_start(&q, f.port, 40);   /* the request reset below is still waiting when it is */
+        queue_start(&q, f.port, 0.5);   /* the request reset below is still waiting when it is */
         double before = metric(f.port, "reprise_client_disconnects_total");
         int fd = dial(f.port);
         assert_true(fd >= 0);
@@ -634,7 +640,7 @@ static void test_per_ip_cap(void **state) {
     close_all(fds, 2);
     /* both answering: two from 127.0.0.2 waiting behind a queue longer than their 1 s timeout */
     static queue_ahead q;
-    queue_start(&q, f.port, 56);
+    queue_start(&q, f.port, 1.5);
     bg b[2];
     pthread_t th[2];
     for (int i = 0; i < 2; i++) {
