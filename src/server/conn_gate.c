@@ -234,6 +234,8 @@ static gate_conn *slot_get(rp_conn_gate *g, int fd) {
     return NULL;
 }
 
+static void on_pending(rp_conn_gate *g, gate_conn *c, uint32_t events);
+
 static void admit(rp_conn_gate *g, int fd, const struct sockaddr_storage *addr, socklen_t alen) {
     unsigned char ip[16];
     ip_key(addr, ip);
@@ -285,7 +287,9 @@ static void admit(rp_conn_gate *g, int fd, const struct sockaddr_storage *addr, 
         atomic_fetch_add(&g->dropped[RP_DROP_REJECTED], 1);
         send_reply(g, fd, 503, "too_many_connections", refuse);
         gate_linger(g, c);
+        return;
     }
+    on_pending(g, c, 0);   /* the request is often there already: no round through epoll for it */
 }
 
 static void accept_all(rp_conn_gate *g) {
