@@ -18,7 +18,8 @@ static void cache_usage(FILE *f) {
             "commands:\n"
             "  stats              models, chunks, payload bytes (raw / stored), files vs BLOBs, disk use, corrupt rows\n"
             "  ls [--limit N]     chunks: id, parent, tokens, position, exact, bytes, where, hits, last use\n"
-            "  verify [--fix]     recompute every checksum; report corrupt rows (exit 1 if any); --fix deletes them\n"
+            "  verify [--fix]     SQLite's quick_check of the database, then every checksum; report a damaged database\n"
+            "                     and corrupt rows (exit 1 if any); --fix deletes the corrupt rows\n"
             "  evict --to-mb N    cost-aware eviction until the store uses at most N MiB [--policy cost|lru]\n"
             "  compact            remove orphans (payloads, keywords, vectors, files without rows), then VACUUM\n"
             "  clear              delete every chunk (of -m MODEL only, when given)\n"
@@ -208,13 +209,22 @@ int cmd_cache(int argc, char **argv) {
         else rc = 0;
     } else if (!strcmp(sub, "verify")) {
         uint64_t ok = 0, bad = 0;
+        /* the database itself first (SQLite's quick_check and the damage mark an earlier run left), then every row */
+        char why[512];
+        bool db_ok = true;
+        if ((st = rp_store_quick_check(s, why, sizeof why, &db_ok)) != RP_OK) {
+            rc = cli_fail("cache", "verify", st);
+            goto out;
+        }
+        if (db_ok) printf("database: ok\n");
+        else printf("database: DAMAGED: %s\n", why);
         if ((st = rp_store_verify(s, fix, bad_row, NULL, &ok, &bad)) != RP_OK) {
             rc = cli_fail("cache", "verify", st);
             goto out;
         }
         printf("verified %llu chunks: %llu ok, %llu corrupt%s\n", (unsigned long long)(ok + bad),
                (unsigned long long)ok, (unsigned long long)bad, bad && fix ? " (deleted)" : "");
-        rc = bad && !fix ? 1 : 0;
+        rc = (bad && !fix) || !db_ok ? 1 : 0;
     } else if (!strcmp(sub, "evict")) {
         rp_store_evict_params ep = {.policy = !strcmp(policy, "lru") ? RP_EVICT_LRU : RP_EVICT_COST,
                                     .clock = rp_store_clock(s),

@@ -183,8 +183,9 @@ int cmd_run(int argc, char **argv) {
         rp_pool_params pp = rp_pool_default_params();
         pp.disk_budget = (uint64_t)(cache_disk_gb * 1073741824.0);
         pp.async_load = true;   /* flash reads overlap compute (the engine waits per layer) */
-        if ((st = rp_store_open(cache_dir, &stp, &store)) != RP_OK ||
-            (st = rp_chunk_cache_attach_store(pool, store, rp_reuse_salt(reuse), m->name, &pp)) != RP_OK) {
+        st = rp_store_open(cache_dir, &stp, &store);
+        if (st == RP_OK && rp_store_notice(store)[0]) fprintf(stderr, "reprise run: %s\n", rp_store_notice(store));
+        if (st != RP_OK || (st = rp_chunk_cache_attach_store(pool, store, rp_reuse_salt(reuse), m->name, &pp)) != RP_OK) {
             fprintf(stderr, "reprise run: --cache-dir ignored: %s\n", rp_last_error());
         }
     }
@@ -230,10 +231,12 @@ int cmd_run(int argc, char **argv) {
     if (rp_chunk_cache_has_store(pool)) {   /* clean shutdown: everything new reaches flash */
         if (rp_chunk_cache_flush(pool) != RP_OK) fprintf(stderr, "reprise run: saving the cache failed: %s\n", rp_last_error());
         rp_cache_stats cs = rp_chunk_cache_stats(pool);
-        fprintf(stderr, "cache: %llu chunks in RAM (%.1f MiB), flash hits %llu, prefetched %llu (%llu used), written %llu, store %.1f MiB\n",
+        fprintf(stderr, "cache: %llu chunks in RAM (%.1f MiB), flash hits %llu, prefetched %llu (%llu used), written %llu, "
+                        "store %.1f MiB, failed loads %llu%s\n",
                 (unsigned long long)cs.n_chunks, cs.bytes / 1048576.0, (unsigned long long)cs.flash_hits,
                 (unsigned long long)cs.prefetched, (unsigned long long)cs.prefetch_used, (unsigned long long)cs.written,
-                cs.disk_bytes / 1048576.0);
+                cs.disk_bytes / 1048576.0, (unsigned long long)cs.load_failures,
+                cs.store_damaged ? " (the database is damaged: read-only now, set aside at the next start)" : "");
     }
     char js[1024];
     rp_reuse_stats_json(&rst, js, sizeof js);

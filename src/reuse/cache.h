@@ -61,7 +61,8 @@ typedef struct rp_cache_stats {
     uint64_t flash_hits;       /* lookups answered from flash (payload loaded into the pool) */
     uint64_t loads, load_bytes;/* chunks / payload bytes read from flash (demand + prefetch) */
     double load_ms;            /* time in demand loads on the caller's thread */
-    uint64_t load_failures;    /* checksum / read failures (treated as misses; rows removed) */
+    uint64_t load_failures;    /* payloads that failed to load or verify (missing / short file, read error,
+                                  checksum): misses, never used; the rows are deleted from flash */
     uint64_t prefetched, prefetch_used;   /* chunks prefetched / of those, later hit */
     uint64_t dirty, dirty_bytes;          /* chunks (bytes) not yet on flash */
     uint64_t written, write_bytes, write_batches;
@@ -72,6 +73,8 @@ typedef struct rp_cache_stats {
     double reload_ms_per_mib;  /* flash read time per MiB the RAM eviction cost uses: measured (EWMA over demand,
                                   async and prefetch loads) once reload_measured, rp_pool_params's default before */
     bool reload_measured;
+    bool store_damaged;        /* SQLite called the store's database corrupt: it is read-only from then on */
+    uint64_t known_bad;        /* rows that failed to load or verify: never used again by this pool */
 } rp_cache_stats;
 
 typedef struct rp_chunk_cache rp_chunk_cache;

@@ -52,6 +52,7 @@ typedef struct placement {
     rp_chunk *ch;
     int32_t t0, n, cell0;
     bool unpin;               /* content / partial hits are unpinned once placed */
+    bool failed;              /* its payload failed to load: the cells hold nothing usable */
 } placement;
 
 /* The load pipeline: a thread that places every placement's layer 0, then
@@ -64,9 +65,9 @@ typedef struct loader {
     bool running, stop;
     uint64_t job, done;       /* job generations */
     _Atomic int32_t layers_done;
-    atomic_bool failed;       /* a chunk's payload failed verification while loading */
+    atomic_int failed;        /* placements whose payload failed to load or verify (this job) */
     rp_kv *kv;
-    const placement *pl;
+    placement *pl;
     int32_t n_pl;
     double busy_ms;
     float *krow, *cs;         /* loader-owned scratch */
@@ -282,7 +283,7 @@ static void *loader_main(void *vp) {
         while (!ld->stop && ld->job == ld->done) pthread_cond_wait(&ld->cv, &ld->mu);
         if (ld->stop) break;
         rp_kv *kv = ld->kv;
-        const placement *pl = ld->pl;
+        placement *pl = ld->pl;
         const int32_t n_pl = ld->n_pl;
         pthread_mutex_unlock(&ld->mu);
         double t0 = now_ms();
@@ -291,9 +292,11 @@ static void *loader_main(void *vp) {
          * at layer l starts as soon as possible */
         for (int32_t l = 0; l < kv->n_layer; l++) {
             for (int32_t i = 0; i < n_pl; i++) {
+                if (pl[i].failed) continue;
                 /* a chunk read from flash with async loading arrives layer by layer */
                 if (rp_chunk_cache_wait_layer(e->cache, pl[i].ch, l) != RP_OK) {
-                    atomic_store(&ld->failed, true);
+                    pl[i].failed = true;
+                    atomic_fetch_add(&ld->failed, 1);
                     continue;
                 }
                 const int32_t delta = pl[i].cell0 - (pl[i].ch->pos0 + pl[i].t0);
@@ -353,14 +356,16 @@ static void loader_wait_layer(void *user, int32_t l) {
  * overlapping the compute that follows) or right here. */
 static void placements_begin(rp_reuse *e, rp_ctx *c, rp_kv *kv) {
     e->wait_ms = 0;
-    atomic_store(&e->ld.failed, false);
     if (e->n_pl == 0) return;
     for (int32_t i = 0; i < e->n_pl; i++)
         for (int32_t t = 0; t < e->pl[i].n; t++) kv->pos[e->pl[i].cell0 + t] = e->pl[i].cell0 + t;
     if (!e->ld.running) {
         double t0 = now_ms();
         for (int32_t i = 0; i < e->n_pl; i++)
-            if (!place_all_layers(e->cache, e->m, kv, &e->pl[i], e->cs, e->krow)) atomic_store(&e->ld.failed, true);
+            if (!place_all_layers(e->cache, e->m, kv, &e->pl[i], e->cs, e->krow)) {
+                e->pl[i].failed = true;
+                atomic_fetch_add(&e->ld.failed, 1);
+            }
         e->ld.busy_ms = now_ms() - t0;
         e->wait_ms = e->ld.busy_ms;   /* fully exposed */
         return;
@@ -399,7 +404,7 @@ static void placements_end(rp_reuse *e, rp_ctx *c, rp_reuse_stats *st) {
 }
 
 static void add_placement(rp_reuse *e, rp_chunk *ch, int32_t t0, int32_t n, int32_t cell0, bool unpin) {
-    e->pl[e->n_pl++] = (placement){ch, t0, n, cell0, unpin};
+    e->pl[e->n_pl++] = (placement){ch, t0, n, cell0, unpin, false};
 }
 
 /* ---- compute steps ---- */
@@ -599,6 +604,14 @@ static void resolve(rp_reuse *e, const rp_token *toks, int32_t n, rp_kv *kv, rp_
     }
     if (kv) kv->n = P_tok;
     st->n_prefix = P_tok;
+    /* of those, the tokens whose KV is exactly a plain prefill's (chunks
+     * written by an exact run), apart from ones an earlier approximate run wrote */
+    for (int32_t i = 0; i < nm; i++)
+        if (matched[i]->exact) {
+            const int32_t b = e->spans[i].begin, l = e->spans[i].len;
+            st->n_prefix_exact += (b + l < P_tok ? b + l : P_tok) - b;
+        }
+    if (partial && partial->exact && P < P_tok) st->n_prefix_exact += (P + n_common < P_tok ? P + n_common : P_tok) - P;
 
     uint8_t *tk = e->tok_kind;
     for (int32_t t = P_tok; t < n; t++) tk[t] = RP_ROW_NEW;
@@ -638,9 +651,13 @@ static int32_t build_segments(rp_reuse *e, int32_t n, int32_t P_tok) {
 
 /* ---- prefill ---- */
 
+/* One prefill attempt. `lookup` false: nothing is taken from the cache (the
+ * last attempt after failed loads); the prompt is computed as a plain prefill
+ * (static calls in static mode) and its chunks can be committed as exact. */
 static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *toks, int32_t n,
-                              const int32_t *bounds, int32_t n_bounds, float *logits, rp_reuse_stats *st) {
+                              const int32_t *bounds, int32_t n_bounds, bool lookup, float *logits, rp_reuse_stats *st) {
     memset(st, 0, sizeof *st);
+    atomic_store(&e->ld.failed, 0);
     const double t0 = now_ms();
     if (n <= 0) return rp_errorf(RP_ERR_INVALID_ARG, "reuse: empty prompt");
     if (n > e->max_tokens) return rp_errorf(RP_ERR_RANGE, "reuse: prompt of %d tokens exceeds max_tokens %d", n, e->max_tokens);
@@ -663,11 +680,16 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
     st->n_chunks = ns;
     memset(e->info, 0, sizeof *e->info * (size_t)ns);
 
-    if (e->p.mode == RP_REUSE_NONE) {
+    if (e->p.mode == RP_REUSE_NONE || !lookup) {
         double tc = now_ms();
-        RP_TRY(run_plain(e, c, kv, toks, 0, n, n, st));
+        if (stat) {
+            for (int32_t a = 0; a < n; a += sc->L_P) RP_TRY(run_static_prefill(e, c, kv, toks, a, a + sc->L_P < n ? a + sc->L_P : n, n, st));
+        } else {
+            RP_TRY(run_plain(e, c, kv, toks, 0, n, n, st));
+        }
         st->compute_ms = now_ms() - tc;
         st->n_new = n;
+        for (int32_t i = 0; i < ns; i++) e->info[i].exact = true;   /* a plain prefill: exact (none commits nothing) */
         goto done;
     }
 
@@ -783,17 +805,38 @@ static void overwrite_payload(rp_chunk *ch, const rp_kv *kv, int32_t cell0) {
     ch->pos0 = kv->pos[cell0];
 }
 
+/* A cached payload that fails to load or verify (a damaged store: a deleted,
+ * truncated or unreadable payload, a checksum mismatch) is never used. The
+ * attempt that placed it is thrown away, KV and logits, and nothing of it is
+ * committed; the pool has marked the chunk bad (skipped by every later lookup,
+ * deleted from flash), so the next attempt misses it — in prefix mode with
+ * everything after it on the prefix path — and recomputes those tokens. Each
+ * failed attempt excludes at least the chunk that failed; after
+ * RP_REUSE_ATTEMPTS of them the prompt is prefilled with no lookups at all.
+ * Either way the result is what an intact cache (or none) gives. */
+#define RP_REUSE_ATTEMPTS 4
+
 rp_status rp_reuse_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *toks, int32_t n,
                            const int32_t *bounds, int32_t n_bounds, float *logits, rp_reuse_stats *st) {
+    const double t0 = now_ms();
     /* the store's writer and prefetcher start no new I/O while we compute */
     rp_chunk_cache_busy(e->cache, true);
-    rp_status rs = prefill_once(e, c, kv, toks, n, bounds, n_bounds, logits, st);
-    if (rs == RP_OK && atomic_load(&e->ld.failed)) {
-        /* a cached payload failed verification while loading: it has been
-         * dropped from the cache, so the retry treats it as a miss */
-        if (e->pending) unpin_pending(e);
-        rs = prefill_once(e, c, kv, toks, n, bounds, n_bounds, logits, st);
+    rp_status rs = RP_OK;
+    int32_t failed = 0, attempts = 0;
+    for (;;) {
+        const bool lookup = attempts < RP_REUSE_ATTEMPTS;
+        rs = prefill_once(e, c, kv, toks, n, bounds, n_bounds, lookup, logits, st);
+        attempts++;
+        const int32_t f = atomic_load(&e->ld.failed);
+        failed += f;
+        if (rs != RP_OK || f == 0 || !lookup) break;
+        unpin_pending(e);
     }
+    if (rs != RP_OK) unpin_pending(e);   /* prefix pins of a failed attempt */
+    else if (atomic_load(&e->ld.failed) != 0) rs = rp_errorf(RP_ERR_INTERNAL, "reuse: a prefill without lookups placed cached KV");
+    st->n_load_failed = failed;
+    st->n_attempts = attempts;
+    if (attempts > 1) st->ttft_ms = now_ms() - t0;   /* the thrown-away attempts count */
     rp_chunk_cache_busy(e->cache, false);
     return rs;
 }
@@ -951,11 +994,14 @@ rp_status rp_reuse_calibrate(rp_reuse *e, rp_ctx *c, rp_kv *kv, const int32_t *s
 
 void rp_reuse_stats_json(const rp_reuse_stats *s, char *buf, size_t cap) {
     snprintf(buf, cap,
-             "{\"prompt_tokens\": %d, \"chunks\": %d, \"reused_prefix\": %d, \"reused_nonprefix\": %d, "
+             "{\"prompt_tokens\": %d, \"chunks\": %d, \"reused_prefix\": %d, \"reused_prefix_exact\": %d, "
+             "\"reused_prefix_approx\": %d, \"reused_nonprefix\": %d, "
              "\"subchunk\": %d, \"recomputed\": %d, \"new\": %d, \"computed_rows\": %d, \"calls\": %d, \"pad_rows\": %d, "
+             "\"load_failed\": %d, \"attempts\": %d, "
              "\"ttft_ms\": %.3f, \"match_ms\": %.3f, \"load_ms\": %.3f, \"load_exposed_ms\": %.3f, "
              "\"bytes_loaded\": %llu, \"compute_ms\": %.3f, \"plan_ms\": %.3f}",
-             s->n_prompt, s->n_chunks, s->n_prefix, s->n_nonprefix, s->n_subchunk, s->n_recomputed, s->n_new, s->n_computed_rows,
-             s->n_calls, s->n_pad, s->ttft_ms, s->match_ms, s->load_ms, s->load_exposed_ms,
-             (unsigned long long)s->bytes_loaded, s->compute_ms, s->plan_ms);
+             s->n_prompt, s->n_chunks, s->n_prefix, s->n_prefix_exact, s->n_prefix - s->n_prefix_exact, s->n_nonprefix,
+             s->n_subchunk, s->n_recomputed, s->n_new, s->n_computed_rows, s->n_calls, s->n_pad, s->n_load_failed,
+             s->n_attempts, s->ttft_ms, s->match_ms, s->load_ms, s->load_exposed_ms, (unsigned long long)s->bytes_loaded,
+             s->compute_ms, s->plan_ms);
 }

@@ -45,7 +45,10 @@ rp_reuse_params rp_reuse_default_params(void);
 typedef struct rp_reuse_stats {
     int32_t n_prompt;
     int32_t n_chunks;
-    int32_t n_prefix;        /* tokens whose KV came exactly from the prefix tree */
+    int32_t n_prefix;        /* tokens [0, n_prefix) whose KV came from the prefix tree (same tokens, same
+                                positions): exact or approximate, see n_prefix_exact */
+    int32_t n_prefix_exact;  /* of those, tokens from chunks an exact prefill wrote (bit-identical to computing
+                                them); the rest were written by an approximate (full / blend, r < 1) run */
     int32_t n_nonprefix;     /* tokens whose KV came from a chunk cached elsewhere (re-rotated) */
     int32_t n_subchunk;      /* of those, tokens matched inside stored chunks (sub-chunk LCS) */
     int32_t n_recomputed;    /* of the non-prefix reused tokens, recomputed past the check layer */
@@ -58,6 +61,9 @@ typedef struct rp_reuse_stats {
     double match_ms, load_ms, compute_ms;
     double load_exposed_ms;  /* compute time spent waiting for the loader (pipeline) */
     uint64_t bytes_loaded;   /* KV bytes placed from the cache */
+    int32_t n_load_failed;   /* cached chunks whose payload failed to load or verify: never used; the prompt
+                                was prefilled again without them (they are deleted from the store) */
+    int32_t n_attempts;      /* prefill attempts (1 unless a load failed) */
 } rp_reuse_stats;
 
 typedef struct rp_reuse rp_reuse;

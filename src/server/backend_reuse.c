@@ -19,6 +19,7 @@ rp_status rp_backend_reuse_open(const rp_backend *b, rp_reuse **out) {
         rp_store *store = NULL;
         rp_store_params stp = rp_store_default_params();
         st = rp_store_open(b->cfg.cache_dir, &stp, &store);
+        if (st == RP_OK && rp_store_notice(store)[0]) fprintf(stderr, "reprise serve: %s\n", rp_store_notice(store));
         if (st == RP_OK) {
             rp_pool_params pp = rp_pool_default_params();
             pp.disk_budget = (uint64_t)(b->cfg.cache_disk_gb * (double)(1ull << 30));

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -79,6 +80,10 @@ struct rp_store {
     ZSTD_DCtx *zd;
     uint64_t bad[32];         /* corrupt rows met by lookups on this handle (rp_store_take_bad) */
     int n_bad;
+    bool damaged;             /* SQLite reported corruption on this handle (see note_damage) */
+    bool (*skip)(void *user, uint64_t id);   /* rows lookups pass over (rp_store_set_skip) */
+    void *skip_user;
+    char notice[640];         /* what open did that the user should hear about ("" if nothing) */
 };
 
 static const char *k_cols =
@@ -91,13 +96,37 @@ static double wall_now(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+#define DAMAGE_MARK "kv.db.damaged"
+
+/* SQLite answered `rc`: on corruption (SQLITE_CORRUPT / SQLITE_NOTADB) the
+ * handle is marked damaged (the pool then stops writing to the store) and a
+ * writer leaves DIR/kv.db.damaged behind, so that the next writer to open the
+ * store sets the database aside instead of using it (set_aside_damaged). */
+static void note_damage(rp_store *s, int rc) {
+    if ((rc & 0xff) != SQLITE_CORRUPT && (rc & 0xff) != SQLITE_NOTADB) return;
+    if (s->damaged) return;
+    s->damaged = true;
+    if (s->p.read_only) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/" DAMAGE_MARK, s->dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    char line[600];
+    int n = snprintf(line, sizeof line, "SQLite reported: %s\n", s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+    if (n > 0 && write(fd, line, (size_t)n) < 0) { /* the file's existence is the mark */ }
+    close(fd);
+}
+
 static rp_status sql_err(rp_store *s, const char *what) {
+    if (s->db) note_damage(s, sqlite3_extended_errcode(s->db));
     return rp_errorf(RP_ERR_IO, "store: %s: %s", what, s->db ? sqlite3_errmsg(s->db) : "no database");
 }
 
 static rp_status exec(rp_store *s, const char *sql) {
     char *msg = NULL;
-    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+    int rc = sqlite3_exec(s->db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        note_damage(s, rc);
         rp_status st = rp_errorf(RP_ERR_IO, "store: '%.80s': %s", sql, msg ? msg : sqlite3_errmsg(s->db));
         sqlite3_free(msg);
         return st;
@@ -305,6 +334,73 @@ static rp_status take_lock(rp_store *s) {
     return RP_OK;
 }
 
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path) == 0 ? 0 : -1;
+}
+
+/* A writer opening a store whose database an earlier process found damaged
+ * (DIR/kv.db.damaged): the database, its WAL and the payload files go to
+ * DIR/damaged/ (replacing what an earlier set-aside left there) and the store
+ * starts empty. A KV store is derived data: recomputing beats trusting a
+ * database SQLite called corrupt, and keeping the old files lets the user
+ * look at them. Called with the lock held, before SQLite opens the file. */
+static rp_status set_aside_damaged(rp_store *s) {
+    char mark[4096], aside[4096], from[4096], to[8192];   /* dir is at most 3000 bytes (rp_store_open) */
+    snprintf(mark, sizeof mark, "%s/" DAMAGE_MARK, s->dir);
+    if (access(mark, F_OK) != 0) return RP_OK;
+    snprintf(aside, sizeof aside, "%s/damaged", s->dir);
+    if (access(aside, F_OK) == 0 && nftw(aside, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return rp_errorf(RP_ERR_IO, "store: cannot remove the earlier set-aside '%s': %s", aside, strerror(errno));
+    if (mkdir(aside, 0700) != 0) return rp_errorf(RP_ERR_IO, "store: cannot create '%s': %s", aside, strerror(errno));
+    static const char *const names[] = {"kv.db", "kv.db-wal", "kv.db-shm", "kv", DAMAGE_MARK};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(from, sizeof from, "%s/%s", s->dir, names[i]);
+        snprintf(to, sizeof to, "%s/%s", aside, names[i]);
+        if (rename(from, to) != 0 && errno != ENOENT)
+            return rp_errorf(RP_ERR_IO, "store: cannot move '%s' to '%s': %s", from, to, strerror(errno));
+    }
+    snprintf(s->notice, sizeof s->notice,
+             "the database in '%.200s' was found damaged by an earlier run (SQLite reported corruption); it was moved "
+             "to '%.200s/damaged' and the store starts empty", s->dir, s->dir);
+    return RP_OK;
+}
+
+bool rp_store_damaged(const rp_store *s) { return s && s->damaged; }
+
+void rp_store_set_skip(rp_store *s, bool (*skip)(void *user, uint64_t id), void *user) {
+    s->skip = skip;
+    s->skip_user = user;
+}
+const char *rp_store_notice(const rp_store *s) { return s ? s->notice : ""; }
+
+rp_status rp_store_quick_check(rp_store *s, char *msg, size_t cap, bool *ok) {
+    *ok = false;
+    if (cap) msg[0] = 0;
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA quick_check(1)", -1, &q, NULL) != SQLITE_OK) {
+        *ok = false;
+        snprintf(msg, cap, "%s", sqlite3_errmsg(s->db));
+        note_damage(s, sqlite3_extended_errcode(s->db));
+        return RP_OK;
+    }
+    int rc = sqlite3_step(q);
+    const char *r = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(q, 0) : sqlite3_errmsg(s->db);
+    *ok = rc == SQLITE_ROW && r && !strcmp(r, "ok");
+    if (!*ok) {
+        snprintf(msg, cap, "%s", r ? r : "no answer");
+        note_damage(s, rc == SQLITE_ROW ? SQLITE_CORRUPT : sqlite3_extended_errcode(s->db));
+    }
+    sqlite3_finalize(q);
+    char mark[4096];
+    snprintf(mark, sizeof mark, "%s/" DAMAGE_MARK, s->dir);
+    if (*ok && access(mark, F_OK) == 0) {
+        *ok = false;
+        snprintf(msg, cap, "an earlier run found it damaged (%s); the next writer sets it aside", mark);
+    }
+    return RP_OK;
+}
+
 static rp_status store_alloc(const char *dir, const rp_store_params *p, rp_store **out) {
     rp_store *s = calloc(1, sizeof *s);
     if (!s) return rp_errorf(RP_ERR_NOMEM, "store: out of memory");
@@ -341,6 +437,8 @@ rp_status rp_store_open(const char *dir, const rp_store_params *p, rp_store **ou
         snprintf(kvdir, sizeof kvdir, "%s/kv", dir);
         if (st == RP_OK) st = ensure_dir(kvdir);
         if (st == RP_OK) st = take_lock(s);
+        if (st == RP_OK) st = set_aside_damaged(s);
+        if (st == RP_OK) st = ensure_dir(kvdir);   /* again: a set-aside took the old one */
         if (st == RP_OK) {
             /* created 0600 before SQLite sees it: SQLite gives -wal / -shm the database file's mode */
             int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -715,6 +813,7 @@ static rp_status lookup_rows(rp_store *s, sqlite3_stmt *q, const rp_token *t, in
         /* cheap pre-filter on the token count before copying blobs */
         if (sqlite3_column_int(q, 5) != n) continue;
         if (*found && (uint64_t)sqlite3_column_int64(q, 18) <= out->last_used) continue;
+        if (s->skip && s->skip(s->skip_user, (uint64_t)sqlite3_column_int64(q, 0))) continue;
         rp_store_chunk c;
         rp_status rs = row_read(s, q, &c, true);
         if (rs == RP_ERR_NOMEM) {
@@ -800,6 +899,7 @@ rp_status rp_store_best_child(rp_store *s, uint64_t parent_id, const rp_token *t
         if (k < min_common) continue;
         if (*found && (k < *n_common || (k == *n_common && (uint64_t)sqlite3_column_int64(q, 18) <= out->last_used)))
             continue;
+        if (s->skip && s->skip(s->skip_user, (uint64_t)sqlite3_column_int64(q, 0))) continue;
         rp_store_chunk c;
         rp_status rs = row_read(s, q, &c, true);
         if (rs == RP_ERR_NOMEM) {
@@ -835,6 +935,8 @@ rp_status rp_store_get(rp_store *s, uint64_t id, rp_store_chunk *out, bool *foun
     rp_status st = RP_OK;
     if (rc == SQLITE_ROW && s->model && sqlite3_column_int64(q, 1) != s->model) {
         /* another model's row: not visible through this binding */
+    } else if (rc == SQLITE_ROW && s->skip && s->skip(s->skip_user, id)) {
+        /* a row the owner knows to be bad */
     } else if (rc == SQLITE_ROW) {
         st = row_read(s, q, out, true);
         if (st == RP_OK) st = row_check(s, out);
@@ -1251,9 +1353,13 @@ static rp_status read_stored(rp_store *s, const rp_store_chunk *m, uint64_t off,
         char path[4096];
         payload_path(s, m->id, m->checksum, path, sizeof path, false);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            return rp_errorf(RP_ERR_FORMAT, "store: chunk row %llu payload file '%s': %s", (unsigned long long)m->id,
-                             path, strerror(errno));
+        if (fd < 0) {
+            /* out of descriptors or memory is a failed attempt, not a damaged row */
+            const int err = errno;
+            const rp_status code = err == EMFILE || err == ENFILE || err == ENOMEM ? RP_ERR_NOMEM : RP_ERR_FORMAT;
+            return rp_errorf(code, "store: chunk row %llu payload file '%s': %s", (unsigned long long)m->id, path,
+                             strerror(err));
+        }
         uint64_t got = 0;
         while (got < len) {
             ssize_t r = pread(fd, dst + got, (size_t)(len - got), (off_t)(off + got));
@@ -1270,7 +1376,9 @@ static rp_status read_stored(rp_store *s, const rp_store_chunk *m, uint64_t off,
     }
     /* BLOB: incremental I/O reads just the range */
     sqlite3_blob *b = NULL;
-    if (sqlite3_blob_open(s->db, "main", "payloads", "data", i64(m->id), 0, &b) != SQLITE_OK) {
+    int rc = sqlite3_blob_open(s->db, "main", "payloads", "data", i64(m->id), 0, &b);
+    if (rc != SQLITE_OK) {
+        note_damage(s, sqlite3_extended_errcode(s->db));
         rp_status st = rp_errorf(RP_ERR_FORMAT, "store: chunk row %llu has no payload: %s", (unsigned long long)m->id,
                                  sqlite3_errmsg(s->db));
         sqlite3_blob_close(b);
@@ -1280,9 +1388,11 @@ static rp_status read_stored(rp_store *s, const rp_store_chunk *m, uint64_t off,
     if ((uint64_t)sqlite3_blob_bytes(b) != m->stored_bytes)
         st = rp_errorf(RP_ERR_FORMAT, "store: chunk row %llu payload is %d bytes, row says %llu",
                        (unsigned long long)m->id, sqlite3_blob_bytes(b), (unsigned long long)m->stored_bytes);
-    else if (sqlite3_blob_read(b, dst, (int)len, (int)off) != SQLITE_OK)
+    else if ((rc = sqlite3_blob_read(b, dst, (int)len, (int)off)) != SQLITE_OK) {
+        note_damage(s, rc);
         st = rp_errorf(RP_ERR_IO, "store: reading chunk row %llu payload: %s", (unsigned long long)m->id,
                        sqlite3_errmsg(s->db));
+    }
     sqlite3_blob_close(b);
     return st;
 }

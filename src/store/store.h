@@ -69,6 +69,26 @@ typedef struct rp_store rp_store;
  * takes DIR/lock; RP_ERR_IO naming the directory if another process holds it.
  * Creates the directory 0700 and tightens an existing one to 0700. */
 rp_status rp_store_open(const char *dir, const rp_store_params *p, rp_store **out);
+/* Damage. A handle on which SQLite reported corruption (SQLITE_CORRUPT /
+ * SQLITE_NOTADB) is marked damaged; a writer handle also leaves
+ * DIR/kv.db.damaged, and the next writer to open the store moves the
+ * database, its WAL and payload files to DIR/damaged/ and starts empty
+ * (rp_store_notice then says so). Payloads are verified by checksums either
+ * way; this keeps a process from writing into, and later ones from reading,
+ * a database SQLite called corrupt. */
+bool rp_store_damaged(const rp_store *s);
+/* Rows the lookups of this handle pass over (find_edge / find_hash /
+ * best_child / get): skip(user, id) true hides row `id`, so that an older
+ * healthy duplicate is found instead of a row the owner found damaged. It is
+ * called during those lookups, on the caller's thread, with no store lock
+ * held. NULL clears it. */
+void rp_store_set_skip(rp_store *s, bool (*skip)(void *user, uint64_t id), void *user);
+/* What opening the store did that the user should be told ("" if nothing). */
+const char *rp_store_notice(const rp_store *s);
+/* SQLite's PRAGMA quick_check, plus the damage mark: *ok false with the first
+ * problem in msg. */
+rp_status rp_store_quick_check(rp_store *s, char *msg, size_t cap, bool *ok);
+
 /* Another connection on the same store (same model binding), for another thread. */
 rp_status rp_store_clone(rp_store *s, rp_store **out);
 /* In the error of a read-only rp_store_open (RP_ERR_NOT_FOUND) of a kv.db
