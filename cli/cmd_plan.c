@@ -270,9 +270,11 @@ int cmd_plan(int argc, char **argv) {
     char pv[64];
     for (int32_t i = 0; i < an.n_spans; i++) {
         const rp_chunk_span *sp = &an.spans[i];
+        /* exact chunks only ever hang off exact ones, so the exact part of the prefix is its head [0, n_prefix_exact) */
+        const int32_t end = sp->begin + sp->len, px = an.stats.n_prefix_exact;
         const char *what;
-        if (sp->begin + sp->len <= an.n_prefix) what = "prefix (exact)";
-        else if (sp->begin < an.n_prefix) what = "partial prefix";
+        if (end <= an.n_prefix) what = end <= px ? "prefix (exact)" : sp->begin >= px ? "prefix (approx.)" : "prefix (part exact)";
+        else if (sp->begin < an.n_prefix) what = px > sp->begin ? "partial prefix (exact)" : "partial prefix (approx.)";
         else what = an.tok_kind[sp->begin] == RP_ROW_REUSE ? "reused (re-rotated)" : "new";
         preview(m->tok, pr.toks + sp->begin, sp->len < 24 ? sp->len : 24, pv, sizeof pv);
         printf("  %3d  [%5d, %5d)  %4d tokens  %016llx  %-20s \"%s\"\n", i, sp->begin, sp->begin + sp->len, sp->len,
@@ -282,8 +284,10 @@ int cmd_plan(int argc, char **argv) {
     for (int32_t i = 0; i < an.n_segs; i++)
         printf("  %3d  %-6s [%5d, %5d)  %d tokens\n", i, kind_name(an.segs[i].kind), an.segs[i].begin,
                an.segs[i].begin + an.segs[i].len, an.segs[i].len);
-    printf("\nreuse: %d prefix tokens exact, %d non-prefix tokens re-rotated, %d new tokens\n", an.stats.n_prefix,
-           an.stats.n_nonprefix, an.stats.n_new);
+    printf("\nreuse: %d prefix tokens (%d exact, %d approximate: written by an earlier blend / full run at r < 1), "
+           "%d non-prefix tokens re-rotated, %d new tokens\n",
+           an.stats.n_prefix, an.stats.n_prefix_exact, an.stats.n_prefix - an.stats.n_prefix_exact, an.stats.n_nonprefix,
+           an.stats.n_new);
     if (mode == RP_REUSE_BLEND)
         printf("dynamic blend recomputes %d of the %d non-prefix reused tokens past the check layer, plus every new\n"
                "token and the final one; layers 0..%d run for all %d non-prefix tokens\n",

@@ -689,6 +689,7 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
         }
         st->compute_ms = now_ms() - tc;
         st->n_new = n;
+        st->n_exact_head = n;
         for (int32_t i = 0; i < ns; i++) e->info[i].exact = true;   /* a plain prefill: exact (none commits nothing) */
         goto done;
     }
@@ -712,6 +713,7 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
         placements_end(e, c, st);
         st->compute_ms = now_ms() - tc;
         st->n_new = n - P_tok;
+        st->n_exact_head = n;   /* exact chunks only, the rest computed on them */
         for (int32_t i = nm; i < ns; i++) e->info[i].exact = true;
         RP_TRY(rs);
         goto done;
@@ -780,8 +782,10 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
     placements_end(e, c, st);
     st->compute_ms = now_ms() - tc;
     for (int32_t t = P_tok; t < n; t++) st->n_new += tk[t] == RP_ROW_NEW;
-    /* chunks wholly before the first non-prefix reuse were computed exactly */
-    for (int32_t i = nm; i < ns; i++) e->info[i].exact = e->spans[i].begin + e->spans[i].len <= first_approx;
+    /* chunks wholly before the first approximate KV were computed exactly; at
+     * r = 1 everything after the exact prefix was recomputed: all exact */
+    st->n_exact_head = e->p.ratio < 1.0f ? first_approx : n;
+    for (int32_t i = nm; i < ns; i++) e->info[i].exact = e->spans[i].begin + e->spans[i].len <= st->n_exact_head;
     RP_TRY(rs);
 done:
     if (!rp_ctx_logits(c, 0)) return rp_errorf(RP_ERR_INTERNAL, "reuse: no logits for the last token");

@@ -64,6 +64,8 @@ typedef struct rp_reuse_stats {
     int32_t n_load_failed;   /* cached chunks whose payload failed to load or verify: never used; the prompt
                                 was prefilled again without them (they are deleted from the store) */
     int32_t n_attempts;      /* prefill attempts (1 unless a load failed) */
+    int32_t n_exact_head;    /* the KV of tokens [0, n_exact_head) is exactly what a plain prefill computes; after
+                                it, approximate (an approximate chunk, or reuse at r < 1, came first) */
 } rp_reuse_stats;
 
 typedef struct rp_reuse rp_reuse;

@@ -85,7 +85,9 @@ typedef enum rp_job_finish {
 
 typedef struct rp_job_stats {
     int32_t n_prompt;
-    int32_t n_prefix;        /* prompt tokens whose KV was reused exactly (cache prefix or session-resident) */
+    int32_t n_prefix;        /* prompt tokens whose KV was reused as a prefix (cache prefix or session-resident) */
+    int32_t n_prefix_exact;  /* of those, tokens whose KV is exactly a plain prefill's (the rest was written by
+                                approximate reuse: blend / full at r < 1, in this or an earlier turn) */
     int32_t n_nonprefix;     /* reused from chunks cached elsewhere (re-rotated) */
     int32_t n_recomputed;    /* of those, recomputed past the check layer (blend) */
     int32_t n_computed;      /* prompt tokens computed from scratch */
@@ -136,7 +138,7 @@ void rp_job_release(rp_job *j);
 typedef struct rp_backend_stats {
     int32_t queued, running;
     uint64_t jobs, prompt_tokens, gen_tokens;
-    uint64_t reused_prefix, reused_nonprefix, recomputed, computed;
+    uint64_t reused_prefix, reused_prefix_exact, reused_nonprefix, recomputed, computed;   /* prompt tokens (see rp_job_stats) */
     double prefill_s, decode_s;           /* busy time (core); sched: target forward time split by rows */
     uint64_t drafted, accepted;
     int32_t sessions, sessions_waiting;

@@ -37,6 +37,8 @@ struct rp_job {
     bool ephemeral;              /* sched: the session is freed after the job */
     bool commit_after;           /* sched: the batch computed (part of) the prompt: cache its chunks after the turn */
     bool commit_exact;           /* ... as exact KV (nothing before them was reused approximately) */
+    int32_t exact_head;          /* sched: after the job, cells [0, exact_head) of its sequence are exactly what a
+                                    plain prefill computes (INT32_MAX: all of them) */
 };
 
 /* A backend implementation. */

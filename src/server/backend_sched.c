@@ -13,6 +13,7 @@ struct rp_bk_session {
     rp_sched_id id;
     bool waiting;          /* suspended after a tool call (WAITING in the scheduler) */
     int32_t resident;      /* history length after its last job */
+    int32_t exact;         /* its KV is exact up to here (INT32_MAX: all of it), see rp_job.exact_head */
 };
 
 typedef struct sched_be {
@@ -37,6 +38,7 @@ typedef struct sched_be {
      * one sharing the longest prefix with its prompt and computes only the
      * rest. Oldest first; at most `parallel`; freed when sequences run out. (mu) */
     rp_sched_id *kept;
+    int32_t *kept_exact;           /* [cap_kept] each kept sequence's exact head (rp_job.exact_head) */
     int32_t n_kept, cap_kept;
     /* Cross-request reuse (prefix and non-prefix chunks, blend): a one-off
      * job that continues no kept sequence, or a session's first turn, gets
@@ -75,22 +77,23 @@ static rp_job_finish map_finish(rp_finish_reason r) {
 
 /* A finished one-off job's sequence: kept for prefix reuse (the oldest kept
  * one is freed when the list is full), or freed (mu held). */
-static void keep_or_free(sched_be *x, rp_sched_id id, bool keep) {
+static void unkeep(sched_be *x, int32_t i) {
+    memmove(x->kept + i, x->kept + i + 1, sizeof *x->kept * (size_t)(x->n_kept - i - 1));
+    memmove(x->kept_exact + i, x->kept_exact + i + 1, sizeof *x->kept_exact * (size_t)(x->n_kept - i - 1));
+    x->n_kept--;
+}
+
+static void keep_or_free(sched_be *x, rp_sched_id id, bool keep, int32_t exact) {
     if (!keep || x->cap_kept == 0) {
         rp_sched_session_free(x->s, id);
         return;
     }
     if (x->n_kept == x->cap_kept) {
         rp_sched_session_free(x->s, x->kept[0]);
-        memmove(x->kept, x->kept + 1, sizeof *x->kept * (size_t)(x->n_kept - 1));
-        x->n_kept--;
+        unkeep(x, 0);
     }
+    x->kept_exact[x->n_kept] = exact;
     x->kept[x->n_kept++] = id;
-}
-
-static void unkeep(sched_be *x, int32_t i) {
-    memmove(x->kept + i, x->kept + i + 1, sizeof *x->kept * (size_t)(x->n_kept - i - 1));
-    x->n_kept--;
 }
 
 /* The kept sequence sharing the longest prefix (>= 1 token) with toks, or -1;
@@ -174,7 +177,6 @@ static rp_status fill_with_engine(void *user, rp_kv *kv, const rp_token *toks, i
             }
     }
     j->commit_after = j->p.persist && end < n;
-    j->commit_exact = st == RP_OK && an.stats.n_nonprefix == 0;   /* only exact prefix KV before the batch's part */
     memset(&a->rst, 0, sizeof a->rst);
     st = RP_OK;
     if (end > 0) {
@@ -189,10 +191,15 @@ static rp_status fill_with_engine(void *user, rp_kv *kv, const rp_token *toks, i
         if (st != RP_OK)
             fprintf(stderr, "reprise serve: reuse prefill failed (the batch computes the prompt): %s\n", rp_last_error());
     }
+    /* what the batch computes after the fill is exact only on exact KV: every
+     * filled token exact (an approximate prefix chunk counts, not only blend) */
+    j->commit_exact = st == RP_OK && (end == 0 || a->rst.n_exact_head >= end);
+    j->exact_head = j->commit_exact ? INT32_MAX : a->rst.n_exact_head;
     *rp_reuse_get_params(x->e) = saved;
     if (st != RP_OK) {   /* the scheduler discards the fill: the batch computes everything, cached after */
         j->commit_after = j->p.persist;
         j->commit_exact = true;
+        j->exact_head = INT32_MAX;
     }
     return st;
 }
@@ -241,6 +248,8 @@ static bool run_fill(sched_be *x) {
         /* k == 0 when the fill failed (its KV was discarded): nothing was reused */
         /* at most the k cells kept (the batch ran the last token again) */
         j->st.n_prefix = a.ran && k > 0 ? (a.rst.n_prefix < k ? a.rst.n_prefix : k) : 0;
+        j->st.n_prefix_exact = a.rst.n_prefix_exact < j->st.n_prefix ? a.rst.n_prefix_exact : j->st.n_prefix;
+        if (!a.ran || k == 0) j->exact_head = INT32_MAX;   /* the batch computed everything */
         const int32_t room = k - j->st.n_prefix;
         j->st.n_nonprefix = a.ran && k > 0 ? (a.rst.n_nonprefix < room ? a.rst.n_nonprefix : room) : 0;
         j->st.n_recomputed = a.ran && k > 0 ? (a.rst.n_recomputed < j->st.n_nonprefix ? a.rst.n_recomputed : j->st.n_nonprefix) : 0;
@@ -295,14 +304,16 @@ static void reap(sched_be *x, double step_s, int32_t step_rows) {
         x->st.prompt_tokens += (uint64_t)j->p.n;
         x->st.gen_tokens += (uint64_t)j->n_gen;
         x->st.reused_prefix += (uint64_t)js.n_prefix;
+        x->st.reused_prefix_exact += (uint64_t)js.n_prefix_exact;
         x->st.computed += (uint64_t)js.n_computed;
         if (j->ephemeral) {
             x->n_sessions--;
             x->n_oneoff--;
-            keep_or_free(x, j->sched_id, st == RP_OK && why != RP_JOB_ERROR && info.state == RP_SESS_IDLE);
+            keep_or_free(x, j->sched_id, st == RP_OK && why != RP_JOB_ERROR && info.state == RP_SESS_IDLE, j->exact_head);
         } else if (st == RP_OK) {
             struct rp_bk_session *bs = j->p.session;
             bs->resident = info.n_tokens;
+            bs->exact = j->exact_head;
             bs->waiting = info.state == RP_SESS_WAITING;
         }
         if (j->n_gen > 0) {
@@ -384,8 +395,9 @@ static rp_status sb_start(rp_backend *b) {
     x->scratch = malloc(sizeof *x->scratch * (size_t)b->n_ctx);
     x->cap_kept = b->cfg.parallel;
     x->kept = calloc((size_t)(x->cap_kept > 0 ? x->cap_kept : 1), sizeof *x->kept);
+    x->kept_exact = calloc((size_t)(x->cap_kept > 0 ? x->cap_kept : 1), sizeof *x->kept_exact);
     x->fillq = calloc((size_t)x->cap_active, sizeof *x->fillq);
-    rp_status st = !x->active || !x->scratch || !x->kept || !x->fillq ? rp_errorf(RP_ERR_NOMEM, "server: out of memory")
+    rp_status st = !x->active || !x->scratch || !x->kept || !x->kept_exact || !x->fillq ? rp_errorf(RP_ERR_NOMEM, "server: out of memory")
                                                                      : RP_OK;
     if (st == RP_OK) st = rp_sched_create(b->m, b->dm, p, &x->s);
     if (st == RP_OK && b->cfg.reuse_mode != RP_REUSE_NONE) {
@@ -455,6 +467,7 @@ static void sb_stop(rp_backend *b) {
     free(x->active);
     free(x->scratch);
     free(x->kept);   /* their sequences went with the scheduler */
+    free(x->kept_exact);
     pthread_mutex_destroy(&x->mu);
     free(x);
     b->impl = NULL;
@@ -469,15 +482,17 @@ static rp_status dispatch(sched_be *x, rp_job *j) {
     bool fresh = false;   /* the sequence holds nothing: the reuse engine may fill it */
     rp_sched_id id = 0;
     rp_status st = RP_OK;
-    int32_t common = 0;
+    int32_t common = 0, prev_exact = INT32_MAX;   /* the continued sequence's exact head */
     if (bs) {
         id = bs->id;
+        prev_exact = bs->exact;
         int32_t have = 0;
         st = rp_sched_session_tokens(x->s, id, 0, x->scratch, b->n_ctx, &have);
         fresh = st == RP_OK && have == 0;
         if (st == RP_OK) {
             int32_t lim = have < j->p.n ? have : j->p.n;
             while (common < lim && x->scratch[common] == j->toks[common]) common++;
+            if (job_mode(x, j) == RP_REUSE_PREFIX && common > prev_exact) common = prev_exact;   /* exact KV only */
             if (common >= j->p.n) common = j->p.n - 1;   /* run the last prompt token again for its logits */
             if (common < have) st = rp_sched_truncate(x->s, id, common);
         }
@@ -486,9 +501,12 @@ static rp_status dispatch(sched_be *x, rp_job *j) {
          * a kept sequence is continued only when it shares at least half the
          * prompt: the engine reuses chunks anywhere */
         int32_t k = job_mode(x, j) == RP_REUSE_NONE ? -1 : best_kept(x, j->toks, j->p.n, &common);
-        if (k >= 0 && wants_fill(x, j) && 2 * common < j->p.n) k = -1;
+        /* prefix mode promises exact KV: a kept sequence counts only up to its exact head */
+        if (k >= 0 && job_mode(x, j) == RP_REUSE_PREFIX && common > x->kept_exact[k]) common = x->kept_exact[k];
+        if (k >= 0 && (common == 0 || (wants_fill(x, j) && 2 * common < j->p.n))) k = -1;
         if (k >= 0) {   /* continue a finished job's sequence from the shared prefix */
             id = x->kept[k];
+            prev_exact = x->kept_exact[k];
             unkeep(x, k);
             if (common >= j->p.n) common = j->p.n - 1;   /* run the last prompt token again for its logits */
             int32_t have = 0;
@@ -518,7 +536,9 @@ static rp_status dispatch(sched_be *x, rp_job *j) {
         j->sched_id = id;
         j->ephemeral = bs == NULL;
         j->st.n_prefix = common;
+        j->st.n_prefix_exact = prev_exact < common ? prev_exact : common;
         j->st.n_computed = j->p.n - common;
+        j->exact_head = prev_exact >= common ? INT32_MAX : prev_exact;   /* tokens computed on exact KV are exact */
         if (fresh && !waiting && wants_fill(x, j)) {   /* the loop fills it, then submits */
             x->fillq[x->n_fill++] = j;
             if (!bs) {
@@ -612,6 +632,7 @@ static rp_status sb_session_create(rp_backend *b, rp_bk_session **out) {
     sched_be *x = b->impl;
     *out = calloc(1, sizeof **out);
     if (!*out) return rp_errorf(RP_ERR_NOMEM, "server: out of memory");
+    (*out)->exact = INT32_MAX;   /* empty: nothing inexact in it */
     rp_status st = rp_sched_session_create(x->s, &(*out)->id);
     if (st != RP_OK) {
         free(*out);

@@ -103,14 +103,18 @@ char *rp_metrics_render(rp_metrics *m, const rp_backend_stats *bs, const rp_metr
 
     counter(&o, "reprise_prompt_tokens_total", "Prompt tokens of finished generations.", bs->prompt_tokens);
     counter(&o, "reprise_generated_tokens_total", "Tokens generated.", bs->gen_tokens);
+    /* prefix: exact prefix KV (what a plain prefill computes); prefix_approx: prefix-path KV that approximate
+     * reuse wrote (blend / full at r < 1, in this or an earlier request); blended: non-prefix chunks re-rotated,
+     * of which recomputed went through selective recompute; computed: from scratch */
     put(&o, "# HELP reprise_reused_tokens_total Prompt tokens by how their KV was obtained.\n"
             "# TYPE reprise_reused_tokens_total counter\n"
             "reprise_reused_tokens_total{kind=\"prefix\"} %llu\n"
+            "reprise_reused_tokens_total{kind=\"prefix_approx\"} %llu\n"
             "reprise_reused_tokens_total{kind=\"blended\"} %llu\n"
             "reprise_reused_tokens_total{kind=\"recomputed\"} %llu\n"
             "reprise_reused_tokens_total{kind=\"computed\"} %llu\n",
-        (unsigned long long)bs->reused_prefix, (unsigned long long)bs->reused_nonprefix,
-        (unsigned long long)bs->recomputed, (unsigned long long)bs->computed);
+        (unsigned long long)bs->reused_prefix_exact, (unsigned long long)(bs->reused_prefix - bs->reused_prefix_exact),
+        (unsigned long long)bs->reused_nonprefix, (unsigned long long)bs->recomputed, (unsigned long long)bs->computed);
     gauge(&o, "reprise_prefill_tokens_per_second", "Prompt tokens computed per second of prefill time (cumulative).",
           bs->prefill_s > 0 ? (double)bs->computed / bs->prefill_s : 0);
     gauge(&o, "reprise_decode_tokens_per_second", "Tokens generated per second of decode time (cumulative).",
