@@ -1066,9 +1066,90 @@ static void test_bench_lookup_100k(void **state) {
     free(chain);
 }
 
+/* Partial matches among many siblings (rp_store_best_child over the chunks_kids index: the neighbours of the
+ * query's head, and every child with the same head when all 16 head tokens are shared) find the longest common
+ * prefix a scan over every child finds: 600 children of one parent from a 3-token vocabulary (long shared heads,
+ * exact duplicates of heads), 2000 queries, with the index and in the naive (unindexed) store. */
+static void best_child_many(const char *name, bool naive) {
+    const char *dir = subdir(name);
+    rp_store *s = open_store(dir, RP_PAYLOAD_BLOB, 0, naive);
+    enum { NC = 600 };
+    fake_chunk *c = calloc(NC + 1, sizeof *c);
+    assert_non_null(c);
+    make_chunk(&c[0], 1, NULL, 8, 1000);   /* the parent */
+    put_chunks(s, c, 1, true);
+    for (int32_t i = 1; i <= NC; i++) {
+        make_chunk(&c[i], (uint64_t)i + 1, &c[0], 5 + (int32_t)(rnd() % 36), 3);
+        if (i % 3 == 0) memcpy(c[i].t, c[i - 1].t, sizeof(rp_token) * 5);   /* a shared head more often */
+        c[i].hash = rp_chunk_hash(c[i].t, c[i].n, SALT);
+        c[i].chain = rp_chunk_chain(c[0].chain, c[i].hash);
+    }
+    put_chunks(s, c + 1, NC, true);
+    int32_t long_heads = 0;
+    for (int q = 0; q < 2000; q++) {
+        rp_token t[48];
+        const int32_t n = 1 + (int32_t)(rnd() % 48);
+        const fake_chunk *src = &c[1 + rnd() % NC];
+        for (int32_t k = 0; k < n; k++) t[k] = k < src->n && rnd() % 8 ? src->t[k] : (rp_token)(rnd() % 3);
+        int32_t best = 0;
+        for (int32_t i = 1; i <= NC; i++) {
+            int32_t k = 0;
+            while (k < n && k < c[i].n && c[i].t[k] == t[k]) k++;
+            if (k > best) best = k;
+        }
+        long_heads += best >= 16;
+        rp_store_chunk m;
+        bool f = false;
+        int32_t nc = -1;
+        assert_int_equal(rp_store_best_child(s, c[0].id, t, n, 1, &m, &nc, &f), RP_OK);
+        assert_int_equal(f, best > 0);
+        assert_int_equal(nc, best);
+        if (f) {
+            int32_t k = 0;
+            while (k < n && k < m.n_tokens && m.tokens[k] == t[k]) k++;
+            assert_int_equal(k, best);
+            rp_store_chunk_clear(&m);
+        }
+    }
+    print_message("  %s: 2000 queries over %d siblings agree with a full scan (%d share >= 16 tokens)\n", name, NC,
+                  long_heads);
+    assert_true(long_heads > 100);   /* the whole-head path ran */
+    /* 40 more children with one 20-token head, told apart only after it: the index orders them by row id, so the
+     * best match for the last one sits past any fixed window around the query's place */
+    fake_chunk *d = calloc(40, sizeof *d);
+    assert_non_null(d);
+    for (int32_t i = 0; i < 40; i++) {
+        make_chunk(&d[i], (uint64_t)(NC + 2 + i), &c[0], 30, 1000);
+        for (int32_t k = 0; k < 20; k++) d[i].t[k] = (rp_token)(500 + k);
+        d[i].hash = rp_chunk_hash(d[i].t, d[i].n, SALT);
+        d[i].chain = rp_chunk_chain(c[0].chain, d[i].hash);
+    }
+    put_chunks(s, d, 40, true);
+    rp_store_chunk m;
+    bool f = false;
+    int32_t nc = 0;
+    assert_int_equal(rp_store_best_child(s, c[0].id, d[37].t, 30, 1, &m, &nc, &f), RP_OK);
+    assert_true(f);
+    assert_int_equal(nc, 30);
+    assert_true(m.id == d[37].id);
+    rp_store_chunk_clear(&m);
+    free_chunks(d, 40);
+    free(d);
+    free_chunks(c, NC + 1);
+    free(c);
+    rp_store_close(s);
+}
+
+static void test_best_child_many(void **state) {
+    (void)state;
+    best_child_many("kids-index", false);
+    best_child_many("kids-naive", true);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) cmocka_set_test_filter(argv[1]);   /* e.g. ./test_pool test_restart */
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_best_child_many),
         cmocka_unit_test(test_open_perms_lock),   cmocka_unit_test(test_roundtrip_blob),
         cmocka_unit_test(test_roundtrip_file),    cmocka_unit_test(test_roundtrip_auto),
         cmocka_unit_test(test_roundtrip_zstd),    cmocka_unit_test(test_roundtrip_naive),

@@ -1181,6 +1181,20 @@ rp_chunk *rp_chunk_cache_match_partial(rp_chunk_cache *c, const rp_chunk *parent
     return &best->ch;
 }
 
+rp_chunk *rp_chunk_cache_find_child(rp_chunk_cache *c, const rp_chunk *parent, const rp_token *toks,
+                                    const rp_chunk_span *span) {
+    if (!c || !toks || !span || span->len <= 0 || span->begin < 0) return NULL;
+    const uint64_t pid = parent ? parent->id : 0;
+    const uint64_t chain = rp_chunk_chain(parent ? parent->chain : 0, span->hash);
+    const rp_token *t = toks + span->begin;
+    pthread_mutex_lock(&c->mu);
+    rp_centry *e = rp_find_edge(c, chain, pid, t, span->len);
+    if (e) rp_touch_hit(c, e);
+    else e = flash_lookup(c, 0, pid, chain, t, span->len, NULL);
+    pthread_mutex_unlock(&c->mu);
+    return e ? &e->ch : NULL;
+}
+
 rp_chunk *rp_chunk_cache_find(rp_chunk_cache *c, const rp_token *toks, const rp_chunk_span *span) {
     if (!c || !toks || !span || span->len <= 0 || span->begin < 0) return NULL;
     const rp_token *t = toks + span->begin;

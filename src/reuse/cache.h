@@ -97,6 +97,13 @@ int32_t rp_chunk_cache_match_prefix(rp_chunk_cache *c, const rp_token *toks, con
 rp_chunk *rp_chunk_cache_match_partial(rp_chunk_cache *c, const rp_chunk *parent, const rp_token *toks, int32_t n,
                                        int32_t *n_common);
 
+/* The child of `parent` (NULL: a root chunk) whose tokens are exactly the
+ * span's (its edge in the prefix tree), from RAM or flash; pinned, or NULL.
+ * With async loading a flash hit may still be arriving: wait for its layers
+ * before reading or overwriting its payload. */
+rp_chunk *rp_chunk_cache_find_child(rp_chunk_cache *c, const rp_chunk *parent, const rp_token *toks,
+                                    const rp_chunk_span *span);
+
 /* Content lookup (non-prefix reuse): any chunk with these tokens, whatever its
  * prefix (the most recently used if several). Pinned, or NULL. */
 rp_chunk *rp_chunk_cache_find(rp_chunk_cache *c, const rp_token *toks, const rp_chunk_span *span);

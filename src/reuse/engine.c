@@ -860,16 +860,17 @@ rp_status rp_reuse_commit(rp_reuse *e, const rp_kv *kv) {
         }
         if (sp->begin + sp->len > kv->n) break;   /* the session cache no longer holds these cells */
         const bool exact = linked && path_exact && e->info[i].exact;
-        /* an existing child with the same tokens is refreshed, not duplicated */
-        int32_t common = 0;
-        rp_chunk *ch = linked ? rp_chunk_cache_match_partial(e->cache, parent, e->toks + sp->begin, sp->len, &common)
-                              : NULL;
-        if (ch && (common != sp->len || ch->n_tokens != sp->len)) {
-            rp_chunk_unpin(e->cache, ch);
+        /* an existing child with the same tokens (its edge: an indexed lookup,
+         * however many siblings it has) is refreshed, not duplicated */
+        rp_chunk *ch = linked ? rp_chunk_cache_find_child(e->cache, parent, e->toks, sp) : NULL;
+        /* an exact copy now exists: upgrade the approximate one — once its own
+         * payload has fully arrived (an async flash load would overwrite ours) */
+        if (ch && exact && !ch->exact && rp_chunk_cache_wait_layer(e->cache, ch, ch->n_layer - 1) != RP_OK) {
+            rp_chunk_unpin(e->cache, ch);   /* it failed to load: insert a fresh one */
             ch = NULL;
         }
         if (ch) {
-            if (exact && !ch->exact) {   /* an exact copy now exists: upgrade the approximate one */
+            if (exact && !ch->exact) {
                 overwrite_payload(ch, kv, sp->begin);
                 ch->exact = true;
             }

@@ -57,7 +57,7 @@
 #define MAX_TOKENS_PER_CHUNK (1 << 22)
 
 enum {
-    S_EDGE, S_HASH, S_KIDS, S_GET, S_BLOB, S_INS_CHUNK, S_INS_PAYLOAD, S_DEL_PAYLOAD, S_INS_KW, S_DEL_KW,
+    S_EDGE, S_HASH, S_KIDS, S_KIDS_GE, S_KIDS_LT, S_KIDS_EQ, S_GET, S_BLOB, S_INS_CHUNK, S_INS_PAYLOAD, S_DEL_PAYLOAD, S_INS_KW, S_DEL_KW,
     S_OLD, S_TOUCH, S_META_SET, S_DEL_CHUNK, S_DEL_VEC, S_MARK_BAD, S_KW_CHUNKS, S_CAND_OK, S_COUNT
 };
 
@@ -139,6 +139,16 @@ static const char *stmt_sql(int which) {
     case S_EDGE: return "SELECT %s FROM chunks WHERE model = ?1 AND parent = ?2 AND chain = ?3 AND corrupt = 0";
     case S_HASH: return "SELECT %s FROM chunks WHERE model = ?1 AND hash = ?2 AND corrupt = 0";
     case S_KIDS: return "SELECT %s FROM chunks WHERE model = ?1 AND parent = ?2 AND corrupt = 0";
+    /* a parent's children in the order of their heads (index chunks_kids), either side of a query's head */
+    case S_KIDS_GE:
+        return "SELECT %s FROM chunks WHERE model = ?1 AND parent = ?2 AND substr(tokens, 1, 64) >= ?3 AND corrupt = 0 "
+               "ORDER BY substr(tokens, 1, 64) LIMIT ?4";
+    case S_KIDS_LT:
+        return "SELECT %s FROM chunks WHERE model = ?1 AND parent = ?2 AND substr(tokens, 1, 64) < ?3 AND corrupt = 0 "
+               "ORDER BY substr(tokens, 1, 64) DESC LIMIT ?4";
+    case S_KIDS_EQ:
+        return "SELECT %s FROM chunks WHERE model = ?1 AND parent = ?2 AND substr(tokens, 1, 64) = ?3 AND corrupt = 0 "
+               "LIMIT ?4";
     case S_GET: return "SELECT %s FROM chunks WHERE id = ?1";
     /* sub-chunk search: the (kw, chunk) primary key answers the first alone */
     case S_KW_CHUNKS: return "SELECT chunk FROM keywords WHERE kw = ?1";
@@ -303,7 +313,9 @@ static rp_status create_schema(rp_store *s) {
         RP_TRY(exec(s, "DROP INDEX IF EXISTS chunks_hash; DROP INDEX IF EXISTS chunks_tree;"));
     else
         RP_TRY(exec(s, "CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(model, hash);"
-                       "CREATE INDEX IF NOT EXISTS chunks_tree ON chunks(model, parent, chain);"));
+                       "CREATE INDEX IF NOT EXISTS chunks_tree ON chunks(model, parent, chain);"
+                       /* children by the bytes of their first 16 tokens: partial matches (rp_store_best_child) */
+                       "CREATE INDEX IF NOT EXISTS chunks_kids ON chunks(model, parent, substr(tokens, 1, 64));"));
     int64_t v = 0;
     bool found = false;
     RP_TRY(meta_get(s, "schema", &v, &found));
@@ -876,17 +888,11 @@ rp_status rp_store_find_hash(rp_store *s, uint64_t hash, const rp_token *toks, i
     return lookup_rows(s, q, toks, n, out, found);
 }
 
-rp_status rp_store_best_child(rp_store *s, uint64_t parent_id, const rp_token *toks, int32_t n, int32_t min_common,
-                              rp_store_chunk *out, int32_t *n_common, bool *found) {
-    *found = false;
-    *n_common = 0;
-    RP_TRY(need_model(s));
-    if (!toks || n <= 0) return RP_OK;
-    if (min_common < 1) min_common = 1;
-    sqlite3_stmt *q;
-    RP_TRY(stmt(s, S_KIDS, &q));
-    sqlite3_bind_int64(q, 1, s->model);
-    sqlite3_bind_int64(q, 2, i64(parent_id));
+/* Rows of q (children of one parent) that share at least min_common leading
+ * tokens with toks[0..n): keeps the one sharing the most (the most recently
+ * used among equals) in *out. */
+static rp_status consider_children(rp_store *s, sqlite3_stmt *q, const rp_token *toks, int32_t n, int32_t min_common,
+                                   rp_store_chunk *out, int32_t *n_common, bool *found) {
     rp_status st = RP_OK;
     int rc;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
@@ -899,6 +905,7 @@ rp_status rp_store_best_child(rp_store *s, uint64_t parent_id, const rp_token *t
         if (k < min_common) continue;
         if (*found && (k < *n_common || (k == *n_common && (uint64_t)sqlite3_column_int64(q, 18) <= out->last_used)))
             continue;
+        if (*found && (uint64_t)sqlite3_column_int64(q, 0) == out->id) continue;   /* met again by another query */
         if (s->skip && s->skip(s->skip_user, (uint64_t)sqlite3_column_int64(q, 0))) continue;
         rp_store_chunk c;
         rp_status rs = row_read(s, q, &c, true);
@@ -918,6 +925,40 @@ rp_status rp_store_best_child(rp_store *s, uint64_t parent_id, const rp_token *t
     }
     if (st == RP_OK && rc != SQLITE_DONE) st = sql_err(s, "children lookup");
     sqlite3_reset(q);
+    return st;
+}
+
+/* A child's head: the bytes of its first HEAD_TOKENS tokens (the chunks_kids
+ * key). Byte order of the ids is not token order, but any total order does:
+ * heads sharing more leading bytes sort closer, so the children sharing the
+ * most leading tokens with a query sit next to its place in the index (a
+ * token prefix is a byte prefix of 4 bytes a token). HEAD_NEAR children each
+ * side are compared; when the whole head is shared, every child with that
+ * head (up to HEAD_TIES) is, since their order past the head is arbitrary. */
+#define HEAD_TOKENS 16
+#define HEAD_NEAR 8
+#define HEAD_TIES 1024
+
+rp_status rp_store_best_child(rp_store *s, uint64_t parent_id, const rp_token *toks, int32_t n, int32_t min_common,
+                              rp_store_chunk *out, int32_t *n_common, bool *found) {
+    *found = false;
+    *n_common = 0;
+    RP_TRY(need_model(s));
+    if (!toks || n <= 0) return RP_OK;
+    if (min_common < 1) min_common = 1;
+    const int head_bytes = (int)sizeof(rp_token) * (n < HEAD_TOKENS ? n : HEAD_TOKENS);
+    static const int which[3] = {S_KIDS_GE, S_KIDS_LT, S_KIDS_EQ};
+    rp_status st = RP_OK;
+    for (int i = 0; i < 3 && st == RP_OK; i++) {
+        if (which[i] == S_KIDS_EQ && !(*found && *n_common >= HEAD_TOKENS)) break;
+        sqlite3_stmt *q;
+        RP_TRY(stmt(s, which[i], &q));
+        sqlite3_bind_int64(q, 1, s->model);
+        sqlite3_bind_int64(q, 2, i64(parent_id));
+        sqlite3_bind_blob(q, 3, toks, head_bytes, SQLITE_STATIC);
+        sqlite3_bind_int(q, 4, which[i] == S_KIDS_EQ ? HEAD_TIES : HEAD_NEAR);
+        st = consider_children(s, q, toks, n, min_common, out, n_common, found);
+    }
     if (st != RP_OK && *found) {
         rp_store_chunk_clear(out);
         *found = false;
