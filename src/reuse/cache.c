@@ -649,6 +649,7 @@ void rp_chunk_cache_free(rp_chunk_cache *c) {
     rp_siblings_free(c->sibs);
     free(c->heap);
     free(c->bad);
+    free(c->known_bad);
     free(c->touch_ids);
     free(c->co);
     pthread_mutex_destroy(&c->mu);
