@@ -974,8 +974,80 @@ static void test_damaged_payloads(void **state) {
     fixture_close(&f);
 }
 
+/* Cache namespaces (rp_reuse_opts.ns): a prompt cached under one namespace
+ * is invisible to calls under another — prefix, content, partial and
+ * sub-chunk lookups alike — and fully reused under its own. */
+static void test_namespaces(void **state) {
+    (void)state;
+    OPEN_STORIES(f, RP_TYPE_F32);
+    char dir[200];
+    snprintf(dir, sizeof dir, "%.150s/ns-store", rp_test_tmpdir());
+    remove_dir(dir);
+    rp_reuse *e = store_engine(&f, 0.25f, 16, dir);
+    rp_token docs[6][40], p[512], q[512];
+    make_docs(docs, 6, 40);
+    const int order[] = {3, 1, 4};
+    int32_t bnd[8], nb;
+    const rp_token tail[4] = {300, 301, 302, 303};
+    const int32_t n = build(docs, order, 3, 40, tail, 4, p, bnd, &nb);
+    rp_reuse_opts a = rp_reuse_default_opts(), b = rp_reuse_default_opts(), shared = rp_reuse_default_opts();
+    a.ns = 0x1111;
+    b.ns = 0x2222;
+    rp_reuse_stats st;
+    assert_int_equal(rp_reuse_prefill_opts(e, &a, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
+    assert_int_equal(rp_reuse_commit(e, f.kv), RP_OK);
+    assert_int_equal(rp_chunk_cache_flush(rp_reuse_cache(e)), RP_OK);   /* on flash: the sub-chunk search sees it */
+    /* the same prompt, the documents reordered, and one document inside a longer segment (sub-chunk candidate) */
+    const int reorder[] = {4, 3, 1};
+    const int32_t n2 = build(docs, reorder, 3, 40, tail, 4, q, bnd, &nb);
+    int32_t n3 = 0;
+    rp_token r[128];
+    r[n3++] = 1;
+    memcpy(r + n3, docs[5], sizeof(rp_token) * 12);
+    n3 += 12;
+    memcpy(r + n3, docs[1], sizeof(rp_token) * 40);
+    n3 += 40;
+    r[n3++] = 300;
+    r[n3++] = 301;
+    const int32_t b3[1] = {1};
+    const rp_reuse_opts *other[2] = {&b, &shared};
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(rp_reuse_prefill_opts(e, other[k], f.ctx, f.kv, p, n, bnd, 0, f.lg_b, &st), RP_OK);
+        assert_int_equal(st.n_prefix + st.n_nonprefix, 0);
+        /* a partial head of the cached root chunk: same tokens up to a change mid-chunk */
+        memcpy(q, p, sizeof(rp_token) * (size_t)n);
+        q[30] ^= 1;
+        assert_int_equal(rp_reuse_prefill_opts(e, other[k], f.ctx, f.kv, q, n, NULL, 0, f.lg_b, &st), RP_OK);
+        assert_int_equal(st.n_prefix + st.n_nonprefix, 0);
+        const int32_t m2 = build(docs, reorder, 3, 40, tail, 4, q, bnd, &nb);
+        assert_int_equal(rp_reuse_prefill_opts(e, other[k], f.ctx, f.kv, q, m2, bnd, nb, f.lg_b, &st), RP_OK);
+        assert_int_equal(st.n_prefix + st.n_nonprefix, 0);
+        assert_int_equal(rp_reuse_prefill_opts(e, other[k], f.ctx, f.kv, r, n3, b3, 1, f.lg_b, &st), RP_OK);
+        assert_int_equal(st.n_subchunk + st.n_nonprefix + st.n_prefix, 0);
+    }
+    /* its own namespace sees everything: the whole prefix, the reordered documents, the sub-chunk */
+    build(docs, order, 3, 40, tail, 4, p, bnd, &nb);
+    assert_int_equal(rp_reuse_prefill_opts(e, &a, f.ctx, f.kv, p, n, bnd, nb, f.lg_b, &st), RP_OK);
+    assert_int_equal(st.n_prefix, n - 1);
+    assert_true(max_diff(f.lg_a, f.lg_b, f.V) <= 1e-5f);
+    build(docs, reorder, 3, 40, tail, 4, q, bnd, &nb);
+    assert_int_equal(rp_reuse_prefill_opts(e, &a, f.ctx, f.kv, q, n2, bnd, nb, f.lg_b, &st), RP_OK);
+    assert_true(st.n_nonprefix >= 120 - 1 - 40);
+    assert_int_equal(rp_reuse_prefill_opts(e, &a, f.ctx, f.kv, r, n3, b3, 1, f.lg_b, &st), RP_OK);
+    assert_int_equal(st.n_subchunk, 40);
+    print_message("  namespaces: other namespaces reuse nothing of a cached prompt; its own reuses %d sub-chunk tokens\n",
+                  st.n_subchunk);
+    rp_reuse_opts bad = rp_reuse_default_opts();
+    bad.ratio = 1.5f;
+    assert_int_equal(rp_reuse_prefill_opts(e, &bad, f.ctx, f.kv, p, n, bnd, nb, f.lg_b, &st), RP_ERR_INVALID_ARG);
+    rp_reuse_free(e);
+    remove_dir(dir);
+    fixture_close(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_namespaces),
         cmocka_unit_test(test_damaged_payloads),
         cmocka_unit_test(test_prefix_exact),
         cmocka_unit_test(test_commit_computed),

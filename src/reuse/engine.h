@@ -97,6 +97,22 @@ void rp_reuse_trace_selection(rp_reuse *e, uint8_t *mark);
 rp_status rp_reuse_put_vector(rp_reuse *e, const rp_token *toks, int32_t n, const float *v, int32_t dim);
 void rp_reuse_set_query_vector(rp_reuse *e, const float *v, int32_t dim);
 
+/* Per-call options: each field overrides the engine's default for one call
+ * (rp_reuse_default_opts: none does). `ns` is the cache namespace: chunks
+ * cached by calls with one namespace are never found by calls with another
+ * (0 is the shared default), e.g. one per API key, so that cached_tokens and
+ * timing tell a client nothing about another's prompts. A prefill's commit
+ * uses the prefill's namespace. */
+typedef struct rp_reuse_opts {
+    int mode;          /* rp_reuse_mode, -1: the engine's */
+    float ratio;       /* recompute ratio in [0, 1], < 0: the engine's */
+    int select;        /* rp_select_kind, -1: the engine's */
+    int static_mode;   /* 1 on, 0 off, -1: the engine's */
+    uint64_t ns;       /* cache namespace, 0: shared */
+} rp_reuse_opts;
+
+rp_reuse_opts rp_reuse_default_opts(void);
+
 /* Prefills toks[0..n) into `kv` (cleared first; its n_ctx must hold n, plus
  * L_S or L_P padding cells in static mode), reusing cached KV per the mode,
  * and writes the last token's logits to `logits` [n_vocab]. `bounds` are
@@ -104,6 +120,9 @@ void rp_reuse_set_query_vector(rp_reuse *e, const float *v, int32_t dim);
  * prompt's chunks are remembered for rp_reuse_commit. */
 rp_status rp_reuse_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *toks, int32_t n,
                            const int32_t *bounds, int32_t n_bounds, float *logits, rp_reuse_stats *st);
+/* The same with per-call options (NULL: the engine's defaults). */
+rp_status rp_reuse_prefill_opts(rp_reuse *e, const rp_reuse_opts *opts, rp_ctx *c, rp_kv *kv, const rp_token *toks,
+                                int32_t n, const int32_t *bounds, int32_t n_bounds, float *logits, rp_reuse_stats *st);
 
 /* Inserts the last prefilled prompt's chunks into the cache (copying their KV
  * out of `kv`, which must still hold the prompt's cells). Kept apart from
@@ -118,6 +137,8 @@ rp_status rp_reuse_commit(rp_reuse *e, const rp_kv *kv);
  * mode none. Replaces a pending prefill's commit. */
 rp_status rp_reuse_commit_computed(rp_reuse *e, const rp_kv *kv, const rp_token *toks, int32_t n, const int32_t *bounds,
                                   int32_t n_bounds, bool exact);
+rp_status rp_reuse_commit_computed_opts(rp_reuse *e, const rp_reuse_opts *opts, const rp_kv *kv, const rp_token *toks,
+                                       int32_t n, const int32_t *bounds, int32_t n_bounds, bool exact);
 /* Dry run: what rp_reuse_prefill would reuse and compute for this prompt,
  * without computing or touching any KV cache. Pointers are into the engine's
  * scratch and stay valid until its next call. */
@@ -141,6 +162,8 @@ typedef struct rp_reuse_analysis {
 
 rp_status rp_reuse_analyze(rp_reuse *e, const rp_token *toks, int32_t n, const int32_t *bounds, int32_t n_bounds,
                            rp_reuse_analysis *out);
+rp_status rp_reuse_analyze_opts(rp_reuse *e, const rp_reuse_opts *opts, const rp_token *toks, int32_t n,
+                                const int32_t *bounds, int32_t n_bounds, rp_reuse_analysis *out);
 
 /* Calibration: measures per-call latency of plain prefill and of selective
  * recompute calls of `sizes` tokens (multiples of 32) on this context, picks
