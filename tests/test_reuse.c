@@ -384,6 +384,77 @@ static void test_ratio_one_equals_prefill(void **state) {
 /* Blend at r < 1 recomputes about r of the reused tokens, the final token
  * always, and its output stays close to exact (KL against a full prefill
  * under a fixed bound, same greedy token); full recomputes none. */
+/* Static blend (L_P = 32, L_S = 64, r = 0.25: k = floor(r * L_S) = 16) against the DP plan the prompt gets
+ * (rp_reuse_analyze resolves the same chunks the prefill will): the prefill runs exactly the planned calls,
+ * every call has its full shape (L_P rows per prefill call, L_S per recompute call, the rest padding),
+ * and each recompute call carries k rows past the check layer: its forced rows (new tokens, the final one)
+ * plus min(k - forced, its other reused tokens) selected ones, which the selection trace marks; prefill
+ * calls compute their tokens whole (nothing selected). n_recomputed counts the selected rows only: reused
+ * tokens that a prefill call computes whole are not in it (the engine's accounting today; issue 14 asks
+ * whether they should be). Returns how many prefill calls the plan has. */
+static int32_t check_static_accounting(fixture *f, rp_reuse *e, const rp_token *p, int32_t n, const int32_t *bnd,
+                                       int32_t nb, rp_reuse_stats *st, uint8_t *mark) {
+    const rp_static_cfg *sc = &rp_reuse_get_params(e)->static_cfg;
+    assert_int_equal(sc->L_P, 32);
+    assert_int_equal(sc->L_S, 64);
+    const int32_t k = rp_static_k(sc);
+    assert_int_equal(k, 16);
+    rp_reuse_analysis an;
+    assert_int_equal(rp_reuse_analyze(e, p, n, bnd, nb, &an), RP_OK);
+    enum { MAXC = 64 };
+    rp_call calls[MAXC];
+    uint8_t kind[512];
+    const int32_t nc = an.n_dp_calls, n_prefix = an.n_prefix;
+    assert_true(nc > 0 && nc <= MAXC && n <= 512);
+    memcpy(calls, an.dp_calls, sizeof calls[0] * (size_t)nc);
+    memcpy(kind, an.tok_kind, (size_t)n);
+    memset(mark, 7, (size_t)n);
+    rp_reuse_trace_selection(e, mark);
+    assert_int_equal(rp_reuse_prefill(e, f->ctx, f->kv, p, n, bnd, nb, f->lg_a, st), RP_OK);
+    rp_reuse_trace_selection(e, NULL);
+    assert_int_equal(st->n_prefix, n_prefix);
+    assert_int_equal(st->n_calls, nc);
+    int32_t rows = 0, pads = 0, recomputed = 0, n_prefill = 0, reuse_in_prefill = 0, at = n_prefix;
+    for (int32_t i = 0; i < nc; i++) {
+        const rp_call *c = &calls[i];
+        assert_int_equal(c->begin, at);   /* in prompt order, every non-prefix token exactly once */
+        at = c->end;
+        const bool pre = c->kind == RP_CALL_PREFILL;
+        const int32_t cap = pre ? sc->L_P : sc->L_S, len = c->end - c->begin;
+        assert_true(len > 0 && len <= cap);
+        rows += cap;
+        pads += cap - len;
+        int32_t forced = 0, cand = 0, marked = 0;
+        for (int32_t t = c->begin; t < c->end; t++) {
+            if (kind[t] == RP_ROW_NEW || t == n - 1) forced++;
+            else cand++;
+            marked += mark[t];
+        }
+        if (pre) {
+            n_prefill++;
+            reuse_in_prefill += cand;
+            assert_int_equal(marked, 0);
+            print_message("  static call %d: prefill   [%d, %d) %d rows, %d padding, %d reused tokens computed whole\n", i,
+                          c->begin, c->end, cap, cap - len, cand);
+        } else {
+            assert_true(forced <= k);   /* the plan keeps new tokens within a call's k rows */
+            const int32_t take = k - forced < cand ? k - forced : cand;
+            assert_int_equal(marked, take);
+            recomputed += take;
+            print_message("  static call %d: recompute [%d, %d) %d rows, %d padding, %d forced + %d selected of %d\n", i,
+                          c->begin, c->end, cap, cap - len, forced, take, cand);
+        }
+    }
+    assert_int_equal(at, n);
+    assert_int_equal(st->n_computed_rows, rows);
+    assert_int_equal(st->n_pad, pads);
+    assert_int_equal(st->n_recomputed, recomputed);
+    if (reuse_in_prefill) print_message("  %d reused tokens computed whole in prefill calls (not in n_recomputed)\n", reuse_in_prefill);
+    for (int32_t t = 0; t < n; t++) assert_true(mark[t] <= 1);
+    assert_int_equal(f->kv->n, n);   /* padding cells were released */
+    return n_prefill;
+}
+
 static void test_blend_accounting(void **state) {
     (void)state;
     OPEN_STORIES(f, RP_TYPE_F16);
@@ -416,9 +487,12 @@ static void test_blend_accounting(void **state) {
         cache_docs(&f, e, r.docs, f.lg_a);
         uint8_t mark[512];
         memset(mark, 7, sizeof mark);
-        rp_reuse_trace_selection(e, mark);
-        assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, f.lg_a, &st), RP_OK);
-        rp_reuse_trace_selection(e, NULL);
+        if (stat) check_static_accounting(&f, e, r.p, r.n, r.bnd, r.nb, &st, mark);
+        else {
+            rp_reuse_trace_selection(e, mark);
+            assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, f.lg_a, &st), RP_OK);
+            rp_reuse_trace_selection(e, NULL);
+        }
         /* the traced selection: exactly the recomputed reused tokens, none in the prefix or the new tail */
         int32_t n_marked = 0;
         for (int32_t t = 0; t < r.n; t++) {
@@ -434,7 +508,7 @@ static void test_blend_accounting(void **state) {
         assert_int_equal(st.n_new, 4);
         assert_int_equal(st.n_nonprefix, 160);
         if (!stat) assert_int_equal(st.n_recomputed, 40);   /* ceil(0.25 * 160) */
-        else assert_true(st.n_recomputed > 0 && st.n_recomputed <= 160 && st.n_pad > 0);
+        else assert_int_equal(st.n_recomputed, 44);   /* 3 recompute calls of k = 16 rows: 16 + 16 + (16 - 4 new) */
         assert_int_equal(f.kv->n, r.n);   /* padding cells were released */
         /* close to exact: about 3x the KL measured here. Not compared with full's
          * (1.3e-2 on this one next token; blend's advantage is an average over
@@ -443,6 +517,26 @@ static void test_blend_accounting(void **state) {
         assert_int_equal(argmax(f.lg_a, f.V), argmax(exact, f.V));
         rp_reuse_free(e);
     }
+    /* static, a prompt ending in 70 new tokens (more than recompute calls can carry): prefill calls join in */
+    rp_reuse *e = engine(&f, RP_REUSE_BLEND, 0.25f, true);
+    cache_docs(&f, e, r.docs, f.lg_a);
+    rp_token p2[512];
+    int32_t b2[16], nb2;
+    rp_token tail[70];
+    for (int i = 0; i < 70; i++) tail[i] = 259 + (rp_token)((i * 37) % 250);   /* stories vocab: 512 */
+    static const int order2[] = {4, 1, 5};
+    const int32_t n2 = build(r.docs, order2, 3, 40, tail, 70, p2, b2, &nb2);
+    uint8_t mark[512];
+    const int32_t np = check_static_accounting(&f, e, p2, n2, b2, nb2, &st, mark);
+    assert_true(np > 0);
+    assert_int_equal(st.n_new, 70);
+    /* the cached prefix and the 70 new tokens only: three prefill calls, the last one padded (70 = 32 + 32 + 6) */
+    static const int order3[] = {4};
+    const int32_t n3 = build(r.docs, order3, 1, 40, tail, 70, p2, b2, &nb2);
+    assert_int_equal(check_static_accounting(&f, e, p2, n3, b2, nb2, &st, mark), 3);
+    assert_int_equal(st.n_pad, 32 - 6);
+    assert_int_equal(st.n_recomputed, 0);
+    rp_reuse_free(e);
     free(exact);
     fixture_close(&f);
 }
