@@ -652,7 +652,7 @@ static rp_reuse *store_engine(fixture *f, float r, int32_t subchunk_min, const c
 }
 
 static void remove_dir(const char *dir) {
-    char cmd[256];
+    char cmd[1100];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
 }
@@ -845,6 +845,80 @@ static void test_pipeline_equivalence(void **state) {
     fixture_close(&f);
 }
 
+/* A fresh engine over the store in `dir` whose RAM pool starts cold (no
+ * prefetch), so every reused chunk is a flash hit read layer by layer by the
+ * pool's loader thread (async_load, as `reprise run` / `serve` do). */
+static rp_reuse *cold_store_engine(fixture *f, const char *dir, bool pipeline) {
+    rp_reuse_params rp = rp_reuse_default_params();
+    rp.pipeline = pipeline;
+    rp_reuse *e = NULL;
+    assert_int_equal(rp_reuse_create(f->m, f->kv->type, 1024, rp, &e), RP_OK);
+    rp_store_params sp = rp_store_default_params();
+    rp_store *store = NULL;
+    assert_int_equal(rp_store_open(dir, &sp, &store), RP_OK);
+    rp_pool_params pp = rp_pool_default_params();
+    pp.async_load = true;
+    pp.no_prefetch = true;
+    assert_int_equal(rp_chunk_cache_attach_store(rp_reuse_cache(e), store, rp_reuse_salt(e), "tiny", &pp), RP_OK);
+    return e;
+}
+
+/* The load pipeline overlaps placing cached KV with compute: the engine's
+ * loader places every chunk's layer l before any layer l + 1, and compute at
+ * layer l waits only for layer l (rp_reuse_stats: load_ms = the loader's busy
+ * time, load_exposed_ms = compute's wait for it). 520 reused tokens of a
+ * synthetic 4-layer model come from flash (a cold pool read layer by layer, as
+ * `reprise run --cache-dir` does). Without the pipeline all of the load is
+ * exposed (exposed == load, exactly); with it the same bytes are placed and
+ * the logits are bit-identical. That compute really runs ahead of the loader
+ * is not asserted here: timing cannot tell it apart on a shared machine (a
+ * loader publishing nothing before its last layer still showed ~30 % "hidden"
+ * here), and a deterministic check needs a hook in the engine's loader (see
+ * the issue 14 report). How much a pipeline hides is a benchmark's job: the
+ * "81 % hidden" of bench/RESULTS.md is `bench ablation`'s full vs
+ * no-pipeline rows. */
+static void test_pipeline_flash(void **state) {
+    (void)state;
+    char q[512], dir[512];
+    snprintf(q, sizeof q, "%s/pipe-tiny.gguf", rp_test_tmpdir());
+    snprintf(dir, sizeof dir, "%s/pipe-store", rp_test_tmpdir());
+    rp_synth_params sp = rp_synth_default_params();   /* llama "tiny": 4 layers, KV rows 128 wide */
+    assert_int_equal(rp_synth_write(&sp, q), RP_OK);
+    fixture f;
+    assert_true(fixture_open(&f, q, RP_TYPE_F16, 1024));
+    rp_token docs[6][40];
+    make_docs(docs, 6, 40);
+    enum { ND = 14 };
+    rp_token p[1024];
+    int32_t bnd[64], nb;
+    int order[ND];
+    for (int i = 0; i < ND; i++) order[i] = 1 + i % 5;   /* the first document is a cached prefix, the rest re-rotated */
+    static const rp_token tail[] = {300, 301, 302, 303};
+    const int32_t n = build(docs, order, ND, 40, tail, 4, p, bnd, &nb);
+    rp_reuse *w = cold_store_engine(&f, dir, true);   /* the documents, on flash */
+    cache_docs(&f, w, docs, f.lg_a);
+    assert_int_equal(rp_chunk_cache_flush(rp_reuse_cache(w)), RP_OK);
+    rp_reuse_free(w);
+    rp_reuse_stats st[2];
+    for (int pipe = 0; pipe < 2; pipe++) {
+        rp_reuse *e = cold_store_engine(&f, dir, pipe);
+        assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, pipe ? f.lg_b : f.lg_a, &st[pipe]), RP_OK);
+        rp_reuse_free(e);
+        const rp_reuse_stats *s = &st[pipe];
+        print_message("  pipeline %s: %llu bytes placed, load %.3f ms, exposed %.3f ms, compute %.3f ms\n",
+                      pipe ? "on" : "off", (unsigned long long)s->bytes_loaded, s->load_ms, s->load_exposed_ms,
+                      s->compute_ms);
+        assert_int_equal(s->n_nonprefix, (ND - 1) * 40);
+        assert_true(s->bytes_loaded > 0 && s->load_ms > 0);
+        if (!pipe) assert_true(s->load_exposed_ms == s->load_ms);   /* nothing overlaps: every load is waited for */
+    }
+    assert_true(st[0].bytes_loaded == st[1].bytes_loaded);
+    assert_memory_equal(f.lg_a, f.lg_b, sizeof(float) * (size_t)f.V);
+    fixture_close(&f);
+    remove(q);
+    remove_dir(dir);
+}
+
 
 /* A prompt computed elsewhere (a plain forward, as the scheduler's batch
  * does) and cached with rp_reuse_commit_computed: exact chunks serve prefix
@@ -987,6 +1061,7 @@ int main(void) {
         cmocka_unit_test(test_rerotation_math),
         cmocka_unit_test(test_rerotation_model),
         cmocka_unit_test(test_ratio_one_equals_prefill),
+        cmocka_unit_test(test_pipeline_flash),
         cmocka_unit_test(test_blend_accounting),
         cmocka_unit_test(test_static_pad_mask),
         cmocka_unit_test(test_select_fallback),
