@@ -1070,5 +1070,5 @@ int main(void) {
         cmocka_unit_test(test_subchunk_reuse),
         cmocka_unit_test(test_salt),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

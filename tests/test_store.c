@@ -1165,5 +1165,5 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_bench_blob_vs_file), cmocka_unit_test(test_bench_zstd_real_kv),
         cmocka_unit_test(test_bench_lookup_100k),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

@@ -5,9 +5,9 @@ BIN="${RP_BIN:?RP_BIN must point at the reprise binary}"
 SHARED="${RP_SHARED_DIR:-../shared}"
 TMP="${RP_TEST_TMP:-/tmp}/bench_all.$$"
 M="$SHARED/models/stories260K.gguf"
-[ -f "$M" ] || { echo "SKIP: $M not found (set RP_SHARED_DIR)"; exit 0; }
-[ -d "$SHARED/data" ] || { echo "SKIP: $SHARED/data not found (the doc QA / chat / skills workloads read it)"; exit 0; }
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is not installed (checks the JSON)"; exit 0; }
+[ -f "$M" ] || { echo "SKIP: $M not found (set RP_SHARED_DIR)"; exit 77; }
+[ -d "$SHARED/data" ] || { echo "SKIP: $SHARED/data not found (the doc QA / chat / skills workloads read it)"; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is not installed (checks the JSON)"; exit 77; }
 mkdir -p "$TMP"
 trap 'rm -rf "$TMP"' EXIT
 export XDG_CACHE_HOME="$TMP/xdg"   # no stored calibration from another run

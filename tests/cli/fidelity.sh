@@ -14,7 +14,7 @@ M="$SHARED/models/stories260K.gguf"
 if [ ! -f "$M" ] || ! command -v python3 >/dev/null 2>&1; then
   echo "SKIP fidelity checks: $M or python3 not found"
   echo "0 passed, 0 failed, 1 skipped"
-  exit 0
+  exit 77
 fi
 
 # One seed = 12 generated stories, 50 prompts of 4-6 of them reordered (~1 s).

@@ -15,12 +15,12 @@ M="$SHARED/models/stories260K.gguf"
 if [ ! -f "$M" ]; then
   echo "SKIP reuse CLI checks: $M not found"
   echo "0 passed, 0 failed, 1 skipped"
-  exit 0
+  exit 77
 fi
 if ! command -v python3 >/dev/null 2>&1; then
   echo "SKIP reuse CLI checks: python3 (parses the stats line) not found"
   echo "0 passed, 0 failed, 1 skipped"
-  exit 0
+  exit 77
 fi
 
 # stat FILE KEY: the value of KEY in the last `stats: {json}` line of FILE (empty when absent)
