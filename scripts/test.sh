@@ -14,7 +14,7 @@ mkdir -p Testing
 rc=$(cat Testing/ctest-rc)
 shared="${RP_SHARED_DIR:-$src/../shared}"
 why=""
-[ -f "$shared/models/stories260K.gguf" ] || why=" (no $shared/models/stories260K.gguf: models missing)"
+[ -f "$shared/models/stories260K.gguf" ] || why=" (no ${RP_SHARED_DIR:-../shared}/models/stories260K.gguf: models missing)"
 awk -v why="$why" -v logf="Testing/Temporary/LastTest.log" '
   # ctest: "  3/40 Test  #8: test_gguf ......   Passed    0.14 sec" / "***Skipped" / "***Failed" / "***Timeout"
   / Test +#[0-9]+: / {
