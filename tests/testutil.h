@@ -34,7 +34,7 @@ void rp_test_count_skip(void);
 
 /* Every test program's main: runs the group, then prints "P passed, F failed,
  * S skipped" (the line the shell tests print too; scripts/test.sh sums them)
- * and returns cmocka's failure count, or RP_TEST_SKIPPED when nothing failed
+ * and returns 1 if any test failed, 0 if none, or RP_TEST_SKIPPED when nothing failed
  * and every test skipped (ctest's SKIP_RETURN_CODE: the program shows as
  * skipped, not passed). */
 #define RP_TEST_SKIPPED 77
