@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "calib.h"
 #include "cli.h"
 #include "core/bigmem.h"
 #include "core/error.h"

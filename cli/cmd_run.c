@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calib.h"
 #include "cli.h"
 #include "kernels/types.h"
 #include "model/forward.h"
@@ -47,13 +48,17 @@ static void run_usage(void) {
            "      --select S          which reused tokens blend recomputes: hybrid (default), dev (CacheBlend's\n"
            "                          largest KV deviation) or attn (deviation x attention paid by the last tokens)\n"
            "      --static            static-shape execution (L_P prefill / L_S recompute calls, DP schedule;\n"
-           "                          with --reuse full / prefix: new tokens in padded L_P calls)\n"
+           "                          with --reuse full / prefix: new tokens in padded L_P calls). L_P / L_S and\n"
+           "                          the plan's latencies come from `reprise plan --calibrate` for this model,\n"
+           "                          machine and -t (looked up in --cache-dir, else ~/.cache/reprise); without\n"
+           "                          one the shapes are defaults, stderr says so and plan_ms is null\n"
            "      --naive-schedule    with --static: one call type per segment instead of the DP\n"
            "      --cache-dir DIR     keep the chunk cache in DIR between runs (SQLite store on flash; see\n"
            "                          `reprise cache`); the RAM cache becomes its pool\n"
            "      --cache-ram MB      RAM budget of the chunk cache (default 512)\n"
            "      --cache-disk GB     flash budget of --cache-dir (default 0 = unlimited)\n"
-           "The last stderr line is `stats: {json}` (prompt, reused prefix/non-prefix, recomputed, TTFT ms).\n");
+           "The last stderr line is `stats: {json}` (prompt, reused prefix/non-prefix, recomputed, TTFT ms; with\n"
+           "--static also \"calibrated\" and the plan's predicted \"plan_ms\", null when it would be a placeholder).\n");
 }
 
 int cmd_run(int argc, char **argv) {
@@ -176,6 +181,8 @@ int cmd_run(int argc, char **argv) {
     if (calibrated)
         fprintf(stderr, "reprise run: static shapes from the stored calibration (L_P %d, L_S %d)\n",
                 rp_reuse_get_params(reuse)->static_cfg.L_P, rp_reuse_get_params(reuse)->static_cfg.L_S);
+    else if (static_mode)
+        cli_calib_warn("run", &rp_reuse_get_params(reuse)->static_cfg, model_path, cache_dir, (int)threads);
     rp_chunk_cache *pool = rp_reuse_cache(reuse);
     if (cache_dir) {   /* the chunk cache becomes the RAM pool over the flash store in cache_dir */
         rp_store_params stp = rp_store_default_params();
@@ -238,8 +245,8 @@ int cmd_run(int argc, char **argv) {
                 cs.disk_bytes / 1048576.0, (unsigned long long)cs.load_failures,
                 cs.store_damaged ? " (the database is damaged: read-only now, set aside at the next start)" : "");
     }
-    char js[1024];
-    rp_reuse_stats_json(&rst, js, sizeof js);
+    char js[2048];
+    cli_stats_json(&rst, static_mode, calibrated, js, sizeof js);
     fprintf(stderr, "stats: %s\n", js);
     rc = 0;
 done_prompt:

@@ -226,5 +226,5 @@ int main(void) {
         cmocka_unit_test(test_presence_frequency),
         cmocka_unit_test(test_seed_reproducible),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

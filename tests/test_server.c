@@ -198,10 +198,7 @@ static void stop(fixture *f) {
 
 #define NEED_MAIN()                                                 \
     do {                                                            \
-        if (!g_main.srv) {                                          \
-            print_message("SKIP: ../shared/%s not found\n", MODEL_REL); \
-            skip();                                                 \
-        }                                                           \
+        if (!g_main.srv) RP_SKIP("../shared/%s not found\n", MODEL_REL); \
     } while (0)
 
 static int group_setup(void **state) {
@@ -1119,5 +1116,5 @@ int main(void) {
         cmocka_unit_test(test_session_tool_suspend),
         cmocka_unit_test(test_drain),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return rp_test_main(tests, group_setup, group_teardown);
 }

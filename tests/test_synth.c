@@ -278,5 +278,5 @@ int main(void) {
         cmocka_unit_test(test_vocab_carryover),
         cmocka_unit_test(test_missing_and_misshapen_tensors),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }
