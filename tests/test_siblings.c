@@ -135,5 +135,5 @@ int main(void) {
         cmocka_unit_test(test_against_brute_force),
         cmocka_unit_test(test_many_parents),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

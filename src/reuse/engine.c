@@ -65,6 +65,7 @@ typedef struct loader {
     bool running, stop;
     uint64_t job, done;       /* job generations */
     _Atomic int32_t layers_done;
+    _Atomic int32_t compute_layer;   /* highest layer compute has begun in this job (-1: none) */
     atomic_int failed;        /* placements whose payload failed to load or verify (this job) */
     rp_kv *kv;
     placement *pl;
@@ -244,6 +245,7 @@ uint64_t rp_reuse_salt(const rp_reuse *e) { return e->salt; }
 const rp_model *rp_reuse_model(const rp_reuse *e) { return e->m; }
 rp_type rp_reuse_kv_type(const rp_reuse *e) { return e->kv_type; }
 void rp_reuse_trace_selection(rp_reuse *e, uint8_t *mark) { e->trace = mark; }
+int32_t rp_reuse_compute_layer(const rp_reuse *e) { return atomic_load(&e->ld.compute_layer); }
 
 void rp_reuse_set_query_vector(rp_reuse *e, const float *v, int32_t dim) {
     e->qvec = v && dim > 0 ? v : NULL;
@@ -335,6 +337,7 @@ static void *loader_main(void *vp) {
             atomic_store(&ld->layers_done, l + 1);
             pthread_cond_broadcast(&ld->cv);
             pthread_mutex_unlock(&ld->mu);
+            if (e->p.on_layer_placed) e->p.on_layer_placed(e->p.on_layer_placed_user, l);
         }
         double dt = now_ms() - t0;
         pthread_mutex_lock(&ld->mu);
@@ -372,6 +375,7 @@ static void loader_stop(rp_reuse *e) {
 static void loader_wait_layer(void *user, int32_t l) {
     rp_reuse *e = user;
     loader *ld = &e->ld;
+    if (atomic_load(&ld->compute_layer) < l) atomic_store(&ld->compute_layer, l);
     if (atomic_load(&ld->layers_done) > l) return;
     double t0 = now_ms();
     pthread_mutex_lock(&ld->mu);
@@ -404,6 +408,7 @@ static void placements_begin(rp_reuse *e, rp_ctx *c, rp_kv *kv) {
     ld->pl = e->pl;
     ld->n_pl = e->n_pl;
     atomic_store(&ld->layers_done, 0);
+    atomic_store(&ld->compute_layer, -1);
     ld->job++;
     pthread_cond_broadcast(&ld->cv);
     pthread_mutex_unlock(&ld->mu);
@@ -812,8 +817,13 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
         const int32_t k_static = rp_static_k(sc);
         for (int32_t i = 0; i < ncalls && rs == RP_OK; i++) {
             const rp_call *cl = &e->calls[i];
-            if (cl->kind == RP_CALL_PREFILL) rs = run_static_prefill(e, c, kv, toks, cl->begin, cl->end, n, st);
-            else rs = run_blend(e, c, kv, toks, tk, cl->begin, cl->end, n, sc->L_S, k_static, st);
+            if (cl->kind == RP_CALL_PREFILL) {
+                rs = run_static_prefill(e, c, kv, toks, cl->begin, cl->end, n, st);
+                /* reused tokens a prefill call computes whole are recomputed past the check layer too */
+                for (int32_t t = cl->begin; t < cl->end; t++) st->n_recomputed += tk[t] == RP_ROW_REUSE && t != n - 1;
+            } else {
+                rs = run_blend(e, c, kv, toks, tk, cl->begin, cl->end, n, sc->L_S, k_static, st);
+            }
         }
     }
     placements_end(e, c, st);

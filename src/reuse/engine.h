@@ -35,6 +35,10 @@ typedef struct rp_reuse_params {
     size_t cache_bytes;        /* RAM budget of the chunk cache */
     bool pipeline;             /* place cached KV layer by layer on a loader thread while compute runs
                                   (default); false: place everything before computing */
+    /* tests of the load pipeline: called on the loader thread once it has placed layer `layer` of every
+     * chunk of the prefill and before it starts the next layer (NULL: none). */
+    void (*on_layer_placed)(void *user, int32_t layer);
+    void *on_layer_placed_user;
     int32_t subchunk_min;      /* full / blend with a store attached: runs of new tokens are searched
                                   for sub-chunks of stored chunks (keywords + LCS) of at least this many
                                   tokens, reused re-rotated like whole chunks; 0 = off (default 32) */
@@ -84,6 +88,10 @@ rp_type rp_reuse_kv_type(const rp_reuse *e);
  * chose past the check layer (the final token excluded: it is always
  * computed), and 0 for the others. For `reprise plan --show-tokens`. */
 void rp_reuse_trace_selection(rp_reuse *e, uint8_t *mark);
+/* The highest layer the current prefill's compute has begun while the load
+ * pipeline runs (-1 before layer 0): with on_layer_placed, tests see compute
+ * move ahead of the loader. */
+int32_t rp_reuse_compute_layer(const rp_reuse *e);
 
 /* Dense vectors supplied by the caller (a RAG pipeline's embeddings), used
  * by the sub-chunk search of full / blend with a store attached:

@@ -7,9 +7,9 @@ BIN="${RP_BIN:?RP_BIN must point at the reprise binary}"
 SHARED="${RP_SHARED_DIR:-../shared}"
 TMP="${RP_TEST_TMP:-/tmp}/reuse_labels.$$"
 M="$SHARED/models/stories260K.gguf"
-[ -f "$M" ] || { echo "SKIP reuse label checks: $M not found (set RP_SHARED_DIR)"; echo "0 passed, 0 failed, 1 skipped"; exit 0; }
+[ -f "$M" ] || { echo "SKIP reuse label checks: $M not found (set RP_SHARED_DIR)"; echo "0 passed, 0 failed, 1 skipped"; exit 77; }
 for t in python3 curl; do
-  command -v $t >/dev/null 2>&1 || { echo "SKIP reuse label checks: $t not found"; echo "0 passed, 0 failed, 1 skipped"; exit 0; }
+  command -v $t >/dev/null 2>&1 || { echo "SKIP reuse label checks: $t not found"; echo "0 passed, 0 failed, 1 skipped"; exit 77; }
 done
 mkdir -p "$TMP"
 SP=""
@@ -137,5 +137,5 @@ EOF
     'grep -q "^reprise_reused_tokens_total{kind=\"prefix_approx\"} [1-9]" "$TMP/metrics" && grep -q "^reprise_reused_tokens_total{kind=\"prefix\"} [1-9]" "$TMP/metrics"'
 done
 
-echo "$pass passed, $fail failed"
+echo "$pass passed, $fail failed, 0 skipped"
 [ "$fail" -eq 0 ]

@@ -8,9 +8,9 @@ BIN="${RP_BIN:?RP_BIN must point at the reprise binary}"
 SHARED="${RP_SHARED_DIR:-../shared}"
 TMP="${RP_TEST_TMP:-/tmp}/store_damage.$$"
 M="$SHARED/models/stories260K.gguf"
-[ -f "$M" ] || { echo "SKIP store damage checks: $M not found (set RP_SHARED_DIR)"; echo "0 passed, 0 failed, 1 skipped"; exit 0; }
+[ -f "$M" ] || { echo "SKIP store damage checks: $M not found (set RP_SHARED_DIR)"; echo "0 passed, 0 failed, 1 skipped"; exit 77; }
 for t in python3 curl; do
-  command -v $t >/dev/null 2>&1 || { echo "SKIP store damage checks: $t not found"; echo "0 passed, 0 failed, 1 skipped"; exit 0; }
+  command -v $t >/dev/null 2>&1 || { echo "SKIP store damage checks: $t not found"; echo "0 passed, 0 failed, 1 skipped"; exit 77; }
 done
 mkdir -p "$TMP"
 SP=""
