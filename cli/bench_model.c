@@ -5,6 +5,7 @@
 
 #include "bandwidth.h"
 #include "cli.h"
+#include "progress.h"
 #include "kernels/cpu.h"
 #include "kernels/types.h"
 #include "model/forward.h"
@@ -98,7 +99,7 @@ int bench_model(int argc, char **argv) {
     rp_model *m = NULL;
     rp_model_params mp = rp_model_default_params();
     mp.n_threads = (int)max_th;
-    rp_status st = rp_model_load(model_path, mp, &m);
+    rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
     const char *mname = strrchr(model_path, '/') ? strrchr(model_path, '/') + 1 : model_path;
     const char *mtype = main_type(m);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "progress.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/session.h"
@@ -56,7 +57,7 @@ int cmd_chat(int argc, char **argv) {
     rp_chat_msg *msgs = calloc(MAX_MSGS, sizeof *msgs);
     char **owned = calloc(MAX_MSGS, sizeof *owned);
     int rc = 1;
-    rp_status st = rp_model_load(model_path, rp_model_default_params(), &m);
+    rp_status st = cli_model_load(model_path, rp_model_default_params(), &m);
     if (st != RP_OK) { rc = cli_fail("chat", model_path, st); goto done; }
     if (!m->tok || !msgs || !owned) { fprintf(stderr, "reprise chat: model has no tokenizer\n"); goto done; }
     if (n_ctx > m->hp.n_ctx_train) n_ctx = m->hp.n_ctx_train;
