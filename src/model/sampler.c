@@ -15,13 +15,16 @@
  *
  * Finding the survivors and the drawn token without sorting the vocabulary
  * (rp_sampler_sample): one pass computes S and a histogram of the candidates
- * over NB buckets of (max - v), monotone in v, holding each bucket's exact
- * weight sum. Buckets in rank order are runs of the rank order, so
- * - min_p / top_p: the buckets that must hold the cut are gathered and only
- *   they are sorted (more buckets are added if the cut lies further);
- * - the draw over an untruncated vocabulary: the bucket where the cumulative
- *   weight crosses the target is found from the bucket sums, and only that
- *   bucket is sorted.
+ * over up to NB buckets of (max - v), monotone in v, so that bucket order is
+ * rank order, with each bucket's count and exact weight sum. Then
+ * - min_p: the run ends in the first bucket whose smallest p is under the
+ *   threshold; only that bucket is sorted;
+ * - top_p: exact per-bucket sums of p find the bucket where the running sum
+ *   reaches top_p; only it is sorted (the reference's double running sum is
+ *   exact while every p is >= 2^-29; past such a p the sorted-run path below
+ *   takes over, growing a sorted leading run bucket by bucket);
+ * - the draw: the bucket where the cumulative weight crosses the target is
+ *   found from the bucket sums; only it is sorted.
  * rp_sampler_sample_ref sorts every candidate instead and must give the same
  * token for the same state (tests/test_sampler.c checks it). */
 #include "model/sampler.h"
@@ -37,7 +40,7 @@ __extension__ typedef unsigned __int128 u128;
 typedef struct { rp_token id; float v; } cand;
 
 enum {
-    NB = 4096,        /* histogram buckets over (max - v) */
+    NB = 4096,        /* most histogram buckets over (max - v): about 16 candidates a bucket, 64 to 4096 */
     SMALL_N = 256,    /* at most this many candidates: sort them all */
 };
 
@@ -279,6 +282,7 @@ static int32_t prepare(rp_sampler *s, const float *logits) {
 
 typedef struct {
     int32_t n;        /* candidates in s->c */
+    int nb;           /* buckets this step */
     int32_t best;     /* index in s->c of the first in rank order */
     float mx;         /* its value, the largest */
     double sum;       /* S: sum of e over the candidates */
@@ -319,7 +323,7 @@ static void extend(rp_sampler *s, step *st, int lim) {
 
 /* Makes s->pre[i] available (the i-th candidate in rank order); false if i >= n. */
 static bool ensure(rp_sampler *s, step *st, int32_t i) {
-    while (i >= st->a && st->lim < NB - 1) extend(s, st, st->lim >= NB / 2 ? NB - 1 : 2 * st->lim + 1);
+    while (i >= st->a && st->lim < st->nb - 1) extend(s, st, st->lim >= st->nb / 2 ? st->nb - 1 : 2 * st->lim + 1);
     return i < st->a;
 }
 
@@ -368,16 +372,17 @@ static bool begin(rp_sampler *s, const float *logits, step *st) {
     st->mx = mx = c[st->best].v;
     if (s->p.temp <= 0 || !isfinite(mx) || st->n == 1) return false;
     /* buckets of (mx - v) * scale: monotone in v, so bucket order is rank order */
+    st->nb = st->n / 16 < 64 ? 64 : st->n / 16 > NB ? NB : st->n / 16;
     double range = (double)mx - (double)mn, cap = 110.0 * (double)s->p.temp;   /* e underflows past ~104 */
     if (!(range <= cap)) range = cap;
-    float scale = range > 0 ? (float)((NB - 1) / range) : 0.0f;
+    float scale = range > 0 ? (float)((st->nb - 1) / range) : 0.0f;
     if (!isfinite(scale)) scale = 0;
-    memset(s->cnt, 0, sizeof *s->cnt * NB);
-    memset(s->wsum, 0, sizeof *s->wsum * NB);
+    memset(s->cnt, 0, sizeof *s->cnt * (size_t)st->nb);
+    memset(s->wsum, 0, sizeof *s->wsum * (size_t)st->nb);
     u128 acc = 0;
     for (int32_t i = 0; i < st->n; i++) {
         const float e = e_of(s, st, c[i].v), x = (mx - c[i].v) * scale;
-        const int b = x < (float)(NB - 1) ? (int)x : NB - 1;   /* -inf (and 0 * inf) land in the last */
+        const int b = x < (float)(st->nb - 1) ? (int)x : st->nb - 1;   /* -inf (and 0 * inf) land in the last */
         const uint64_t q = fix62(e);
         s->ev[i] = e;
         s->bk[i] = (uint16_t)b;
@@ -385,9 +390,9 @@ static bool begin(rp_sampler *s, const float *logits, step *st) {
         acc += q;
         s->wsum[b] += q >> 10;
     }
-    for (int b = 0; b < NB; b++) st->total += s->wsum[b];
+    for (int b = 0; b < st->nb; b++) st->total += s->wsum[b];
     st->sum = (double)acc * 0x1p-62;
-    st->bf = NB;
+    st->bf = st->nb;
     return true;
 }
 
@@ -403,7 +408,7 @@ static bool begin(rp_sampler *s, const float *logits, step *st) {
 static bool truncate_buckets(rp_sampler *s, step *st) {
     u128 *psum = s->psum;
     float *pmin = s->pmin;
-    for (int b = 0; b < NB; b++) { psum[b] = 0; pmin[b] = INFINITY; }
+    for (int b = 0; b < st->nb; b++) { psum[b] = 0; pmin[b] = INFINITY; }
     for (int32_t i = 0; i < st->n; i++) {
         const float p = p_of(s, st, s->ev[i]);
         const int b = s->bk[i];
@@ -416,8 +421,8 @@ static bool truncate_buckets(rp_sampler *s, step *st) {
         /* the run ends at the first candidate with p < thr: in the first bucket holding one */
         const float thr = s->p.min_p * p_of(s, st, 1.0f);
         int b = 0;
-        while (b < NB && !(s->cnt[b] && pmin[b] < thr)) b++;
-        if (b < NB) {
+        while (b < st->nb && !(s->cnt[b] && pmin[b] < thr)) b++;
+        if (b < st->nb) {
             nsorted = gather(s, st, sorted = b);
             int32_t r = 0;
             while (p_of(s, st, e_of(s, st, s->pre[r].v)) >= thr) r++;   /* stops: pmin[b] < thr */
@@ -428,7 +433,7 @@ static bool truncate_buckets(rp_sampler *s, step *st) {
     }
     if (s->p.top_p < 1.0f) {
         u128 base = 0;   /* exact sum of p * 2^52 over the buckets before b */
-        for (int b = 0; b <= st->bf && b < NB; b++) {
+        for (int b = 0; b <= st->bf && b < st->nb; b++) {
             const bool last = b == st->bf;   /* the bucket min_p cut: only its first r count */
             if (!last && s->cnt[b] == 0) continue;
             if (!last && (double)(base + psum[b]) * 0x1p-52 < s->p.top_p) {
@@ -462,14 +467,14 @@ static void survivors(rp_sampler *s, step *st, bool sort_everything) {
     /* the reference: a sorted run, grown bucket by bucket as the scans need it (all at once when sorting everything) */
     st->a = 0;
     st->lim = -1;
-    extend(s, st, sort_everything || st->n <= SMALL_N ? NB - 1 : 0);
+    extend(s, st, sort_everything || st->n <= SMALL_N ? st->nb - 1 : 0);
     st->bf = 0;
     st->r = truncate_run(s, st);
 }
 
 static int32_t n_survivors(const rp_sampler *s, const step *st) {
     int32_t m = st->r;
-    for (int b = 0; b < st->bf && b < NB; b++) m += s->cnt[b];
+    for (int b = 0; b < st->bf && b < st->nb; b++) m += s->cnt[b];
     return m;
 }
 
@@ -477,7 +482,7 @@ static rp_token draw(rp_sampler *s, step *st) {
     if (n_survivors(s, st) == 1) return s->c[st->best].id;
     const uint64_t k = next_u64(s) >> 11;   /* the 53 bits rp_sampler_uniform uses */
     u128 base = 0, tot;
-    for (int b = 0; b < st->bf && b < NB; b++) base += s->wsum[b];
+    for (int b = 0; b < st->bf && b < st->nb; b++) base += s->wsum[b];
     tot = base;
     for (int32_t i = 0; i < st->r; i++) tot += weight(s, st, s->pre[i].v);
     const u128 target = scale_u53(k, tot);
@@ -511,7 +516,7 @@ void rp_sampler_dist(rp_sampler *s, const float *logits, float *probs) {
     if (!begin(s, logits, &st)) { probs[s->c[st.best].id] = 1.0f; return; }
     survivors(s, &st, false);
     u128 tot = 0;
-    for (int b = 0; b < st.bf && b < NB; b++) tot += s->wsum[b];
+    for (int b = 0; b < st.bf && b < st.nb; b++) tot += s->wsum[b];
     for (int32_t i = 0; i < st.r; i++) tot += weight(s, &st, s->pre[i].v);
     const double inv = 1.0 / (double)tot;
     for (int32_t i = 0; i < st.n; i++)
