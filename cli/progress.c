@@ -22,8 +22,8 @@ static void on_signal(int sig) { g_signal = sig; }
 
 static bool draw(void *user, uint64_t done, uint64_t total) {
     line *l = user;
-    const double now = cli_now();
     if (!l->tty) return g_signal == 0;
+    const double now = cli_now();
     if (l->drawn && now - l->last < 0.1 && done < total) return g_signal == 0;   /* at most ~10 lines a second */
     const int pct = total ? (int)(100.0 * (double)done / (double)total) : 100;
     if (l->bytes)

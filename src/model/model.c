@@ -280,15 +280,6 @@ static rp_status bind_weights(const rp_gguf *g, rp_model *m) {
     return RP_OK;
 }
 
-/* Fingerprint: architecture, hyper-parameters (RoPE base / scaling among
- * them), every tensor's name/type/shape, and a digest of every weight byte:
- * the reuse salt must change when any weight changes (a fine-tune touching a
- * few rows would otherwise serve KV computed by other weights). Cost on the
- * 1B-shape Q4_0 model (/tmp/models/l1b-bpe-q4_0.gguf, 703 MB, page cache warm,
- * one core): 99-110 ms in rp_model_load (4 runs; ~40 ms of it is XXH3, the
- * rest the first touch of the freshly mapped pages, which packing would pay
- * next), against 0.4 ms for the 4-KiB-per-MiB sample used before; the whole
- * load takes 0.9-2 s there. */
 typedef struct {   /* progress over the hash pass, then the packing pass */
     rp_progress_fn fn;
     void *user;
@@ -301,6 +292,15 @@ static rp_status report(load_progress *lp, uint64_t add) {
     return RP_OK;
 }
 
+/* Fingerprint: architecture, hyper-parameters (RoPE base / scaling among
+ * them), every tensor's name/type/shape, and a digest of every weight byte:
+ * the reuse salt must change when any weight changes (a fine-tune touching a
+ * few rows would otherwise serve KV computed by other weights). Cost on the
+ * 1B-shape Q4_0 model (/tmp/models/l1b-bpe-q4_0.gguf, 703 MB, page cache warm,
+ * one core): 99-110 ms in rp_model_load (4 runs; ~40 ms of it is XXH3, the
+ * rest the first touch of the freshly mapped pages, which packing would pay
+ * next), against 0.4 ms for the 4-KiB-per-MiB sample used before; the whole
+ * load takes 0.9-2 s there. */
 static rp_status compute_fingerprint(const rp_gguf *g, rp_model *m, load_progress *lp) {
     XXH3_state_t *s = XXH3_createState();
     if (!s) return rp_errorf(RP_ERR_NOMEM, "model: out of memory");
@@ -331,11 +331,12 @@ static uint64_t weights_bytes(const rp_gguf *g) {
     return total;
 }
 
+/* bytes of a weight's GGUF rows (what packing reads) */
+static uint64_t source_bytes(const rp_weight *w) { return (uint64_t)w->rows * w->row_bytes; }
+
 /* Picks each matmul weight's kernel for the dispatch level and packs it
  * (in parallel). The token embedding is only gathered from, never multiplied,
  * so it stays in the mapping unless it doubles as the tied output. */
-static uint64_t source_bytes(const rp_weight *w) { return (uint64_t)w->rows * w->row_bytes; }
-
 static rp_status prepare_weights(rp_model *m, rp_model_params params, load_progress *lp) {
     int lvl = params.cpu_level >= 0 ? params.cpu_level : (int)rp_cpu_level_active();
     if (lvl > (int)rp_cpu_info_get()->best)

@@ -166,6 +166,15 @@ r = json.load(open(sys.argv[1]))[0]
 assert r[\"test\"] == \"tg8\" and r[\"bytes_per_token\"] > 0 and r[\"ceiling_tok_s_median\"] > 0, r
 assert 0 < r[\"of_ceiling_min\"] <= r[\"of_ceiling_median\"] <= r[\"of_ceiling_max\"], r
 " "$TMP/bmc.json"'
+  # bench model --temp: one tg row per temperature (sampled decode), each with its paired ratio to the first
+  "$BIN" bench model -m "$M" -p 0 -n 8 -t 1 -r 3 --temp 0,1 --top-p 0.9 --json > "$TMP/bmt.json" 2>&1
+  check "bench model --temp 0,1: a sampled tg row per temperature" 'python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert [x[\"test\"] for x in r] == [\"tg8 t=0\", \"tg8 t=1\"], r
+assert [x[\"temp\"] for x in r] == [0, 1] and all(x[\"top_k\"] == 0 and abs(x[\"top_p\"] - 0.9) < 1e-6 for x in r), r
+assert r[0][\"vs_first_median\"] == 1 and r[1][\"vs_first_median\"] > 0 and r[1][\"tok_s_median\"] > 0, r
+" "$TMP/bmt.json"'
   # bench kernels --pages-ab: the same packed weight on 2 MiB and 4 KiB pages, alternating
   "$BIN" bench kernels --pages-ab --types q4_0,q8_0 -t 1 --rows 64 --cols 256 -r 2 --json > "$TMP/pab.json" 2>&1
   check "bench kernels --pages-ab: both page sizes measured, ratio consistent" 'python3 -c "
