@@ -19,12 +19,21 @@
  * parser starts a new table). */
 static struct {
     const cli_args *owner;
+    const char *cmd;   /* with owner: a later cli_args in the same stack slot is a new table */
+    char **argv;
     const char *name[192];
     int n;
 } g_known;
 
+static bool owns(const cli_args *a) { return g_known.owner == a && g_known.cmd == a->cmd && g_known.argv == a->argv; }
+
 static void remember(const cli_args *a, const char *name) {
-    if (g_known.owner != a) { g_known.owner = a; g_known.n = 0; }
+    if (!owns(a)) {
+        g_known.owner = a;
+        g_known.cmd = a->cmd;
+        g_known.argv = a->argv;
+        g_known.n = 0;
+    }
     if (!name) return;
     for (int k = 0; k < g_known.n; k++)
         if (g_known.name[k] == name || strcmp(g_known.name[k], name) == 0) return;
@@ -131,7 +140,7 @@ static size_t body_len(const char *opt) {   /* the name without its leading dash
 }
 
 const char *cli_closest(const cli_args *a, const char *arg) {
-    if (g_known.owner != a) return NULL;
+    if (!owns(a)) return NULL;
     const char *const *known = g_known.name;
     const int n_known = g_known.n;
     const char *best = NULL;
@@ -166,7 +175,7 @@ int cli_unknown(cli_args *a) {
     if (eq) {   /* --top-k=5: options take their value as the next argument */
         char name[64];
         snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
-        for (int k = 0; g_known.owner == a && k < g_known.n; k++)
+        for (int k = 0; owns(a) && k < g_known.n; k++)
             if (strcmp(g_known.name[k], name) == 0) {
                 fprintf(stderr, "reprise %s: write '%s %s' (the value is the next argument, not after '=')\n", a->cmd, name, eq + 1);
                 return 2;

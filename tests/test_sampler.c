@@ -466,6 +466,43 @@ static void test_matches_sort_everything(void **state) {
     free(l);
 }
 
+/* On a 128256-token vocabulary (the Llama 3 shape) the sampler sorts a few
+ * hundred candidates per token, not the vocabulary: untruncated (the server's
+ * temperature 1), top_p, min_p and the CLI defaults, over logits without a
+ * huge block of ties (all-equal logits are one bucket: the whole vocabulary). */
+static void test_sorts_little(void **state) {
+    (void)state;
+    const int32_t n = 128256;
+    float *l = malloc(sizeof *l * (size_t)n);
+    assert_non_null(l);
+    static const combo combos[] = {
+        {0, 1.0f, 0, 1.0f, 1, 0, 0}, {0, 0.95f, 0, 1.0f, 1, 0, 0}, {0, 1.0f, 0.05f, 1.0f, 1, 0, 0},
+        {0, 0.9f, 0.02f, 0.7f, 1, 0, 0}, {40, 0.95f, 0.05f, 0.8f, 1, 0, 0},
+    };
+    int32_t worst = 0;
+    for (int kind = 0; kind < 5; kind++) {
+        if (kind == 3) continue;   /* seven distinct values: a seventh of the vocabulary ties */
+        for (size_t ci = 0; ci < sizeof combos / sizeof combos[0]; ci++) {
+            rp_sampler_params p = untruncated(combos[ci].temp);
+            p.top_k = combos[ci].top_k;
+            p.top_p = combos[ci].top_p;
+            p.min_p = combos[ci].min_p;
+            p.seed = (uint64_t)(kind * 10 + ci);
+            rp_sampler *s = NULL;
+            assert_int_equal(rp_sampler_create(p, n, &s), RP_OK);
+            for (int k = 0; k < 4; k++) {
+                make_logits(l, n, kind, 77 + (uint64_t)k);
+                rp_sampler_sample(s, l);
+                if (rp_sampler_last_sorted(s) > worst) worst = rp_sampler_last_sorted(s);
+            }
+            rp_sampler_free(s);
+        }
+    }
+    print_message("at most %d of %d candidates sorted per token\n", worst, n);
+    assert_true(worst <= n / 100);
+    free(l);
+}
+
 /* The smallest positive top_p keeps exactly the most likely token (and a
  * top_p of 0 is a parameter error, not a crash). */
 static void test_tiny_top_p(void **state) {
@@ -500,6 +537,7 @@ int main(void) {
         cmocka_unit_test(test_seed_reproducible),
         cmocka_unit_test(test_matches_sort_everything),
         cmocka_unit_test(test_tiny_top_p),
+        cmocka_unit_test(test_sorts_little),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

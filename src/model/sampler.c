@@ -56,6 +56,7 @@ struct rp_sampler {
     u128 *wsum;          /* [NB] draw weight sum per bucket */
     u128 *psum;          /* [NB] sum of p * 2^52 per bucket (min_p / top_p) */
     float *pmin;         /* [NB] smallest p per bucket */
+    int32_t n_sorted;    /* candidates the last sample / dist sorted */
     rp_token *hist;      /* ring of the last repeat_last_n tokens */
     int32_t hist_n, hist_head;
     uint64_t rng[4];
@@ -307,6 +308,7 @@ static int32_t gather(rp_sampler *s, const step *st, int b) {
     for (int32_t i = 0; i < st->n; i++)
         if (s->bk[i] == b) s->pre[k++] = s->c[i];
     sort_all(s->pre, k);
+    s->n_sorted += k;
     return k;
 }
 
@@ -318,6 +320,7 @@ static void extend(rp_sampler *s, step *st, int lim) {
     for (int32_t i = 0; i < st->n; i++)
         if (s->bk[i] > st->lim && s->bk[i] <= lim) s->pre[st->a++] = s->c[i];
     sort_all(s->pre + a0, st->a - a0);
+    s->n_sorted += st->a - a0;
     st->lim = lim;
 }
 
@@ -362,6 +365,7 @@ static u128 scale_u53(uint64_t k, u128 t) {
 static bool begin(rp_sampler *s, const float *logits, step *st) {
     memset(st, 0, sizeof *st);
     st->lim = -1;
+    s->n_sorted = 0;
     st->n = prepare(s, logits);
     const cand *c = s->c;
     float mx = -INFINITY, mn = INFINITY;
@@ -509,6 +513,7 @@ static rp_token sample(rp_sampler *s, const float *logits, bool sort_everything)
 
 rp_token rp_sampler_sample(rp_sampler *s, const float *logits) { return sample(s, logits, false); }
 rp_token rp_sampler_sample_ref(rp_sampler *s, const float *logits) { return sample(s, logits, true); }
+int32_t rp_sampler_last_sorted(const rp_sampler *s) { return s->n_sorted; }
 
 void rp_sampler_dist(rp_sampler *s, const float *logits, float *probs) {
     memset(probs, 0, sizeof(float) * (size_t)s->n_vocab);

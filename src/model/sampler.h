@@ -43,6 +43,9 @@ rp_token rp_sampler_sample(rp_sampler *s, const float *logits);
 /* The same draw computed by sorting every candidate (the reference the tests
  * hold rp_sampler_sample to: the same token and RNG use for the same state). */
 rp_token rp_sampler_sample_ref(rp_sampler *s, const float *logits);
+/* How many candidates the last sample / dist call sorted (the top_k
+ * selection aside): the cost the histogram is there to keep small. */
+int32_t rp_sampler_last_sorted(const rp_sampler *s);
 
 /* Writes the distribution sample() draws from (after bias, penalty,
  * temperature and truncation) into probs[n_vocab]; greedy gives a one-hot.
