@@ -7,6 +7,7 @@
 #include "answer_score.h"
 #include "calib.h"
 #include "cli.h"
+#include "progress.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "prompt.h"
@@ -267,7 +268,7 @@ int bench_reuse(int argc, char **argv) {
     rp_model *m = NULL;
     rp_model_params mp = rp_model_default_params();
     mp.n_threads = (int)threads;
-    rp_status st = rp_model_load(model_path, mp, &m);
+    rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
     if (!m->tok) { fprintf(stderr, "reprise bench reuse: the model has no tokenizer\n"); rp_model_free(m); return 1; }
     wp.seed = (uint64_t)seed;

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "progress.h"
 #include "core/error.h"
 #include "kernels/types.h"
 #include "model/model.h"
@@ -72,7 +73,7 @@ static int model_salt(const char *path, const char *kv_name, uint64_t *salt) {
         return 2;
     }
     rp_model *m = NULL;
-    rp_status st = rp_model_load(path, rp_model_default_params(), &m);
+    rp_status st = cli_model_load(path, rp_model_default_params(), &m);
     if (st != RP_OK) return cli_fail("cache", path, st);
     rp_reuse_params rp = rp_reuse_default_params();
     rp.pipeline = false;

@@ -7,6 +7,7 @@
 
 #include "calib.h"
 #include "cli.h"
+#include "progress.h"
 #include "kernels/types.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -163,7 +164,7 @@ int cmd_plan(int argc, char **argv) {
     rp_model *m = NULL;
     rp_model_params mp = rp_model_default_params();
     mp.n_threads = (int)threads;
-    rp_status st = rp_model_load(model_path, mp, &m);
+    rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
     int rc = 1;
     rp_reuse *e = NULL;

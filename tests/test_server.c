@@ -757,6 +757,31 @@ static void test_penalties_applied(void **state) {
     json_decref(c);
 }
 
+/* A top_p under float's range (it used to round to 0 and fail the sampler
+ * with a 500) is the smallest nucleus: the single most likely token, so a
+ * temperature-1 reply equals the greedy one. */
+static void test_tiny_top_p(void **state) {
+    NEED_MAIN();
+    json_t *g = chat(g_main.port, NULL, 200);
+    const char *tg = json_string_value(json_object_get(json_object_get(json_array_get(json_object_get(g, "choices"), 0), "message"), "content"));
+    static const char *const tps[] = {"1e-46", "1.4e-45", "5e-324", "1e-300"};
+    for (size_t i = 0; i < sizeof tps / sizeof tps[0]; i++) {
+        char body[1024];
+        snprintf(body, sizeof body, "{\"model\":\"any\",\"messages\":[%s],\"max_tokens\":12,\"temperature\":1,\"top_p\":%s,\"seed\":%zu}",
+                 k_user_msg, tps[i], i + 3);
+        resp r = post(g_main.port, "/v1/chat/completions", body);
+        if (r.status != 200) print_message("top_p %s: status %d: %.300s\n", tps[i], r.status, r.body);
+        assert_int_equal(r.status, 200);
+        json_t *j = parse(&r);
+        resp_free(&r);
+        assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message"), "content")), tg);
+        json_decref(j);
+    }
+    json_decref(g);
+    expect_error(g_main.port, "POST", "/v1/chat/completions", NULL,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_p\":0}", 400, NULL);
+}
+
 static void test_documents(void **state) {
     NEED_MAIN();
     const char *docs = "\"reprise_documents\":[\"Tom lives in a small house near the river.\",\"Anna has a big brown dog.\"]";
@@ -1108,6 +1133,7 @@ int main(void) {
         cmocka_unit_test(test_sessions),
         cmocka_unit_test(test_tools),
         cmocka_unit_test(test_penalties_applied),
+        cmocka_unit_test(test_tiny_top_p),
         cmocka_unit_test(test_documents),
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_disconnect_cancels),
