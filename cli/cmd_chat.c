@@ -148,8 +148,8 @@ int cmd_chat(int argc, char **argv) {
     rc = 0;
     catch_sigint();
     for (;;) {
+        g_at_prompt = 1;   /* before the prompt shows: a Ctrl-C as soon as it is seen must find it set */
         fprintf(stderr, "> ");
-        g_at_prompt = 1;
         errno = 0;
         ssize_t len = getline(&line, &line_cap, stdin);   /* a whole line, however long (a paste is one turn) */
         g_at_prompt = 0;

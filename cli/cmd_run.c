@@ -148,20 +148,22 @@ int cmd_run(int argc, char **argv) {
         n_ctx = n_train;
     }
     const long n_predict = g.n_predict < 0 ? 1L << 30 : g.n_predict;   /* -1: until end-of-generation or a full context */
-    if (n_ctx == 0) n_ctx = g.n_predict < 0 || (long)ntok + n_predict + pad > n_train ? n_train : (long)ntok + n_predict + pad;
-    if ((long)ntok + pad >= n_ctx) {
-        fprintf(stderr, "reprise run: prompt is %zu tokens (+%ld static padding), context is %ld (raise -c)\n", ntok, pad, n_ctx);
+    if (n_ctx == 0) n_ctx = g.n_predict < 0 || (long)ntok + n_predict > n_train ? n_train : (long)ntok + n_predict;
+    if ((long)ntok >= n_ctx) {
+        fprintf(stderr, "reprise run: prompt is %zu tokens, context is %ld (raise -c)\n", ntok, n_ctx);
         goto done_prompt;
     }
+    /* static mode's padding rows sit in cells past the context: scratch that is never attended by real rows */
+    const long n_cells = n_ctx + pad;
     rp_ctx_params cp = rp_ctx_default_params();
     cp.n_threads = (int)threads;
     cp.n_batch = (int32_t)n_batch;
     if (static_mode && cp.n_batch < rpp.static_cfg.L_S) cp.n_batch = rpp.static_cfg.L_S;
     cp.n_outputs = 1;
-    cp.n_ctx_max = (int32_t)n_ctx;
+    cp.n_ctx_max = (int32_t)n_cells;
     if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK) { rc = cli_fail("run", "context", st); goto done_prompt; }
     rp_session_params spp = rp_session_default_params();
-    spp.n_ctx = (int32_t)n_ctx;
+    spp.n_ctx = (int32_t)n_cells;
     spp.kv_type = (rp_type)kv_type;
     spp.sampler = g.sp;
     if ((st = rp_session_create(ctx, spp, &s)) != RP_OK) { rc = cli_fail("run", "session", st); goto done_prompt; }
