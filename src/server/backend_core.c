@@ -118,6 +118,14 @@ static void finish(core *c, rp_job *j, rp_job_finish why, rp_job_stats *st, cons
     rp_job_complete(j, why, st, err);
 }
 
+/* Caches the prompt's chunks (with the job's reuse options, like its prefill). */
+static void commit_prompt(core *c, rp_job *j, rp_session *s) {
+    const rp_reuse_params saved = rp_backend_reuse_override(c->e, j);
+    if (rp_reuse_commit(c->e, rp_session_kv(s)) != RP_OK)
+        fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
+    *rp_reuse_get_params(c->e) = saved;
+}
+
 static void run_job(core *c, rp_job *j) {
     rp_backend *b = c->b;
     const rp_model *m = b->m;
@@ -204,8 +212,7 @@ static void run_job(core *c, rp_job *j) {
         rp_sampler_accept(smp, t);
         n_gen++;
         if (!committed) {   /* cache the prompt's chunks after the first token, off the TTFT path */
-            if (rp_reuse_commit(c->e, rp_session_kv(s)) != RP_OK)
-                fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
+            commit_prompt(c, j, s);
             committed = true;
         }
         bool more = rp_job_push(j, t);
@@ -234,8 +241,7 @@ static void run_job(core *c, rp_job *j) {
         }
     }
     st.decode_ms = (rp_srv_now() - t1) * 1e3;
-    if (!committed && rp_reuse_commit(c->e, rp_session_kv(s)) != RP_OK)
-        fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
+    if (!committed) commit_prompt(c, j, s);
     rp_sampler_free(smp);
     finish(c, j, why, &st, why == RP_JOB_ERROR ? err : NULL);
     return;
@@ -244,12 +250,6 @@ fail:
     if (cs) cs->n_hist = cs->n_exact = 0;
     rp_sampler_free(smp);
     finish(c, j, RP_JOB_ERROR, &st, err);
-}
-
-static void snapshot_cache(core *c) {
-    pthread_mutex_lock(&c->mu);
-    rp_backend_reuse_snapshot(c->e, &c->st);
-    pthread_mutex_unlock(&c->mu);
 }
 
 static void *worker(void *arg) {
@@ -269,7 +269,6 @@ static void *worker(void *arg) {
         c->running = j;
         pthread_mutex_unlock(&c->mu);
         run_job(c, j);
-        snapshot_cache(c);
     }
     return NULL;
 }
@@ -305,7 +304,6 @@ static rp_status core_start(rp_backend *b) {
         rp_backend_core_ops.stop(b);
         return st;
     }
-    snapshot_cache(c);
     return RP_OK;
 }
 
@@ -409,6 +407,7 @@ static void core_stats(rp_backend *b, rp_backend_stats *out) {
     out->running = c->running ? 1 : 0;
     out->sessions = c->n_sessions;
     pthread_mutex_unlock(&c->mu);
+    rp_backend_reuse_snapshot(c->e, out);   /* the cache's figures now (thread-safe), not as of the last job */
 }
 
 static rp_status core_flush(rp_backend *b) {

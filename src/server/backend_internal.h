@@ -80,7 +80,8 @@ void rp_job_unref(rp_job *j);
 
 /* The reuse engine with the backend's mode, ratio and RAM budget, and the
  * flash store when cfg.cache_dir is set (backend_reuse.c). close flushes and
- * detaches the store; snapshot copies the cache figures into st. */
+ * detaches the store; snapshot copies the cache figures as they are now into
+ * st (any thread: the cache locks itself; a no-op without an engine). */
 rp_status rp_backend_reuse_open(const rp_backend *b, rp_reuse **out);
 void rp_backend_reuse_close(rp_reuse *e);
 void rp_backend_reuse_snapshot(rp_reuse *e, rp_backend_stats *st);

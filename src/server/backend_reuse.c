@@ -56,6 +56,7 @@ void rp_backend_reuse_snapshot(rp_reuse *e, rp_backend_stats *st) {
     st->store_bytes = cs.disk_bytes;
     st->store_evictions = cs.disk_evictions;
     st->store_written = cs.written;
+    st->store_write_failures = cs.write_failures;
 }
 
 rp_status rp_backend_reuse_flush(rp_reuse *e) {
@@ -68,5 +69,13 @@ rp_reuse_params rp_backend_reuse_override(rp_reuse *e, const rp_job *j) {
     const rp_reuse_params saved = *rp;
     if (j->p.reuse_mode >= 0) rp->mode = (rp_reuse_mode)j->p.reuse_mode;
     if (j->p.recompute_ratio >= 0) rp->ratio = j->p.recompute_ratio;
+    /* TODO(lead): the job's cache namespace goes to the engine here — the one place both backends pass
+     * per-job options, around every rp_reuse_prefill / rp_reuse_commit / rp_reuse_commit_computed /
+     * rp_reuse_analyze call (backend_core.c run_job and commit_prompt, backend_sched.c fill_with_engine and
+     * commit_prompt) — e.g. `rp->cache_ns = j->p.cache_ns;` once the engine mixes it into its chunk hashes
+     * (then the server's per-key namespaces isolate the RAM pool and the store too; test_tenancy's
+     * RP_TEST_NS_ENGINE_WIRED turns on the test that checks it). Until then only the server's own reuse
+     * paths are namespaced: kept sequences (backend_sched.c best_kept) and sessions (owner checks). */
+    (void)j->p.cache_ns;
     return saved;
 }
