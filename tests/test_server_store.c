@@ -25,7 +25,7 @@
         }                                                                 \
     } while (0)
 
-static char g_dir[4200];
+static char g_dir[4400];
 static int g_parallel = 1;
 
 static void with_store(rp_server_config *c) {

@@ -151,7 +151,7 @@ static void populate(const char *dir, chunk *blob, chunk *file) {
 
 /* The one payload file of chunk `id` (kv/XX/ID-SUM.kv), found by listing the directory. */
 static const char *payload_file(const char *dir, uint64_t id) {
-    static char out[4600];
+    static char out[4700];
     char sub[4400], pre[64];
     snprintf(sub, sizeof sub, "%s/kv/%02x", dir, (unsigned)(id & 0xff));
     snprintf(pre, sizeof pre, "%llu-", (unsigned long long)id);
@@ -337,7 +337,7 @@ static void test_keyed_checksums(void **state) {
     transplant(da, db, 2);
     const char *bf = payload_file(db, 2);
     assert_non_null(bf);
-    char dst[4600], cmd[9400];
+    char dst[4800], cmd[9800];
     snprintf(dst, sizeof dst, "%s/kv/02/%s", da, strrchr(bf, '/') + 1);
     snprintf(cmd, sizeof cmd, "cp -p '%s' '%s'", bf, dst);
     assert_int_equal(system(cmd), 0);

@@ -358,8 +358,10 @@ rp_status rp_server_start(const rp_server_config *cfg, rp_server **out) {
     s->ns_per_key = cfg->cache_namespace == RP_SRV_NS_PER_KEY || (cfg->cache_namespace == RP_SRV_NS_AUTO && s->keys.n > 1);
     if (cfg->timeout_s <= 0 || cfg->max_body < 64 || cfg->max_depth < 2 || cfg->max_messages < 1 ||
         cfg->max_connections < 1 || cfg->default_max_tokens < 1 || cfg->key_max_sessions < 0 || cfg->key_kv_mb < 0) {
-        st = rp_errorf(RP_ERR_INVALID_ARG, "server: bad limits (timeout %.1f, body %zu, depth %d, messages %d)",
-                       cfg->timeout_s, cfg->max_body, cfg->max_depth, cfg->max_messages);
+        st = rp_errorf(RP_ERR_INVALID_ARG,
+                       "server: bad limits (timeout %.1f, body %zu, depth %d, messages %d, key sessions %d, key KV %.1f MB)",
+                       cfg->timeout_s, cfg->max_body, cfg->max_depth, cfg->max_messages, cfg->key_max_sessions,
+                       cfg->key_kv_mb);
         goto fail;
     }
     /* the address first: a bad --host fails before the model loads */
