@@ -72,10 +72,11 @@ rp_reuse_params rp_backend_reuse_override(rp_reuse *e, const rp_job *j) {
     /* TODO(lead): the job's cache namespace goes to the engine here — the one place both backends pass
      * per-job options, around every rp_reuse_prefill / rp_reuse_commit / rp_reuse_commit_computed /
      * rp_reuse_analyze call (backend_core.c run_job and commit_prompt, backend_sched.c fill_with_engine and
-     * commit_prompt) — e.g. `rp->cache_ns = j->p.cache_ns;` once the engine mixes it into its chunk hashes
-     * (then the server's per-key namespaces isolate the RAM pool and the store too; test_tenancy's
-     * RP_TEST_NS_ENGINE_WIRED turns on the test that checks it). Until then only the server's own reuse
-     * paths are namespaced: kept sequences (backend_sched.c best_kept) and sessions (owner checks). */
+     * commit_prompt). With the engine's rp_reuse_opts this function becomes one that returns
+     * {mode, ratio, ns = j->p.cache_ns} for the *_opts calls (the next commit on this branch does that, to
+     * take or drop); then the server's per-key namespaces isolate the RAM pool and the store too, and
+     * test_tenancy's RP_TEST_NS_ENGINE_WIRED turns on the test that checks it. Until then only the server's
+     * own reuse paths are namespaced: kept sequences (backend_sched.c best_kept) and sessions (owners). */
     (void)j->p.cache_ns;
     return saved;
 }
