@@ -17,10 +17,10 @@
 #include "srvtest.h"
 #include "testutil.h"
 
-/* The reuse engine mixes a request's cache namespace into its chunk hashes (lead's part, see
- * backend_reuse.c TODO(lead)): 0 until it does, which skips test_namespace_engine with a message. */
+/* The reuse engine mixes a request's cache namespace into its chunk hashes (rp_reuse_opts.ns, handed over by
+ * backend_reuse.c rp_backend_reuse_opts): 0 skips test_namespace_engine with a message. */
 #ifndef RP_TEST_NS_ENGINE_WIRED
-#define RP_TEST_NS_ENGINE_WIRED 0
+#define RP_TEST_NS_ENGINE_WIRED 1
 #endif
 
 #define NEED_MODEL()                                                      \
@@ -130,7 +130,7 @@ static void test_key_sources(void **state) {
     }
 }
 
-static const char *g_api_key, *g_key_file;
+static const char *g_api_key, *g_key_file, *g_cache_dir;
 static int g_ns = RP_SRV_NS_AUTO, g_parallel = 1, g_sessions = 16, g_key_sessions;
 static double g_key_kv_mb;
 
@@ -142,10 +142,11 @@ static void tweak(rp_server_config *c) {
     c->backend.max_sessions = g_sessions;
     c->key_max_sessions = g_key_sessions;
     c->key_kv_mb = g_key_kv_mb;
+    c->backend.cache_dir = g_cache_dir;
 }
 
 static void reset_config(void) {
-    g_api_key = g_key_file = NULL;
+    g_api_key = g_key_file = g_cache_dir = NULL;
     g_ns = RP_SRV_NS_AUTO;
     g_parallel = 1;
     g_sessions = 16;
@@ -347,8 +348,8 @@ static void test_namespace_engine(void **state) {
     (void)state;
     NEED_MODEL();
     if (!RP_TEST_NS_ENGINE_WIRED) {
-        print_message("SKIP: namespace not wired into the reuse engine (TODO(lead) in src/server/backend_reuse.c; "
-                      "build with -DRP_TEST_NS_ENGINE_WIRED=1 to run)\n");
+        print_message("SKIP: namespace not wired into the reuse engine (src/server/backend_reuse.c "
+                      "rp_backend_reuse_opts; build with -DRP_TEST_NS_ENGINE_WIRED=1 to run)\n");
         skip();
     }
     reset_config();
@@ -373,6 +374,24 @@ static void test_namespace_engine(void **state) {
         json_decref(a2);
         stop(&f);
     }
+    /* the flash store keeps the namespaces: after a restart, B still finds nothing of A's, A all of it */
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/ns-store", rp_test_tmpdir());
+    g_cache_dir = dir;
+    g_parallel = 1;
+    fixture f;
+    start(&f, tweak);
+    json_decref(turn(f.port, KEY_A, k_story, NULL, 200));
+    stop(&f);   /* flushes the store */
+    start(&f, tweak);
+    json_t *b = turn(f.port, KEY_B, k_story, NULL, 200);
+    json_t *a = turn(f.port, KEY_A, k_story, NULL, 200);
+    print_message("store, restarted: B %lld, A %lld cached tokens\n", (long long)cached(b), (long long)cached(a));
+    assert_int_equal(cached(b), 0);
+    assert_true(cached(a) > 0);
+    json_decref(a);
+    json_decref(b);
+    stop(&f);
 }
 
 /* Shared namespace (one key, or --cache-namespace shared): the one cache serves every request — the

@@ -118,12 +118,10 @@ static void finish(core *c, rp_job *j, rp_job_finish why, rp_job_stats *st, cons
     rp_job_complete(j, why, st, err);
 }
 
-/* Caches the prompt's chunks (with the job's reuse options, like its prefill). */
-static void commit_prompt(core *c, rp_job *j, rp_session *s) {
-    const rp_reuse_params saved = rp_backend_reuse_override(c->e, j);
+/* Caches the prompt's chunks (in its prefill's namespace). */
+static void commit_prompt(core *c, rp_session *s) {
     if (rp_reuse_commit(c->e, rp_session_kv(s)) != RP_OK)
         fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
-    *rp_reuse_get_params(c->e) = saved;
 }
 
 static void run_job(core *c, rp_job *j) {
@@ -160,11 +158,11 @@ static void run_job(core *c, rp_job *j) {
     const bool via_engine = common == 0;
     const double t0 = rp_srv_now();
     if (via_engine) {
-        const rp_reuse_params saved = rp_backend_reuse_override(c->e, j);
+        const rp_reuse_opts o = rp_backend_reuse_opts(j);
         rp_reuse_stats rst;
         memset(&rst, 0, sizeof rst);
-        rs = rp_reuse_prefill(c->e, c->ctx, rp_session_kv(s), j->toks, j->p.n, j->bounds, j->p.n_bounds, c->logits, &rst);
-        *rp_reuse_get_params(c->e) = saved;
+        rs = rp_reuse_prefill_opts(c->e, &o, c->ctx, rp_session_kv(s), j->toks, j->p.n, j->bounds, j->p.n_bounds,
+                                   c->logits, &rst);
         if (rs == RP_OK) rs = rp_session_adopt(s, j->toks, j->p.n, c->logits);
         st.n_prefix = rst.n_prefix;
         st.n_prefix_exact = rst.n_prefix_exact;
@@ -212,7 +210,7 @@ static void run_job(core *c, rp_job *j) {
         rp_sampler_accept(smp, t);
         n_gen++;
         if (!committed) {   /* cache the prompt's chunks after the first token, off the TTFT path */
-            commit_prompt(c, j, s);
+            commit_prompt(c, s);
             committed = true;
         }
         bool more = rp_job_push(j, t);
@@ -241,7 +239,7 @@ static void run_job(core *c, rp_job *j) {
         }
     }
     st.decode_ms = (rp_srv_now() - t1) * 1e3;
-    if (!committed) commit_prompt(c, j, s);
+    if (!committed) commit_prompt(c, s);
     rp_sampler_free(smp);
     finish(c, j, why, &st, why == RP_JOB_ERROR ? err : NULL);
     return;

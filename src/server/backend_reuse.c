@@ -64,19 +64,10 @@ rp_status rp_backend_reuse_flush(rp_reuse *e) {
     return cc && rp_chunk_cache_has_store(cc) ? rp_chunk_cache_flush(cc) : RP_OK;
 }
 
-rp_reuse_params rp_backend_reuse_override(rp_reuse *e, const rp_job *j) {
-    rp_reuse_params *rp = rp_reuse_get_params(e);
-    const rp_reuse_params saved = *rp;
-    if (j->p.reuse_mode >= 0) rp->mode = (rp_reuse_mode)j->p.reuse_mode;
-    if (j->p.recompute_ratio >= 0) rp->ratio = j->p.recompute_ratio;
-    /* TODO(lead): the job's cache namespace goes to the engine here — the one place both backends pass
-     * per-job options, around every rp_reuse_prefill / rp_reuse_commit / rp_reuse_commit_computed /
-     * rp_reuse_analyze call (backend_core.c run_job and commit_prompt, backend_sched.c fill_with_engine and
-     * commit_prompt). With the engine's rp_reuse_opts this function becomes one that returns
-     * {mode, ratio, ns = j->p.cache_ns} for the *_opts calls (the next commit on this branch does that, to
-     * take or drop); then the server's per-key namespaces isolate the RAM pool and the store too, and
-     * test_tenancy's RP_TEST_NS_ENGINE_WIRED turns on the test that checks it. Until then only the server's
-     * own reuse paths are namespaced: kept sequences (backend_sched.c best_kept) and sessions (owners). */
-    (void)j->p.cache_ns;
-    return saved;
+rp_reuse_opts rp_backend_reuse_opts(const rp_job *j) {
+    rp_reuse_opts o = rp_reuse_default_opts();
+    o.mode = j->p.reuse_mode;   /* -1: the engine's (the server's --reuse) */
+    o.ratio = j->p.recompute_ratio;
+    o.ns = j->p.cache_ns;       /* the request's API key's namespace (0: shared) */
+    return o;
 }

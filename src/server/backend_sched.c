@@ -162,12 +162,12 @@ static rp_status fill_with_engine(void *user, rp_kv *kv, const rp_token *toks, i
     fill_arg *a = user;
     sched_be *x = a->x;
     rp_job *j = a->j;
-    const rp_reuse_params saved = rp_backend_reuse_override(x->e, j);
+    const rp_reuse_opts o = rp_backend_reuse_opts(j);
     int32_t nb = 0;   /* the caller's boundaries inside the prompt (document and message starts) */
     for (int32_t i = 0; i < j->p.n_bounds; i++)
         if (j->bounds[i] > 0 && j->bounds[i] < n) x->ebounds[nb++] = j->bounds[i];
     rp_reuse_analysis an;
-    rp_status st = rp_reuse_analyze(x->e, toks, n, x->ebounds, nb, &an);
+    rp_status st = rp_reuse_analyze_opts(x->e, &o, toks, n, x->ebounds, nb, &an);
     int32_t end = n;   /* analysis failed: fill everything, as the engine would */
     if (st == RP_OK) {
         end = an.n_prefix;
@@ -191,7 +191,7 @@ static rp_status fill_with_engine(void *user, rp_kv *kv, const rp_token *toks, i
         int32_t nbe = 0;
         for (int32_t i = 0; i < nb; i++)
             if (x->ebounds[i] < end) nbe++;
-        st = rp_reuse_prefill(x->e, x->ectx, kv, toks, end, x->ebounds, nbe, x->elogits, &a->rst);
+        st = rp_reuse_prefill_opts(x->e, &o, x->ectx, kv, toks, end, x->ebounds, nbe, x->elogits, &a->rst);
         a->ran = st == RP_OK;
         /* cached now, while the KV holds exactly the filled tokens: the engine keeps only its last prompt */
         if (st == RP_OK && j->p.persist && rp_reuse_commit(x->e, kv) != RP_OK)
@@ -203,7 +203,6 @@ static rp_status fill_with_engine(void *user, rp_kv *kv, const rp_token *toks, i
      * filled token exact (an approximate prefix chunk counts, not only blend) */
     j->commit_exact = st == RP_OK && (end == 0 || a->rst.n_exact_head >= end);
     j->exact_head = j->commit_exact ? INT32_MAX : a->rst.n_exact_head;
-    *rp_reuse_get_params(x->e) = saved;
     if (st != RP_OK) {   /* the scheduler discards the fill: the batch computes everything, cached after */
         j->commit_after = j->p.persist;
         j->commit_exact = true;
@@ -223,9 +222,9 @@ static rp_status commit_prompt(void *user, const rp_kv *kv, const rp_token *toks
     rp_job *j = c->j;
     /* a turn cancelled before its prompt was computed has nothing to cache */
     if (n < j->p.n || kv->n < j->p.n || memcmp(toks, j->toks, sizeof *toks * (size_t)j->p.n) != 0) return RP_OK;
-    const rp_reuse_params saved = rp_backend_reuse_override(c->x->e, j);
-    const rp_status st = rp_reuse_commit_computed(c->x->e, kv, j->toks, j->p.n, j->bounds, j->p.n_bounds, j->commit_exact);
-    *rp_reuse_get_params(c->x->e) = saved;
+    const rp_reuse_opts o = rp_backend_reuse_opts(j);
+    const rp_status st =
+        rp_reuse_commit_computed_opts(c->x->e, &o, kv, j->toks, j->p.n, j->bounds, j->p.n_bounds, j->commit_exact);
     if (st != RP_OK) fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
     return st;
 }
