@@ -17,13 +17,7 @@
 #include "srvtest.h"
 #include "testutil.h"
 
-#define NEED_MODEL()                                                      \
-    do {                                                                  \
-        if (!rp_test_shared(SRVTEST_MODEL)) {                             \
-            print_message("SKIP: ../shared/%s not found\n", SRVTEST_MODEL); \
-            skip();                                                       \
-        }                                                                 \
-    } while (0)
+#define NEED_MODEL() RP_REQUIRE_SHARED(rp_test_shared(SRVTEST_MODEL), SRVTEST_MODEL)
 
 static char g_dir[4400];
 static int g_parallel = 1;
@@ -107,10 +101,10 @@ static void test_full_disk_keeps_serving(void **state) {
     snprintf(g_mnt, sizeof g_mnt, "%s/full", rp_test_tmpdir());
     mkdir(g_mnt, 0700);
     if (mount("tmpfs", g_mnt, "tmpfs", 0, "size=256k,mode=0700") != 0) {
-        print_message("SKIP: cannot mount a tmpfs at %s (%s): a full disk needs root with CAP_SYS_ADMIN\n", g_mnt,
-                      strerror(errno));
+        const int err = errno;
         g_mnt[0] = 0;
-        skip();
+        RP_SKIP("cannot mount a tmpfs under %s (%s): a full disk needs root with CAP_SYS_ADMIN\n", rp_test_tmpdir(),
+                strerror(err));
     }
     snprintf(g_dir, sizeof g_dir, "%s/store", g_mnt);
     g_parallel = 1;
@@ -143,5 +137,5 @@ int main(void) {
         cmocka_unit_test(test_store_bytes_gauge),
         cmocka_unit_test_teardown(test_full_disk_keeps_serving, unmount_teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

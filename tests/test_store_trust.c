@@ -260,10 +260,7 @@ static void test_loose_modes_refused(void **state) {
 /* Another user's directory or files (only root can make them here). */
 static void test_foreign_owner_refused(void **state) {
     (void)state;
-    if (geteuid() != 0) {
-        print_message("SKIP: chown to another user needs root\n");
-        skip();
-    }
+    if (geteuid() != 0) RP_SKIP("chown to another user needs root\n");
     const struct passwd *pw = getpwnam("nobody");
     const uid_t other = pw ? pw->pw_uid : 65534;
     const gid_t og = pw ? pw->pw_gid : 65534;
@@ -435,8 +432,8 @@ static const char *tiny_fs(const char *name, int kib) {
     char opt[64];
     snprintf(opt, sizeof opt, "size=%dk,mode=0700", kib);
     if (mount("tmpfs", d, "tmpfs", 0, opt) != 0) {
-        print_message("SKIP: cannot mount a %d KiB tmpfs at %s (%s): a full disk needs root with CAP_SYS_ADMIN\n",
-                      kib, d, strerror(errno));
+        print_message("cannot mount a %d KiB tmpfs at %s (%s): a full disk needs root with CAP_SYS_ADMIN\n", kib, d,
+                      strerror(errno));
         return NULL;
     }
     snprintf(g_mnt, sizeof g_mnt, "%s", d);
@@ -460,7 +457,7 @@ static void test_disk_full(void **state) {
     for (int pass = 0; pass < 2; pass++) {   /* BLOBs: SQLITE_FULL; files: ENOSPC */
         const rp_payload_mode mode = pass == 0 ? RP_PAYLOAD_BLOB : RP_PAYLOAD_FILE;
         const char *d = tiny_fs(pass == 0 ? "full-blob" : "full-file", 320);
-        if (!d) skip();
+        if (!d) RP_SKIP("no tmpfs to fill\n");
         char dir[4400];
         snprintf(dir, sizeof dir, "%s/store", d);
         rp_store *s = NULL;
@@ -507,5 +504,5 @@ int main(void) {
         cmocka_unit_test(test_unkeyed_store_upgraded),
         cmocka_unit_test_teardown(test_disk_full, unmount_teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

@@ -23,13 +23,7 @@
 #define RP_TEST_NS_ENGINE_WIRED 1
 #endif
 
-#define NEED_MODEL()                                                      \
-    do {                                                                  \
-        if (!rp_test_shared(SRVTEST_MODEL)) {                             \
-            print_message("SKIP: ../shared/%s not found\n", SRVTEST_MODEL); \
-            skip();                                                       \
-        }                                                                 \
-    } while (0)
+#define NEED_MODEL() RP_REQUIRE_SHARED(rp_test_shared(SRVTEST_MODEL), SRVTEST_MODEL)
 
 /* A key file with `text`, mode `mode`; returns its path (static, one at a time). */
 static const char *key_file(const char *name, const char *text, mode_t mode) {
@@ -348,9 +342,8 @@ static void test_namespace_engine(void **state) {
     (void)state;
     NEED_MODEL();
     if (!RP_TEST_NS_ENGINE_WIRED) {
-        print_message("SKIP: namespace not wired into the reuse engine (src/server/backend_reuse.c "
-                      "rp_backend_reuse_opts; build with -DRP_TEST_NS_ENGINE_WIRED=1 to run)\n");
-        skip();
+        RP_SKIP("namespace not wired into the reuse engine (src/server/backend_reuse.c rp_backend_reuse_opts; "
+                "build with -DRP_TEST_NS_ENGINE_WIRED=1 to run)\n");
     }
     reset_config();
     g_key_file = key_file("keys-two", k_two_keys, 0600);
@@ -429,5 +422,5 @@ int main(void) {
         cmocka_unit_test(test_namespace_engine),
         cmocka_unit_test(test_namespace_shared_reuses),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

@@ -8,11 +8,11 @@ BIN="${RP_BIN:?RP_BIN must point at the reprise binary}"
 SHARED="${RP_SHARED_DIR:-../shared}"
 TMP="${RP_TEST_TMP:-/tmp}/store_trust.$$"
 M="$SHARED/models/stories260K.gguf"
-[ -f "$M" ] || { echo "SKIP: $M not found (set RP_SHARED_DIR)"; exit 0; }
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 (edits the databases) not found"; exit 0; }
+[ -f "$M" ] || { echo "SKIP: $M not found (set RP_SHARED_DIR)"; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 (edits the databases) not found"; exit 77; }
 mkdir -p "$TMP"
 trap 'rm -rf "$TMP"' EXIT
-pass=0; fail=0
+pass=0; fail=0; skip=0
 ok()  { pass=$((pass+1)); echo "ok   $1"; }
 bad() { fail=$((fail+1)); echo "FAIL $1"; }
 check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
@@ -51,7 +51,7 @@ if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
   check "another user's store directory is refused" '[ $rc -eq 1 ] && grep -q "owned by another user" "$TMP/e"'
   chown root "$TMP/loose"
 else
-  echo "skip another user's store directory (needs root)"
+  skip=$((skip+1)); echo "skip another user's store directory (needs root)"
 fi
 
 # ---- KV copied from another store: its checksums were keyed with the other store's secret
@@ -92,5 +92,5 @@ check "cache stats reports write failures" '[ $rc -eq 0 ] && grep -q "^write fai
 "$BIN" cache --help >"$TMP/help" 2>&1
 check "cache --help says what the store trusts" 'grep -q "group/world-writable" "$TMP/help" && grep -q "secret" "$TMP/help"'
 
-echo "$pass passed, $fail failed"
+echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
