@@ -25,7 +25,12 @@ static void cache_usage(FILE *f) {
             "  compact            remove orphans (payloads, keywords, vectors, files without rows), then VACUUM\n"
             "  clear              delete every chunk (of -m MODEL only, when given)\n"
             "-m MODEL restricts the command to the chunks written for that model and KV type (the reuse salt);\n"
-            "without it every model in the store is included. The store's files are private (dir 0700, files 0600).\n");
+            "without it every model in the store is included.\n"
+            "The store's files are private (dir 0700, files 0600): a store directory or file that is not yours or\n"
+            "is group/world-writable is refused (another user could have planted KV or read token ids); a writer\n"
+            "tightens read permission for others. Checksums are keyed with a random secret of the store (in\n"
+            "kv.db): KV copied from another store is corrupt here. A store of older builds (unkeyed) is refused by\n"
+            "stats/ls/verify; clear, or any run/serve on it, upgrades it (its chunks are dropped).\n");
 }
 
 typedef struct ls_ctx {
@@ -201,6 +206,8 @@ int cmd_cache(int argc, char **argv) {
                ss.stored_bytes ? (double)ss.raw_bytes / (double)ss.stored_bytes : 1.0);
         printf("keywords: %llu, vectors: %llu\n", (unsigned long long)ss.n_keywords, (unsigned long long)ss.n_vectors);
         printf("disk: %.2f MiB (database pages in use + WAL + payload files)\n", mib(ss.disk_bytes));
+        printf("write failures: %llu (chunk writes that failed, e.g. disk full; recorded with the next write that "
+               "succeeds)\n", (unsigned long long)ss.write_failures);
         rc = 0;
     } else if (!strcmp(sub, "ls")) {
         printf("%8s %8s %6s %6s %6s %5s %10s %10s %4s %-4s %6s %10s  %s\n", "id", "parent", "model", "tokens", "pos0",

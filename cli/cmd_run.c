@@ -232,10 +232,10 @@ int cmd_run(int argc, char **argv) {
         if (rp_chunk_cache_flush(pool) != RP_OK) fprintf(stderr, "reprise run: saving the cache failed: %s\n", rp_last_error());
         rp_cache_stats cs = rp_chunk_cache_stats(pool);
         fprintf(stderr, "cache: %llu chunks in RAM (%.1f MiB), flash hits %llu, prefetched %llu (%llu used), written %llu, "
-                        "store %.1f MiB, failed loads %llu%s\n",
+                        "write failures %llu, store %.1f MiB, failed loads %llu%s\n",
                 (unsigned long long)cs.n_chunks, cs.bytes / 1048576.0, (unsigned long long)cs.flash_hits,
                 (unsigned long long)cs.prefetched, (unsigned long long)cs.prefetch_used, (unsigned long long)cs.written,
-                cs.disk_bytes / 1048576.0, (unsigned long long)cs.load_failures,
+                (unsigned long long)cs.write_failures, cs.disk_bytes / 1048576.0, (unsigned long long)cs.load_failures,
                 cs.store_damaged ? " (the database is damaged: read-only now, set aside at the next start)" : "");
     }
     char js[2048];

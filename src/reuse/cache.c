@@ -1709,12 +1709,14 @@ static void *writer_main(void *arg) {
             sync_touches(c, c->db_wr);
             sync_coaccess(c, c->db_wr);
         }
-        if (c->pp.disk_budget > 0) {
+        /* the store's size after every round, with a disk budget or without (stats.disk_bytes, the server's
+         * reprise_store_bytes): measuring it only under a budget left it at its size at attach */
+        {
             pthread_mutex_unlock(&c->mu);
             uint64_t disk = rp_store_disk_bytes(c->db_wr);
             pthread_mutex_lock(&c->mu);
             c->st.disk_bytes = disk;
-            if (disk > c->pp.disk_budget) {   /* down to 80%: evictions come in batches, not per write */
+            if (c->pp.disk_budget > 0 && disk > c->pp.disk_budget) {   /* down to 80%: evictions come in batches, not per write */
                 uint64_t freed = 0;
                 disk_evict(c, c->db_wr, c->pp.disk_budget - c->pp.disk_budget / 5, &freed);
             }

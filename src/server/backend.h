@@ -53,6 +53,7 @@ rp_status rp_backend_create(const rp_backend_config *cfg, rp_backend **out);
 void rp_backend_free(rp_backend *b);
 const rp_model *rp_backend_model(const rp_backend *b);
 int32_t rp_backend_n_ctx(const rp_backend *b);
+uint64_t rp_backend_kv_bytes_per_token(const rp_backend *b);   /* K + V of one token, every layer */
 const char *rp_backend_kind(const rp_backend *b);   /* "core" or "sched" */
 /* Writes dirty cached chunks to the store (no-op without one). */
 rp_status rp_backend_flush(rp_backend *b);
@@ -108,6 +109,8 @@ typedef struct rp_job_params {
     bool persist;                   /* cache this prompt's chunks (default true) */
     bool constrain_json;            /* the output must be one JSON object; the job ends when it closes (core) */
     rp_bk_session *session;         /* NULL: a one-off sequence */
+    uint64_t cache_ns;              /* cache namespace (0: shared): the job reuses only KV cached by jobs of
+                                       the same namespace (the server's per-API-key namespaces) */
 } rp_job_params;
 
 typedef struct rp_job rp_job;
@@ -147,6 +150,7 @@ typedef struct rp_backend_stats {
     bool has_cache, has_store;
     uint64_t cache_chunks, cache_bytes, cache_evictions, cache_inserts;
     uint64_t store_bytes, store_evictions, store_written;
+    uint64_t store_write_failures;        /* chunk writes to the store that failed (disk full, I/O) */
 } rp_backend_stats;
 
 void rp_backend_stats_get(rp_backend *b, rp_backend_stats *out);

@@ -118,6 +118,12 @@ static void finish(core *c, rp_job *j, rp_job_finish why, rp_job_stats *st, cons
     rp_job_complete(j, why, st, err);
 }
 
+/* Caches the prompt's chunks (in its prefill's namespace). */
+static void commit_prompt(core *c, rp_session *s) {
+    if (rp_reuse_commit(c->e, rp_session_kv(s)) != RP_OK)
+        fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
+}
+
 static void run_job(core *c, rp_job *j) {
     rp_backend *b = c->b;
     const rp_model *m = b->m;
@@ -152,11 +158,11 @@ static void run_job(core *c, rp_job *j) {
     const bool via_engine = common == 0;
     const double t0 = rp_srv_now();
     if (via_engine) {
-        const rp_reuse_params saved = rp_backend_reuse_override(c->e, j);
+        const rp_reuse_opts o = rp_backend_reuse_opts(j);
         rp_reuse_stats rst;
         memset(&rst, 0, sizeof rst);
-        rs = rp_reuse_prefill(c->e, c->ctx, rp_session_kv(s), j->toks, j->p.n, j->bounds, j->p.n_bounds, c->logits, &rst);
-        *rp_reuse_get_params(c->e) = saved;
+        rs = rp_reuse_prefill_opts(c->e, &o, c->ctx, rp_session_kv(s), j->toks, j->p.n, j->bounds, j->p.n_bounds,
+                                   c->logits, &rst);
         if (rs == RP_OK) rs = rp_session_adopt(s, j->toks, j->p.n, c->logits);
         st.n_prefix = rst.n_prefix;
         st.n_prefix_exact = rst.n_prefix_exact;
@@ -204,8 +210,7 @@ static void run_job(core *c, rp_job *j) {
         rp_sampler_accept(smp, t);
         n_gen++;
         if (!committed) {   /* cache the prompt's chunks after the first token, off the TTFT path */
-            if (rp_reuse_commit(c->e, rp_session_kv(s)) != RP_OK)
-                fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
+            commit_prompt(c, s);
             committed = true;
         }
         bool more = rp_job_push(j, t);
@@ -234,8 +239,7 @@ static void run_job(core *c, rp_job *j) {
         }
     }
     st.decode_ms = (rp_srv_now() - t1) * 1e3;
-    if (!committed && rp_reuse_commit(c->e, rp_session_kv(s)) != RP_OK)
-        fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
+    if (!committed) commit_prompt(c, s);
     rp_sampler_free(smp);
     finish(c, j, why, &st, why == RP_JOB_ERROR ? err : NULL);
     return;
@@ -244,12 +248,6 @@ fail:
     if (cs) cs->n_hist = cs->n_exact = 0;
     rp_sampler_free(smp);
     finish(c, j, RP_JOB_ERROR, &st, err);
-}
-
-static void snapshot_cache(core *c) {
-    pthread_mutex_lock(&c->mu);
-    rp_backend_reuse_snapshot(c->e, &c->st);
-    pthread_mutex_unlock(&c->mu);
 }
 
 static void *worker(void *arg) {
@@ -269,7 +267,6 @@ static void *worker(void *arg) {
         c->running = j;
         pthread_mutex_unlock(&c->mu);
         run_job(c, j);
-        snapshot_cache(c);
     }
     return NULL;
 }
@@ -305,7 +302,6 @@ static rp_status core_start(rp_backend *b) {
         rp_backend_core_ops.stop(b);
         return st;
     }
-    snapshot_cache(c);
     return RP_OK;
 }
 
@@ -409,6 +405,7 @@ static void core_stats(rp_backend *b, rp_backend_stats *out) {
     out->running = c->running ? 1 : 0;
     out->sessions = c->n_sessions;
     pthread_mutex_unlock(&c->mu);
+    rp_backend_reuse_snapshot(c->e, out);   /* the cache's figures now (thread-safe), not as of the last job */
 }
 
 static rp_status core_flush(rp_backend *b) {

@@ -130,6 +130,9 @@ char *rp_metrics_render(rp_metrics *m, const rp_backend_stats *bs, const rp_metr
             "reprise_sessions{state=\"active\"} %d\nreprise_sessions{state=\"suspended\"} %d\n"
             "reprise_sessions{state=\"idle\"} %d\n",
         x->sessions_active, x->sessions_suspended, x->sessions - x->sessions_active - x->sessions_suspended);
+    counter(&o, "reprise_session_evictions_total",
+            "reprise_session sessions evicted for a new one of the same API key (table full or the key's quota).",
+            x->session_evictions);
     gauge(&o, "reprise_cache_chunks", "KV chunks in the RAM cache.", (double)bs->cache_chunks);
     gauge(&o, "reprise_cache_bytes", "Bytes of KV chunks in the RAM cache.", (double)bs->cache_bytes);
     counter(&o, "reprise_cache_inserts_total", "Chunks inserted into the RAM cache.", bs->cache_inserts);
@@ -137,6 +140,9 @@ char *rp_metrics_render(rp_metrics *m, const rp_backend_stats *bs, const rp_metr
     gauge(&o, "reprise_store_bytes", "Bytes of the flash store on disk (0 without --cache-dir).", (double)bs->store_bytes);
     counter(&o, "reprise_store_evictions_total", "Chunks evicted from the flash store.", bs->store_evictions);
     counter(&o, "reprise_store_written_total", "Chunks written to the flash store.", bs->store_written);
+    counter(&o, "reprise_store_write_failures_total",
+            "Chunk writes to the flash store that failed (disk full, I/O error); the chunks stay recomputable.",
+            bs->store_write_failures);
     gauge(&o, "reprise_draining", "1 while the server drains for shutdown.", x->draining);
     if (o.oom) {
         free(o.p);
