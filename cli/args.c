@@ -1,6 +1,7 @@
 /* args.c — option parsing and error reporting helpers for the CLI subcommands. */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,7 +13,36 @@
 #include "kernels/cpu.h"
 #include "reuse/blend.h"
 
+/* Every option name cli_is was asked about while walking one cli_args: the
+ * command's option table, which cli_unknown searches for a suggestion. The
+ * table follows the cli_args last parsed (a command that runs another's
+ * parser starts a new table). */
+static struct {
+    const cli_args *owner;
+    const char *cmd;   /* with owner: a later cli_args in the same stack slot is a new table */
+    char **argv;
+    const char *name[192];
+    int n;
+} g_known;
+
+static bool owns(const cli_args *a) { return g_known.owner == a && g_known.cmd == a->cmd && g_known.argv == a->argv; }
+
+static void remember(const cli_args *a, const char *name) {
+    if (!owns(a)) {
+        g_known.owner = a;
+        g_known.cmd = a->cmd;
+        g_known.argv = a->argv;
+        g_known.n = 0;
+    }
+    if (!name) return;
+    for (int k = 0; k < g_known.n; k++)
+        if (g_known.name[k] == name || strcmp(g_known.name[k], name) == 0) return;
+    if (g_known.n < (int)(sizeof g_known.name / sizeof g_known.name[0])) g_known.name[g_known.n++] = name;
+}
+
 bool cli_is(cli_args *a, const char *s1, const char *s2) {
+    remember(a, s1);
+    remember(a, s2);
     const char *s = a->argv[a->i];
     return (s1 && strcmp(s, s1) == 0) || (s2 && strcmp(s, s2) == 0);
 }
@@ -80,8 +110,80 @@ bool cli_float(cli_args *a, double lo, double hi, double *out) {
     return true;
 }
 
+/* Optimal-string-alignment distance (Levenshtein plus adjacent swaps), '_'
+ * read as '-' and case ignored; -1 for names too long to bother with. */
+static int edit_distance(const char *x, const char *y) {
+    enum { MAXL = 48 };
+    const size_t n = strlen(x), m = strlen(y);
+    if (n >= MAXL || m >= MAXL) return -1;
+    int d[MAXL][MAXL];
+    char xs[MAXL], ys[MAXL];
+    for (size_t i = 0; i < n; i++) xs[i] = x[i] == '_' ? '-' : (char)tolower((unsigned char)x[i]);
+    for (size_t j = 0; j < m; j++) ys[j] = y[j] == '_' ? '-' : (char)tolower((unsigned char)y[j]);
+    for (size_t i = 0; i <= n; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int best = d[i - 1][j - 1] + (xs[i - 1] != ys[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && xs[i - 1] == ys[j - 2] && xs[i - 2] == ys[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m];
+}
+
+static size_t body_len(const char *opt) {   /* the name without its leading dashes */
+    while (*opt == '-') opt++;
+    return strlen(opt);
+}
+
+const char *cli_closest(const cli_args *a, const char *arg) {
+    if (!owns(a)) return NULL;
+    const char *const *known = g_known.name;
+    const int n_known = g_known.n;
+    const char *best = NULL;
+    int best_d = 1 << 30;
+    for (int k = 0; k < n_known; k++) {
+        const char *o = known[k];
+        const int d = edit_distance(arg, o);
+        const size_t L = body_len(o);
+        const int allowed = L <= 2 ? 0 : L <= 5 ? 1 : (int)(L / 3);   /* -x and -y are not typos of each other */
+        if (d >= 0 && d <= allowed && d < best_d) { best = o; best_d = d; }
+    }
+    if (best) return best;
+    /* --temperature for --temp, --ignore for --ignore-eos: one name starts with the other */
+    size_t best_len = 0;
+    for (int k = 0; k < n_known; k++) {
+        const char *o = known[k];
+        const size_t lo = strlen(o), la = strlen(arg);
+        if (body_len(o) < 4 || body_len(arg) < 4 || o[1] != arg[1]) continue;   /* both long (or both short) options */
+        if ((la > lo && strncmp(arg, o, lo) == 0) || (lo > la && strncmp(o, arg, la) == 0))
+            if (lo > best_len) { best = o; best_len = lo; }
+    }
+    return best;
+}
+
 int cli_unknown(cli_args *a) {
-    fprintf(stderr, "reprise %s: unknown option '%s' (try: reprise %s --help)\n", a->cmd, a->argv[a->i], a->cmd);
+    const char *arg = a->argv[a->i];
+    if (arg[0] != '-' || !arg[1]) {
+        fprintf(stderr, "reprise %s: unexpected argument '%s' (try: reprise %s --help)\n", a->cmd, arg, a->cmd);
+        return 2;
+    }
+    const char *eq = strchr(arg, '=');
+    if (eq) {   /* --top-k=5: options take their value as the next argument */
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
+        for (int k = 0; owns(a) && k < g_known.n; k++)
+            if (strcmp(g_known.name[k], name) == 0) {
+                fprintf(stderr, "reprise %s: write '%s %s' (the value is the next argument, not after '=')\n", a->cmd, name, eq + 1);
+                return 2;
+            }
+    }
+    const char *near = cli_closest(a, arg);
+    if (near) fprintf(stderr, "reprise %s: unknown option '%s' (did you mean %s?)\n", a->cmd, arg, near);
+    else fprintf(stderr, "reprise %s: unknown option '%s' (try: reprise %s --help)\n", a->cmd, arg, a->cmd);
     return 2;
 }
 

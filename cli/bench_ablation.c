@@ -10,7 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "calib.h"
 #include "cli.h"
+#include "progress.h"
 #include "core/bigmem.h"
 #include "core/error.h"
 #include "kernels/types.h"
@@ -886,7 +888,7 @@ int bench_ablation(int argc, char **argv) {
     rp_model *m = NULL;
     rp_model_params mp = rp_model_default_params();
     mp.n_threads = (int)threads;
-    rp_status st = rp_model_load(model_path, mp, &m);
+    rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
     if (!m->tok) { fprintf(stderr, "reprise bench ablation: the model has no tokenizer\n"); rp_model_free(m); return 1; }
     int rc = 1;

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "progress.h"
 #include "kernels/types.h"
 #include "model/model.h"
 #include "model/session.h"
@@ -688,14 +689,14 @@ int bench_agents(int argc, char **argv) {
     rp_model *m = NULL, *dm = NULL;
     rp_model_params mp = rp_model_default_params();
     mp.n_threads = (int)threads;
-    rp_status st = rp_model_load(model_path, mp, &m);
+    rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
     if (!m->tok) {
         rp_model_free(m);
         fprintf(stderr, "reprise bench agents: the model has no tokenizer (the trace needs one)\n");
         return 1;
     }
-    if (draft_path && (st = rp_model_load(draft_path, mp, &dm)) != RP_OK) {
+    if (draft_path && (st = cli_model_load(draft_path, mp, &dm)) != RP_OK) {
         rp_model_free(m);
         return cli_fail(a.cmd, draft_path, st);
     }

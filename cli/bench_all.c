@@ -1,4 +1,4 @@
-/* bench_all.c — `reprise bench all`: every paper experiment in one run, joined into one HTML report. */
+/* bench_all.c — `reprise bench all`: the papers' experiments a CPU build can run, in one run, joined into one HTML report. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -175,15 +175,16 @@ static bool q8_sibling(const char *model, char *buf, size_t cap) {
 int bench_all(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "bench all"};
     const char *model = NULL, *fid = NULL, *out = "bench-report", *threads = "2", *data = NULL, *steps_s = NULL;
-    const char *drafter = NULL, *peer_dir = "bench/peer";
+    const char *drafter = NULL, *peer_dir = "bench/peer", *queries_s = NULL, *docs_s = NULL;
     bool quick = false, join = false, peer = false;
     for (; a.i < argc; a.i++) {
         if (cli_is(&a, "-h", "--help")) {
             printf("usage: reprise bench all -m MODEL.gguf [--fidelity-model SMALL.gguf] [--out DIR] [-t 2] [--data DIR]\n"
-                   "                         [--quick] [--steps reuse,workloads,fidelity,sweep,ablation,agents,peer]\n"
+                   "                         [--quick] [--queries N] [--docs N]\n"
+                   "                         [--steps reuse,workloads,fidelity,sweep,ablation,agents,peer]\n"
                    "                         [--drafter SPEC] [--peer [--peer-dir bench/peer]] [--join]\n"
-                   "Runs the papers' experiments one after another and joins their reports into DIR/report.html\n"
-                   "(each bench also leaves its own JSON / HTML in DIR):\n"
+                   "Runs the papers' experiments that a CPU build can run, one after another, and joins their\n"
+                   "reports into DIR/report.html (each bench also leaves its own JSON / HTML in DIR):\n"
                    "  reuse      TTFT of none / prefix / full / blend / static / static-naive, synthetic documents (-m)\n"
                    "  workloads  doc QA (HotpotQA), long chat (LoCoMo), agent skills (SkillsBench) TTFT on -m\n"
                    "  fidelity   the same three workloads on --fidelity-model (a real trained model, e.g.\n"
@@ -191,14 +192,25 @@ int bench_all(int argc, char **argv) {
                    "  sweep      prefix / non-prefix reuse ratio 0..100%% at 1k / 2k / 3k tokens (-m)\n"
                    "  ablation   the full system against each component switched off (-m): 24 documents of 256\n"
                    "             tokens, 4 per query + 32 new, 24 queries 200 ms apart, 100,000 filler rows per store\n"
-                   "  agents     multi-agent makespan: Batch-AR, Seq-SD, Batch-SD, HAL, HAL+yield at 2 / 3 / 4 agents\n"
-                   "             and stalls 0, [0.1, 1] s, [1, 10] s (on --fidelity-model if given, else -m); generation\n"
-                   "             32,48,32, prompts 192,128,160, results 32; --drafter SPEC (default: model:<the agents\n"
-                   "             model's -q8_0.gguf sibling> when it exists, else bench agents' default)\n"
+                   "  agents     multi-agent makespan: Batch-AR, Seq-SD, Batch-SD, uniform, HAL, HAL+yield at 2 / 3 /\n"
+                   "             4 agents and stalls 0, [0.1, 1] s, [1, 10] s (on --fidelity-model if given, else -m);\n"
+                   "             generation 32,48,32, prompts 192,128,160, results 32; --drafter SPEC (default:\n"
+                   "             model:<the agents model's -q8_0.gguf sibling> when it exists, else bench agents'\n"
+                   "             default)\n"
                    "  peer       with --peer: llama.cpp's prompt cache (bench/peer/prompt_cache.mjs --only-previous) on\n"
                    "             the workloads step's timed prompts, on -m; skipped with a message without node or\n"
                    "             node-llama-cpp (cd bench/peer && npm ci --omit=optional)\n"
+                   "Not run: the EdgeAgent paper's section 4.3 (tensor-parallel CPU+GPU prefill, the zero-copy\n"
+                   "latency breakdown, kernel efficiency against a vendor GEMM) and the GPU / tensor-parallel steps\n"
+                   "of its component ablation: Reprise has no GPU backend yet (`bench kernels` measures the CPU\n"
+                   "kernels alone); that paper's workload-mix sweep (bench agents' mix is fixed at 1:2:2) and its\n"
+                   "[1, 100] s stalls (`bench agents --stall 1:100` runs them); the KV paper's energy figures (no\n"
+                   "power meter), its graph-size latency curve (`reprise plan --calibrate` measures it), its\n"
+                   "five-way latency breakdown (ablation reports load / exposed load / commit times) and task\n"
+                   "accuracy (`bench reuse --answer N` with an instruct model).\n"
                    "--quick shrinks every step (few queries, short prompts) to check the pipeline in minutes.\n"
+                   "--queries N sets the queries of the reuse, workloads, fidelity and peer steps (default 3, and 8\n"
+                   "for fidelity; --quick: 2 and 3); --docs N the passages per doc QA / chat prompt (default 6).\n"
                    "--join runs nothing: it joins the reports already in DIR (reuse-synthetic.html, reuse-<w>.html,\n"
                    "fidelity-<w>.html, sweep.html, ablation.html, agents.html, peer-<w>.json) into DIR/report.html.\n"
                    "The full run on a 1B-shape model takes 30-40 minutes on 2 cores.\n");
@@ -211,6 +223,8 @@ int bench_all(int argc, char **argv) {
         else if (cli_is(&a, "--steps", NULL)) { if (!cli_str(&a, &steps_s)) return 2; }
         else if (cli_is(&a, "--drafter", NULL)) { if (!cli_str(&a, &drafter)) return 2; }
         else if (cli_is(&a, "--peer-dir", NULL)) { if (!cli_str(&a, &peer_dir)) return 2; }
+        else if (cli_is(&a, "--queries", NULL)) { long v; if (!cli_int(&a, 1, 100000, &v)) return 2; queries_s = argv[a.i]; }
+        else if (cli_is(&a, "--docs", NULL)) { long v; if (!cli_int(&a, 1, 64, &v)) return 2; docs_s = argv[a.i]; }
         else if (cli_is(&a, "--peer", NULL)) peer = true;
         else if (cli_is(&a, "--quick", NULL)) quick = true;
         else if (cli_is(&a, "--join", NULL)) join = true;
@@ -223,7 +237,7 @@ int bench_all(int argc, char **argv) {
         return 1;
     }
     const char *agents_model = fid ? fid : model;
-    const char *queries = quick ? "2" : "3";
+    const char *queries = queries_s ? queries_s : quick ? "2" : "3";
     static step steps[24];
     int n = 0;
     step *s;
@@ -243,7 +257,8 @@ int bench_all(int argc, char **argv) {
         for (int w = 0; w < 3; w++) {
             s = new_step(steps, &n, wl[w], bench_reuse);
             add(s, "reuse"); add(s, "-m"); add(s, m); add(s, "--workload"); add(s, wl[w]);
-            add(s, "--queries"); add(s, pass == 0 ? queries : (quick ? "3" : "8"));
+            add(s, "--queries"); add(s, pass == 0 || queries_s ? queries : (quick ? "3" : "8"));
+            if (docs_s && w < 2) { add(s, "--docs"); add(s, docs_s); }   /* doc QA and chat retrieve passages */
             add(s, "-t"); add(s, pass == 0 ? threads : "1");
             add(s, "--modes"); add(s, "none,prefix,full,blend");
             add(s, "--gen"); add(s, pass == 0 ? "4" : "16");
@@ -337,7 +352,7 @@ int bench_all(int argc, char **argv) {
     }
     char path[1100];
     snprintf(path, sizeof path, "%s/report.html", out);
-    FILE *f = rp_html_open(path, "Reprise: the papers' experiments");
+    FILE *f = rp_html_open(path, "Reprise: the papers' experiments (those a CPU build runs)");
     if (!f) {
         fprintf(stderr, "reprise bench all: cannot write '%s'\n", path);
         failed++;
@@ -347,6 +362,12 @@ int bench_all(int argc, char **argv) {
         else snprintf(note, sizeof note, "speed model %s; fidelity model %s; %s threads%s", model, fid ? fid : "(none)", threads,
                       quick ? "; --quick (shrunk workloads: a pipeline check, not a measurement)" : "");
         rp_html_p(f, note);
+        rp_html_p(f, "Not in this report: the EdgeAgent paper's section 4.3 (tensor-parallel CPU+GPU prefill, the "
+                     "zero-copy latency breakdown, kernel efficiency against a vendor GEMM) and the GPU / tensor-parallel "
+                     "steps of its component ablation, because Reprise has no GPU backend yet; its workload-mix sweep "
+                     "and [1, 100] s stalls; the KV paper's energy figures, graph-size latency curve (reprise plan "
+                     "--calibrate), five-way latency breakdown and task accuracy (bench reuse --answer with an instruct "
+                     "model).");
         const char *head[3] = {"step", "exit", "seconds"};
         static char cells[24][3][64];
         const char *cp[24 * 3];

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "progress.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/sampler.h"
@@ -106,7 +107,7 @@ int bench_fidelity(int argc, char **argv) {
     rp_model *m = NULL;
     rp_model_params mp = rp_model_default_params();
     mp.n_threads = (int)threads;
-    rp_status st = rp_model_load(model_path, mp, &m);
+    rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
     const int32_t V = m->hp.n_vocab;
     const int32_t max_prompt = 1 + 6 * (int32_t)doc_len + 8;

@@ -8,6 +8,7 @@
 
 #include "bandwidth.h"
 #include "cli.h"
+#include "progress.h"
 #include "core/threadpool.h"
 #include "kernels/cpu.h"
 #include "kernels/kernels.h"
@@ -247,7 +248,7 @@ int bench_kernels(int argc, char **argv) {
     if (model_path) {
         rp_model *m = NULL;
         rp_model_params mp = rp_model_default_params();
-        rp_status st = rp_model_load(model_path, mp, &m);
+        rp_status st = cli_model_load(model_path, mp, &m);
         if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
         const double bytes = cli_decode_bytes_per_token(m);
         double ceil = bw_max * 1e9 / bytes;

@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "answer_score.h"
+#include "calib.h"
 #include "cli.h"
+#include "progress.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "prompt.h"
@@ -19,6 +21,7 @@ typedef struct mode_run {
     const char *name;
     rp_reuse_mode mode;
     bool stat, naive;
+    bool calibrated;       /* static: shapes and plan latencies from a stored calibration */
     double *ttft;          /* per query */
     long reused_prefix, reused_nonprefix, recomputed, computed_rows;
     double load_ms, exposed_ms, plan_ms;
@@ -265,7 +268,7 @@ int bench_reuse(int argc, char **argv) {
     rp_model *m = NULL;
     rp_model_params mp = rp_model_default_params();
     mp.n_threads = (int)threads;
-    rp_status st = rp_model_load(model_path, mp, &m);
+    rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
     if (!m->tok) { fprintf(stderr, "reprise bench reuse: the model has no tokenizer\n"); rp_model_free(m); return 1; }
     wp.seed = (uint64_t)seed;
@@ -285,9 +288,13 @@ int bench_reuse(int argc, char **argv) {
     }
     rp_static_cfg scfg = rp_static_default_cfg();
     rp_static_cfg ccfg = scfg;   /* a stored calibration may use larger shapes: size for both */
+    bool any_static = false;
+    for (int r = 0; r < n_runs; r++) any_static |= runs[r].stat;
     if (cli_load_calib(m, NULL, (int)threads, &ccfg)) {
         if (ccfg.L_S > scfg.L_S) scfg.L_S = ccfg.L_S;
         if (ccfg.L_P > scfg.L_P) scfg.L_P = ccfg.L_P;
+    } else if (any_static) {
+        cli_calib_warn(a.cmd, &scfg, model_path, NULL, (int)threads);
     }
     const int32_t n_ctx = max_tok + (scfg.L_S > scfg.L_P ? scfg.L_S : scfg.L_P) + 8 +
                           (int32_t)(gen > answer_len ? gen : answer_len);
@@ -331,7 +338,7 @@ int bench_reuse(int argc, char **argv) {
         rp.naive_schedule = mr->naive;
         rp_reuse *e = NULL;
         if (!mr->ttft || (st = rp_reuse_create(m, (rp_type)kv_type, max_tok, rp, &e)) != RP_OK) { rc = cli_fail(a.cmd, "engine", st); goto out; }
-        if (mr->stat) cli_apply_calib(e, m, NULL, (int)threads);
+        if (mr->stat) mr->calibrated = cli_apply_calib(e, m, NULL, (int)threads);
         if (cache_dir && mr->mode != RP_REUSE_NONE) {
             rp_store_params stp = rp_store_default_params();
             rp_pool_params pp = rp_pool_default_params();
@@ -460,16 +467,22 @@ int bench_reuse(int argc, char **argv) {
                mr->name, mean, p50, p95, base_none > 0 ? base_none / mean : 0, base_prefix > 0 ? base_prefix / mean : 0,
                (double)mr->reused_prefix / nq, (double)mr->reused_nonprefix / nq, (double)mr->recomputed / nq,
                mr->load_ms / nq, mr->exposed_ms / nq, klb, agb, f1b);
+        /* the static plan's predicted latency only from measured call latencies; null otherwise */
+        char plan_b[64] = "null";
+        if (mr->stat && mr->calibrated)
+            snprintf(plan_b, sizeof plan_b, "%.3f, \"calibrated\": true", mr->plan_ms / nq);
+        else if (mr->stat)
+            snprintf(plan_b, sizeof plan_b, "null, \"calibrated\": false");
         if (jf)
             fprintf(jf, "%s\n  {\"mode\": \"%s\", \"ttft_mean_ms\": %.3f, \"ttft_p50_ms\": %.3f, \"ttft_p95_ms\": %.3f, "
                         "\"speedup_vs_none\": %.3f, \"speedup_vs_prefix\": %.3f, \"reused_prefix\": %.1f, \"reused_nonprefix\": %.1f, "
                         "\"recomputed\": %.1f, \"computed_rows\": %.1f, \"load_ms\": %.3f, \"load_exposed_ms\": %.3f, "
-                        "\"bytes_loaded\": %.0f, \"plan_ms\": %.3f, \"kl_mean\": %.8f, \"greedy_agreement\": %.4f, "
+                        "\"bytes_loaded\": %.0f, \"plan_ms\": %s, \"kl_mean\": %.8f, \"greedy_agreement\": %.4f, "
                         "\"scored_steps\": %ld, \"answered\": %ld, \"answer_f1\": %.4f, \"answer_em\": %.4f}",
                     r ? "," : "", mr->name, mean, p50, p95, base_none > 0 ? base_none / mean : 0,
                     base_prefix > 0 ? base_prefix / mean : 0, (double)mr->reused_prefix / nq,
                     (double)mr->reused_nonprefix / nq, (double)mr->recomputed / nq, (double)mr->computed_rows / nq,
-                    mr->load_ms / nq, mr->exposed_ms / nq, (double)mr->bytes_loaded / nq, mr->plan_ms / nq,
+                    mr->load_ms / nq, mr->exposed_ms / nq, (double)mr->bytes_loaded / nq, plan_b,
                     mr->n_scored ? mr->kl_sum / (double)mr->n_scored : 0.0,
                     mr->n_scored ? (double)mr->n_agree / (double)mr->n_scored : (scored && r == 0 ? 1.0 : 0.0),
                     mr->n_scored, mr->n_answered, mr->n_answered ? mr->f1_sum / (double)mr->n_answered : 0.0,

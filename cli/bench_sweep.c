@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "progress.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "report.h"
@@ -83,7 +84,7 @@ int bench_sweep(int argc, char **argv) {
     rp_model *m = NULL;
     rp_model_params mp = rp_model_default_params();
     mp.n_threads = (int)threads;
-    rp_status st = rp_model_load(model_path, mp, &m);
+    rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
     rp_ctx_params cp = rp_ctx_default_params();
     cp.n_threads = (int)threads;

@@ -39,13 +39,18 @@ typedef struct cli_args {
     const char *cmd;
 } cli_args;
 
-bool cli_is(cli_args *a, const char *s1, const char *s2);   /* current arg is s1 or s2 */
+bool cli_is(cli_args *a, const char *s1, const char *s2);   /* current arg is s1 or s2 (and records both names) */
 bool cli_str(cli_args *a, const char **out);                /* value after the current option */
 bool cli_int(cli_args *a, long lo, long hi, long *out);
 bool cli_float(cli_args *a, double lo, double hi, double *out);
 bool cli_u64(cli_args *a, uint64_t *out);
 bool cli_select(cli_args *a, int *out);   /* --select hybrid|dev|attn -> rp_select_kind */
-int cli_unknown(cli_args *a);                               /* reports and returns 2 */
+/* Reports the current argument as unknown, with the closest option of the
+ * command ("did you mean --top-k?"; edit distance over the names cli_is saw
+ * for it), and returns 2. Call it after the whole if-chain of cli_is. */
+int cli_unknown(cli_args *a);
+/* The known option closest to `arg`, or NULL when none is close. */
+const char *cli_closest(const cli_args *a, const char *arg);
 
 /* Prints "reprise <cmd>: <what>: <rp_last_error>" and returns 1. */
 int cli_fail(const char *cmd, const char *what, int status);

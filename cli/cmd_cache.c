@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "progress.h"
 #include "core/error.h"
 #include "kernels/types.h"
 #include "model/model.h"
@@ -18,12 +19,18 @@ static void cache_usage(FILE *f) {
             "commands:\n"
             "  stats              models, chunks, payload bytes (raw / stored), files vs BLOBs, disk use, corrupt rows\n"
             "  ls [--limit N]     chunks: id, parent, tokens, position, exact, bytes, where, hits, last use\n"
-            "  verify [--fix]     recompute every checksum; report corrupt rows (exit 1 if any); --fix deletes them\n"
+            "  verify [--fix]     SQLite's quick_check of the database, then every checksum; report a damaged database\n"
+            "                     and corrupt rows (exit 1 if any); --fix deletes the corrupt rows\n"
             "  evict --to-mb N    cost-aware eviction until the store uses at most N MiB [--policy cost|lru]\n"
             "  compact            remove orphans (payloads, keywords, vectors, files without rows), then VACUUM\n"
             "  clear              delete every chunk (of -m MODEL only, when given)\n"
             "-m MODEL restricts the command to the chunks written for that model and KV type (the reuse salt);\n"
-            "without it every model in the store is included. The store's files are private (dir 0700, files 0600).\n");
+            "without it every model in the store is included.\n"
+            "The store's files are private (dir 0700, files 0600): a store directory or file that is not yours or\n"
+            "is group/world-writable is refused (another user could have planted KV or read token ids); a writer\n"
+            "tightens read permission for others. Checksums are keyed with a random secret of the store (in\n"
+            "kv.db): KV copied from another store is corrupt here. A store of older builds (unkeyed) is refused by\n"
+            "stats/ls/verify; clear, or any run/serve on it, upgrades it (its chunks are dropped).\n");
 }
 
 typedef struct ls_ctx {
@@ -71,7 +78,7 @@ static int model_salt(const char *path, const char *kv_name, uint64_t *salt) {
         return 2;
     }
     rp_model *m = NULL;
-    rp_status st = rp_model_load(path, rp_model_default_params(), &m);
+    rp_status st = cli_model_load(path, rp_model_default_params(), &m);
     if (st != RP_OK) return cli_fail("cache", path, st);
     rp_reuse_params rp = rp_reuse_default_params();
     rp.pipeline = false;
@@ -199,6 +206,8 @@ int cmd_cache(int argc, char **argv) {
                ss.stored_bytes ? (double)ss.raw_bytes / (double)ss.stored_bytes : 1.0);
         printf("keywords: %llu, vectors: %llu\n", (unsigned long long)ss.n_keywords, (unsigned long long)ss.n_vectors);
         printf("disk: %.2f MiB (database pages in use + WAL + payload files)\n", mib(ss.disk_bytes));
+        printf("write failures: %llu (chunk writes that failed, e.g. disk full; recorded with the next write that "
+               "succeeds)\n", (unsigned long long)ss.write_failures);
         rc = 0;
     } else if (!strcmp(sub, "ls")) {
         printf("%8s %8s %6s %6s %6s %5s %10s %10s %4s %-4s %6s %10s  %s\n", "id", "parent", "model", "tokens", "pos0",
@@ -208,13 +217,22 @@ int cmd_cache(int argc, char **argv) {
         else rc = 0;
     } else if (!strcmp(sub, "verify")) {
         uint64_t ok = 0, bad = 0;
+        /* the database itself first (SQLite's quick_check and the damage mark an earlier run left), then every row */
+        char why[512];
+        bool db_ok = true;
+        if ((st = rp_store_quick_check(s, why, sizeof why, &db_ok)) != RP_OK) {
+            rc = cli_fail("cache", "verify", st);
+            goto out;
+        }
+        if (db_ok) printf("database: ok\n");
+        else printf("database: DAMAGED: %s\n", why);
         if ((st = rp_store_verify(s, fix, bad_row, NULL, &ok, &bad)) != RP_OK) {
             rc = cli_fail("cache", "verify", st);
             goto out;
         }
         printf("verified %llu chunks: %llu ok, %llu corrupt%s\n", (unsigned long long)(ok + bad),
                (unsigned long long)ok, (unsigned long long)bad, bad && fix ? " (deleted)" : "");
-        rc = bad && !fix ? 1 : 0;
+        rc = (bad && !fix) || !db_ok ? 1 : 0;
     } else if (!strcmp(sub, "evict")) {
         rp_store_evict_params ep = {.policy = !strcmp(policy, "lru") ? RP_EVICT_LRU : RP_EVICT_COST,
                                     .clock = rp_store_clock(s),

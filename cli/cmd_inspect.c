@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "progress.h"
 #include "core/bigmem.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu.h"
@@ -94,7 +95,7 @@ int cmd_inspect(int argc, char **argv) {
     rp_model *m = NULL;
     rp_model_params mp = rp_model_default_params();
     mp.vocab_only = nt == 0;
-    st = rp_model_load(path, mp, &m);
+    st = cli_model_load(path, mp, &m);
     if (st != RP_OK) {
         printf("\nmodel: not loadable by Reprise: %s: %s\n", rp_strerror(st), rp_last_error());
         return 0;

@@ -4,53 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <xxhash.h>
 
+#include "calib.h"
 #include "cli.h"
-#include "kernels/cpu.h"
+#include "progress.h"
 #include "kernels/types.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "prompt.h"
 #include "reuse/engine.h"
 #include "store/store.h"
-
-/* Calibration file for this model, machine and thread count:
- * DIR/calib-<fingerprint>-<machine key hash>.txt, DIR = --cache-dir, else
- * $XDG_CACHE_HOME/reprise, else ~/.cache/reprise. One file per key, so a
- * calibration on another CPU or thread count sits next to this one instead of
- * replacing it (the key inside is still checked on load). */
-void cli_calib_path(const char *cache_dir, const rp_model *m, int threads, char *buf, size_t cap) {
-    char dir[3072], key[96];
-    if (cache_dir) snprintf(dir, sizeof dir, "%s", cache_dir);
-    else if (getenv("XDG_CACHE_HOME")) snprintf(dir, sizeof dir, "%s/reprise", getenv("XDG_CACHE_HOME"));
-    else snprintf(dir, sizeof dir, "%s/.cache/reprise", getenv("HOME") ? getenv("HOME") : "/tmp");
-    cli_machine_key(threads, key, sizeof key);
-    snprintf(buf, cap, "%s/calib-%016llx-%08llx.txt", dir, (unsigned long long)m->fingerprint,
-             (unsigned long long)(XXH3_64bits(key, strlen(key)) & 0xffffffffu));
-}
-
-void cli_machine_key(int threads, char *buf, size_t cap) {
-    snprintf(buf, cap, "%s|%s|t%d", rp_cpu_info_get()->brand, rp_cpu_level_name(rp_cpu_level_active()), threads);
-}
-
-bool cli_load_calib(const rp_model *m, const char *cache_dir, int threads, rp_static_cfg *cfg) {
-    char path[4096], key[96];
-    cli_calib_path(cache_dir, m, threads, path, sizeof path);
-    cli_machine_key(threads, key, sizeof key);
-    rp_calib cal;
-    if (rp_calib_load(path, &cal) != RP_OK) return false;
-    if (cal.model_fingerprint != m->fingerprint || strcmp(cal.machine, key) != 0) return false;
-    float r = cfg->r;
-    *cfg = cal.cfg;
-    cfg->r = r;
-    return true;
-}
-
-/* Loads the calibration for this model + machine into the engine if present. */
-bool cli_apply_calib(rp_reuse *e, const rp_model *m, const char *cache_dir, int threads) {
-    return cli_load_calib(m, cache_dir, threads, &rp_reuse_get_params(e)->static_cfg);
-}
 
 static const char *kind_name(rp_seg_kind k) {
     return k == RP_SEG_PREFIX ? "prefix" : k == RP_SEG_REUSE ? "reuse" : "new";
@@ -67,14 +30,19 @@ static void preview(const rp_tokenizer *tok, const rp_token *t, int32_t n, char 
     if (w >= 40) strcpy(out + 37, "...");
 }
 
-static void print_calls(const char *title, const rp_call *calls, int32_t n, double ms, const rp_static_cfg *cfg) {
+/* `calibrated`: the latencies are measured ones, so the plan's total is a predicted time; otherwise it is
+ * a cost in placeholder units (the default per-call latencies), printed as such. */
+static void print_calls(const char *title, const rp_call *calls, int32_t n, double ms, const rp_static_cfg *cfg,
+                        bool calibrated) {
     int32_t np = 0, nr = 0;
     for (int32_t i = 0; i < n; i++) {
         if (calls[i].kind == RP_CALL_PREFILL) np++;
         else nr++;
     }
-    printf("\n%s: %d calls (%d prefill x L_P=%d, %d recompute x L_S=%d), predicted %.2f ms\n", title, n, np, cfg->L_P, nr,
-           cfg->L_S, ms);
+    printf("\n%s: %d calls (%d prefill x L_P=%d, %d recompute x L_S=%d), ", title, n, np, cfg->L_P, nr, cfg->L_S);
+    if (calibrated) printf("predicted %.2f ms\n", ms);
+    else printf("uncalibrated: cost %.2f in placeholder units (%.1f per prefill, %.1f per recompute call), not ms\n", ms,
+                cfg->lat_P_ms, cfg->lat_S_ms);
     for (int32_t i = 0; i < n && i < 64; i++)
         printf("  %3d  %-9s tokens [%5d, %5d)  %4d new  %4d reused  %4d padding\n", i,
                calls[i].kind == RP_CALL_PREFILL ? "prefill" : "recompute", calls[i].begin, calls[i].end,
@@ -196,7 +164,7 @@ int cmd_plan(int argc, char **argv) {
     rp_model *m = NULL;
     rp_model_params mp = rp_model_default_params();
     mp.n_threads = (int)threads;
-    rp_status st = rp_model_load(model_path, mp, &m);
+    rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
     int rc = 1;
     rp_reuse *e = NULL;
@@ -246,11 +214,10 @@ int cmd_plan(int argc, char **argv) {
         if ((st = rp_calib_save(&cal, path)) != RP_OK) { rc = cli_fail(a.cmd, "save calibration", st); goto out; }
         printf("saved %s\n", path);
         if (!segments && !text) { rc = 0; goto out; }
-    } else if (cli_apply_calib(e, m, cache_dir, (int)threads)) {
-        fprintf(stderr, "using the calibration stored for this model and machine\n");
-    } else {
-        fprintf(stderr, "no calibration for this model and machine (run with --calibrate); using default latencies\n");
     }
+    const bool calibrated = calibrate || cli_apply_calib(e, m, cache_dir, (int)threads);
+    if (!calibrate && calibrated) fprintf(stderr, "using the calibration stored for this model and machine\n");
+    else if (!calibrated) cli_calib_warn(a.cmd, &rp_reuse_get_params(e)->static_cfg, model_path, cache_dir, (int)threads);
     if (cache_dir) {   /* a reader of the store: lookups hit flash, nothing is written */
         rp_store_params stp = rp_store_default_params();
         stp.read_only = true;
@@ -270,9 +237,11 @@ int cmd_plan(int argc, char **argv) {
     char pv[64];
     for (int32_t i = 0; i < an.n_spans; i++) {
         const rp_chunk_span *sp = &an.spans[i];
+        /* exact chunks only ever hang off exact ones, so the exact part of the prefix is its head [0, n_prefix_exact) */
+        const int32_t end = sp->begin + sp->len, px = an.stats.n_prefix_exact;
         const char *what;
-        if (sp->begin + sp->len <= an.n_prefix) what = "prefix (exact)";
-        else if (sp->begin < an.n_prefix) what = "partial prefix";
+        if (end <= an.n_prefix) what = end <= px ? "prefix (exact)" : sp->begin >= px ? "prefix (approx.)" : "prefix (part exact)";
+        else if (sp->begin < an.n_prefix) what = px > sp->begin ? "partial prefix (exact)" : "partial prefix (approx.)";
         else what = an.tok_kind[sp->begin] == RP_ROW_REUSE ? "reused (re-rotated)" : "new";
         preview(m->tok, pr.toks + sp->begin, sp->len < 24 ? sp->len : 24, pv, sizeof pv);
         printf("  %3d  [%5d, %5d)  %4d tokens  %016llx  %-20s \"%s\"\n", i, sp->begin, sp->begin + sp->len, sp->len,
@@ -282,15 +251,18 @@ int cmd_plan(int argc, char **argv) {
     for (int32_t i = 0; i < an.n_segs; i++)
         printf("  %3d  %-6s [%5d, %5d)  %d tokens\n", i, kind_name(an.segs[i].kind), an.segs[i].begin,
                an.segs[i].begin + an.segs[i].len, an.segs[i].len);
-    printf("\nreuse: %d prefix tokens exact, %d non-prefix tokens re-rotated, %d new tokens\n", an.stats.n_prefix,
-           an.stats.n_nonprefix, an.stats.n_new);
+    printf("\nreuse: %d prefix tokens (%d exact, %d approximate: written by an earlier blend / full run at r < 1), "
+           "%d non-prefix tokens re-rotated, %d new tokens\n",
+           an.stats.n_prefix, an.stats.n_prefix_exact, an.stats.n_prefix - an.stats.n_prefix_exact, an.stats.n_nonprefix,
+           an.stats.n_new);
     if (mode == RP_REUSE_BLEND)
         printf("dynamic blend recomputes %d of the %d non-prefix reused tokens past the check layer, plus every new\n"
                "token and the final one; layers 0..%d run for all %d non-prefix tokens\n",
                an.n_recompute_dynamic, an.stats.n_nonprefix, rp.blend.check_layer, an.n_tokens - an.stats.n_prefix);
     const rp_static_cfg *cfg = &rp_reuse_get_params(e)->static_cfg;
-    print_calls("static plan, DP scheduler", an.dp_calls, an.n_dp_calls, an.dp_ms, cfg);
-    print_calls("static plan, naive (one call type per segment)", an.naive_calls, an.n_naive_calls, an.naive_ms, cfg);
+    print_calls("static plan, DP scheduler", an.dp_calls, an.n_dp_calls, an.dp_ms, cfg, calibrated);
+    print_calls("static plan, naive (one call type per segment)", an.naive_calls, an.n_naive_calls, an.naive_ms, cfg,
+                calibrated);
     if (show_tokens && !show_selection(e, m, &pr, &an, (int)threads, (rp_type)kv_type)) goto out;
     rc = 0;
 out:

@@ -20,7 +20,20 @@ static void serve_usage(void) {
            "      --host ADDR         bind address (default 127.0.0.1; 0.0.0.0 exposes the server)\n"
            "      --port N            TCP port (default 8080; 0 picks a free one)\n"
            "      --port-file PATH    write the port actually bound to PATH\n"
-           "      --api-key KEY       require \"Authorization: Bearer KEY\" (default: $REPRISE_API_KEY, else none)\n"
+           "      --api-key-file FILE API keys, one per line: NAME:KEY or KEY (# comments); the file must not be\n"
+           "                          readable by group/others (chmod 600). Each request carries its key's identity:\n"
+           "                          it sees only its own sessions, and with per-key namespaces its own cache\n"
+           "      --api-key KEY       one key (named default); visible to other local users in the process list:\n"
+           "                          prefer --api-key-file or the environment variable REPRISE_API_KEY (used when\n"
+           "                          neither option is given). No option and no variable: no authentication.\n"
+           "                          An empty key is an error, never \"no authentication\"\n"
+           "      --cache-namespace M per-key | shared: whether a request may reuse KV cached for another API key\n"
+           "                          (default: per-key with more than one key, so that cached_tokens never\n"
+           "                          tells one client what another sent; shared with one key or none)\n"
+           "      --key-sessions N    reprise_session sessions one API key may hold; over it, its own least recently\n"
+           "                          used idle session is evicted, never another key's (default: --sessions / keys)\n"
+           "      --key-kv-mb MB      KV one key's sessions may hold; over it, its older idle sessions are evicted\n"
+           "                          (default 0: no limit)\n"
            "      --model-id NAME     model name reported by /v1/models (default: the file's base name)\n"
            "  -c, --ctx-size N        context per sequence (default min(4096, the model's))\n"
            "  -t, --threads N         compute threads (default 2)\n"
@@ -59,7 +72,8 @@ int cmd_serve(int argc, char **argv) {
     const char *kv_name = "f16", *reuse = "blend", *port_file = NULL;
     long port = 8080, l;
     double d, drain = 30;
-    cfg.api_key = getenv("REPRISE_API_KEY");
+    const char *ns = NULL;
+    bool key_flag = false;
     for (; a.i < argc; a.i++) {
         if (cli_is(&a, "-h", "--help")) { serve_usage(); return 0; }
         else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &cfg.backend.model_path)) return 2; }
@@ -67,7 +81,11 @@ int cmd_serve(int argc, char **argv) {
         else if (cli_is(&a, "--host", NULL)) { if (!cli_str(&a, &cfg.host)) return 2; }
         else if (cli_is(&a, "--port", NULL)) { if (!cli_int(&a, 0, 65535, &port)) return 2; }
         else if (cli_is(&a, "--port-file", NULL)) { if (!cli_str(&a, &port_file)) return 2; }
-        else if (cli_is(&a, "--api-key", NULL)) { if (!cli_str(&a, &cfg.api_key)) return 2; }
+        else if (cli_is(&a, "--api-key", NULL)) { if (!cli_str(&a, &cfg.api_key)) return 2; key_flag = true; }
+        else if (cli_is(&a, "--api-key-file", NULL)) { if (!cli_str(&a, &cfg.api_key_file)) return 2; }
+        else if (cli_is(&a, "--cache-namespace", NULL)) { if (!cli_str(&a, &ns)) return 2; }
+        else if (cli_is(&a, "--key-sessions", NULL)) { if (!cli_int(&a, 1, 128, &l)) return 2; cfg.key_max_sessions = (int)l; }
+        else if (cli_is(&a, "--key-kv-mb", NULL)) { if (!cli_float(&a, 0, 1e9, &cfg.key_kv_mb)) return 2; }
         else if (cli_is(&a, "--model-id", NULL)) { if (!cli_str(&a, &cfg.model_id)) return 2; }
         else if (cli_is(&a, "-c", "--ctx-size")) { if (!cli_int(&a, 16, 1 << 20, &l)) return 2; cfg.backend.n_ctx = (int32_t)l; }
         else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &l)) return 2; cfg.backend.n_threads = (int)l; }
@@ -97,6 +115,29 @@ int cmd_serve(int argc, char **argv) {
         else return cli_unknown(&a);
     }
     if (!cfg.backend.model_path) { fprintf(stderr, "reprise serve: -m MODEL.gguf is required\n"); return 2; }
+    /* the environment's key only when no option names keys */
+    const char *env_key = getenv("REPRISE_API_KEY");
+    if (!key_flag && !cfg.api_key_file && env_key) {
+        if (!env_key[0]) {
+            fprintf(stderr, "reprise serve: REPRISE_API_KEY is set but empty: an empty key would let anyone in; "
+                            "unset it for no authentication, or set a key\n");
+            return 2;
+        }
+        cfg.api_key = env_key;
+    }
+    if (key_flag && !cfg.api_key[0]) {
+        fprintf(stderr, "reprise serve: --api-key is empty: an empty key would let anyone in; leave the option out "
+                        "for no authentication, or give a key (better: --api-key-file FILE)\n");
+        return 2;
+    }
+    if (key_flag)
+        fprintf(stderr, "reprise serve: note: --api-key is visible to other local users (ps, /proc/PID/cmdline); "
+                        "prefer --api-key-file FILE or REPRISE_API_KEY\n");
+    if (ns && strcmp(ns, "per-key") && strcmp(ns, "shared")) {
+        fprintf(stderr, "reprise serve: --cache-namespace must be per-key or shared, got '%s'\n", ns);
+        return 2;
+    }
+    cfg.cache_namespace = !ns ? RP_SRV_NS_AUTO : !strcmp(ns, "per-key") ? RP_SRV_NS_PER_KEY : RP_SRV_NS_SHARED;
     cfg.port = (uint16_t)port;
     int mode = rp_reuse_mode_parse(reuse);
     if (mode < 0) { fprintf(stderr, "reprise serve: --reuse must be none, prefix, full or blend, got '%s'\n", reuse); return 2; }
@@ -121,10 +162,14 @@ int cmd_serve(int argc, char **argv) {
     if (st != RP_OK) return cli_fail("serve", "start", st);
     unsigned bound = rp_server_port(srv);
     const char *host = cfg.host ? cfg.host : "127.0.0.1";
+    const int n_keys = rp_server_n_keys(srv);
+    char auth[96];
+    if (n_keys) snprintf(auth, sizeof auth, "%d API key%s, %s cache", n_keys, n_keys > 1 ? "s" : "",
+                         rp_server_cache_per_key(srv) ? "per-key" : "shared");
+    else snprintf(auth, sizeof auth, "no API key");
     fprintf(stderr, "reprise serve: listening on http://%s%s%s:%u (backend %s, context %d, %s)\n",
             strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", bound,
-            rp_backend_kind(rp_server_backend(srv)), rp_backend_n_ctx(rp_server_backend(srv)),
-            cfg.api_key && cfg.api_key[0] ? "API key required" : "no API key");
+            rp_backend_kind(rp_server_backend(srv)), rp_backend_n_ctx(rp_server_backend(srv)), auth);
     if (port_file) {
         FILE *f = fopen(port_file, "w");
         if (!f || fprintf(f, "%u\n", bound) < 0 || fclose(f) != 0) {

@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "model/synth.h"
+#include "progress.h"
 
 int cmd_synth(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "synth"};
@@ -17,7 +18,8 @@ int cmd_synth(int argc, char **argv) {
                    "  presets: tiny, small, llama-3.2-1b, llama-3.2-3b (llama); tiny, qwen3-0.6b, qwen3-1.7b, qwen3-4b (qwen3)\n"
                    "  types:   f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, q4_k_m (Q4_K with Q6_K for sensitive tensors)\n"
                    "  --vocab  copy the tokenizer of a (vocab-only) GGUF; default: a built-in byte-level vocabulary\n"
-                   "The same arguments always give the same file.\n");
+                   "The same arguments always give the same file. It is written to a temp file renamed at the end;\n"
+                   "Ctrl-C (or an error) removes the temp file. On a terminal a progress line shows on stderr.\n");
             return 0;
         } else if (cli_is(&a, "--arch", NULL)) { if (!cli_str(&a, &arch)) return 2; }
         else if (cli_is(&a, "--preset", NULL)) { if (!cli_str(&a, &p.preset)) return 2; }
@@ -34,7 +36,12 @@ int cmd_synth(int argc, char **argv) {
     else { fprintf(stderr, "reprise synth: --arch must be llama or qwen3, got '%s'\n", arch); return 2; }
     p.n_threads = (int)threads;
     double t0 = cli_now();
-    rp_status st = rp_synth_write(&p, out);
+    int sig = 0;
+    rp_status st = cli_synth_write(p, out, &sig);
+    if (st == RP_ERR_CANCELLED && sig) {
+        fprintf(stderr, "reprise synth: interrupted; nothing written (the partial file is removed)\n");
+        return 128 + sig;
+    }
     if (st != RP_OK) return cli_fail("synth", out, st);
     fprintf(stderr, "synth: wrote %s (%s %s %s) in %.1f s\n", out, arch, p.preset, p.type, cli_now() - t0);
     return 0;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "progress.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -39,7 +40,7 @@ int cmd_tokenize(int argc, char **argv) {
     rp_model *m = NULL;
     rp_model_params mp = rp_model_default_params();
     mp.vocab_only = true;
-    rp_status st = rp_model_load(path, mp, &m);
+    rp_status st = cli_model_load(path, mp, &m);
     if (st != RP_OK) { free(buf); return cli_fail("tokenize", path, st); }
     rp_tokenize_opts o = {.add_bos = !no_bos && rp_tokenizer_add_bos(m->tok), .parse_special = !no_special};
     size_t cap = len + 8, n = 0;

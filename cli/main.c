@@ -14,15 +14,24 @@ static void usage(FILE *f) {
             "commands:\n"
             "  demo      three requests sharing documents in new orders: TTFT for none / prefix / blend\n"
             "  run       generate text from a prompt           reprise run -m MODEL.gguf -p PROMPT -n 64\n"
-            "  chat      interactive chat with the model's chat template\n"
-            "  inspect   print a GGUF file's metadata and tensor table\n"
-            "  tokenize  print the token ids of a text (works on vocab-only GGUFs)\n"
-            "  synth     write a random-weight model with a real architecture's shape\n"
+            "  chat      interactive chat with the model's chat template (same sampling options as run)\n"
             "  serve     OpenAI-compatible HTTP server (chat, completions, tools, SSE, metrics)\n"
             "  plan      show which tokens a prompt reuses or recomputes and the calls chosen\n"
-            "  bench     benchmarks: model (prefill/decode tok/s), kernels (GFLOP/s, GB/s, bandwidth)\n"
+            "  cache     inspect and maintain a persistent KV store: stats, ls, verify, evict, compact, clear\n"
+            "  inspect   print a GGUF file's metadata and tensor table (--system: the CPU features found)\n"
+            "  tokenize  print the token ids of a text (works on vocab-only GGUFs)\n"
+            "  synth     write a random-weight model with a real architecture's shape\n"
+            "  bench     benchmarks:\n"
+            "    bench model     prefill (ppN) and decode (tgN) tok/s, llama-bench style (--temp: decode with sampling)\n"
+            "    bench kernels   per-kernel GFLOP/s and GB/s, memory bandwidth, a model's decode ceiling\n"
+            "    bench fidelity  KL / greedy agreement of full and blend reuse against exact prefill\n"
+            "    bench reuse     TTFT of none / prefix / full / blend / static on reuse workloads\n"
+            "    bench sweep     TTFT vs prefix and non-prefix reuse ratio at several prompt lengths\n"
+            "    bench ablation  TTFT with each component of the KV reuse system switched off in turn\n"
+            "    bench agents    multi-agent trace: scheduler policies, speculative decoding\n"
+            "    bench all       reuse, workloads, fidelity, sweep, ablation and agents in turn, one HTML report\n"
             "\n"
-            "`reprise <command> --help` lists a command's options.\n",
+            "`reprise <command> --help` (and `reprise bench <what> --help`) lists a command's options.\n",
             rp_version());
 }
 

@@ -37,6 +37,12 @@ const char *rp_strerror(rp_status st);
  * pointer stays valid until the next failing call on the same thread. */
 const char *rp_last_error(void);
 
+/* Progress of a long call (model load, synth): `done` of `total` units so
+ * far, called on the caller's thread every few percent. Returning false asks
+ * the call to stop: it then fails with RP_ERR_CANCELLED and leaves nothing
+ * behind (no half-written file, no half-loaded model). */
+typedef bool (*rp_progress_fn)(void *user, uint64_t done, uint64_t total);
+
 /* Library version string, e.g. "0.1.0". */
 const char *rp_version(void);
 

@@ -1,13 +1,9 @@
 /* test_answer_score.c — SQuAD answer scoring used by `bench reuse --answer`: normalisation, F1, exact match. */
 #include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
 #include <stdbool.h>
-#include <stddef.h>
 #include <string.h>
 
-#include <cmocka.h>
-
+#include "testutil.h"
 #include "answer_score.h"
 
 static void check(const char *pred, const char *gold, double want_f1, bool want_exact) {
@@ -66,5 +62,5 @@ int main(void) {
         cmocka_unit_test(test_empty),
         cmocka_unit_test(test_bounds),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

@@ -172,7 +172,7 @@ static const int32_t k_groups[] = {1, 2, 4, 8};
 static void check_prefill(rp_type t) {
     const rp_attn_kernel *ks[8];
     const int nk = kernels_for(t, ks, 8);
-    if (!nk) { print_message("SKIP: no SIMD attention kernel for this type here\n"); skip(); }
+    if (!nk) RP_SKIP("no SIMD attention kernel for this type here\n");
     static const int32_t rows_v[] = {1, 3, 17, 64};
     static const int32_t base_v[] = {1, 60, 130};
     uint64_t seed = 100 + (uint64_t)t;
@@ -195,7 +195,7 @@ static void check_prefill(rp_type t) {
 static void check_decode(rp_type t) {
     const rp_attn_kernel *ks[8];
     const int nk = kernels_for(t, ks, 8);
-    if (!nk) { print_message("SKIP: no SIMD attention kernel for this type here\n"); skip(); }
+    if (!nk) RP_SKIP("no SIMD attention kernel for this type here\n");
     static const int32_t cells_v[] = {1, 2, 31, 33, 257, 1000, 4095};
     uint64_t seed = 200 + (uint64_t)t;
     for (size_t di = 0; di < 3; di++)
@@ -218,7 +218,7 @@ static void check_decode(rp_type t) {
 static void check_irregular(rp_type t) {
     const rp_attn_kernel *ks[8];
     const int nk = kernels_for(t, ks, 8);
-    if (!nk) { print_message("SKIP: no SIMD attention kernel for this type here\n"); skip(); }
+    if (!nk) RP_SKIP("no SIMD attention kernel for this type here\n");
     uint64_t seed = 300 + (uint64_t)t;
     rp_test_rng r = {seed};
     int32_t nc[64];
@@ -278,5 +278,5 @@ int main(void) {
         cmocka_unit_test(test_attn_f16_irregular),
         cmocka_unit_test(test_attn_q8_0_irregular),
     };
-    return cmocka_run_group_tests(tests, NULL, teardown);
+    return rp_test_main(tests, NULL, teardown);
 }

@@ -111,5 +111,5 @@ int main(void) {
         cmocka_unit_test(test_many_live_buffers),
         cmocka_unit_test(test_thp_mode_and_counter),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

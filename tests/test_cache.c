@@ -848,5 +848,5 @@ int main(void) {
         cmocka_unit_test(test_stats),          cmocka_unit_test(test_foreach),
         cmocka_unit_test(test_random_ops),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

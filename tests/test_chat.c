@@ -813,5 +813,5 @@ int main(void) {
         cmocka_unit_test(test_parse_plain_text),
         cmocka_unit_test(test_has_tool_call),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

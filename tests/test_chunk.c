@@ -420,5 +420,5 @@ int main(void) {
         cmocka_unit_test(test_hashes),          cmocka_unit_test(test_invalid_args),
         cmocka_unit_test(test_full_contract),   cmocka_unit_test(test_find_separators),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

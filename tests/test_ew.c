@@ -147,5 +147,5 @@ int main(void) {
         cmocka_unit_test(test_f16_rows),
         cmocka_unit_test(test_select),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

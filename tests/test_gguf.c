@@ -1327,5 +1327,5 @@ int main(void) {
         cmocka_unit_test(test_random_flips),
         cmocka_unit_test(test_str_eq_and_names),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

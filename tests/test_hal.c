@@ -202,5 +202,5 @@ int main(void) {
         cmocka_unit_test(test_ema),
         cmocka_unit_test(test_uniform),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

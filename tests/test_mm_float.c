@@ -183,8 +183,7 @@ static void check_type(rp_type t) {
     const rp_mm_kernel *ks[16];
     const int nk = kernels_for(t, ks, 16);
     if (nk == 0) {
-        print_message("SKIP: no SIMD kernel for %s on this machine\n", rp_type_get_traits(t)->name);
-        skip();
+        RP_SKIP("no SIMD kernel for %s on this machine\n", rp_type_get_traits(t)->name);
     }
     for (int q = 0; q < nk; q++) print_message("kernel %s\n", ks[q]->name);
     static const int64_t rows_v[] = {1, 3, 15, 16, 17, 31, 33, 255, 257};
@@ -346,7 +345,7 @@ static void test_mm_bf16_act_pair(void **state) {
             free(d);
         }
     }
-    if (!tested) skip();
+    if (!tested) RP_SKIP("no SIMD kernel ran on this machine\n");
 }
 
 int main(void) {
@@ -358,5 +357,5 @@ int main(void) {
         cmocka_unit_test(test_mm_cancellation),
         cmocka_unit_test(test_mm_bf16_act_pair),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

@@ -249,8 +249,7 @@ static void test_type(rp_type type) {
     }
 #endif
     if (nk == 0) {
-        print_message("SKIP: no x86 kernel for this type on this machine\n");
-        skip();
+        RP_SKIP("no x86 kernel for this type on this machine\n");
     }
     /* the driver reserves scratch for its largest n and runs smaller ones */
     for (int i = 0; i < nk; i++)
@@ -337,11 +336,10 @@ static void test_amx_thread_state(void **state) {
         }
     }
     if (!ran) {
-        print_message("SKIP: no AMX on this machine\n");
-        skip();
+        RP_SKIP("no AMX on this machine\n");
     }
 #else
-    skip();
+    RP_SKIP("AMX is x86-64 only\n");
 #endif
 }
 
@@ -352,5 +350,5 @@ int main(void) {
         cmocka_unit_test(test_q6_k),
         cmocka_unit_test(test_amx_thread_state),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

@@ -117,5 +117,5 @@ int main(void) {
         cmocka_unit_test(test_multi_q4_0), cmocka_unit_test(test_multi_q8_0), cmocka_unit_test(test_multi_q4_k),
         cmocka_unit_test(test_multi_q6_k), cmocka_unit_test(test_multi_f16),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

@@ -221,8 +221,7 @@ static void run_type(rp_type t, uint64_t seed) {
     const rp_mm_kernel *ks[8];
     const int nk = usable(t, ks);
     if (nk == 0) {
-        print_message("SKIP: no SIMD kernel for this type runs here\n");
-        skip();
+        RP_SKIP("no SIMD kernel for this type runs here\n");
     }
     rp_test_rng r = {seed};
     int bad = 0, runs = 0;
@@ -290,7 +289,7 @@ static void test_quant_act_exact(void **state) {
     const rp_mm_kernel *ks[16];
     int nk = usable(RP_TYPE_Q4_0, ks);
     nk += usable(RP_TYPE_Q8_0, ks + nk);
-    if (nk == 0) skip();
+    if (nk == 0) RP_SKIP("no SIMD Q4_0 / Q8_0 kernel runs here\n");
     rp_test_rng r = {42};
     static const int64_t blocks[] = {1, 3, 5, 7, 63, 65};
     for (int bi = 0; bi < N_OF(blocks); bi++) {
@@ -373,7 +372,7 @@ static void test_amx_fresh_thread(void **state) {
         problem_free(&p);
         ran++;
     }
-    if (!ran) skip();
+    if (!ran) RP_SKIP("no kernel of this kind runs here\n");
 }
 
 #if defined(__x86_64__)
@@ -411,7 +410,7 @@ static void test_amx_foreign_config(void **state) {
         problem_free(&p);
         ran++;
     }
-    if (!ran) skip();
+    if (!ran) RP_SKIP("no kernel of this kind runs here\n");
 }
 #endif
 
@@ -425,5 +424,5 @@ int main(void) {
         cmocka_unit_test(test_amx_foreign_config),
 #endif
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

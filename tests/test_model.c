@@ -319,5 +319,5 @@ int main(void) {
         cmocka_unit_test(test_batched_multi_sequence),
         cmocka_unit_test(test_kv_truncate_rollback),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

@@ -878,5 +878,5 @@ int main(void) {
         cmocka_unit_test(test_calib_corruption),
         cmocka_unit_test(test_comparison_table),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

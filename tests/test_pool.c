@@ -1244,5 +1244,5 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_bench_pool_lookup_100k), cmocka_unit_test(test_bench_engine_match_100k),
         cmocka_unit_test(test_bench_async_pipeline),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

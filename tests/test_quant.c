@@ -892,7 +892,7 @@ static void check_stories_bitexact(rp_type t, const char *qrel) {
     const char *rel = "models/stories260K.gguf";
     const char *p = rp_test_shared(rel);
     RP_REQUIRE_SHARED(p, rel);
-    if (!host_is_little_endian()) skip(); /* GGUF payloads are little-endian */
+    if (!host_is_little_endian()) RP_SKIP("big-endian host (GGUF payloads are little-endian)\n");
     size_t f32_len = 0, q_len = 0;
     char *f32 = rp_test_read_file(p, &f32_len);
     assert_non_null(f32);
@@ -988,5 +988,5 @@ int main(void) {
         cmocka_unit_test(test_stories260k_q8_0_bitexact),
         cmocka_unit_test(test_stories260k_q4_0_bitexact),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

@@ -19,10 +19,16 @@
 #include "server/prompt.h"
 #include "server/request.h"
 #include "server/server.h"
-#include "httputil.h"
+#include "srvtest.h"
 #include "testutil.h"
 
-#define MODEL_REL RP_TEST_MODEL_REL
+#define MODEL_REL SRVTEST_MODEL
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 /* ------------------------------------------------------------ fixtures */
 
@@ -30,10 +36,7 @@ static fixture g_main;   /* core backend, no key */
 
 #define NEED_MAIN()                                                 \
     do {                                                            \
-        if (!g_main.srv) {                                          \
-            print_message("SKIP: ../shared/%s not found\n", MODEL_REL); \
-            skip();                                                 \
-        }                                                           \
+        if (!g_main.srv) RP_SKIP("../shared/%s not found\n", MODEL_REL); \
     } while (0)
 
 static int group_setup(void **state) {
@@ -229,16 +232,6 @@ static json_t *chat(uint16_t port, const char *extra, int want_status) {
     json_t *j = parse(&r);
     resp_free(&r);
     return j;
-}
-
-static json_int_t jint(json_t *o, const char *path) {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", path);
-    json_t *v = o;
-    for (char *tok = strtok(buf, "."); tok && v; tok = strtok(NULL, ".")) v = json_object_get(v, tok);
-    if (!json_is_integer(v)) print_message("no integer at %s\n", path);
-    assert_true(json_is_integer(v));
-    return json_integer_value(v);
 }
 
 static void test_chat_basic(void **state) {
@@ -592,6 +585,31 @@ static void test_penalties_applied(void **state) {
     json_decref(c);
 }
 
+/* A top_p under float's range (it used to round to 0 and fail the sampler
+ * with a 500) is the smallest nucleus: the single most likely token, so a
+ * temperature-1 reply equals the greedy one. */
+static void test_tiny_top_p(void **state) {
+    NEED_MAIN();
+    json_t *g = chat(g_main.port, NULL, 200);
+    const char *tg = json_string_value(json_object_get(json_object_get(json_array_get(json_object_get(g, "choices"), 0), "message"), "content"));
+    static const char *const tps[] = {"1e-46", "1.4e-45", "5e-324", "1e-300"};
+    for (size_t i = 0; i < sizeof tps / sizeof tps[0]; i++) {
+        char body[1024];
+        snprintf(body, sizeof body, "{\"model\":\"any\",\"messages\":[%s],\"max_tokens\":12,\"temperature\":1,\"top_p\":%s,\"seed\":%zu}",
+                 k_user_msg, tps[i], i + 3);
+        resp r = post(g_main.port, "/v1/chat/completions", body);
+        if (r.status != 200) print_message("top_p %s: status %d: %.300s\n", tps[i], r.status, r.body);
+        assert_int_equal(r.status, 200);
+        json_t *j = parse(&r);
+        resp_free(&r);
+        assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message"), "content")), tg);
+        json_decref(j);
+    }
+    json_decref(g);
+    expect_error(g_main.port, "POST", "/v1/chat/completions", NULL,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_p\":0}", 400, NULL);
+}
+
 static void test_documents(void **state) {
     NEED_MAIN();
     const char *docs = "\"reprise_documents\":[\"Tom lives in a small house near the river.\",\"Anna has a big brown dog.\"]";
@@ -929,6 +947,7 @@ int main(void) {
         cmocka_unit_test(test_sessions),
         cmocka_unit_test(test_tools),
         cmocka_unit_test(test_penalties_applied),
+        cmocka_unit_test(test_tiny_top_p),
         cmocka_unit_test(test_documents),
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_disconnect_cancels),
@@ -937,5 +956,5 @@ int main(void) {
         cmocka_unit_test(test_session_tool_suspend),
         cmocka_unit_test(test_drain),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return rp_test_main(tests, group_setup, group_teardown);
 }

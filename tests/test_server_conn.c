@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "httputil.h"
+#include "srvtest.h"
 #include "server/http_head.h"
 #include "testutil.h"
 
@@ -26,23 +26,14 @@
 #define BODY_S 2.0
 #define IDLE_S 3.0
 
-#define NEED_MODEL()                                                              \
-    do {                                                                          \
-        if (!rp_test_shared(RP_TEST_MODEL_REL)) {                                 \
-            print_message("SKIP: ../shared/%s not found\n", RP_TEST_MODEL_REL);   \
-            skip();                                                               \
-        }                                                                         \
-    } while (0)
+#define NEED_MODEL() RP_REQUIRE_SHARED(rp_test_shared(SRVTEST_MODEL), SRVTEST_MODEL)
 
 /* Every address of 127.0.0.0/8 is loopback on Linux; elsewhere the per-address tests cannot run. */
 static bool g_aliases;
-#define NEED_ALIASES()                                                                        \
-    do {                                                                                      \
-        NEED_MODEL();                                                                         \
-        if (!g_aliases) {                                                                     \
-            print_message("SKIP: cannot bind 127.0.0.2 (127.0.0.0/8 is not all loopback here)\n"); \
-            skip();                                                                           \
-        }                                                                                     \
+#define NEED_ALIASES()                                                                      \
+    do {                                                                                    \
+        NEED_MODEL();                                                                       \
+        if (!g_aliases) RP_SKIP("cannot bind 127.0.0.2 (127.0.0.0/8 is not all loopback here)\n"); \
     } while (0)
 
 static void short_deadlines(rp_server_config *c) {
@@ -55,6 +46,12 @@ static const char *k_chat = "{\"messages\":[{\"role\":\"user\",\"content\":\"Onc
 /* long generations: the end of text is banned, so each is max_tokens long */
 static const char *k_long = "{\"messages\":[{\"role\":\"user\",\"content\":\"Once\"}],\"max_tokens\":200,\"temperature\":0,"
                             "\"logit_bias\":{\"1\":-100,\"2\":-100}";
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static void src_ip(int i, int n_addr, char *out, size_t cap) { snprintf(out, cap, "127.0.0.%d", 2 + i % n_addr); }
 
@@ -761,5 +758,5 @@ int main(void) {
         cmocka_unit_test(test_per_ip_cap),
         cmocka_unit_test(test_write_deadline),
     };
-    return cmocka_run_group_tests(tests, group_setup, NULL);
+    return rp_test_main(tests, group_setup, NULL);
 }

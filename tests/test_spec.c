@@ -451,5 +451,5 @@ int main(void) {
         cmocka_unit_test(test_self_drafter_rollback),
         cmocka_unit_test(test_model_drafter_rollback),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

@@ -218,8 +218,7 @@ static void test_cli_cache(void **state) {
     (void)state;
     const char *bin = getenv("RP_BIN");
     if (!bin || !*bin) {
-        print_message("SKIP: RP_BIN not set\n");
-        skip();
+        RP_SKIP("RP_BIN not set\n");
     }
     const char *tmp = rp_test_tmpdir();
     char dir[4096], out[4096 + 16];
@@ -311,5 +310,5 @@ int main(void) {
         cmocka_unit_test(test_sigkill_during_persistence),
         cmocka_unit_test(test_cli_cache),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

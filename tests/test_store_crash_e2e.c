@@ -207,8 +207,7 @@ static void test_sigkill_real_model(void **state) {
     RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
     const char *bin = getenv("RP_BIN");
     if (!bin || access(bin, X_OK) != 0) {
-        print_message("SKIP: RP_BIN does not name the reprise binary (ctest sets it)\n");
-        skip();
+        RP_SKIP("RP_BIN does not name the reprise binary (ctest sets it)\n");
     }
     char dir[1024], out[1200], vout[1200], cmd[4096];
     snprintf(dir, sizeof dir, "%s/crash-e2e-%d", rp_test_tmpdir(), (int)getpid());
@@ -279,5 +278,5 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigkill_real_model),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

@@ -1,4 +1,5 @@
 /* test_synth.c — synthetic models: determinism, every weight type vs. its dequantized F32 computation, both archs. */
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,6 +178,59 @@ static void test_deterministic(void **state) {
     remove(b);
 }
 
+/* Progress of synth and of a model load: done only grows and ends at total;
+ * a callback returning false cancels, with nothing left behind (no file, no
+ * temp file; no model). */
+typedef struct { uint64_t last_done, total; int calls; int stop_after; } progress_log;
+
+static bool log_progress(void *user, uint64_t done, uint64_t total) {
+    progress_log *l = user;
+    assert_true(done >= l->last_done && done <= total);
+    assert_true(l->calls == 0 || total == l->total);
+    l->last_done = done;
+    l->total = total;
+    return ++l->calls != l->stop_after;
+}
+
+static int files_starting(const char *dir, const char *prefix) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+static void test_progress_and_cancel(void **state) {
+    (void)state;
+    char path[512];
+    snprintf(path, sizeof path, "%s/prog.gguf", rp_test_tmpdir());
+    rp_synth_params p = rp_synth_default_params();
+    p.preset = "small";
+    progress_log l = {0};
+    p.progress = log_progress;
+    p.progress_user = &l;
+    assert_int_equal(rp_synth_write(&p, path), RP_OK);
+    assert_true(l.calls > 10 && l.last_done == l.total && l.total > 0);
+    /* loading it: the same rules */
+    rp_model_params mp = rp_model_default_params();
+    progress_log ml = {0};
+    mp.progress = log_progress;
+    mp.progress_user = &ml;
+    rp_model *m = NULL;
+    assert_int_equal(rp_model_load(path, mp, &m), RP_OK);
+    assert_true(ml.calls > 2 && ml.last_done == ml.total);
+    rp_model_free(m);
+    ml = (progress_log){.stop_after = 2};
+    assert_int_equal(rp_model_load(path, mp, &m), RP_ERR_CANCELLED);
+    assert_null(m);
+    remove(path);
+    /* a cancelled synth leaves neither the file nor its temp file */
+    l = (progress_log){.stop_after = 3};
+    assert_int_equal(rp_synth_write(&p, path), RP_ERR_CANCELLED);
+    assert_int_equal(files_starting(rp_test_tmpdir(), "prog.gguf"), 0);
+}
+
 /* Metadata of a preset matches the real architecture; the preset name is checked against --arch. */
 static void test_presets(void **state) {
     (void)state;
@@ -274,9 +328,10 @@ int main(void) {
         cmocka_unit_test(test_types_llama),
         cmocka_unit_test(test_types_qwen3),
         cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_progress_and_cancel),
         cmocka_unit_test(test_presets),
         cmocka_unit_test(test_vocab_carryover),
         cmocka_unit_test(test_missing_and_misshapen_tensors),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

@@ -98,5 +98,5 @@ int main(void) {
         cmocka_unit_test(test_pool_exactly_once),
         cmocka_unit_test(test_pool_guided_claims),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

@@ -748,5 +748,5 @@ int main(void) {
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_performance),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

@@ -130,7 +130,7 @@ static const char *write_hotpot(const char *dir) {
 static void test_docqa_retrieval_and_data(void **state) {
     (void)state;
     rp_model *m = load_stories();
-    if (!m) { print_message("SKIP: stories260K not found\n"); skip(); }
+    if (!m) RP_SKIP("stories260K not found (set RP_SHARED_DIR)\n");
     const char *dir = rp_test_tmpdir();
     const char *file = write_hotpot(dir);
     rp_workload_params p = rp_workload_default_params();
@@ -163,7 +163,7 @@ static void test_docqa_retrieval_and_data(void **state) {
 static void test_docqa_embeddings(void **state) {
     (void)state;
     rp_model *m = load_stories();
-    if (!m) { print_message("SKIP: stories260K not found\n"); skip(); }
+    if (!m) RP_SKIP("stories260K not found (set RP_SHARED_DIR)\n");
     const char *dir = rp_test_tmpdir();
     const char *file = write_hotpot(dir);
     char texts_path[512], emb_path[512];
@@ -213,7 +213,7 @@ static void test_docqa_embeddings(void **state) {
 static void test_docqa_chat_template(void **state) {
     (void)state;
     rp_model *m = load_stories();
-    if (!m) { print_message("SKIP: stories260K not found\n"); skip(); }
+    if (!m) RP_SKIP("stories260K not found (set RP_SHARED_DIR)\n");
     const char *file = write_hotpot(rp_test_tmpdir());
     rp_workload_params p = rp_workload_default_params();
     p.n_docs = 3;
@@ -242,7 +242,7 @@ static void test_docqa_chat_template(void **state) {
 static void test_chat_retrieval_over_whole_history(void **state) {
     (void)state;
     rp_model *m = load_stories();
-    if (!m) { print_message("SKIP: stories260K not found\n"); skip(); }
+    if (!m) RP_SKIP("stories260K not found (set RP_SHARED_DIR)\n");
     const char *dir = rp_test_tmpdir();
     char sub[512], path[600];
     snprintf(sub, sizeof sub, "%s/locomo", dir);
@@ -307,5 +307,5 @@ int main(void) {
         cmocka_unit_test(test_docqa_chat_template),
         cmocka_unit_test(test_chat_retrieval_over_whole_history),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rp_test_main(tests, NULL, NULL);
 }

@@ -7,14 +7,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+const char *rp_test_shared_dir(void) {
+    const char *dir = getenv("RP_SHARED_DIR");
+    return dir && *dir ? dir : "../shared";
+}
+
 const char *rp_test_shared(const char *rel) {
     /* a ring of buffers so a test can hold a few paths at once */
     static char ring[8][4096];
     static int next;
     char *buf = ring[next++ % 8];
-    const char *dir = getenv("RP_SHARED_DIR");
-    if (!dir || !*dir) dir = "../shared";
-    snprintf(buf, sizeof ring[0], "%s/%s", dir, rel);
+    snprintf(buf, sizeof ring[0], "%s/%s", rp_test_shared_dir(), rel);
     struct stat st;
     if (stat(buf, &st) != 0) return NULL;
     return buf;
@@ -45,4 +48,15 @@ char *rp_test_read_file(const char *path, size_t *len) {
     b[got] = '\0';
     if (len) *len = got;
     return b;
+}
+
+static int g_skipped;
+
+void rp_test_count_skip(void) { g_skipped++; }
+
+int rp_test_finish(int n_failed, int n_tests) {
+    const int passed = n_tests - n_failed - g_skipped;
+    printf("%d passed, %d failed, %d skipped\n", passed > 0 ? passed : 0, n_failed, g_skipped);
+    if (n_failed == 0 && g_skipped > 0 && g_skipped >= n_tests) return RP_TEST_SKIPPED;
+    return n_failed ? 1 : 0;   /* not the count: 77 failures would read as skipped, 256 as success */
 }

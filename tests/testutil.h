@@ -13,15 +13,34 @@
  * the source tree). Returns a static buffer (valid for the next 7 calls), or
  * NULL if the file does not exist (the caller then skips with a message). */
 const char *rp_test_shared(const char *rel);
+/* The shared data dir itself ($RP_SHARED_DIR, else ../shared). */
+const char *rp_test_shared_dir(void);
+
+/* Skips the current cmocka test with a clear message ("SKIP: " + printf
+ * arguments), counted for rp_test_main. Every skip goes through it. */
+#define RP_SKIP(...)                      \
+    do {                                  \
+        print_message("SKIP: " __VA_ARGS__); \
+        rp_test_count_skip();             \
+        skip();                           \
+    } while (0)
+void rp_test_count_skip(void);
 
 /* Skips the current cmocka test with a clear message when `path` is NULL. */
-#define RP_REQUIRE_SHARED(path, rel)                                              \
-    do {                                                                          \
-        if (!(path)) {                                                            \
-            print_message("SKIP: ../shared/%s not found (set RP_SHARED_DIR)\n", rel); \
-            skip();                                                               \
-        }                                                                         \
+#define RP_REQUIRE_SHARED(path, rel)                                                   \
+    do {                                                                               \
+        if (!(path)) RP_SKIP("%s/%s not found (set RP_SHARED_DIR)\n", rp_test_shared_dir(), rel); \
     } while (0)
+
+/* Every test program's main: runs the group, then prints "P passed, F failed,
+ * S skipped" (the line the shell tests print too; scripts/test.sh sums them)
+ * and returns 1 if any test failed, 0 if none, or RP_TEST_SKIPPED when nothing failed
+ * and every test skipped (ctest's SKIP_RETURN_CODE: the program shows as
+ * skipped, not passed). */
+#define RP_TEST_SKIPPED 77
+#define rp_test_main(tests, setup, teardown) \
+    rp_test_finish(cmocka_run_group_tests(tests, setup, teardown), (int)(sizeof(tests) / sizeof((tests)[0])))
+int rp_test_finish(int n_failed, int n_tests);
 
 /* A fresh private temp directory for this test process (created once). */
 const char *rp_test_tmpdir(void);

@@ -280,6 +280,18 @@ static rp_status bind_weights(const rp_gguf *g, rp_model *m) {
     return RP_OK;
 }
 
+typedef struct {   /* progress over the hash pass, then the packing pass */
+    rp_progress_fn fn;
+    void *user;
+    uint64_t done, total;
+} load_progress;
+
+static rp_status report(load_progress *lp, uint64_t add) {
+    lp->done += add;
+    if (lp->fn && !lp->fn(lp->user, lp->done, lp->total)) return rp_errorf(RP_ERR_CANCELLED, "model: loading cancelled");
+    return RP_OK;
+}
+
 /* Fingerprint: architecture, hyper-parameters (RoPE base / scaling among
  * them), every tensor's name/type/shape, and a digest of every weight byte:
  * the reuse salt must change when any weight changes (a fine-tune touching a
@@ -289,29 +301,43 @@ static rp_status bind_weights(const rp_gguf *g, rp_model *m) {
  * rest the first touch of the freshly mapped pages, which packing would pay
  * next), against 0.4 ms for the 4-KiB-per-MiB sample used before; the whole
  * load takes 0.9-2 s there. */
-static void compute_fingerprint(const rp_gguf *g, rp_model *m) {
+static rp_status compute_fingerprint(const rp_gguf *g, rp_model *m, load_progress *lp) {
     XXH3_state_t *s = XXH3_createState();
-    if (!s) return;
+    if (!s) return rp_errorf(RP_ERR_NOMEM, "model: out of memory");
     XXH3_64bits_reset_withSeed(s, 0x5265707269736521ULL);
     XXH3_64bits_update(s, &m->hp, sizeof m->hp);
-    uint64_t total = 0;
-    for (uint64_t i = 0; i < rp_gguf_n_tensors(g); i++) {
+    rp_status st = RP_OK;
+    for (uint64_t i = 0; i < rp_gguf_n_tensors(g) && st == RP_OK; i++) {
         const rp_gguf_tensor *t = rp_gguf_tensor_at(g, i);
         XXH3_64bits_update(s, t->name.ptr, t->name.len);
         XXH3_64bits_update(s, &t->type, sizeof t->type);
         XXH3_64bits_update(s, t->ne, sizeof t->ne);
-        total += t->nbytes;
-        if (t->data) XXH3_64bits_update(s, t->data, t->nbytes);
+        if (!t->data) continue;
+        const uint64_t step = (uint64_t)16 << 20;   /* the first touch of the pages: report every 16 MiB */
+        for (uint64_t off = 0; off < t->nbytes && st == RP_OK; off += step) {
+            const uint64_t len = t->nbytes - off < step ? t->nbytes - off : step;
+            XXH3_64bits_update(s, (const uint8_t *)t->data + off, (size_t)len);
+            st = report(lp, len);
+        }
     }
     m->fingerprint = XXH3_64bits_digest(s);
-    m->weight_bytes = total;
     XXH3_freeState(s);
+    return st;
 }
+
+static uint64_t weights_bytes(const rp_gguf *g) {
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < rp_gguf_n_tensors(g); i++) total += rp_gguf_tensor_at(g, i)->nbytes;
+    return total;
+}
+
+/* bytes of a weight's GGUF rows (what packing reads) */
+static uint64_t source_bytes(const rp_weight *w) { return (uint64_t)w->rows * w->row_bytes; }
 
 /* Picks each matmul weight's kernel for the dispatch level and packs it
  * (in parallel). The token embedding is only gathered from, never multiplied,
  * so it stays in the mapping unless it doubles as the tied output. */
-static rp_status prepare_weights(rp_model *m, rp_model_params params) {
+static rp_status prepare_weights(rp_model *m, rp_model_params params, load_progress *lp) {
     int lvl = params.cpu_level >= 0 ? params.cpu_level : (int)rp_cpu_level_active();
     if (lvl > (int)rp_cpu_info_get()->best)
         return rp_errorf(RP_ERR_UNSUPPORTED, "model: cpu level %s not available here", rp_cpu_level_name((rp_cpu_level)lvl));
@@ -325,11 +351,13 @@ static rp_status prepare_weights(rp_model *m, rp_model_params params) {
         for (size_t i = 0; i < sizeof ws / sizeof ws[0] && st == RP_OK; i++) {
             st = rp_weight_prepare(ws[i], (rp_cpu_level)lvl, pool, true);
             m->packed_bytes += ws[i]->packed_bytes;
+            if (st == RP_OK) st = report(lp, source_bytes(ws[i]));
         }
     }
     if (st == RP_OK) {
         st = rp_weight_prepare(&m->output, (rp_cpu_level)lvl, pool, !m->tied_output);
         m->packed_bytes += m->output.packed_bytes;
+        if (st == RP_OK) st = report(lp, source_bytes(&m->output));
     }
     rp_pool_free(pool);
     return st;
@@ -374,8 +402,16 @@ rp_status rp_model_load(const char *path, rp_model_params params, rp_model **out
     }
     if ((st = bind_weights(g, m)) != RP_OK) goto fail;
     if ((st = build_rope(g, m)) != RP_OK) goto fail;
-    compute_fingerprint(g, m);
-    if ((st = prepare_weights(m, params)) != RP_OK) goto fail;
+    load_progress lp = {params.progress, params.progress_user, 0, 0};
+    m->weight_bytes = weights_bytes(g);
+    lp.total = m->weight_bytes + source_bytes(&m->output);
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        const rp_layer *L = &m->layers[l];
+        lp.total += source_bytes(&L->wq) + source_bytes(&L->wk) + source_bytes(&L->wv) + source_bytes(&L->wo) +
+                    source_bytes(&L->w_gate) + source_bytes(&L->w_up) + source_bytes(&L->w_down);
+    }
+    if ((st = compute_fingerprint(g, m, &lp)) != RP_OK) goto fail;
+    if ((st = prepare_weights(m, params, &lp)) != RP_OK) goto fail;
     *out = m;
     return RP_OK;
 fail:

@@ -83,6 +83,9 @@ typedef struct rp_model_params {
     bool vocab_only;          /* load tokenizer + metadata, no weights (tokenize on vocab GGUFs) */
     int n_threads;            /* threads used to pack weights at load */
     int cpu_level;            /* -1: rp_cpu_level_active(); else an rp_cpu_level to pack for */
+    rp_progress_fn progress;  /* NULL, or called while the weights are read (hashed) and packed: units are
+                                 bytes, hashed then packed; returning false cancels the load */
+    void *progress_user;
 } rp_model_params;
 
 rp_model_params rp_model_default_params(void);

@@ -14,7 +14,7 @@ typedef struct rp_logit_bias {
 } rp_logit_bias;
 
 typedef struct rp_sampler_params {
-    float temp;              /* <= 0: greedy (argmax, ties to the lowest id) */
+    float temp;              /* <= 0: greedy (argmax, ties to the lowest id); must be finite */
     int32_t top_k;           /* <= 0: off */
     float top_p;             /* >= 1: off */
     float min_p;             /* <= 0: off; keeps tokens with p >= min_p * p_max */
@@ -36,8 +36,16 @@ void rp_sampler_free(rp_sampler *s);
 void rp_sampler_reset(rp_sampler *s);                 /* clears history, reseeds */
 void rp_sampler_accept(rp_sampler *s, rp_token tok);  /* appends to the penalty history */
 
-/* Samples from logits[n_vocab] (not modified). Allocates nothing. */
+/* Samples from logits[n_vocab] (not modified). Allocates nothing, and sorts
+ * only the candidates near a cut or a draw, never the whole vocabulary
+ * (sampler.c defines the distribution exactly). */
 rp_token rp_sampler_sample(rp_sampler *s, const float *logits);
+/* The same draw computed by sorting every candidate (the reference the tests
+ * hold rp_sampler_sample to: the same token and RNG use for the same state). */
+rp_token rp_sampler_sample_ref(rp_sampler *s, const float *logits);
+/* How many candidates the last sample / dist call sorted (the top_k
+ * selection aside): the cost the histogram is there to keep small. */
+int32_t rp_sampler_last_sorted(const rp_sampler *s);
 
 /* Writes the distribution sample() draws from (after bias, penalty,
  * temperature and truncation) into probs[n_vocab]; greedy gives a one-hot.

@@ -70,6 +70,7 @@ typedef struct {
     size_t row_bytes;
     float **rowbuf;       /* per thread [ne0] */
     bool ok;
+    int64_t row0;         /* the first row of dst in the tensor (a row's values depend on its index) */
 } fill_job;
 
 static void fill_rows(void *vp, int64_t rb, int64_t re, int tid) {
@@ -77,7 +78,7 @@ static void fill_rows(void *vp, int64_t rb, int64_t re, int tid) {
     const tensor_spec *ts = j->ts;
     float *buf = j->rowbuf[tid];
     for (int64_t r = rb; r < re; r++) {
-        uint64_t st = mix64(ts->seed ^ mix64((uint64_t)r + 0x51ed27));
+        uint64_t st = mix64(ts->seed ^ mix64((uint64_t)(j->row0 + r) + 0x51ed27));
         for (int64_t i = 0; i < ts->ne[0]; i++) {
             st += 0x9e3779b97f4a7c15ULL;
             double u = (double)(mix64(st) >> 11) * 0x1.0p-53;   /* [0, 1) */
@@ -93,7 +94,16 @@ typedef struct {
     float **rowbuf;
     tensor_spec *specs;
     size_t n_specs;
+    const rp_synth_params *p;   /* progress callback */
+    uint64_t done, total;       /* tensor bytes made / to make */
 } synth_ctx;
+
+static rp_status report(synth_ctx *sc, uint64_t add) {
+    sc->done += add;
+    if (sc->p->progress && !sc->p->progress(sc->p->progress_user, sc->done, sc->total))
+        return rp_errorf(RP_ERR_CANCELLED, "synth: cancelled");
+    return RP_OK;
+}
 
 static rp_status fill_cb(void *user, const char *name, void *dst, uint64_t nbytes) {
     synth_ctx *sc = user;
@@ -120,13 +130,19 @@ static rp_status fill_cb(void *user, const char *name, void *dst, uint64_t nbyte
             }
             f[i] = (float)ff;
         }
-        return RP_OK;
+        return report(sc, nbytes);
     }
     size_t rb = rp_type_row_size(ts->type, ts->ne[0]);
     if (rb * (size_t)ts->ne[1] != nbytes) return rp_errorf(RP_ERR_INTERNAL, "synth: size mismatch for '%s'", name);
-    fill_job j = {ts, dst, rb, sc->rowbuf, true};
-    rp_pool_parallel_for(sc->pool, ts->ne[1], 16, fill_rows, &j);
-    if (!j.ok) return rp_errorf(RP_ERR_INTERNAL, "synth: cannot quantize '%s' to %s", name, rp_type_get_traits((int)ts->type)->name);
+    /* in slices of ~8 MiB, so progress (and a cancel) is never far away */
+    const int64_t slice = rb >= ((size_t)8 << 20) ? 1 : (int64_t)(((size_t)8 << 20) / rb);
+    for (int64_t r0 = 0; r0 < ts->ne[1]; r0 += slice) {
+        const int64_t nr = ts->ne[1] - r0 < slice ? ts->ne[1] - r0 : slice;
+        fill_job j = {ts, (uint8_t *)dst + (size_t)r0 * rb, rb, sc->rowbuf, true, r0};
+        rp_pool_parallel_for(sc->pool, nr, 16, fill_rows, &j);
+        if (!j.ok) return rp_errorf(RP_ERR_INTERNAL, "synth: cannot quantize '%s' to %s", name, rp_type_get_traits((int)ts->type)->name);
+        RP_TRY(report(sc, (uint64_t)nr * rb));
+    }
     return RP_OK;
 }
 
@@ -353,6 +369,8 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
             if (!(sc.rowbuf[t] = malloc(sizeof(float) * (size_t)maxc))) st = rp_errorf(RP_ERR_NOMEM, "synth: out of memory");
         sc.specs = specs;
         sc.n_specs = n_specs;
+        sc.p = p;
+        for (size_t i = 0; i < n_specs; i++) sc.total += rp_type_row_size(specs[i].type, specs[i].ne[0]) * (uint64_t)specs[i].ne[1];
     }
     if (st == RP_OK) st = rp_gguf_writer_write_file(w, out_path);
 #undef K

@@ -14,12 +14,16 @@ typedef struct rp_synth_params {
     const char *vocab_path;   /* a GGUF whose tokenizer.* keys are copied; NULL: built-in byte-level vocab */
     uint64_t seed;
     int n_threads;
+    rp_progress_fn progress;  /* NULL, or called as tensor data is made (units: bytes of tensor data);
+                                 returning false stops the write and removes the temp file */
+    void *progress_user;
 } rp_synth_params;
 
 rp_synth_params rp_synth_default_params(void);
 
-/* Writes the model to `out_path` (temp file + rename). Deterministic for a
- * seed: the same parameters give byte-identical files, whatever n_threads. */
+/* Writes the model to `out_path` (temp file + rename; on any failure or a
+ * cancel the temp file is removed). Deterministic for a seed: the same
+ * parameters give byte-identical files, whatever n_threads. */
 rp_status rp_synth_write(const rp_synth_params *p, const char *out_path);
 
 /* Names of the presets, NULL-terminated (for --help). */

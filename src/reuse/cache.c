@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "reuse/siblings.h"
 
 /* Design.
  *
@@ -83,7 +84,6 @@ struct rp_centry {
     rp_chunk ch;                       /* first: rp_chunk * <-> rp_centry * */
     rp_centry *chain_next, **chain_pprev;
     rp_centry *hash_next, **hash_pprev;
-    rp_centry *kid_next, **kid_pprev;
     rp_centry *id_next, **id_pprev;
     rp_centry *all_prev, *all_next;    /* every indexed chunk, in insertion order */
     rp_centry *dirty_prev, *dirty_next;/* linked while dirty */
@@ -126,7 +126,8 @@ struct rp_chunk_cache {
     pthread_cond_t io_cv;              /* io_busy / loading progress */
     pthread_cond_t wr_cv, pf_cv, ld_cv, flush_cv;
     size_t nb;                         /* bucket count, a power of two */
-    rp_centry **chain_b, **hash_b, **kid_b, **id_b;
+    rp_centry **chain_b, **hash_b, **id_b;
+    rp_siblings *sibs;                 /* children of each parent in token order (partial matches) */
     rp_centry **heap;
     size_t heap_n, heap_cap;
     rp_centry *all_head, *all_tail;
@@ -145,6 +146,7 @@ struct rp_chunk_cache {
     rp_pool_params pp;
     bool has_store;
     bool ro;                           /* the store is read-only: lookups only, nothing is written */
+    bool damaged;                      /* SQLite reported corruption on one of the connections: ro from then on */
     pthread_t th_wr, th_pf, th_ld;
     bool th_wr_on, th_pf_on, th_ld_on;
     bool stop;
@@ -154,8 +156,9 @@ struct rp_chunk_cache {
     double last_insert_ms;
     uint64_t *bad;                     /* corrupt row ids to delete (writer) */
     int32_t n_bad, cap_bad;
-    uint64_t known_bad[64];            /* ring of rows found corrupt: lookups skip them until deleted */
-    int32_t known_bad_pos;
+    uint64_t *known_bad;               /* set of row ids that failed to load or verify (open addressing, 0 =
+                                          empty): never loaded again by this pool, deleted or not */
+    size_t n_known_bad, cap_known_bad;
     uint64_t *touch_ids;               /* ids whose locality changed */
     int32_t n_touch, cap_touch;
     uint64_t recent[RECENT];           /* ring of recently accessed ids */
@@ -183,10 +186,6 @@ static inline uint64_t rp_mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
-}
-
-static inline uint64_t rp_kid_key(uint64_t parent_id, rp_token first) {
-    return rp_mix64(parent_id * 0x9e3779b97f4a7c15ull) ^ (uint64_t)(uint32_t)first;
 }
 
 static inline size_t rp_bucket(const rp_chunk_cache *c, uint64_t key) { return (size_t)(rp_mix64(key) & (c->nb - 1)); }
@@ -234,15 +233,14 @@ static void rp_all_unlink(rp_chunk_cache *c, rp_centry *e) {
 static void rp_index_add(rp_chunk_cache *c, rp_centry *e) {
     RP_HLIST_ADD(&c->chain_b[rp_bucket(c, e->ch.chain)], e, chain_next, chain_pprev);
     RP_HLIST_ADD(&c->hash_b[rp_bucket(c, e->ch.hash)], e, hash_next, hash_pprev);
-    RP_HLIST_ADD(&c->kid_b[rp_bucket(c, rp_kid_key(e->ch.parent_id, e->ch.tokens[0]))], e, kid_next, kid_pprev);
     RP_HLIST_ADD(&c->id_b[rp_bucket(c, e->ch.id)], e, id_next, id_pprev);
 }
 
-static void rp_index_del(rp_centry *e) {
+static void rp_index_del(rp_chunk_cache *c, rp_centry *e) {
     RP_HLIST_DEL(e, chain_next, chain_pprev);
     RP_HLIST_DEL(e, hash_next, hash_pprev);
-    RP_HLIST_DEL(e, kid_next, kid_pprev);
     RP_HLIST_DEL(e, id_next, id_pprev);
+    rp_siblings_del(c->sibs, &e->ch);
 }
 
 /* Doubles the bucket arrays and rehashes. A failed allocation leaves the old
@@ -250,22 +248,18 @@ static void rp_index_del(rp_centry *e) {
 static void rp_maybe_grow(rp_chunk_cache *c) {
     if (c->st.n_chunks + 1 <= c->nb || c->nb > SIZE_MAX / 2 / sizeof(rp_centry *)) return;
     size_t nb = c->nb * 2;
-    rp_centry **cb = calloc(nb, sizeof *cb), **hb = calloc(nb, sizeof *hb), **kb = calloc(nb, sizeof *kb),
-              **ib = calloc(nb, sizeof *ib);
-    if (!cb || !hb || !kb || !ib) {
+    rp_centry **cb = calloc(nb, sizeof *cb), **hb = calloc(nb, sizeof *hb), **ib = calloc(nb, sizeof *ib);
+    if (!cb || !hb || !ib) {
         free(cb);
         free(hb);
-        free(kb);
         free(ib);
         return;
     }
     free(c->chain_b);
     free(c->hash_b);
-    free(c->kid_b);
     free(c->id_b);
     c->chain_b = cb;
     c->hash_b = hb;
-    c->kid_b = kb;
     c->id_b = ib;
     c->nb = nb;
     for (rp_centry *e = c->all_head; e; e = e->all_next) rp_index_add(c, e);
@@ -459,7 +453,7 @@ static size_t rp_drop(rp_chunk_cache *c, rp_centry *e, bool count_eviction) {
     if (e->prefetched) c->prefetch_bytes -= e->bytes;
     size_t b = e->bytes;
     if (e->indexed) {
-        rp_index_del(e);
+        rp_index_del(c, e);
         rp_all_unlink(c, e);
         c->st.n_chunks--;
         c->bytes -= b;
@@ -488,7 +482,7 @@ static void rp_unindex(rp_chunk_cache *c, rp_centry *e, bool keep_dirty) {
     if (!e->indexed) return;
     heap_del(c, e);
     if (e->dirty && !keep_dirty) dirty_del(c, e);
-    rp_index_del(e);
+    rp_index_del(c, e);
     rp_all_unlink(c, e);
     c->st.n_chunks--;
     c->bytes -= e->bytes;
@@ -618,12 +612,10 @@ rp_status rp_chunk_cache_create(rp_cache_params p, rp_chunk_cache **out) {
     c->nb = RP_CACHE_MIN_BUCKETS;
     c->chain_b = calloc(c->nb, sizeof *c->chain_b);
     c->hash_b = calloc(c->nb, sizeof *c->hash_b);
-    c->kid_b = calloc(c->nb, sizeof *c->kid_b);
     c->id_b = calloc(c->nb, sizeof *c->id_b);
-    if (!c->chain_b || !c->hash_b || !c->kid_b || !c->id_b) {
+    if (!c->chain_b || !c->hash_b || !c->id_b || rp_siblings_create(&c->sibs) != RP_OK) {
         free(c->chain_b);
         free(c->hash_b);
-        free(c->kid_b);
         free(c->id_b);
         free(c);
         return rp_errorf(RP_ERR_NOMEM, "chunk_cache: out of memory");
@@ -653,10 +645,11 @@ void rp_chunk_cache_free(rp_chunk_cache *c) {
     }
     free(c->chain_b);
     free(c->hash_b);
-    free(c->kid_b);
     free(c->id_b);
+    rp_siblings_free(c->sibs);
     free(c->heap);
     free(c->bad);
+    free(c->known_bad);
     free(c->touch_ids);
     free(c->co);
     pthread_mutex_destroy(&c->mu);
@@ -789,6 +782,7 @@ static void entry_index(rp_chunk_cache *c, rp_centry *e) {
     c->bytes += e->bytes;
     c->st.n_chunks++;
     rp_index_add(c, e);
+    rp_siblings_add(c->sibs, &e->ch);   /* out of memory: only partial matches miss it */
     rp_all_append(c, e);
 }
 
@@ -892,19 +886,87 @@ static rp_centry *rp_find_edge(const rp_chunk_cache *c, uint64_t chain, uint64_t
 }
 
 static bool known_bad(const rp_chunk_cache *c, uint64_t id) {
-    for (int32_t i = 0; i < 64; i++)
+    if (!c->cap_known_bad || !id) return false;
+    for (size_t i = rp_mix64(id) & (c->cap_known_bad - 1);; i = (i + 1) & (c->cap_known_bad - 1)) {
         if (c->known_bad[i] == id) return true;
-    return false;
+        if (c->known_bad[i] == 0) return false;
+    }
 }
 
-static void queue_bad(rp_chunk_cache *c, uint64_t id) {
-    if (!known_bad(c, id)) {
-        c->known_bad[c->known_bad_pos] = id;
-        c->known_bad_pos = (c->known_bad_pos + 1) % 64;
+/* The lookup connection's rp_store_set_skip callback: flash lookups pass over
+ * rows known bad, so an older healthy duplicate (or the next best sibling)
+ * is found instead. Runs during those lookups, which never hold mu. */
+static bool skip_known_bad(void *user, uint64_t id) {
+    rp_chunk_cache *c = user;
+    pthread_mutex_lock(&c->mu);
+    const bool bad = known_bad(c, id);
+    pthread_mutex_unlock(&c->mu);
+    return bad;
+}
+
+static void known_bad_put(uint64_t *set, size_t cap, uint64_t id) {
+    size_t i = rp_mix64(id) & (cap - 1);
+    while (set[i] && set[i] != id) i = (i + 1) & (cap - 1);
+    set[i] = id;
+}
+
+/* Remembers a row that failed to load for the pool's lifetime (whether or not
+ * its deletion from flash succeeds later). false if the set cannot grow. */
+static bool known_bad_add(rp_chunk_cache *c, uint64_t id) {
+    if (!id || known_bad(c, id)) return true;
+    if ((c->n_known_bad + 1) * 2 > c->cap_known_bad) {
+        const size_t cap = c->cap_known_bad ? 2 * c->cap_known_bad : 64;
+        uint64_t *set = calloc(cap, sizeof *set);
+        if (!set) return false;
+        for (size_t i = 0; i < c->cap_known_bad; i++)
+            if (c->known_bad[i]) known_bad_put(set, cap, c->known_bad[i]);
+        free(c->known_bad);
+        c->known_bad = set;
+        c->cap_known_bad = cap;
     }
+    known_bad_put(c->known_bad, c->cap_known_bad, id);
+    c->n_known_bad++;
+    return true;
+}
+
+/* A load of row `id` failed with `st`: is the row damaged (never to be used
+ * again, and removed from flash) rather than the load merely interrupted?
+ * Everything but running out of memory and shutdown counts as damage: a
+ * missing, short or unreadable payload file, a BLOB read error, a checksum or
+ * decompression failure. */
+static bool load_error_is_damage(rp_status st) { return st != RP_OK && st != RP_ERR_NOMEM && st != RP_ERR_CANCELLED; }
+
+/* Row `id` is damaged: lookups skip it from now on and the writer deletes it
+ * from flash (or, failing that, marks it corrupt there). */
+static void queue_bad(rp_chunk_cache *c, uint64_t id) {
+    (void)known_bad_add(c, id);   /* out of memory: the delete below still removes it; the engine's retries are bounded */
+    if (c->ro) return;            /* nothing is written to this store: known_bad alone keeps it out */
     for (int32_t i = 0; i < c->n_bad; i++)
         if (c->bad[i] == id) return;
     push_id(&c->bad, &c->n_bad, &c->cap_bad, id, 1 << 16);
+    pthread_cond_signal(&c->wr_cv);
+}
+
+static void rp_settle(rp_chunk_cache *c, rp_centry *e, bool fresh);
+
+/* After a store call on `db` by the thread that owns that connection (mu
+ * held): if SQLite called the database corrupt, the pool stops writing to it
+ * for good — no insert becomes dirty, queued writes and deletes are dropped
+ * (their chunks stay in RAM, or go if they were only waiting for the writer),
+ * the writer idles and flush reports it. Lookups go on: every payload is
+ * verified by its checksums, and a failed load is a miss. */
+static void check_damage(rp_chunk_cache *c, const rp_store *db) {
+    if (c->damaged || !rp_store_damaged(db)) return;
+    c->damaged = true;
+    c->ro = true;
+    c->n_bad = 0;
+    for (rp_centry *e = c->dirty_head, *next; e; e = next) {
+        next = e->dirty_next;
+        if (e->io_busy) continue;   /* in the writer's batch: it settles it */
+        dirty_del(c, e);
+        heap_rekey(c, e);
+        rp_settle(c, e, false);
+    }
     pthread_cond_signal(&c->wr_cv);
 }
 
@@ -915,6 +977,7 @@ static void collect_bad(rp_chunk_cache *c, rp_store *db) {
     int32_t n;
     while ((n = rp_store_take_bad(db, ids, 32)) > 0)
         for (int32_t i = 0; i < n; i++) queue_bad(c, ids[i]);
+    check_damage(c, db);
 }
 
 static void loader_enqueue(rp_chunk_cache *c, rp_centry *e);
@@ -970,9 +1033,10 @@ static rp_centry *load_row(rp_chunk_cache *c, rp_store *db, rp_store_chunk *meta
     }
     const double dt = now_ms() - t0;
     pthread_mutex_lock(&c->mu);
+    check_damage(c, db);
     if (st != RP_OK) {
         c->st.load_failures++;
-        if (st == RP_ERR_FORMAT) queue_bad(c, meta->id);
+        if (load_error_is_damage(st)) queue_bad(c, meta->id);
         rp_store_chunk_clear(meta);
         if (e) entry_free(e);
         return NULL;
@@ -1073,18 +1137,11 @@ rp_chunk *rp_chunk_cache_match_partial(rp_chunk_cache *c, const rp_chunk *parent
     if (!c || !toks || n <= 0 || !n_common) return NULL;
     pthread_mutex_lock(&c->mu);
     const uint64_t pid = parent ? parent->id : 0;
-    rp_centry *best = NULL;
+    /* the best RAM child by binary search over the parent's sorted children
+     * (failed loads are never indexed); ties: the most recently used of the
+     * nearest few */
     int32_t best_n = 0;
-    for (rp_centry *e = c->kid_b[rp_bucket(c, rp_kid_key(pid, toks[0]))]; e; e = e->kid_next) {
-        if (e->ch.parent_id != pid || e->ch.tokens[0] != toks[0] || e->failed) continue;
-        const int32_t m = e->ch.n_tokens < n ? e->ch.n_tokens : n;
-        int32_t k = 1;
-        while (k < m && e->ch.tokens[k] == toks[k]) k++;
-        if (k > best_n || (k == best_n && e->ch.last_used > best->ch.last_used)) {
-            best = e;
-            best_n = k;
-        }
-    }
+    rp_centry *best = (rp_centry *)rp_siblings_best(c->sibs, pid, toks, n, 16, &best_n);
     /* flash: only a strictly longer common prefix is worth a load */
     if (c->has_store && !(best && best_n == (best->ch.n_tokens < n ? best->ch.n_tokens : n))) {
         if (best) {   /* held across the unlocked lookup (the load may evict) */
@@ -1125,6 +1182,20 @@ rp_chunk *rp_chunk_cache_match_partial(rp_chunk_cache *c, const rp_chunk *parent
     return &best->ch;
 }
 
+rp_chunk *rp_chunk_cache_find_child(rp_chunk_cache *c, const rp_chunk *parent, const rp_token *toks,
+                                    const rp_chunk_span *span) {
+    if (!c || !toks || !span || span->len <= 0 || span->begin < 0) return NULL;
+    const uint64_t pid = parent ? parent->id : 0;
+    const uint64_t chain = rp_chunk_chain(parent ? parent->chain : 0, span->hash);
+    const rp_token *t = toks + span->begin;
+    pthread_mutex_lock(&c->mu);
+    rp_centry *e = rp_find_edge(c, chain, pid, t, span->len);
+    if (e) rp_touch_hit(c, e);
+    else e = flash_lookup(c, 0, pid, chain, t, span->len, NULL);
+    pthread_mutex_unlock(&c->mu);
+    return e ? &e->ch : NULL;
+}
+
 rp_chunk *rp_chunk_cache_find(rp_chunk_cache *c, const rp_token *toks, const rp_chunk_span *span) {
     if (!c || !toks || !span || span->len <= 0 || span->begin < 0) return NULL;
     const rp_token *t = toks + span->begin;
@@ -1161,6 +1232,7 @@ rp_chunk *rp_chunk_cache_get(rp_chunk_cache *c, uint64_t id) {
         if (st == RP_ERR_FORMAT) found = false;
         pthread_mutex_lock(&c->mu);
         if (st == RP_ERR_FORMAT) queue_bad(c, id);
+        check_damage(c, c->db_eng);
         if (found && meta.model != 0) e = load_row(c, c->db_eng, &meta);
         else if (found) rp_store_chunk_clear(&meta);
         pthread_mutex_unlock(&c->mu);
@@ -1306,6 +1378,8 @@ rp_cache_stats rp_chunk_cache_stats(const rp_chunk_cache *cc) {
     s.bytes = c->bytes;
     s.reload_ms_per_mib = c->has_store ? reload_rate(c) : 0;
     s.reload_measured = c->rate_n >= RATE_MIN_SAMPLES;
+    s.store_damaged = c->damaged;
+    s.known_bad = c->n_known_bad;
     pthread_mutex_unlock(&c->mu);
     return s;
 }
@@ -1457,6 +1531,10 @@ static bool writable(const rp_centry *e) {
 
 /* Is there anything the writer should do now? (mu held) */
 static bool writer_has_work(rp_chunk_cache *c, bool *urgent) {
+    if (c->ro) {   /* the store went read-only (damaged): nothing is written any more */
+        *urgent = false;
+        return false;
+    }
     /* urgent (write even while the engine computes or inserts keep coming):
      * a flush waits, shutdown, dirty chunks already pushed out of the pool, or
      * a dirty backlog of a quarter of the RAM budget — lazy persistence must
@@ -1470,7 +1548,7 @@ static bool writer_has_work(rp_chunk_cache *c, bool *urgent) {
 
 /* Locality of rows already on flash, so flash eviction and a later process see it. */
 static void sync_touches(rp_chunk_cache *c, rp_store *db) {
-    if (c->n_touch == 0) return;
+    if (c->n_touch == 0 || c->ro) return;
     int32_t n = c->n_touch;
     rp_store_touch *t = malloc(sizeof *t * (size_t)n);
     int32_t k = 0;
@@ -1492,7 +1570,7 @@ static void sync_touches(rp_chunk_cache *c, rp_store *db) {
 }
 
 static void sync_coaccess(rp_chunk_cache *c, rp_store *db) {
-    if (!c->co_dirty || !c->co) return;
+    if (!c->co_dirty || !c->co || c->ro) return;
     rp_store_coaccess *v = malloc(sizeof *v * CO_CAP);
     if (!v) return;
     int32_t n = 0;
@@ -1520,7 +1598,11 @@ static void delete_bad(rp_chunk_cache *c, rp_store *db) {
         }
     }
     pthread_mutex_unlock(&c->mu);
-    rp_store_delete(db, ids, n);
+    /* the rows stay in known_bad either way; a store that cannot delete them
+     * (e.g. a damaged database) at least gets them flagged, so that other
+     * processes skip them too */
+    if (rp_store_delete(db, ids, n) != RP_OK)
+        for (int32_t i = 0; i < n; i++) rp_store_mark_corrupt(db, ids[i]);
     free(ids);
     pthread_mutex_lock(&c->mu);
 }
@@ -1591,6 +1673,7 @@ static void *writer_main(void *arg) {
             continue;
         }
         delete_bad(c, c->db_wr);
+        check_damage(c, c->db_wr);
         /* a batch: oldest dirty chunks first, up to batch_bytes — and, with a
          * flash budget, up to a tenth of it, with room made before the write:
          * the store then stays within budget + 10% (the write's own WAL pages
@@ -1621,16 +1704,19 @@ static void *writer_main(void *arg) {
             }
         }
         if (n > 0) write_batch(c, c->db_wr, v, n);
+        check_damage(c, c->db_wr);
         if (++rounds % 8 == 0 || !c->dirty_head) {
             sync_touches(c, c->db_wr);
             sync_coaccess(c, c->db_wr);
         }
-        if (c->pp.disk_budget > 0) {
+        /* the store's size after every round, with a disk budget or without (stats.disk_bytes, the server's
+         * reprise_store_bytes): measuring it only under a budget left it at its size at attach */
+        {
             pthread_mutex_unlock(&c->mu);
             uint64_t disk = rp_store_disk_bytes(c->db_wr);
             pthread_mutex_lock(&c->mu);
             c->st.disk_bytes = disk;
-            if (disk > c->pp.disk_budget) {   /* down to 80%: evictions come in batches, not per write */
+            if (c->pp.disk_budget > 0 && disk > c->pp.disk_budget) {   /* down to 80%: evictions come in batches, not per write */
                 uint64_t freed = 0;
                 disk_evict(c, c->db_wr, c->pp.disk_budget - c->pp.disk_budget / 5, &freed);
             }
@@ -1657,7 +1743,10 @@ rp_status rp_chunk_cache_flush(rp_chunk_cache *c) {
         while (c->flush_done < want && c->th_wr_on) pthread_cond_wait(&c->flush_cv, &c->mu);
     }
     rp_status st = RP_OK;
-    for (rp_centry *e = c->dirty_head; e; e = e->dirty_next)
+    if (c->damaged)
+        st = rp_errorf(RP_ERR_IO, "chunk_cache: the store's database is damaged (SQLite reported corruption): nothing "
+                                  "more is written to it, and the next process to open it sets it aside");
+    for (rp_centry *e = c->dirty_head; e && st == RP_OK; e = e->dirty_next)
         if (e->write_failed) {
             st = rp_errorf(c->write_err ? c->write_err : RP_ERR_IO, "chunk_cache: %llu chunk(s) could not be written: %s",
                            (unsigned long long)c->st.write_failures, c->write_err_msg);
@@ -1726,11 +1815,12 @@ static void *loader_main(void *arg) {
                 rp_status st = c->stop ? RP_ERR_CANCELLED : rp_store_load_layers(c->db_ld, e->meta, e->ch.kv, l, l + 1);
                 const double dl = now_ms() - tl;
                 pthread_mutex_lock(&c->mu);
+                check_damage(c, c->db_ld);
                 if (st == RP_OK) note_load_rate(c, dl * L, e->ch.kv_bytes);   /* one layer's read, scaled to the chunk */
                 if (st != RP_OK) {
                     e->failed = true;
                     c->st.load_failures++;
-                    if (st == RP_ERR_FORMAT) queue_bad(c, e->ch.id);
+                    if (load_error_is_damage(st)) queue_bad(c, e->ch.id);
                     rp_unindex(c, e, false);
                 } else {
                     e->layers_ready = l + 1;
@@ -1867,8 +1957,9 @@ static void prefetch_round(rp_chunk_cache *c) {
             tl = now_ms() - tl;
         }
         pthread_mutex_lock(&c->mu);
+        check_damage(c, c->db_pf);
         if (st == RP_OK && found && e) note_load_rate(c, tl, kvb);
-        if (st == RP_ERR_FORMAT) queue_bad(c, cv[i].m.id);
+        if (load_error_is_damage(st)) queue_bad(c, cv[i].m.id);
         if (st != RP_OK || !found || !e || rp_find_id(c, full.id) || !make_room(c, total, INFINITY)) {
             if (e) entry_free(e);
             if (found) rp_store_chunk_clear(&full);
@@ -1999,6 +2090,7 @@ rp_status rp_chunk_cache_attach_store(rp_chunk_cache *c, rp_store *s, uint64_t s
                 : c->pp.policy == RP_EVICT_COST || c->p.policy == RP_EVICT_AUTO ? RP_EVICT_COST
                                                                                  : c->p.policy;
     c->db_eng = s;
+    rp_store_set_skip(c->db_eng, skip_known_bad, c);
     if ((st = rp_store_clone(s, &c->db_wr)) != RP_OK || (st = rp_store_clone(s, &c->db_pf)) != RP_OK ||
         (c->pp.async_load && (st = rp_store_clone(s, &c->db_ld)) != RP_OK)) {
         close_stores(c);

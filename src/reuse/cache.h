@@ -61,7 +61,8 @@ typedef struct rp_cache_stats {
     uint64_t flash_hits;       /* lookups answered from flash (payload loaded into the pool) */
     uint64_t loads, load_bytes;/* chunks / payload bytes read from flash (demand + prefetch) */
     double load_ms;            /* time in demand loads on the caller's thread */
-    uint64_t load_failures;    /* checksum / read failures (treated as misses; rows removed) */
+    uint64_t load_failures;    /* payloads that failed to load or verify (missing / short file, read error,
+                                  checksum): misses, never used; the rows are deleted from flash */
     uint64_t prefetched, prefetch_used;   /* chunks prefetched / of those, later hit */
     uint64_t dirty, dirty_bytes;          /* chunks (bytes) not yet on flash */
     uint64_t written, write_bytes, write_batches;
@@ -72,6 +73,8 @@ typedef struct rp_cache_stats {
     double reload_ms_per_mib;  /* flash read time per MiB the RAM eviction cost uses: measured (EWMA over demand,
                                   async and prefetch loads) once reload_measured, rp_pool_params's default before */
     bool reload_measured;
+    bool store_damaged;        /* SQLite called the store's database corrupt: it is read-only from then on */
+    uint64_t known_bad;        /* rows that failed to load or verify: never used again by this pool */
 } rp_cache_stats;
 
 typedef struct rp_chunk_cache rp_chunk_cache;
@@ -93,6 +96,13 @@ int32_t rp_chunk_cache_match_prefix(rp_chunk_cache *c, const rp_token *toks, con
  * that diverges mid-chunk reuse the matching head of the cached chunk. */
 rp_chunk *rp_chunk_cache_match_partial(rp_chunk_cache *c, const rp_chunk *parent, const rp_token *toks, int32_t n,
                                        int32_t *n_common);
+
+/* The child of `parent` (NULL: a root chunk) whose tokens are exactly the
+ * span's (its edge in the prefix tree), from RAM or flash; pinned, or NULL.
+ * With async loading a flash hit may still be arriving: wait for its layers
+ * before reading or overwriting its payload. */
+rp_chunk *rp_chunk_cache_find_child(rp_chunk_cache *c, const rp_chunk *parent, const rp_token *toks,
+                                    const rp_chunk_span *span);
 
 /* Content lookup (non-prefix reuse): any chunk with these tokens, whatever its
  * prefix (the most recently used if several). Pinned, or NULL. */

@@ -52,6 +52,7 @@ typedef struct placement {
     rp_chunk *ch;
     int32_t t0, n, cell0;
     bool unpin;               /* content / partial hits are unpinned once placed */
+    bool failed;              /* its payload failed to load: the cells hold nothing usable */
 } placement;
 
 /* The load pipeline: a thread that places every placement's layer 0, then
@@ -64,9 +65,10 @@ typedef struct loader {
     bool running, stop;
     uint64_t job, done;       /* job generations */
     _Atomic int32_t layers_done;
-    atomic_bool failed;       /* a chunk's payload failed verification while loading */
+    _Atomic int32_t compute_layer;   /* highest layer compute has begun in this job (-1: none) */
+    atomic_int failed;        /* placements whose payload failed to load or verify (this job) */
     rp_kv *kv;
-    const placement *pl;
+    placement *pl;
     int32_t n_pl;
     double busy_ms;
     float *krow, *cs;         /* loader-owned scratch */
@@ -81,8 +83,10 @@ typedef struct span_info {
 struct rp_reuse {
     const rp_model *m;
     rp_type kv_type;
-    rp_reuse_params p;
-    uint64_t salt;
+    rp_reuse_params p;        /* the defaults */
+    uint64_t salt;            /* model + KV type; the store is bound to it */
+    rp_reuse_params cur;      /* the current call's: p with its rp_reuse_opts applied (begin_call) */
+    uint64_t cur_salt;        /* salt mixed with the call's cache namespace */
     int32_t max_tokens;
     rp_chunk_cache *cache;
     /* request-phase scratch, sized once for max_tokens */
@@ -210,12 +214,38 @@ void rp_reuse_free(rp_reuse *e) {
     free(e);
 }
 
+rp_reuse_opts rp_reuse_default_opts(void) {
+    rp_reuse_opts o = {.mode = -1, .ratio = -1, .select = -1, .static_mode = -1, .ns = 0};
+    return o;
+}
+
+/* Every public call that reads the reuse settings starts here: the engine's
+ * defaults with the call's options over them, and the namespace's salt. */
+static rp_status begin_call(rp_reuse *e, const rp_reuse_opts *o) {
+    e->cur = e->p;
+    e->cur_salt = e->salt;
+    if (!o) return RP_OK;
+    if (o->mode > RP_REUSE_BLEND) return rp_errorf(RP_ERR_INVALID_ARG, "reuse: mode %d unknown", o->mode);
+    if (o->ratio > 1) return rp_errorf(RP_ERR_INVALID_ARG, "reuse: ratio %g not in [0, 1]", o->ratio);
+    if (o->select > RP_SELECT_ATTN) return rp_errorf(RP_ERR_INVALID_ARG, "reuse: selection rule %d unknown", o->select);
+    if (o->mode >= 0) e->cur.mode = (rp_reuse_mode)o->mode;
+    if (o->ratio >= 0) e->cur.ratio = e->cur.static_cfg.r = o->ratio;
+    if (o->select >= 0) e->cur.blend.select = (rp_select_kind)o->select;
+    if (o->static_mode >= 0) e->cur.static_mode = o->static_mode > 0;
+    if (o->ns) {   /* another namespace: other chunk hashes, so no lookup ever crosses into another's chunks */
+        const uint64_t in[2] = {e->salt, o->ns};
+        e->cur_salt = XXH3_64bits(in, sizeof in);
+    }
+    return RP_OK;
+}
+
 rp_chunk_cache *rp_reuse_cache(rp_reuse *e) { return e->cache; }
 rp_reuse_params *rp_reuse_get_params(rp_reuse *e) { return &e->p; }
 uint64_t rp_reuse_salt(const rp_reuse *e) { return e->salt; }
 const rp_model *rp_reuse_model(const rp_reuse *e) { return e->m; }
 rp_type rp_reuse_kv_type(const rp_reuse *e) { return e->kv_type; }
 void rp_reuse_trace_selection(rp_reuse *e, uint8_t *mark) { e->trace = mark; }
+int32_t rp_reuse_compute_layer(const rp_reuse *e) { return atomic_load(&e->ld.compute_layer); }
 
 void rp_reuse_set_query_vector(rp_reuse *e, const float *v, int32_t dim) {
     e->qvec = v && dim > 0 ? v : NULL;
@@ -225,11 +255,12 @@ void rp_reuse_set_query_vector(rp_reuse *e, const float *v, int32_t dim) {
 rp_status rp_reuse_put_vector(rp_reuse *e, const rp_token *toks, int32_t n, const float *v, int32_t dim) {
     if (!toks || n <= 0 || !v || dim <= 0) return rp_errorf(RP_ERR_INVALID_ARG, "reuse: put_vector needs tokens and a vector");
     if (n > e->max_tokens) return rp_errorf(RP_ERR_RANGE, "reuse: %d tokens exceed the engine's %d", n, e->max_tokens);
+    RP_TRY(begin_call(e, NULL));
     /* own span list: the engine's holds the pending prompt until its commit */
     rp_chunk_span *spans = malloc(sizeof *spans * (size_t)n);
     if (!spans) return rp_errorf(RP_ERR_NOMEM, "reuse: out of memory");
     int32_t ns = 0, found = 0;
-    rp_status st = rp_chunk_split(toks, n, NULL, 0, e->p.chunking, e->salt, spans, n, &ns);
+    rp_status st = rp_chunk_split(toks, n, NULL, 0, e->cur.chunking, e->cur_salt, spans, n, &ns);
     for (int32_t i = 0; st == RP_OK && i < ns; i++) {
         rp_chunk *ch = rp_chunk_cache_find(e->cache, toks, &spans[i]);
         if (!ch) continue;
@@ -282,7 +313,7 @@ static void *loader_main(void *vp) {
         while (!ld->stop && ld->job == ld->done) pthread_cond_wait(&ld->cv, &ld->mu);
         if (ld->stop) break;
         rp_kv *kv = ld->kv;
-        const placement *pl = ld->pl;
+        placement *pl = ld->pl;
         const int32_t n_pl = ld->n_pl;
         pthread_mutex_unlock(&ld->mu);
         double t0 = now_ms();
@@ -291,9 +322,11 @@ static void *loader_main(void *vp) {
          * at layer l starts as soon as possible */
         for (int32_t l = 0; l < kv->n_layer; l++) {
             for (int32_t i = 0; i < n_pl; i++) {
+                if (pl[i].failed) continue;
                 /* a chunk read from flash with async loading arrives layer by layer */
                 if (rp_chunk_cache_wait_layer(e->cache, pl[i].ch, l) != RP_OK) {
-                    atomic_store(&ld->failed, true);
+                    pl[i].failed = true;
+                    atomic_fetch_add(&ld->failed, 1);
                     continue;
                 }
                 const int32_t delta = pl[i].cell0 - (pl[i].ch->pos0 + pl[i].t0);
@@ -304,6 +337,7 @@ static void *loader_main(void *vp) {
             atomic_store(&ld->layers_done, l + 1);
             pthread_cond_broadcast(&ld->cv);
             pthread_mutex_unlock(&ld->mu);
+            if (e->p.on_layer_placed) e->p.on_layer_placed(e->p.on_layer_placed_user, l);
         }
         double dt = now_ms() - t0;
         pthread_mutex_lock(&ld->mu);
@@ -341,6 +375,7 @@ static void loader_stop(rp_reuse *e) {
 static void loader_wait_layer(void *user, int32_t l) {
     rp_reuse *e = user;
     loader *ld = &e->ld;
+    if (atomic_load(&ld->compute_layer) < l) atomic_store(&ld->compute_layer, l);
     if (atomic_load(&ld->layers_done) > l) return;
     double t0 = now_ms();
     pthread_mutex_lock(&ld->mu);
@@ -353,14 +388,16 @@ static void loader_wait_layer(void *user, int32_t l) {
  * overlapping the compute that follows) or right here. */
 static void placements_begin(rp_reuse *e, rp_ctx *c, rp_kv *kv) {
     e->wait_ms = 0;
-    atomic_store(&e->ld.failed, false);
     if (e->n_pl == 0) return;
     for (int32_t i = 0; i < e->n_pl; i++)
         for (int32_t t = 0; t < e->pl[i].n; t++) kv->pos[e->pl[i].cell0 + t] = e->pl[i].cell0 + t;
     if (!e->ld.running) {
         double t0 = now_ms();
         for (int32_t i = 0; i < e->n_pl; i++)
-            if (!place_all_layers(e->cache, e->m, kv, &e->pl[i], e->cs, e->krow)) atomic_store(&e->ld.failed, true);
+            if (!place_all_layers(e->cache, e->m, kv, &e->pl[i], e->cs, e->krow)) {
+                e->pl[i].failed = true;
+                atomic_fetch_add(&e->ld.failed, 1);
+            }
         e->ld.busy_ms = now_ms() - t0;
         e->wait_ms = e->ld.busy_ms;   /* fully exposed */
         return;
@@ -371,6 +408,7 @@ static void placements_begin(rp_reuse *e, rp_ctx *c, rp_kv *kv) {
     ld->pl = e->pl;
     ld->n_pl = e->n_pl;
     atomic_store(&ld->layers_done, 0);
+    atomic_store(&ld->compute_layer, -1);
     ld->job++;
     pthread_cond_broadcast(&ld->cv);
     pthread_mutex_unlock(&ld->mu);
@@ -399,7 +437,7 @@ static void placements_end(rp_reuse *e, rp_ctx *c, rp_reuse_stats *st) {
 }
 
 static void add_placement(rp_reuse *e, rp_chunk *ch, int32_t t0, int32_t n, int32_t cell0, bool unpin) {
-    e->pl[e->n_pl++] = (placement){ch, t0, n, cell0, unpin};
+    e->pl[e->n_pl++] = (placement){ch, t0, n, cell0, unpin, false};
 }
 
 /* ---- compute steps ---- */
@@ -443,11 +481,11 @@ static rp_status run_blend(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *to
     }
     int32_t pads = 0;
     if (pad_to > b - a) add_pads(e, pad_to - (b - a), n, &pads);
-    int32_t budget = budget_override >= 0 ? budget_override - n_forced : (int32_t)ceilf(e->p.ratio * (float)n_reuse);
+    int32_t budget = budget_override >= 0 ? budget_override - n_forced : (int32_t)ceilf(e->cur.ratio * (float)n_reuse);
     if (budget < 0) budget = 0;
     /* a static call carries exactly its k rows past the check layer (padding
      * rows fill in when fewer are selected), so its cost is the calibrated one */
-    rp_blend_params bp = e->p.blend;
+    rp_blend_params bp = e->cur.blend;
     bp.fixed_rows = budget_override >= 0 ? budget_override : 0;
     rp_blend_stats bs;
     rp_status rs = rp_blend_run(c, kv, &e->batch, e->kinds, budget, &bp, &e->ws, &bs);
@@ -471,7 +509,7 @@ static rp_status run_static_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_
     rp_batch_clear(&e->batch);
     for (int32_t t = a; t < b; t++) rp_batch_add(&e->batch, toks[t], 0, t, t, t == n - 1);
     int32_t pads = 0;
-    add_pads(e, e->p.static_cfg.L_P - (b - a), n, &pads);
+    add_pads(e, e->cur.static_cfg.L_P - (b - a), n, &pads);
     rp_status rs = rp_forward(c, &e->batch, &kv, 1);
     if (pads) rp_kv_truncate(kv, n);
     RP_TRY(rs);
@@ -479,6 +517,13 @@ static rp_status run_static_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_
     st->n_computed_rows += e->batch.n;
     st->n_pad += pads;
     return RP_OK;
+}
+
+/* Whether a chunk found by tokens (a partial or sub-chunk match, which no
+ * hash selects) was cached under this call's namespace: its hash is that of
+ * its tokens under the namespace's salt. */
+static bool in_namespace(const rp_reuse *e, const rp_chunk *ch) {
+    return rp_chunk_hash(ch->tokens, ch->n_tokens, e->cur_salt) == ch->hash;
 }
 
 /* Sub-chunk reuse: every run of new tokens (at least subchunk_min long, the
@@ -491,7 +536,7 @@ static void match_subchunks(rp_reuse *e, const rp_token *toks, int32_t n, int32_
                             int32_t *first_approx) {
     if (!rp_chunk_cache_has_store(e->cache)) return;
     uint8_t *tk = e->tok_kind;
-    const int32_t min = e->p.subchunk_min;
+    const int32_t min = e->cur.subchunk_min;
     enum { CAP = 16 };
     rp_subchunk_match mt[CAP];
     for (int32_t a = P_tok; a < n - 1;) {
@@ -510,7 +555,8 @@ static void match_subchunks(rp_reuse *e, const rp_token *toks, int32_t n, int32_
                 rp_chunk *ch = rp_chunk_cache_get(e->cache, x->chunk_id);
                 if (!ch) continue;
                 const int32_t at = a + x->prompt_off;
-                bool ok = x->len >= min && x->chunk_off >= 0 && x->chunk_off + x->len <= ch->n_tokens && at + x->len <= b;
+                bool ok = x->len >= min && x->chunk_off >= 0 && x->chunk_off + x->len <= ch->n_tokens && at + x->len <= b &&
+                          in_namespace(e, ch);
                 for (int32_t t = 0; ok && t < x->len; t++) ok = ch->tokens[x->chunk_off + t] == toks[at + t] && tk[at + t] == RP_ROW_NEW;
                 if (!ok) {   /* never trust an index hit without comparing tokens */
                     rp_chunk_unpin(e->cache, ch);
@@ -544,7 +590,7 @@ static void resolve(rp_reuse *e, const rp_token *toks, int32_t n, rp_kv *kv, rp_
      * approximate chunks along an identical token path: their KV is what this
      * same prefix produced before, so the result repeats that earlier one.
      * At r = 1 full / blend promise exact prefill, so exact chunks only. */
-    const bool approx_ok = (e->p.mode == RP_REUSE_FULL || e->p.mode == RP_REUSE_BLEND) && e->p.ratio < 1.0f;
+    const bool approx_ok = (e->cur.mode == RP_REUSE_FULL || e->cur.mode == RP_REUSE_BLEND) && e->cur.ratio < 1.0f;
     int32_t keep = 0;
     while (keep < nm && (matched[keep]->exact || approx_ok) && matched[keep]->pos0 == e->spans[keep].begin) keep++;
     for (int32_t i = keep; i < nm; i++) rp_chunk_unpin(e->cache, matched[i]);
@@ -554,7 +600,7 @@ static void resolve(rp_reuse *e, const rp_token *toks, int32_t n, rp_kv *kv, rp_
     int32_t n_common = 0;
     /* a partial head only helps when the whole next chunk is not cached elsewhere */
     bool next_cached = false;
-    if (nm < ns && e->p.mode != RP_REUSE_PREFIX) {
+    if (nm < ns && e->cur.mode != RP_REUSE_PREFIX) {
         rp_chunk *probe = rp_chunk_cache_find(e->cache, toks, &e->spans[nm]);
         if (probe) {
             next_cached = true;
@@ -564,7 +610,8 @@ static void resolve(rp_reuse *e, const rp_token *toks, int32_t n, rp_kv *kv, rp_
     if (nm < ns && !next_cached) {
         partial = rp_chunk_cache_match_partial(e->cache, nm > 0 ? matched[nm - 1] : NULL, toks + P, e->spans[nm].len,
                                                &n_common);
-        if (partial && ((!partial->exact && !approx_ok) || partial->pos0 != P)) {
+        /* root chunks of every namespace share the root: a partial match must be this call's */
+        if (partial && ((!partial->exact && !approx_ok) || partial->pos0 != P || !in_namespace(e, partial))) {
             rp_chunk_unpin(e->cache, partial);
             partial = NULL;
             n_common = 0;
@@ -599,10 +646,18 @@ static void resolve(rp_reuse *e, const rp_token *toks, int32_t n, rp_kv *kv, rp_
     }
     if (kv) kv->n = P_tok;
     st->n_prefix = P_tok;
+    /* of those, the tokens whose KV is exactly a plain prefill's (chunks
+     * written by an exact run), apart from ones an earlier approximate run wrote */
+    for (int32_t i = 0; i < nm; i++)
+        if (matched[i]->exact) {
+            const int32_t b = e->spans[i].begin, l = e->spans[i].len;
+            st->n_prefix_exact += (b + l < P_tok ? b + l : P_tok) - b;
+        }
+    if (partial && partial->exact && P < P_tok) st->n_prefix_exact += (P + n_common < P_tok ? P + n_common : P_tok) - P;
 
     uint8_t *tk = e->tok_kind;
     for (int32_t t = P_tok; t < n; t++) tk[t] = RP_ROW_NEW;
-    if (e->p.mode == RP_REUSE_FULL || e->p.mode == RP_REUSE_BLEND) {
+    if (e->cur.mode == RP_REUSE_FULL || e->cur.mode == RP_REUSE_BLEND) {
         for (int32_t i = nm; i < ns; i++) {
             const rp_chunk_span *sp = &e->spans[i];
             if (sp->begin < P_tok) continue;   /* partially covered by the prefix: its rest is computed */
@@ -616,7 +671,7 @@ static void resolve(rp_reuse *e, const rp_token *toks, int32_t n, rp_kv *kv, rp_
             if (sp->begin < *first_approx) *first_approx = sp->begin;
             st->n_nonprefix += sp->len;
         }
-        if (e->p.subchunk_min > 0) match_subchunks(e, toks, n, P_tok, kv != NULL, st, first_approx);
+        if (e->cur.subchunk_min > 0) match_subchunks(e, toks, n, P_tok, kv != NULL, st, first_approx);
     }
     *P_out = P_tok;
     *nm_out = nm;
@@ -638,14 +693,18 @@ static int32_t build_segments(rp_reuse *e, int32_t n, int32_t P_tok) {
 
 /* ---- prefill ---- */
 
+/* One prefill attempt. `lookup` false: nothing is taken from the cache (the
+ * last attempt after failed loads); the prompt is computed as a plain prefill
+ * (static calls in static mode) and its chunks can be committed as exact. */
 static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *toks, int32_t n,
-                              const int32_t *bounds, int32_t n_bounds, float *logits, rp_reuse_stats *st) {
+                              const int32_t *bounds, int32_t n_bounds, bool lookup, float *logits, rp_reuse_stats *st) {
     memset(st, 0, sizeof *st);
+    atomic_store(&e->ld.failed, 0);
     const double t0 = now_ms();
     if (n <= 0) return rp_errorf(RP_ERR_INVALID_ARG, "reuse: empty prompt");
     if (n > e->max_tokens) return rp_errorf(RP_ERR_RANGE, "reuse: prompt of %d tokens exceeds max_tokens %d", n, e->max_tokens);
-    const rp_static_cfg *sc = &e->p.static_cfg;
-    const bool stat = e->p.static_mode && e->p.mode != RP_REUSE_NONE;
+    const rp_static_cfg *sc = &e->cur.static_cfg;
+    const bool stat = e->cur.static_mode && e->cur.mode != RP_REUSE_NONE;
     int32_t need = n + (stat ? (sc->L_S > sc->L_P ? sc->L_S : sc->L_P) : 0);
     if (need > kv->n_ctx)
         return rp_errorf(RP_ERR_FULL, "reuse: prompt needs %d cells (incl. static padding), cache has %d", need, kv->n_ctx);
@@ -658,16 +717,22 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
 
     /* chunk the prompt */
     int32_t ns = 0;
-    RP_TRY(rp_chunk_split(toks, n, bounds, n_bounds, e->p.chunking, e->salt, e->spans, e->max_tokens, &ns));
+    RP_TRY(rp_chunk_split(toks, n, bounds, n_bounds, e->cur.chunking, e->cur_salt, e->spans, e->max_tokens, &ns));
     e->n_spans = ns;
     st->n_chunks = ns;
     memset(e->info, 0, sizeof *e->info * (size_t)ns);
 
-    if (e->p.mode == RP_REUSE_NONE) {
+    if (e->cur.mode == RP_REUSE_NONE || !lookup) {
         double tc = now_ms();
-        RP_TRY(run_plain(e, c, kv, toks, 0, n, n, st));
+        if (stat) {
+            for (int32_t a = 0; a < n; a += sc->L_P) RP_TRY(run_static_prefill(e, c, kv, toks, a, a + sc->L_P < n ? a + sc->L_P : n, n, st));
+        } else {
+            RP_TRY(run_plain(e, c, kv, toks, 0, n, n, st));
+        }
         st->compute_ms = now_ms() - tc;
         st->n_new = n;
+        st->n_exact_head = n;
+        for (int32_t i = 0; i < ns; i++) e->info[i].exact = true;   /* a plain prefill: exact (none commits nothing) */
         goto done;
     }
 
@@ -675,7 +740,7 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
     resolve(e, toks, n, kv, st, &P_tok, &nm, &first_approx);
     uint8_t *tk = e->tok_kind;
 
-    if (e->p.mode == RP_REUSE_PREFIX) {
+    if (e->cur.mode == RP_REUSE_PREFIX) {
         placements_begin(e, c, kv);
         double tc = now_ms();
         rp_status rs = RP_OK;
@@ -690,6 +755,7 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
         placements_end(e, c, st);
         st->compute_ms = now_ms() - tc;
         st->n_new = n - P_tok;
+        st->n_exact_head = n;   /* exact chunks only, the rest computed on them */
         for (int32_t i = nm; i < ns; i++) e->info[i].exact = true;
         RP_TRY(rs);
         goto done;
@@ -702,7 +768,7 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
     double tc = now_ms();
     rp_status rs = RP_OK;
     const int32_t nb = rp_ctx_get_params(c).n_batch;
-    if (e->p.mode == RP_REUSE_FULL && e->p.ratio < 1.0f) {
+    if (e->cur.mode == RP_REUSE_FULL && e->cur.ratio < 1.0f) {
         /* Prompt Cache: reused tokens are taken as-is; compute new tokens and
          * the last one (static: in calls of exactly L_P rows, padded past the prompt) */
         const int32_t cap = stat ? sc->L_P : nb;
@@ -721,7 +787,7 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
             st->n_pad += pads;
         }
         if (tk[n - 1] == RP_ROW_REUSE) st->n_recomputed = 1;
-    } else if (e->p.mode == RP_REUSE_FULL) {
+    } else if (e->cur.mode == RP_REUSE_FULL) {
         /* full with r = 1 recomputes everything after the prefix: exact */
         if (stat) {
             for (int32_t a = P_tok; a < n && rs == RP_OK; a += sc->L_P)
@@ -746,20 +812,27 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
         /* static shapes: plan calls over segments with the DP (or naively) */
         int32_t nseg = build_segments(e, n, P_tok);
         int32_t ncalls = 0;
-        rs = e->p.naive_schedule ? rp_plan_naive(e->segs, nseg, sc, e->calls, e->max_tokens, &ncalls, &st->plan_ms)
+        rs = e->cur.naive_schedule ? rp_plan_naive(e->segs, nseg, sc, e->calls, e->max_tokens, &ncalls, &st->plan_ms)
                                  : rp_plan_dp(e->segs, nseg, sc, e->calls, e->max_tokens, &ncalls, &st->plan_ms);
         const int32_t k_static = rp_static_k(sc);
         for (int32_t i = 0; i < ncalls && rs == RP_OK; i++) {
             const rp_call *cl = &e->calls[i];
-            if (cl->kind == RP_CALL_PREFILL) rs = run_static_prefill(e, c, kv, toks, cl->begin, cl->end, n, st);
-            else rs = run_blend(e, c, kv, toks, tk, cl->begin, cl->end, n, sc->L_S, k_static, st);
+            if (cl->kind == RP_CALL_PREFILL) {
+                rs = run_static_prefill(e, c, kv, toks, cl->begin, cl->end, n, st);
+                /* reused tokens a prefill call computes whole are recomputed past the check layer too */
+                for (int32_t t = cl->begin; t < cl->end; t++) st->n_recomputed += tk[t] == RP_ROW_REUSE && t != n - 1;
+            } else {
+                rs = run_blend(e, c, kv, toks, tk, cl->begin, cl->end, n, sc->L_S, k_static, st);
+            }
         }
     }
     placements_end(e, c, st);
     st->compute_ms = now_ms() - tc;
     for (int32_t t = P_tok; t < n; t++) st->n_new += tk[t] == RP_ROW_NEW;
-    /* chunks wholly before the first non-prefix reuse were computed exactly */
-    for (int32_t i = nm; i < ns; i++) e->info[i].exact = e->spans[i].begin + e->spans[i].len <= first_approx;
+    /* chunks wholly before the first approximate KV were computed exactly; at
+     * r = 1 everything after the exact prefix was recomputed: all exact */
+    st->n_exact_head = e->cur.ratio < 1.0f ? first_approx : n;
+    for (int32_t i = nm; i < ns; i++) e->info[i].exact = e->spans[i].begin + e->spans[i].len <= st->n_exact_head;
     RP_TRY(rs);
 done:
     if (!rp_ctx_logits(c, 0)) return rp_errorf(RP_ERR_INTERNAL, "reuse: no logits for the last token");
@@ -768,7 +841,7 @@ done:
     int32_t computed = st->n_computed_rows > 0 ? st->n_computed_rows : 1;
     double mpt = st->compute_ms / computed;
     e->ms_per_token = e->ms_per_token > 0 ? 0.8 * e->ms_per_token + 0.2 * mpt : mpt;
-    e->pending = e->p.mode != RP_REUSE_NONE;
+    e->pending = e->cur.mode != RP_REUSE_NONE;
     return RP_OK;
 }
 
@@ -783,17 +856,45 @@ static void overwrite_payload(rp_chunk *ch, const rp_kv *kv, int32_t cell0) {
     ch->pos0 = kv->pos[cell0];
 }
 
+/* A cached payload that fails to load or verify (a damaged store: a deleted,
+ * truncated or unreadable payload, a checksum mismatch) is never used. The
+ * attempt that placed it is thrown away, KV and logits, and nothing of it is
+ * committed; the pool has marked the chunk bad (skipped by every later lookup,
+ * deleted from flash), so the next attempt misses it — in prefix mode with
+ * everything after it on the prefix path — and recomputes those tokens. Each
+ * failed attempt excludes at least the chunk that failed; after
+ * RP_REUSE_ATTEMPTS of them the prompt is prefilled with no lookups at all.
+ * Either way the result is what an intact cache (or none) gives. */
+#define RP_REUSE_ATTEMPTS 4
+
 rp_status rp_reuse_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *toks, int32_t n,
                            const int32_t *bounds, int32_t n_bounds, float *logits, rp_reuse_stats *st) {
+    return rp_reuse_prefill_opts(e, NULL, c, kv, toks, n, bounds, n_bounds, logits, st);
+}
+
+rp_status rp_reuse_prefill_opts(rp_reuse *e, const rp_reuse_opts *opts, rp_ctx *c, rp_kv *kv, const rp_token *toks,
+                                int32_t n, const int32_t *bounds, int32_t n_bounds, float *logits, rp_reuse_stats *st) {
+    memset(st, 0, sizeof *st);
+    RP_TRY(begin_call(e, opts));
+    const double t0 = now_ms();
     /* the store's writer and prefetcher start no new I/O while we compute */
     rp_chunk_cache_busy(e->cache, true);
-    rp_status rs = prefill_once(e, c, kv, toks, n, bounds, n_bounds, logits, st);
-    if (rs == RP_OK && atomic_load(&e->ld.failed)) {
-        /* a cached payload failed verification while loading: it has been
-         * dropped from the cache, so the retry treats it as a miss */
-        if (e->pending) unpin_pending(e);
-        rs = prefill_once(e, c, kv, toks, n, bounds, n_bounds, logits, st);
+    rp_status rs = RP_OK;
+    int32_t failed = 0, attempts = 0;
+    for (;;) {
+        const bool lookup = attempts < RP_REUSE_ATTEMPTS;
+        rs = prefill_once(e, c, kv, toks, n, bounds, n_bounds, lookup, logits, st);
+        attempts++;
+        const int32_t f = atomic_load(&e->ld.failed);
+        failed += f;
+        if (rs != RP_OK || f == 0 || !lookup) break;
+        unpin_pending(e);
     }
+    if (rs != RP_OK) unpin_pending(e);   /* prefix pins of a failed attempt */
+    else if (atomic_load(&e->ld.failed) != 0) rs = rp_errorf(RP_ERR_INTERNAL, "reuse: a prefill without lookups placed cached KV");
+    st->n_load_failed = failed;
+    st->n_attempts = attempts;
+    if (attempts > 1) st->ttft_ms = now_ms() - t0;   /* the thrown-away attempts count */
     rp_chunk_cache_busy(e->cache, false);
     return rs;
 }
@@ -813,16 +914,17 @@ rp_status rp_reuse_commit(rp_reuse *e, const rp_kv *kv) {
         }
         if (sp->begin + sp->len > kv->n) break;   /* the session cache no longer holds these cells */
         const bool exact = linked && path_exact && e->info[i].exact;
-        /* an existing child with the same tokens is refreshed, not duplicated */
-        int32_t common = 0;
-        rp_chunk *ch = linked ? rp_chunk_cache_match_partial(e->cache, parent, e->toks + sp->begin, sp->len, &common)
-                              : NULL;
-        if (ch && (common != sp->len || ch->n_tokens != sp->len)) {
-            rp_chunk_unpin(e->cache, ch);
+        /* an existing child with the same tokens (its edge: an indexed lookup,
+         * however many siblings it has) is refreshed, not duplicated */
+        rp_chunk *ch = linked ? rp_chunk_cache_find_child(e->cache, parent, e->toks, sp) : NULL;
+        /* an exact copy now exists: upgrade the approximate one — once its own
+         * payload has fully arrived (an async flash load would overwrite ours) */
+        if (ch && exact && !ch->exact && rp_chunk_cache_wait_layer(e->cache, ch, ch->n_layer - 1) != RP_OK) {
+            rp_chunk_unpin(e->cache, ch);   /* it failed to load: insert a fresh one */
             ch = NULL;
         }
         if (ch) {
-            if (exact && !ch->exact) {   /* an exact copy now exists: upgrade the approximate one */
+            if (exact && !ch->exact) {
                 overwrite_payload(ch, kv, sp->begin);
                 ch->exact = true;
             }
@@ -852,12 +954,18 @@ rp_status rp_reuse_commit(rp_reuse *e, const rp_kv *kv) {
 
 rp_status rp_reuse_commit_computed(rp_reuse *e, const rp_kv *kv, const rp_token *toks, int32_t n, const int32_t *bounds,
                                   int32_t n_bounds, bool exact) {
-    if (e->p.mode == RP_REUSE_NONE) return RP_OK;   /* none never writes the cache */
+    return rp_reuse_commit_computed_opts(e, NULL, kv, toks, n, bounds, n_bounds, exact);
+}
+
+rp_status rp_reuse_commit_computed_opts(rp_reuse *e, const rp_reuse_opts *opts, const rp_kv *kv, const rp_token *toks,
+                                       int32_t n, const int32_t *bounds, int32_t n_bounds, bool exact) {
+    RP_TRY(begin_call(e, opts));
+    if (e->cur.mode == RP_REUSE_NONE) return RP_OK;   /* none never writes the cache */
     if (n <= 0 || n > e->max_tokens || n > kv->n)
         return rp_errorf(RP_ERR_RANGE, "reuse: commit of %d tokens (max %d, the cache holds %d)", n, e->max_tokens, kv->n);
     if (e->pending) unpin_pending(e);
     int32_t ns = 0;
-    RP_TRY(rp_chunk_split(toks, n, bounds, n_bounds, e->p.chunking, e->salt, e->spans, e->max_tokens, &ns));
+    RP_TRY(rp_chunk_split(toks, n, bounds, n_bounds, e->cur.chunking, e->cur_salt, e->spans, e->max_tokens, &ns));
     e->n_spans = ns;
     memset(e->info, 0, sizeof *e->info * (size_t)ns);
     memcpy(e->toks, toks, sizeof *toks * (size_t)n);
@@ -876,15 +984,21 @@ rp_status rp_reuse_commit_computed(rp_reuse *e, const rp_kv *kv, const rp_token 
 
 rp_status rp_reuse_analyze(rp_reuse *e, const rp_token *toks, int32_t n, const int32_t *bounds, int32_t n_bounds,
                            rp_reuse_analysis *out) {
+    return rp_reuse_analyze_opts(e, NULL, toks, n, bounds, n_bounds, out);
+}
+
+rp_status rp_reuse_analyze_opts(rp_reuse *e, const rp_reuse_opts *opts, const rp_token *toks, int32_t n,
+                                const int32_t *bounds, int32_t n_bounds, rp_reuse_analysis *out) {
     memset(out, 0, sizeof *out);
+    RP_TRY(begin_call(e, opts));
     if (n <= 0 || n > e->max_tokens) return rp_errorf(RP_ERR_RANGE, "reuse: prompt of %d tokens (max %d)", n, e->max_tokens);
     if (e->pending) unpin_pending(e);
     int32_t ns = 0;
-    RP_TRY(rp_chunk_split(toks, n, bounds, n_bounds, e->p.chunking, e->salt, e->spans, e->max_tokens, &ns));
+    RP_TRY(rp_chunk_split(toks, n, bounds, n_bounds, e->cur.chunking, e->cur_salt, e->spans, e->max_tokens, &ns));
     e->n_spans = ns;
     memset(e->info, 0, sizeof *e->info * (size_t)ns);
     int32_t P_tok = 0, nm = 0, first_approx = n;
-    if (e->p.mode == RP_REUSE_NONE) {
+    if (e->cur.mode == RP_REUSE_NONE) {
         for (int32_t t = 0; t < n; t++) e->tok_kind[t] = RP_ROW_NEW;
     } else {
         resolve(e, toks, n, NULL, &out->stats, &P_tok, &nm, &first_approx);
@@ -897,12 +1011,12 @@ rp_status rp_reuse_analyze(rp_reuse *e, const rp_token *toks, int32_t n, const i
     out->n_spans = ns;
     out->n_segs = build_segments(e, n, P_tok);
     out->segs = e->segs;
-    RP_TRY(rp_plan_dp(e->segs, out->n_segs, &e->p.static_cfg, e->calls, e->max_tokens, &out->n_dp_calls, &out->dp_ms));
-    RP_TRY(rp_plan_naive(e->segs, out->n_segs, &e->p.static_cfg, e->calls2, e->max_tokens, &out->n_naive_calls,
+    RP_TRY(rp_plan_dp(e->segs, out->n_segs, &e->cur.static_cfg, e->calls, e->max_tokens, &out->n_dp_calls, &out->dp_ms));
+    RP_TRY(rp_plan_naive(e->segs, out->n_segs, &e->cur.static_cfg, e->calls2, e->max_tokens, &out->n_naive_calls,
                          &out->naive_ms));
     out->dp_calls = e->calls;
     out->naive_calls = e->calls2;
-    out->n_recompute_dynamic = (int32_t)ceilf(e->p.ratio * (float)out->stats.n_nonprefix);
+    out->n_recompute_dynamic = (int32_t)ceilf(e->cur.ratio * (float)out->stats.n_nonprefix);
     out->stats.n_prompt = n;
     out->stats.n_chunks = ns;
     for (int32_t t = P_tok; t < n; t++) out->stats.n_new += e->tok_kind[t] == RP_ROW_NEW;
@@ -912,6 +1026,7 @@ rp_status rp_reuse_analyze(rp_reuse *e, const rp_token *toks, int32_t n, const i
 rp_status rp_reuse_calibrate(rp_reuse *e, rp_ctx *c, rp_kv *kv, const int32_t *sizes, int32_t n_sizes, int reps,
                              rp_calib *cal) {
     if (n_sizes <= 0 || n_sizes > 64) return rp_errorf(RP_ERR_INVALID_ARG, "calibrate: 1..64 sizes");
+    RP_TRY(begin_call(e, NULL));
     const int32_t nb = rp_ctx_get_params(c).n_batch;
     memset(cal, 0, sizeof *cal);
     for (int32_t i = 0; i < n_sizes; i++) {
@@ -945,17 +1060,20 @@ rp_status rp_reuse_calibrate(rp_reuse *e, rp_ctx *c, rp_kv *kv, const int32_t *s
     cal->model_fingerprint = e->m->fingerprint;
     cal->cfg = e->p.static_cfg;
     RP_TRY(rp_calib_choose_shapes(cal->sizes, cal->prefill_ms, cal->recompute_ms, n_sizes, 0.15, &cal->cfg));
-    e->p.static_cfg = cal->cfg;
+    e->p.static_cfg = e->cur.static_cfg = cal->cfg;
     return RP_OK;
 }
 
 void rp_reuse_stats_json(const rp_reuse_stats *s, char *buf, size_t cap) {
     snprintf(buf, cap,
-             "{\"prompt_tokens\": %d, \"chunks\": %d, \"reused_prefix\": %d, \"reused_nonprefix\": %d, "
+             "{\"prompt_tokens\": %d, \"chunks\": %d, \"reused_prefix\": %d, \"reused_prefix_exact\": %d, "
+             "\"reused_prefix_approx\": %d, \"reused_nonprefix\": %d, "
              "\"subchunk\": %d, \"recomputed\": %d, \"new\": %d, \"computed_rows\": %d, \"calls\": %d, \"pad_rows\": %d, "
+             "\"load_failed\": %d, \"attempts\": %d, "
              "\"ttft_ms\": %.3f, \"match_ms\": %.3f, \"load_ms\": %.3f, \"load_exposed_ms\": %.3f, "
              "\"bytes_loaded\": %llu, \"compute_ms\": %.3f, \"plan_ms\": %.3f}",
-             s->n_prompt, s->n_chunks, s->n_prefix, s->n_nonprefix, s->n_subchunk, s->n_recomputed, s->n_new, s->n_computed_rows,
-             s->n_calls, s->n_pad, s->ttft_ms, s->match_ms, s->load_ms, s->load_exposed_ms,
-             (unsigned long long)s->bytes_loaded, s->compute_ms, s->plan_ms);
+             s->n_prompt, s->n_chunks, s->n_prefix, s->n_prefix_exact, s->n_prefix - s->n_prefix_exact, s->n_nonprefix,
+             s->n_subchunk, s->n_recomputed, s->n_new, s->n_computed_rows, s->n_calls, s->n_pad, s->n_load_failed,
+             s->n_attempts, s->ttft_ms, s->match_ms, s->load_ms, s->load_exposed_ms, (unsigned long long)s->bytes_loaded,
+             s->compute_ms, s->plan_ms);
 }

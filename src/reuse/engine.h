@@ -35,6 +35,10 @@ typedef struct rp_reuse_params {
     size_t cache_bytes;        /* RAM budget of the chunk cache */
     bool pipeline;             /* place cached KV layer by layer on a loader thread while compute runs
                                   (default); false: place everything before computing */
+    /* tests of the load pipeline: called on the loader thread once it has placed layer `layer` of every
+     * chunk of the prefill and before it starts the next layer (NULL: none). */
+    void (*on_layer_placed)(void *user, int32_t layer);
+    void *on_layer_placed_user;
     int32_t subchunk_min;      /* full / blend with a store attached: runs of new tokens are searched
                                   for sub-chunks of stored chunks (keywords + LCS) of at least this many
                                   tokens, reused re-rotated like whole chunks; 0 = off (default 32) */
@@ -45,7 +49,10 @@ rp_reuse_params rp_reuse_default_params(void);
 typedef struct rp_reuse_stats {
     int32_t n_prompt;
     int32_t n_chunks;
-    int32_t n_prefix;        /* tokens whose KV came exactly from the prefix tree */
+    int32_t n_prefix;        /* tokens [0, n_prefix) whose KV came from the prefix tree (same tokens, same
+                                positions): exact or approximate, see n_prefix_exact */
+    int32_t n_prefix_exact;  /* of those, tokens from chunks an exact prefill wrote (bit-identical to computing
+                                them); the rest were written by an approximate (full / blend, r < 1) run */
     int32_t n_nonprefix;     /* tokens whose KV came from a chunk cached elsewhere (re-rotated) */
     int32_t n_subchunk;      /* of those, tokens matched inside stored chunks (sub-chunk LCS) */
     int32_t n_recomputed;    /* of the non-prefix reused tokens, recomputed past the check layer */
@@ -58,6 +65,11 @@ typedef struct rp_reuse_stats {
     double match_ms, load_ms, compute_ms;
     double load_exposed_ms;  /* compute time spent waiting for the loader (pipeline) */
     uint64_t bytes_loaded;   /* KV bytes placed from the cache */
+    int32_t n_load_failed;   /* cached chunks whose payload failed to load or verify: never used; the prompt
+                                was prefilled again without them (they are deleted from the store) */
+    int32_t n_attempts;      /* prefill attempts (1 unless a load failed) */
+    int32_t n_exact_head;    /* the KV of tokens [0, n_exact_head) is exactly what a plain prefill computes; after
+                                it, approximate (an approximate chunk, or reuse at r < 1, came first) */
 } rp_reuse_stats;
 
 typedef struct rp_reuse rp_reuse;
@@ -76,6 +88,10 @@ rp_type rp_reuse_kv_type(const rp_reuse *e);
  * chose past the check layer (the final token excluded: it is always
  * computed), and 0 for the others. For `reprise plan --show-tokens`. */
 void rp_reuse_trace_selection(rp_reuse *e, uint8_t *mark);
+/* The highest layer the current prefill's compute has begun while the load
+ * pipeline runs (-1 before layer 0): with on_layer_placed, tests see compute
+ * move ahead of the loader. */
+int32_t rp_reuse_compute_layer(const rp_reuse *e);
 
 /* Dense vectors supplied by the caller (a RAG pipeline's embeddings), used
  * by the sub-chunk search of full / blend with a store attached:
@@ -89,6 +105,22 @@ void rp_reuse_trace_selection(rp_reuse *e, uint8_t *mark);
 rp_status rp_reuse_put_vector(rp_reuse *e, const rp_token *toks, int32_t n, const float *v, int32_t dim);
 void rp_reuse_set_query_vector(rp_reuse *e, const float *v, int32_t dim);
 
+/* Per-call options: each field overrides the engine's default for one call
+ * (rp_reuse_default_opts: none does). `ns` is the cache namespace: chunks
+ * cached by calls with one namespace are never found by calls with another
+ * (0 is the shared default), e.g. one per API key, so that cached_tokens and
+ * timing tell a client nothing about another's prompts. A prefill's commit
+ * uses the prefill's namespace. */
+typedef struct rp_reuse_opts {
+    int mode;          /* rp_reuse_mode, -1: the engine's */
+    float ratio;       /* recompute ratio in [0, 1], < 0: the engine's */
+    int select;        /* rp_select_kind, -1: the engine's */
+    int static_mode;   /* 1 on, 0 off, -1: the engine's */
+    uint64_t ns;       /* cache namespace, 0: shared */
+} rp_reuse_opts;
+
+rp_reuse_opts rp_reuse_default_opts(void);
+
 /* Prefills toks[0..n) into `kv` (cleared first; its n_ctx must hold n, plus
  * L_S or L_P padding cells in static mode), reusing cached KV per the mode,
  * and writes the last token's logits to `logits` [n_vocab]. `bounds` are
@@ -96,6 +128,9 @@ void rp_reuse_set_query_vector(rp_reuse *e, const float *v, int32_t dim);
  * prompt's chunks are remembered for rp_reuse_commit. */
 rp_status rp_reuse_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *toks, int32_t n,
                            const int32_t *bounds, int32_t n_bounds, float *logits, rp_reuse_stats *st);
+/* The same with per-call options (NULL: the engine's defaults). */
+rp_status rp_reuse_prefill_opts(rp_reuse *e, const rp_reuse_opts *opts, rp_ctx *c, rp_kv *kv, const rp_token *toks,
+                                int32_t n, const int32_t *bounds, int32_t n_bounds, float *logits, rp_reuse_stats *st);
 
 /* Inserts the last prefilled prompt's chunks into the cache (copying their KV
  * out of `kv`, which must still hold the prompt's cells). Kept apart from
@@ -110,6 +145,8 @@ rp_status rp_reuse_commit(rp_reuse *e, const rp_kv *kv);
  * mode none. Replaces a pending prefill's commit. */
 rp_status rp_reuse_commit_computed(rp_reuse *e, const rp_kv *kv, const rp_token *toks, int32_t n, const int32_t *bounds,
                                   int32_t n_bounds, bool exact);
+rp_status rp_reuse_commit_computed_opts(rp_reuse *e, const rp_reuse_opts *opts, const rp_kv *kv, const rp_token *toks,
+                                       int32_t n, const int32_t *bounds, int32_t n_bounds, bool exact);
 /* Dry run: what rp_reuse_prefill would reuse and compute for this prompt,
  * without computing or touching any KV cache. Pointers are into the engine's
  * scratch and stay valid until its next call. */
@@ -133,6 +170,8 @@ typedef struct rp_reuse_analysis {
 
 rp_status rp_reuse_analyze(rp_reuse *e, const rp_token *toks, int32_t n, const int32_t *bounds, int32_t n_bounds,
                            rp_reuse_analysis *out);
+rp_status rp_reuse_analyze_opts(rp_reuse *e, const rp_reuse_opts *opts, const rp_token *toks, int32_t n,
+                                const int32_t *bounds, int32_t n_bounds, rp_reuse_analysis *out);
 
 /* Calibration: measures per-call latency of plain prefill and of selective
  * recompute calls of `sizes` tokens (multiples of 32) on this context, picks

@@ -27,6 +27,8 @@ json_t *rp_srv_usage_json(rp_srv_call *c) {
     json_object_set_new(u, "prompt_tokens_details", d);
     json_t *x = json_object();
     json_object_set_new(x, "reused_prefix", json_integer(st->n_prefix));
+    json_object_set_new(x, "reused_prefix_exact", json_integer(st->n_prefix_exact));
+    json_object_set_new(x, "reused_prefix_approx", json_integer(st->n_prefix - st->n_prefix_exact));
     json_object_set_new(x, "reused_nonprefix", json_integer(st->n_nonprefix));
     json_object_set_new(x, "recomputed", json_integer(st->n_recomputed));
     json_object_set_new(x, "computed", json_integer(st->n_computed));

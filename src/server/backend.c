@@ -82,6 +82,10 @@ void rp_backend_free(rp_backend *b) {
 
 const rp_model *rp_backend_model(const rp_backend *b) { return b->m; }
 int32_t rp_backend_n_ctx(const rp_backend *b) { return b->n_ctx; }
+uint64_t rp_backend_kv_bytes_per_token(const rp_backend *b) {
+    const rp_hparams *hp = &b->m->hp;
+    return 2 * (uint64_t)hp->n_layer * rp_type_row_size(b->cfg.kv_type, hp->n_head_kv * hp->head_dim);
+}
 const char *rp_backend_kind(const rp_backend *b) { return b->ops->kind; }
 rp_status rp_backend_flush(rp_backend *b) { return b->ops->flush ? b->ops->flush(b) : RP_OK; }
 

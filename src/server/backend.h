@@ -53,6 +53,7 @@ rp_status rp_backend_create(const rp_backend_config *cfg, rp_backend **out);
 void rp_backend_free(rp_backend *b);
 const rp_model *rp_backend_model(const rp_backend *b);
 int32_t rp_backend_n_ctx(const rp_backend *b);
+uint64_t rp_backend_kv_bytes_per_token(const rp_backend *b);   /* K + V of one token, every layer */
 const char *rp_backend_kind(const rp_backend *b);   /* "core" or "sched" */
 /* Writes dirty cached chunks to the store (no-op without one). */
 rp_status rp_backend_flush(rp_backend *b);
@@ -85,7 +86,9 @@ typedef enum rp_job_finish {
 
 typedef struct rp_job_stats {
     int32_t n_prompt;
-    int32_t n_prefix;        /* prompt tokens whose KV was reused exactly (cache prefix or session-resident) */
+    int32_t n_prefix;        /* prompt tokens whose KV was reused as a prefix (cache prefix or session-resident) */
+    int32_t n_prefix_exact;  /* of those, tokens whose KV is exactly a plain prefill's (the rest was written by
+                                approximate reuse: blend / full at r < 1, in this or an earlier turn) */
     int32_t n_nonprefix;     /* reused from chunks cached elsewhere (re-rotated) */
     int32_t n_recomputed;    /* of those, recomputed past the check layer (blend) */
     int32_t n_computed;      /* prompt tokens computed from scratch */
@@ -106,6 +109,8 @@ typedef struct rp_job_params {
     bool persist;                   /* cache this prompt's chunks (default true) */
     bool constrain_json;            /* the output must be one JSON object; the job ends when it closes (core) */
     rp_bk_session *session;         /* NULL: a one-off sequence */
+    uint64_t cache_ns;              /* cache namespace (0: shared): the job reuses only KV cached by jobs of
+                                       the same namespace (the server's per-API-key namespaces) */
 } rp_job_params;
 
 typedef struct rp_job rp_job;
@@ -136,7 +141,7 @@ void rp_job_release(rp_job *j);
 typedef struct rp_backend_stats {
     int32_t queued, running;
     uint64_t jobs, prompt_tokens, gen_tokens;
-    uint64_t reused_prefix, reused_nonprefix, recomputed, computed;
+    uint64_t reused_prefix, reused_prefix_exact, reused_nonprefix, recomputed, computed;   /* prompt tokens (see rp_job_stats) */
     double prefill_s, decode_s;           /* busy time (core); sched: target forward time split by rows */
     uint64_t drafted, accepted;
     int32_t sessions, sessions_waiting;
@@ -145,6 +150,7 @@ typedef struct rp_backend_stats {
     bool has_cache, has_store;
     uint64_t cache_chunks, cache_bytes, cache_evictions, cache_inserts;
     uint64_t store_bytes, store_evictions, store_written;
+    uint64_t store_write_failures;        /* chunk writes to the store that failed (disk full, I/O) */
 } rp_backend_stats;
 
 void rp_backend_stats_get(rp_backend *b, rp_backend_stats *out);

@@ -16,6 +16,8 @@ struct rp_bk_session {
     rp_session *s;        /* created on the worker at the session's first job */
     rp_token *hist;       /* tokens in the KV: hist[0..n_hist) == cells [0, n_hist) */
     int32_t n_hist;
+    int32_t n_exact;      /* cells [0, n_exact) hold exactly what a plain prefill computes (the rest came after
+                             approximate reuse) */
     bool waiting;         /* the last turn ended in a tool call */
 };
 
@@ -105,6 +107,7 @@ static void finish(core *c, rp_job *j, rp_job_finish why, rp_job_stats *st, cons
     c->st.prompt_tokens += (uint64_t)j->p.n;
     c->st.gen_tokens += (uint64_t)j->n_gen;
     c->st.reused_prefix += (uint64_t)st->n_prefix;
+    c->st.reused_prefix_exact += (uint64_t)st->n_prefix_exact;
     c->st.reused_nonprefix += (uint64_t)st->n_nonprefix;
     c->st.recomputed += (uint64_t)st->n_recomputed;
     c->st.computed += (uint64_t)st->n_computed;
@@ -113,6 +116,12 @@ static void finish(core *c, rp_job *j, rp_job_finish why, rp_job_stats *st, cons
     c->running = NULL;
     pthread_mutex_unlock(&c->mu);
     rp_job_complete(j, why, st, err);
+}
+
+/* Caches the prompt's chunks (in its prefill's namespace). */
+static void commit_prompt(core *c, rp_session *s) {
+    if (rp_reuse_commit(c->e, rp_session_kv(s)) != RP_OK)
+        fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
 }
 
 static void run_job(core *c, rp_job *j) {
@@ -143,32 +152,38 @@ static void run_job(core *c, rp_job *j) {
     }
     if (cs) s = cs->s;
     int32_t common = cs ? common_prefix(cs->hist, cs->n_hist, j->toks, j->p.n) : 0;
+    const int mode = j->p.reuse_mode >= 0 ? j->p.reuse_mode : b->cfg.reuse_mode;
+    if (cs && mode == RP_REUSE_PREFIX && common > cs->n_exact) common = cs->n_exact;   /* prefix mode: exact KV only */
     if (common >= j->p.n) common = j->p.n - 1;   /* the last prompt token is run again for its logits */
     const bool via_engine = common == 0;
     const double t0 = rp_srv_now();
     if (via_engine) {
-        const rp_reuse_params saved = rp_backend_reuse_override(c->e, j);
+        const rp_reuse_opts o = rp_backend_reuse_opts(j);
         rp_reuse_stats rst;
         memset(&rst, 0, sizeof rst);
-        rs = rp_reuse_prefill(c->e, c->ctx, rp_session_kv(s), j->toks, j->p.n, j->bounds, j->p.n_bounds, c->logits, &rst);
-        *rp_reuse_get_params(c->e) = saved;
+        rs = rp_reuse_prefill_opts(c->e, &o, c->ctx, rp_session_kv(s), j->toks, j->p.n, j->bounds, j->p.n_bounds,
+                                   c->logits, &rst);
         if (rs == RP_OK) rs = rp_session_adopt(s, j->toks, j->p.n, c->logits);
         st.n_prefix = rst.n_prefix;
+        st.n_prefix_exact = rst.n_prefix_exact;
         st.n_nonprefix = rst.n_nonprefix;
         st.n_recomputed = rst.n_recomputed;
         st.n_computed = j->p.n - rst.n_prefix - rst.n_nonprefix;
+        if (cs) cs->n_exact = rst.n_exact_head;
     } else {
         rp_kv_truncate(rp_session_kv(s), common);
         rs = rp_session_feed(s, j->toks + common, j->p.n - common);
         st.n_prefix = common;
+        st.n_prefix_exact = cs->n_exact < common ? cs->n_exact : common;
         st.n_computed = j->p.n - common;
+        if (cs->n_exact >= common) cs->n_exact = j->p.n;   /* computed on exact KV: exact */
     }
     if (cs) {
         if (rs == RP_OK) {
             memcpy(cs->hist, j->toks, sizeof *cs->hist * (size_t)j->p.n);
             cs->n_hist = j->p.n;
         } else {
-            cs->n_hist = 0;   /* the KV is in an unknown state: start over next time */
+            cs->n_hist = cs->n_exact = 0;   /* the KV is in an unknown state: start over next time */
         }
         cs->waiting = false;
     }
@@ -195,8 +210,7 @@ static void run_job(core *c, rp_job *j) {
         rp_sampler_accept(smp, t);
         n_gen++;
         if (!committed) {   /* cache the prompt's chunks after the first token, off the TTFT path */
-            if (rp_reuse_commit(c->e, rp_session_kv(s)) != RP_OK)
-                fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
+            commit_prompt(c, s);
             committed = true;
         }
         bool more = rp_job_push(j, t);
@@ -211,7 +225,10 @@ static void run_job(core *c, rp_job *j) {
         /* the sampled token joins the KV to continue; a session keeps its whole reply resident for the next turn */
         if ((cont || cs) && rp_session_n_past(s) < b->n_ctx) {
             if ((rs = rp_session_feed(s, &t, 1)) != RP_OK) goto fail;
-            if (cs) cs->hist[cs->n_hist++] = t;
+            if (cs) {
+                if (cs->n_exact == cs->n_hist) cs->n_exact++;
+                cs->hist[cs->n_hist++] = t;
+            }
         } else if (cont) {
             why = RP_JOB_CTX;
             break;
@@ -222,22 +239,15 @@ static void run_job(core *c, rp_job *j) {
         }
     }
     st.decode_ms = (rp_srv_now() - t1) * 1e3;
-    if (!committed && rp_reuse_commit(c->e, rp_session_kv(s)) != RP_OK)
-        fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
+    if (!committed) commit_prompt(c, s);
     rp_sampler_free(smp);
     finish(c, j, why, &st, why == RP_JOB_ERROR ? err : NULL);
     return;
 fail:
     snprintf(err, sizeof err, "%s: %s", rp_strerror(rs), rp_last_error());
-    if (cs) cs->n_hist = 0;
+    if (cs) cs->n_hist = cs->n_exact = 0;
     rp_sampler_free(smp);
     finish(c, j, RP_JOB_ERROR, &st, err);
-}
-
-static void snapshot_cache(core *c) {
-    pthread_mutex_lock(&c->mu);
-    rp_backend_reuse_snapshot(c->e, &c->st);
-    pthread_mutex_unlock(&c->mu);
 }
 
 static void *worker(void *arg) {
@@ -257,7 +267,6 @@ static void *worker(void *arg) {
         c->running = j;
         pthread_mutex_unlock(&c->mu);
         run_job(c, j);
-        snapshot_cache(c);
     }
     return NULL;
 }
@@ -293,7 +302,6 @@ static rp_status core_start(rp_backend *b) {
         rp_backend_core_ops.stop(b);
         return st;
     }
-    snapshot_cache(c);
     return RP_OK;
 }
 
@@ -397,6 +405,7 @@ static void core_stats(rp_backend *b, rp_backend_stats *out) {
     out->running = c->running ? 1 : 0;
     out->sessions = c->n_sessions;
     pthread_mutex_unlock(&c->mu);
+    rp_backend_reuse_snapshot(c->e, out);   /* the cache's figures now (thread-safe), not as of the last job */
 }
 
 static rp_status core_flush(rp_backend *b) {

@@ -37,6 +37,8 @@ struct rp_job {
     bool ephemeral;              /* sched: the session is freed after the job */
     bool commit_after;           /* sched: the batch computed (part of) the prompt: cache its chunks after the turn */
     bool commit_exact;           /* ... as exact KV (nothing before them was reused approximately) */
+    int32_t exact_head;          /* sched: after the job, cells [0, exact_head) of its sequence are exactly what a
+                                    plain prefill computes (INT32_MAX: all of them) */
 };
 
 /* A backend implementation. */
@@ -78,13 +80,14 @@ void rp_job_unref(rp_job *j);
 
 /* The reuse engine with the backend's mode, ratio and RAM budget, and the
  * flash store when cfg.cache_dir is set (backend_reuse.c). close flushes and
- * detaches the store; snapshot copies the cache figures into st. */
+ * detaches the store; snapshot copies the cache figures as they are now into
+ * st (any thread: the cache locks itself; a no-op without an engine). */
 rp_status rp_backend_reuse_open(const rp_backend *b, rp_reuse **out);
 void rp_backend_reuse_close(rp_reuse *e);
 void rp_backend_reuse_snapshot(rp_reuse *e, rp_backend_stats *st);
 rp_status rp_backend_reuse_flush(rp_reuse *e);
-/* A job's reprise_cache mode / recompute ratio over the engine's defaults;
- * returns the params to put back (*rp_reuse_get_params(e) = saved) after. */
-rp_reuse_params rp_backend_reuse_override(rp_reuse *e, const rp_job *j);
+/* A job's options for the engine's *_opts calls: its reprise_cache mode and
+ * recompute ratio over the engine's defaults, and its cache namespace. */
+rp_reuse_opts rp_backend_reuse_opts(const rp_job *j);
 
 #endif /* RP_SERVER_BACKEND_INTERNAL_H */

@@ -19,6 +19,7 @@ rp_status rp_backend_reuse_open(const rp_backend *b, rp_reuse **out) {
         rp_store *store = NULL;
         rp_store_params stp = rp_store_default_params();
         st = rp_store_open(b->cfg.cache_dir, &stp, &store);
+        if (st == RP_OK && rp_store_notice(store)[0]) fprintf(stderr, "reprise serve: %s\n", rp_store_notice(store));
         if (st == RP_OK) {
             rp_pool_params pp = rp_pool_default_params();
             pp.disk_budget = (uint64_t)(b->cfg.cache_disk_gb * (double)(1ull << 30));
@@ -55,6 +56,7 @@ void rp_backend_reuse_snapshot(rp_reuse *e, rp_backend_stats *st) {
     st->store_bytes = cs.disk_bytes;
     st->store_evictions = cs.disk_evictions;
     st->store_written = cs.written;
+    st->store_write_failures = cs.write_failures;
 }
 
 rp_status rp_backend_reuse_flush(rp_reuse *e) {
@@ -62,10 +64,10 @@ rp_status rp_backend_reuse_flush(rp_reuse *e) {
     return cc && rp_chunk_cache_has_store(cc) ? rp_chunk_cache_flush(cc) : RP_OK;
 }
 
-rp_reuse_params rp_backend_reuse_override(rp_reuse *e, const rp_job *j) {
-    rp_reuse_params *rp = rp_reuse_get_params(e);
-    const rp_reuse_params saved = *rp;
-    if (j->p.reuse_mode >= 0) rp->mode = (rp_reuse_mode)j->p.reuse_mode;
-    if (j->p.recompute_ratio >= 0) rp->ratio = j->p.recompute_ratio;
-    return saved;
+rp_reuse_opts rp_backend_reuse_opts(const rp_job *j) {
+    rp_reuse_opts o = rp_reuse_default_opts();
+    o.mode = j->p.reuse_mode;   /* -1: the engine's (the server's --reuse) */
+    o.ratio = j->p.recompute_ratio;
+    o.ns = j->p.cache_ns;       /* the request's API key's namespace (0: shared) */
+    return o;
 }

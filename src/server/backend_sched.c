@@ -13,7 +13,15 @@ struct rp_bk_session {
     rp_sched_id id;
     bool waiting;          /* suspended after a tool call (WAITING in the scheduler) */
     int32_t resident;      /* history length after its last job */
+    int32_t exact;         /* its KV is exact up to here (INT32_MAX: all of it), see rp_job.exact_head */
 };
+
+/* A finished one-off job's sequence kept for the next one (see sched_be.kept). */
+typedef struct kept_seq {
+    rp_sched_id id;
+    int32_t exact;                 /* its exact head (rp_job.exact_head) */
+    uint64_t ns;                   /* the cache namespace of the job that left it: continued only by the same */
+} kept_seq;
 
 typedef struct sched_be {
     rp_backend *b;
@@ -36,7 +44,7 @@ typedef struct sched_be {
      * (llama-server's slot prompt cache): the next one-off job continues the
      * one sharing the longest prefix with its prompt and computes only the
      * rest. Oldest first; at most `parallel`; freed when sequences run out. (mu) */
-    rp_sched_id *kept;
+    kept_seq *kept;
     int32_t n_kept, cap_kept;
     /* Cross-request reuse (prefix and non-prefix chunks, blend): a one-off
      * job that continues no kept sequence, or a session's first turn, gets
@@ -73,33 +81,36 @@ static rp_job_finish map_finish(rp_finish_reason r) {
     }
 }
 
-/* A finished one-off job's sequence: kept for prefix reuse (the oldest kept
- * one is freed when the list is full), or freed (mu held). */
-static void keep_or_free(sched_be *x, rp_sched_id id, bool keep) {
-    if (!keep || x->cap_kept == 0) {
-        rp_sched_session_free(x->s, id);
-        return;
-    }
-    if (x->n_kept == x->cap_kept) {
-        rp_sched_session_free(x->s, x->kept[0]);
-        memmove(x->kept, x->kept + 1, sizeof *x->kept * (size_t)(x->n_kept - 1));
-        x->n_kept--;
-    }
-    x->kept[x->n_kept++] = id;
-}
-
 static void unkeep(sched_be *x, int32_t i) {
     memmove(x->kept + i, x->kept + i + 1, sizeof *x->kept * (size_t)(x->n_kept - i - 1));
     x->n_kept--;
 }
 
-/* The kept sequence sharing the longest prefix (>= 1 token) with toks, or -1;
- * *common gets that length (mu held). */
-static int32_t best_kept(sched_be *x, const rp_token *toks, int32_t n, int32_t *common) {
+/* A finished one-off job's sequence: kept for prefix reuse by jobs of its
+ * cache namespace (the oldest kept one is freed when the list is full), or
+ * freed (mu held). */
+static void keep_or_free(sched_be *x, rp_sched_id id, bool keep, int32_t exact, uint64_t ns) {
+    if (!keep || x->cap_kept == 0) {
+        rp_sched_session_free(x->s, id);
+        return;
+    }
+    if (x->n_kept == x->cap_kept) {
+        rp_sched_session_free(x->s, x->kept[0].id);
+        unkeep(x, 0);
+    }
+    x->kept[x->n_kept++] = (kept_seq){.id = id, .exact = exact, .ns = ns};
+}
+
+/* The kept sequence of namespace `ns` sharing the longest prefix (>= 1
+ * token) with toks, or -1; *common gets that length (mu held). Another
+ * namespace's sequence is never continued: its KV would be reported as
+ * cached, telling a client what another one sent. */
+static int32_t best_kept(sched_be *x, const rp_token *toks, int32_t n, uint64_t ns, int32_t *common) {
     int32_t best = -1, best_len = 0;
     for (int32_t i = 0; i < x->n_kept; i++) {
         int32_t have = 0;
-        if (rp_sched_session_tokens(x->s, x->kept[i], 0, x->scratch, x->b->n_ctx, &have) != RP_OK) continue;
+        if (x->kept[i].ns != ns) continue;
+        if (rp_sched_session_tokens(x->s, x->kept[i].id, 0, x->scratch, x->b->n_ctx, &have) != RP_OK) continue;
         int32_t lim = have < n ? have : n, c = 0;
         while (c < lim && x->scratch[c] == toks[c]) c++;
         if (c > best_len) {
@@ -151,12 +162,12 @@ static rp_status fill_with_engine(void *user, rp_kv *kv, const rp_token *toks, i
     fill_arg *a = user;
     sched_be *x = a->x;
     rp_job *j = a->j;
-    const rp_reuse_params saved = rp_backend_reuse_override(x->e, j);
+    const rp_reuse_opts o = rp_backend_reuse_opts(j);
     int32_t nb = 0;   /* the caller's boundaries inside the prompt (document and message starts) */
     for (int32_t i = 0; i < j->p.n_bounds; i++)
         if (j->bounds[i] > 0 && j->bounds[i] < n) x->ebounds[nb++] = j->bounds[i];
     rp_reuse_analysis an;
-    rp_status st = rp_reuse_analyze(x->e, toks, n, x->ebounds, nb, &an);
+    rp_status st = rp_reuse_analyze_opts(x->e, &o, toks, n, x->ebounds, nb, &an);
     int32_t end = n;   /* analysis failed: fill everything, as the engine would */
     if (st == RP_OK) {
         end = an.n_prefix;
@@ -174,14 +185,13 @@ static rp_status fill_with_engine(void *user, rp_kv *kv, const rp_token *toks, i
             }
     }
     j->commit_after = j->p.persist && end < n;
-    j->commit_exact = st == RP_OK && an.stats.n_nonprefix == 0;   /* only exact prefix KV before the batch's part */
     memset(&a->rst, 0, sizeof a->rst);
     st = RP_OK;
     if (end > 0) {
         int32_t nbe = 0;
         for (int32_t i = 0; i < nb; i++)
             if (x->ebounds[i] < end) nbe++;
-        st = rp_reuse_prefill(x->e, x->ectx, kv, toks, end, x->ebounds, nbe, x->elogits, &a->rst);
+        st = rp_reuse_prefill_opts(x->e, &o, x->ectx, kv, toks, end, x->ebounds, nbe, x->elogits, &a->rst);
         a->ran = st == RP_OK;
         /* cached now, while the KV holds exactly the filled tokens: the engine keeps only its last prompt */
         if (st == RP_OK && j->p.persist && rp_reuse_commit(x->e, kv) != RP_OK)
@@ -189,10 +199,14 @@ static rp_status fill_with_engine(void *user, rp_kv *kv, const rp_token *toks, i
         if (st != RP_OK)
             fprintf(stderr, "reprise serve: reuse prefill failed (the batch computes the prompt): %s\n", rp_last_error());
     }
-    *rp_reuse_get_params(x->e) = saved;
+    /* what the batch computes after the fill is exact only on exact KV: every
+     * filled token exact (an approximate prefix chunk counts, not only blend) */
+    j->commit_exact = st == RP_OK && (end == 0 || a->rst.n_exact_head >= end);
+    j->exact_head = j->commit_exact ? INT32_MAX : a->rst.n_exact_head;
     if (st != RP_OK) {   /* the scheduler discards the fill: the batch computes everything, cached after */
         j->commit_after = j->p.persist;
         j->commit_exact = true;
+        j->exact_head = INT32_MAX;
     }
     return st;
 }
@@ -208,9 +222,9 @@ static rp_status commit_prompt(void *user, const rp_kv *kv, const rp_token *toks
     rp_job *j = c->j;
     /* a turn cancelled before its prompt was computed has nothing to cache */
     if (n < j->p.n || kv->n < j->p.n || memcmp(toks, j->toks, sizeof *toks * (size_t)j->p.n) != 0) return RP_OK;
-    const rp_reuse_params saved = rp_backend_reuse_override(c->x->e, j);
-    const rp_status st = rp_reuse_commit_computed(c->x->e, kv, j->toks, j->p.n, j->bounds, j->p.n_bounds, j->commit_exact);
-    *rp_reuse_get_params(c->x->e) = saved;
+    const rp_reuse_opts o = rp_backend_reuse_opts(j);
+    const rp_status st =
+        rp_reuse_commit_computed_opts(c->x->e, &o, kv, j->toks, j->p.n, j->bounds, j->p.n_bounds, j->commit_exact);
     if (st != RP_OK) fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
     return st;
 }
@@ -241,6 +255,8 @@ static bool run_fill(sched_be *x) {
         /* k == 0 when the fill failed (its KV was discarded): nothing was reused */
         /* at most the k cells kept (the batch ran the last token again) */
         j->st.n_prefix = a.ran && k > 0 ? (a.rst.n_prefix < k ? a.rst.n_prefix : k) : 0;
+        j->st.n_prefix_exact = a.rst.n_prefix_exact < j->st.n_prefix ? a.rst.n_prefix_exact : j->st.n_prefix;
+        if (!a.ran || k == 0) j->exact_head = INT32_MAX;   /* the batch computed everything */
         const int32_t room = k - j->st.n_prefix;
         j->st.n_nonprefix = a.ran && k > 0 ? (a.rst.n_nonprefix < room ? a.rst.n_nonprefix : room) : 0;
         j->st.n_recomputed = a.ran && k > 0 ? (a.rst.n_recomputed < j->st.n_nonprefix ? a.rst.n_recomputed : j->st.n_nonprefix) : 0;
@@ -261,7 +277,6 @@ static bool run_fill(sched_be *x) {
         rp_job_complete(j, cancelled ? RP_JOB_CANCELLED : RP_JOB_ERROR, NULL, cancelled ? NULL : err);
         dispatch_pending(x);
     }
-    rp_backend_reuse_snapshot(x->e, &x->st);   /* the cache figures /metrics reports */
     pthread_mutex_unlock(&x->mu);
     return true;
 }
@@ -295,14 +310,17 @@ static void reap(sched_be *x, double step_s, int32_t step_rows) {
         x->st.prompt_tokens += (uint64_t)j->p.n;
         x->st.gen_tokens += (uint64_t)j->n_gen;
         x->st.reused_prefix += (uint64_t)js.n_prefix;
+        x->st.reused_prefix_exact += (uint64_t)js.n_prefix_exact;
         x->st.computed += (uint64_t)js.n_computed;
         if (j->ephemeral) {
             x->n_sessions--;
             x->n_oneoff--;
-            keep_or_free(x, j->sched_id, st == RP_OK && why != RP_JOB_ERROR && info.state == RP_SESS_IDLE);
+            keep_or_free(x, j->sched_id, st == RP_OK && why != RP_JOB_ERROR && info.state == RP_SESS_IDLE, j->exact_head,
+                         j->p.cache_ns);
         } else if (st == RP_OK) {
             struct rp_bk_session *bs = j->p.session;
             bs->resident = info.n_tokens;
+            bs->exact = j->exact_head;
             bs->waiting = info.state == RP_SESS_WAITING;
         }
         if (j->n_gen > 0) {
@@ -310,7 +328,6 @@ static void reap(sched_be *x, double step_s, int32_t step_rows) {
             js.prefill_ms = j->st.ttft_ms > j->st.queue_ms ? j->st.ttft_ms - j->st.queue_ms : 0;
             js.decode_ms = (rp_srv_now() - j->t_submit) * 1e3 - j->st.ttft_ms;
         }
-        if (x->e) rp_backend_reuse_snapshot(x->e, &x->st);   /* after its prompt was cached, before it answers */
         rp_job_complete(j, why, &js, st == RP_OK ? NULL : "the scheduler lost the session");
     }
     (void)step_s;
@@ -469,15 +486,17 @@ static rp_status dispatch(sched_be *x, rp_job *j) {
     bool fresh = false;   /* the sequence holds nothing: the reuse engine may fill it */
     rp_sched_id id = 0;
     rp_status st = RP_OK;
-    int32_t common = 0;
+    int32_t common = 0, prev_exact = INT32_MAX;   /* the continued sequence's exact head */
     if (bs) {
         id = bs->id;
+        prev_exact = bs->exact;
         int32_t have = 0;
         st = rp_sched_session_tokens(x->s, id, 0, x->scratch, b->n_ctx, &have);
         fresh = st == RP_OK && have == 0;
         if (st == RP_OK) {
             int32_t lim = have < j->p.n ? have : j->p.n;
             while (common < lim && x->scratch[common] == j->toks[common]) common++;
+            if (job_mode(x, j) == RP_REUSE_PREFIX && common > prev_exact) common = prev_exact;   /* exact KV only */
             if (common >= j->p.n) common = j->p.n - 1;   /* run the last prompt token again for its logits */
             if (common < have) st = rp_sched_truncate(x->s, id, common);
         }
@@ -485,10 +504,13 @@ static rp_status dispatch(sched_be *x, rp_job *j) {
         /* reuse none: a fresh sequence, computed whole. With the reuse engine,
          * a kept sequence is continued only when it shares at least half the
          * prompt: the engine reuses chunks anywhere */
-        int32_t k = job_mode(x, j) == RP_REUSE_NONE ? -1 : best_kept(x, j->toks, j->p.n, &common);
-        if (k >= 0 && wants_fill(x, j) && 2 * common < j->p.n) k = -1;
+        int32_t k = job_mode(x, j) == RP_REUSE_NONE ? -1 : best_kept(x, j->toks, j->p.n, j->p.cache_ns, &common);
+        /* prefix mode promises exact KV: a kept sequence counts only up to its exact head */
+        if (k >= 0 && job_mode(x, j) == RP_REUSE_PREFIX && common > x->kept[k].exact) common = x->kept[k].exact;
+        if (k >= 0 && (common == 0 || (wants_fill(x, j) && 2 * common < j->p.n))) k = -1;
         if (k >= 0) {   /* continue a finished job's sequence from the shared prefix */
-            id = x->kept[k];
+            id = x->kept[k].id;
+            prev_exact = x->kept[k].exact;
             unkeep(x, k);
             if (common >= j->p.n) common = j->p.n - 1;   /* run the last prompt token again for its logits */
             int32_t have = 0;
@@ -504,7 +526,7 @@ static rp_status dispatch(sched_be *x, rp_job *j) {
             common = 0;
             st = rp_sched_session_create(x->s, &id);
             while (st != RP_OK && x->n_kept > 0) {   /* sequences run out: drop the oldest kept one */
-                rp_sched_session_free(x->s, x->kept[0]);
+                rp_sched_session_free(x->s, x->kept[0].id);
                 unkeep(x, 0);
                 st = rp_sched_session_create(x->s, &id);
             }
@@ -518,7 +540,9 @@ static rp_status dispatch(sched_be *x, rp_job *j) {
         j->sched_id = id;
         j->ephemeral = bs == NULL;
         j->st.n_prefix = common;
+        j->st.n_prefix_exact = prev_exact < common ? prev_exact : common;
         j->st.n_computed = j->p.n - common;
+        j->exact_head = prev_exact >= common ? INT32_MAX : prev_exact;   /* tokens computed on exact KV are exact */
         if (fresh && !waiting && wants_fill(x, j)) {   /* the loop fills it, then submits */
             x->fillq[x->n_fill++] = j;
             if (!bs) {
@@ -612,6 +636,7 @@ static rp_status sb_session_create(rp_backend *b, rp_bk_session **out) {
     sched_be *x = b->impl;
     *out = calloc(1, sizeof **out);
     if (!*out) return rp_errorf(RP_ERR_NOMEM, "server: out of memory");
+    (*out)->exact = INT32_MAX;   /* empty: nothing inexact in it */
     rp_status st = rp_sched_session_create(x->s, &(*out)->id);
     if (st != RP_OK) {
         free(*out);
@@ -656,6 +681,7 @@ static void sb_stats(rp_backend *b, rp_backend_stats *out) {
     out->kv_bytes = ss.kv_resident;
     out->kv_demotions = ss.demotions;
     out->kv_restores = ss.restores;
+    rp_backend_reuse_snapshot(x->e, out);   /* the cache's figures now (its calls are thread-safe) */
 }
 
 static rp_status sb_flush(rp_backend *b) {

@@ -56,13 +56,14 @@ void rp_srv_cancel_all(rp_server *s) {
     pthread_mutex_unlock(&s->mu);
 }
 
-rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, const char *body, size_t len, rp_srv_alive_fn alive,
-                             void *alive_user, rp_srv_call **out, rp_api_error *err) {
+rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const char *body, size_t len,
+                             rp_srv_alive_fn alive, void *alive_user, rp_srv_call **out, rp_api_error *err) {
     *out = NULL;
     rp_srv_call *c = calloc(1, sizeof *c);
     if (!c) return rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory");
     c->srv = s;
     c->ep = ep;
+    c->key = key;
     c->t0 = rp_srv_now();
     c->deadline = c->t0 + s->cfg.timeout_s;
     c->alive = alive;
@@ -124,14 +125,14 @@ rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, const char *body,
         goto fail;
     }
     if (r->session == RP_SRV_SESSION_NEW) {
-        st = rp_stab_new(s->sessions, c->sess_id, &c->sess);
+        st = rp_stab_new(s->sessions, key, c->sess_id, &c->sess);
         if (st != RP_OK) {
             rp_api_errorf(err, st, st == RP_ERR_FULL ? 429 : 500, st == RP_ERR_FULL ? "sessions_full" : NULL,
                           "reprise_session", "cannot create a session: %s", rp_last_error());
             goto fail;
         }
     } else if (r->session == RP_SRV_SESSION_ID) {
-        st = rp_stab_acquire(s->sessions, r->session_id, 10.0, &c->sess);
+        st = rp_stab_acquire(s->sessions, key, r->session_id, 10.0, &c->sess);
         if (st != RP_OK) {
             rp_api_errorf(err, st, st == RP_ERR_NOT_FOUND ? 404 : 409,
                           st == RP_ERR_NOT_FOUND ? "session_not_found" : "session_busy", "reprise_session", "%s",
@@ -165,6 +166,7 @@ rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, const char *body,
     jp.persist = r->cache_persist;
     jp.constrain_json = c->text.constrain_json;
     jp.session = rp_stab_backend(c->sess);
+    jp.cache_ns = s->ns_per_key && key >= 0 ? s->keys.v[key].ns : 0;
     st = rp_backend_submit(s->b, &jp, &c->job);
     if (st != RP_OK) {
         if (st == RP_ERR_FULL) {
@@ -184,7 +186,7 @@ fail:
     if (c->sess && c->req.session == RP_SRV_SESSION_NEW) {
         /* the client never learns the id of a session whose first request failed: drop it */
         rp_stab_release(s->sessions, c->sess, false);
-        rp_stab_delete(s->sessions, c->sess_id);
+        rp_stab_delete(s->sessions, key, c->sess_id);
         c->sess = NULL;
     }
     rp_srv_call_free(c);

@@ -55,6 +55,7 @@ typedef struct http_req {
     double t0;
     char path_arg[128];       /* {id} of /v1/models/{id}, /v1/sessions/{id} */
     bool counted;
+    int key;                  /* the API key it presented (index), -1 when the server has none */
 } http_req;
 
 enum { R_NONE, R_CHAT, R_COMPLETIONS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_SESSION };
@@ -109,21 +110,13 @@ static bool head_over_limit(struct MHD_Connection *conn) {
     return hs && hs->header_size > RP_HTTP_MAX_HEAD;
 }
 
-static bool ct_equal(const char *a, size_t al, const char *b, size_t bl) {
-    /* time depends only on the lengths, never on where the bytes differ */
-    size_t n = al > bl ? al : bl;
-    unsigned char d = (unsigned char)(al != bl);
-    for (size_t i = 0; i < n; i++) d |= (unsigned char)((i < al ? a[i] : 0) ^ (i < bl ? b[i] : 0));
-    return d == 0;
-}
-
-static bool authorized(rp_server *s, struct MHD_Connection *conn) {
-    if (!s->api_key) return true;
-    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
-    h += 7;
-    while (*h == ' ') h++;
-    return ct_equal(h, strlen(h), s->api_key, strlen(s->api_key));
+/* The API key a request presents: its index (the request's identity, carried into its job and sessions),
+ * -1 when the server has no keys, -2 when it has and the request presents none of them. */
+static int request_key(rp_server *s, struct MHD_Connection *conn) {
+    if (s->keys.n == 0) return -1;
+    const int k = rp_srv_keys_match(&s->keys, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                                          MHD_HTTP_HEADER_AUTHORIZATION));
+    return k >= 0 ? k : -2;
 }
 
 /* The client is still there: its connection was not reset, and the gate did not shut it down. A FIN is
@@ -183,7 +176,7 @@ static enum MHD_Result handle_generate(rp_server *s, struct MHD_Connection *conn
     rp_api_error err;
     rp_srv_call *c = NULL;
     rp_srv_endpoint ep = r->route == R_CHAT ? RP_EP_CHAT : RP_EP_COMPLETIONS;
-    if (rp_srv_call_create(s, ep, r->body ? r->body : "", r->len, conn_alive, conn, &c, &err) != RP_OK)
+    if (rp_srv_call_create(s, ep, r->key, r->body ? r->body : "", r->len, conn_alive, conn, &c, &err) != RP_OK)
         return send_error(conn, r, &err);
     if (c->req.stream) {
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_reader, c, sse_free);
@@ -248,10 +241,11 @@ static enum MHD_Result dispatch(rp_server *s, struct MHD_Connection *conn, http_
         rp_metrics_extra x = {.model = s->model_id, .backend = rp_backend_kind(s->b), .draining = atomic_load(&s->draining)};
         rp_stab_counts(s->sessions, &x.sessions, &x.sessions_active, &x.sessions_suspended);
         rp_gate_stats_get(s->gate, &x.conns);
+        x.session_evictions = rp_stab_evictions(s->sessions);
         return send_text(conn, r, 200, "text/plain; version=0.0.4; charset=utf-8", rp_metrics_render(&s->metrics, &bs, &x));
     }
     case R_SESSION: {
-        rp_status st = rp_stab_delete(s->sessions, r->path_arg);
+        rp_status st = rp_stab_delete(s->sessions, r->key, r->path_arg);   /* another key's: not found */
         if (st == RP_ERR_NOT_FOUND) return fail(conn, r, 404, "session_not_found", "no session '%.40s'", r->path_arg);
         if (st != RP_OK) return fail(conn, r, 409, "session_busy", "the session is busy%s", "");
         json_t *o = json_pack("{s:s,s:s,s:b}", "id", r->path_arg, "object", "reprise.session.deleted", "deleted", 1);
@@ -286,7 +280,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             r->early = true;
             return fail(conn, r, 414, "uri_too_long", "the request URI is longer than %s bytes", RP_STR(RP_HTTP_MAX_URI));
         }
-        if (r->route != R_HEALTH && r->route != R_NONE && !authorized(s, conn)) {
+        r->key = r->route != R_HEALTH && r->route != R_NONE ? request_key(s, conn) : -1;
+        if (r->key == -2) {
             r->early = true;
             return fail(conn, r, 401, "invalid_api_key", "Incorrect API key provided (use Authorization: Bearer KEY)%s", "");
         }
@@ -441,17 +436,25 @@ rp_status rp_server_start(const rp_server_config *cfg, rp_server **out) {
     pthread_cond_init(&s->cv, NULL);
     rp_metrics_init(&s->metrics);
     s->host = strdup(cfg->host ? cfg->host : "127.0.0.1");
-    s->api_key = cfg->api_key && cfg->api_key[0] ? strdup(cfg->api_key) : NULL;
     rp_status st = RP_OK;
-    if (!s->host || (cfg->api_key && cfg->api_key[0] && !s->api_key)) {
+    if (!s->host) {
         st = rp_errorf(RP_ERR_NOMEM, "server: out of memory");
         goto fail;
     }
+    if ((st = rp_srv_keys_load(cfg->api_key, cfg->api_key_file, &s->keys)) != RP_OK) goto fail;
+    if (cfg->cache_namespace == RP_SRV_NS_PER_KEY && s->keys.n == 0) {
+        st = rp_errorf(RP_ERR_INVALID_ARG, "server: a per-key cache namespace needs API keys (--api-key-file, or "
+                                           "--api-key / REPRISE_API_KEY)");
+        goto fail;
+    }
+    s->ns_per_key = cfg->cache_namespace == RP_SRV_NS_PER_KEY || (cfg->cache_namespace == RP_SRV_NS_AUTO && s->keys.n > 1);
     if (cfg->timeout_s <= 0 || cfg->max_body < 64 || cfg->max_depth < 2 || cfg->max_messages < 1 ||
         cfg->max_connections < 1 || cfg->max_connections_per_ip < 0 || !(cfg->header_timeout_s > 0) ||
-        !(cfg->body_timeout_s > 0) || !(cfg->idle_timeout_s > 0) || cfg->default_max_tokens < 1) {
-        st = rp_errorf(RP_ERR_INVALID_ARG, "server: bad limits (timeout %.1f, body %zu, depth %d, messages %d)",
-                       cfg->timeout_s, cfg->max_body, cfg->max_depth, cfg->max_messages);
+        !(cfg->body_timeout_s > 0) || !(cfg->idle_timeout_s > 0) || cfg->default_max_tokens < 1 || cfg->key_max_sessions < 0 || cfg->key_kv_mb < 0) {
+        st = rp_errorf(RP_ERR_INVALID_ARG,
+                       "server: bad limits (timeout %.1f, body %zu, depth %d, messages %d, key sessions %d, key KV %.1f MB)",
+                       cfg->timeout_s, cfg->max_body, cfg->max_depth, cfg->max_messages, cfg->key_max_sessions,
+                       cfg->key_kv_mb);
         goto fail;
     }
     /* the address first: a bad --host fails before the model loads */
@@ -499,7 +502,16 @@ rp_status rp_server_start(const rp_server_config *cfg, rp_server **out) {
     s->lim.max_body = cfg->max_body;
     s->lim.max_depth = cfg->max_depth;
     s->lim.max_messages = (size_t)cfg->max_messages;
-    if ((st = rp_stab_create(s->b, cfg->backend.max_sessions, cfg->session_ttl_s, &s->sessions)) != RP_OK) goto fail;
+    rp_stab_params sp = rp_stab_default_params();
+    sp.max_sessions = cfg->backend.max_sessions;
+    sp.ttl_s = cfg->session_ttl_s;
+    /* per key: the fair share of the table unless told (one key alone has the table to itself) */
+    sp.owner_max_sessions = cfg->key_max_sessions > 0 ? cfg->key_max_sessions
+                            : s->keys.n > 1         ? (sp.max_sessions / s->keys.n > 1 ? sp.max_sessions / s->keys.n : 1)
+                                                    : 0;
+    sp.owner_max_kv_bytes = (uint64_t)(cfg->key_kv_mb * 1048576.0);
+    sp.kv_bytes_per_token = rp_backend_kv_bytes_per_token(s->b);
+    if ((st = rp_stab_create(s->b, &sp, &s->sessions)) != RP_OK) goto fail;
 
     /* A thread per connection (generation handlers block until the backend answers), but only for
      * connections the gate handed over: those whose first request head is complete. The gate owns the
@@ -530,6 +542,8 @@ fail:
 }
 
 uint16_t rp_server_port(const rp_server *s) { return s->port; }
+int rp_server_n_keys(const rp_server *s) { return s->keys.n; }
+bool rp_server_cache_per_key(const rp_server *s) { return s->ns_per_key; }
 rp_backend *rp_server_backend(rp_server *s) { return s->b; }
 
 void rp_server_drain(rp_server *s, double deadline_s) {
@@ -582,6 +596,6 @@ void rp_server_stop(rp_server *s) {
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s->host);
-    free(s->api_key);
+    rp_srv_keys_free(&s->keys);
     free(s);
 }

@@ -114,14 +114,18 @@ char *rp_metrics_render(rp_metrics *m, const rp_backend_stats *bs, const rp_metr
 
     counter(&o, "reprise_prompt_tokens_total", "Prompt tokens of finished generations.", bs->prompt_tokens);
     counter(&o, "reprise_generated_tokens_total", "Tokens generated.", bs->gen_tokens);
+    /* prefix: exact prefix KV (what a plain prefill computes); prefix_approx: prefix-path KV that approximate
+     * reuse wrote (blend / full at r < 1, in this or an earlier request); blended: non-prefix chunks re-rotated,
+     * of which recomputed went through selective recompute; computed: from scratch */
     put(&o, "# HELP reprise_reused_tokens_total Prompt tokens by how their KV was obtained.\n"
             "# TYPE reprise_reused_tokens_total counter\n"
             "reprise_reused_tokens_total{kind=\"prefix\"} %llu\n"
+            "reprise_reused_tokens_total{kind=\"prefix_approx\"} %llu\n"
             "reprise_reused_tokens_total{kind=\"blended\"} %llu\n"
             "reprise_reused_tokens_total{kind=\"recomputed\"} %llu\n"
             "reprise_reused_tokens_total{kind=\"computed\"} %llu\n",
-        (unsigned long long)bs->reused_prefix, (unsigned long long)bs->reused_nonprefix,
-        (unsigned long long)bs->recomputed, (unsigned long long)bs->computed);
+        (unsigned long long)bs->reused_prefix_exact, (unsigned long long)(bs->reused_prefix - bs->reused_prefix_exact),
+        (unsigned long long)bs->reused_nonprefix, (unsigned long long)bs->recomputed, (unsigned long long)bs->computed);
     gauge(&o, "reprise_prefill_tokens_per_second", "Prompt tokens computed per second of prefill time (cumulative).",
           bs->prefill_s > 0 ? (double)bs->computed / bs->prefill_s : 0);
     gauge(&o, "reprise_decode_tokens_per_second", "Tokens generated per second of decode time (cumulative).",
@@ -137,6 +141,9 @@ char *rp_metrics_render(rp_metrics *m, const rp_backend_stats *bs, const rp_metr
             "reprise_sessions{state=\"active\"} %d\nreprise_sessions{state=\"suspended\"} %d\n"
             "reprise_sessions{state=\"idle\"} %d\n",
         x->sessions_active, x->sessions_suspended, x->sessions - x->sessions_active - x->sessions_suspended);
+    counter(&o, "reprise_session_evictions_total",
+            "reprise_session sessions evicted for a new one of the same API key (table full or the key's quota).",
+            x->session_evictions);
     gauge(&o, "reprise_cache_chunks", "KV chunks in the RAM cache.", (double)bs->cache_chunks);
     gauge(&o, "reprise_cache_bytes", "Bytes of KV chunks in the RAM cache.", (double)bs->cache_bytes);
     counter(&o, "reprise_cache_inserts_total", "Chunks inserted into the RAM cache.", bs->cache_inserts);
@@ -144,6 +151,9 @@ char *rp_metrics_render(rp_metrics *m, const rp_backend_stats *bs, const rp_metr
     gauge(&o, "reprise_store_bytes", "Bytes of the flash store on disk (0 without --cache-dir).", (double)bs->store_bytes);
     counter(&o, "reprise_store_evictions_total", "Chunks evicted from the flash store.", bs->store_evictions);
     counter(&o, "reprise_store_written_total", "Chunks written to the flash store.", bs->store_written);
+    counter(&o, "reprise_store_write_failures_total",
+            "Chunk writes to the flash store that failed (disk full, I/O error); the chunks stay recomputable.",
+            bs->store_write_failures);
     gauge(&o, "reprise_draining", "1 while the server drains for shutdown.", x->draining);
     if (o.oom) {
         free(o.p);

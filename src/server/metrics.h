@@ -36,6 +36,7 @@ typedef struct rp_metrics_extra {
     const char *model;
     const char *backend;
     int sessions, sessions_active, sessions_suspended;
+    uint64_t session_evictions;     /* sessions evicted to keep an API key within the table or its quota */
     int draining;
     rp_gate_stats conns;
 } rp_metrics_extra;

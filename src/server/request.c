@@ -1,4 +1,5 @@
 /* request.c — validation of OpenAI request bodies into rp_srv_request (chat messages, tools, sampling, extensions). */
+#include <float.h>
 #include "server/request.h"
 
 #include <jansson.h>
@@ -459,6 +460,7 @@ static rp_status parse_common(rp_srv_request *r, const json_t *root, const rp_sr
     r->frequency_penalty = (float)freq;
     r->temperature = (float)t;
     r->top_p = (float)tp;
+    if (r->top_p <= 0) r->top_p = FLT_TRUE_MIN;   /* under float's range: still "the single most likely token" */
     RP_TRY(parse_stop(r, json_object_get(root, "stop"), err));
     RP_TRY(parse_bias(r, json_object_get(root, "logit_bias"), err));
     const json_t *lp = json_object_get(root, "logprobs");

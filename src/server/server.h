@@ -13,7 +13,14 @@ typedef struct rp_server_config {
     rp_backend_config backend;
     const char *host;            /* bind address (default "127.0.0.1"; "0.0.0.0" / "::" expose it) */
     uint16_t port;               /* 0: an ephemeral port (rp_server_port tells which) */
-    const char *api_key;         /* NULL: no auth; else "Authorization: Bearer KEY" on everything but /health */
+    /* API keys ("Authorization: Bearer KEY" on everything but /health); none of the two: no auth. See
+     * server/auth.h for the key file's format and checks. An empty api_key is an error, never "no auth". */
+    const char *api_key;         /* one key, named "default" */
+    const char *api_key_file;    /* keys, one per line (NAME:KEY or KEY); must not be accessible by group/others */
+    int cache_namespace;         /* rp_srv_cache_ns: whose cached KV a request may reuse */
+    int key_max_sessions;        /* reprise_session sessions one API key may hold (0: the fair share
+                                    max(1, sessions / keys) with more than one key, else no limit of its own) */
+    double key_kv_mb;            /* KV (MiB) one API key's sessions may hold (0: no limit) */
     const char *model_id;        /* name in /v1/models and responses (NULL: the model file's base name) */
     size_t max_body;             /* bytes (default 1 MiB) */
     int max_depth;               /* JSON nesting (default 64) */
@@ -30,6 +37,14 @@ typedef struct rp_server_config {
     bool quiet;                  /* no access log on stderr */
 } rp_server_config;
 
+/* Cache namespaces. PER_KEY: a request reuses (and its usage reports as
+ * cached) only KV computed for requests of the same API key, so no client
+ * can confirm another's prompt from cached_tokens or timing. SHARED: one
+ * cache for everyone (the most reuse). AUTO (default): PER_KEY when more
+ * than one key is configured (several tenants), SHARED otherwise (one
+ * client, or no auth: nobody to isolate from). */
+typedef enum rp_srv_cache_ns { RP_SRV_NS_AUTO = 0, RP_SRV_NS_SHARED = 1, RP_SRV_NS_PER_KEY = 2 } rp_srv_cache_ns;
+
 rp_server_config rp_server_default_config(void);
 
 typedef struct rp_server rp_server;
@@ -37,6 +52,8 @@ typedef struct rp_server rp_server;
 /* Loads the model, starts the backend and the HTTP daemon. */
 rp_status rp_server_start(const rp_server_config *cfg, rp_server **out);
 uint16_t rp_server_port(const rp_server *s);
+int rp_server_n_keys(const rp_server *s);           /* API keys configured (0: no auth) */
+bool rp_server_cache_per_key(const rp_server *s);   /* the cache namespace in effect is per key */
 rp_backend *rp_server_backend(rp_server *s);
 /* Graceful shutdown, step one: stop accepting connections, answer new
  * requests on open ones with 503, let in-flight generations finish for up to

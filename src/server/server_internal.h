@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "server/auth.h"
 #include "server/backend.h"
 #include "server/errors.h"
 #include "server/gen.h"
@@ -18,7 +19,9 @@ typedef struct rp_srv_call rp_srv_call;
 
 struct rp_server {
     rp_server_config cfg;
-    char *host, *api_key;
+    char *host;
+    rp_srv_keys keys;              /* API keys (none: no auth) */
+    bool ns_per_key;               /* each key reuses only its own cached KV (cache_namespace) */
     char model_id[256];
     char fingerprint[40];          /* "fp_" + model fingerprint */
     int64_t created;               /* unix time the model was loaded */
@@ -45,6 +48,7 @@ struct rp_srv_call {
     rp_server *srv;
     rp_srv_call *prev, *next;      /* server list (srv->mu) */
     rp_srv_endpoint ep;
+    int key;                       /* the request's API key (index), -1 without keys */
     rp_srv_request req;
     rp_srv_text text;
     rp_srv_prompt prompt;
@@ -73,8 +77,10 @@ struct rp_srv_call {
 };
 
 /* call.c */
-rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, const char *body, size_t len, rp_srv_alive_fn alive,
-                             void *alive_user, rp_srv_call **out, rp_api_error *err);
+/* `key`: the API key the request presented (index into s->keys), -1 without keys: it owns the sessions the
+ * call creates, may use only those, and selects the cache namespace of its job. */
+rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const char *body, size_t len,
+                             rp_srv_alive_fn alive, void *alive_user, rp_srv_call **out, rp_api_error *err);
 /* Non-streaming: waits for the end and renders the response body (malloc'd). */
 rp_status rp_srv_call_run(rp_srv_call *c, char **json, int *http, rp_api_error *err);
 /* Streaming: fills buf with SSE bytes; returns the count, -1 at the end of

@@ -1,4 +1,4 @@
-/* session_table.c — the reprise_session table: random ids, constant-time lookup, LRU eviction, TTL, busy/suspended. */
+/* session_table.c — the reprise_session table: random ids, constant-time lookup, owners, quotas, LRU eviction, TTL. */
 #include "server/session_table.h"
 
 #include <errno.h>
@@ -13,6 +13,7 @@
 
 struct rp_stab_entry {
     bool used, busy, suspended;
+    int owner;                /* API key index, -1 without keys */
     uint8_t raw[16];
     char hex[33];
     double last_used;
@@ -25,12 +26,22 @@ struct rp_session_table {
     pthread_cond_t cv;
     int cap;
     double ttl;
+    rp_stab_params p;
+    uint64_t evictions;
     rp_stab_entry *e;
 };
 
-rp_status rp_stab_create(rp_backend *b, int max_sessions, double ttl_s, rp_session_table **out) {
+rp_stab_params rp_stab_default_params(void) {
+    rp_stab_params p = {.max_sessions = 16, .ttl_s = 1800};
+    return p;
+}
+
+rp_status rp_stab_create(rp_backend *b, const rp_stab_params *p, rp_session_table **out) {
     *out = NULL;
-    if (max_sessions < 0 || max_sessions > 4096) return rp_errorf(RP_ERR_INVALID_ARG, "sessions: %d", max_sessions);
+    const int max_sessions = p->max_sessions;
+    const double ttl_s = p->ttl_s;
+    if (max_sessions < 0 || max_sessions > 4096 || p->owner_max_sessions < 0)
+        return rp_errorf(RP_ERR_INVALID_ARG, "sessions: %d (per owner %d)", max_sessions, p->owner_max_sessions);
     rp_session_table *t = calloc(1, sizeof *t);
     if (!t) return rp_errorf(RP_ERR_NOMEM, "sessions: out of memory");
     t->e = calloc((size_t)(max_sessions ? max_sessions : 1), sizeof *t->e);
@@ -41,6 +52,7 @@ rp_status rp_stab_create(rp_backend *b, int max_sessions, double ttl_s, rp_sessi
     t->b = b;
     t->cap = max_sessions;
     t->ttl = ttl_s;
+    t->p = *p;
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, NULL);
     *out = t;
@@ -86,25 +98,47 @@ static rp_status random_id(uint8_t raw[16]) {
     return RP_OK;
 }
 
-rp_status rp_stab_new(rp_session_table *t, char id_out[33], rp_stab_entry **out) {
+/* The owner's least recently used idle session other than `keep` (mu held); *n_own counts its sessions. */
+static rp_stab_entry *owner_lru(rp_session_table *t, int owner, const rp_stab_entry *keep, int *n_own) {
+    rp_stab_entry *lru = NULL;
+    int n = 0;
+    for (int i = 0; i < t->cap; i++) {
+        rp_stab_entry *e = &t->e[i];
+        if (!e->used || e->owner != owner) continue;
+        n++;
+        if (e != keep && !e->busy && (!lru || e->last_used < lru->last_used)) lru = e;
+    }
+    if (n_own) *n_own = n;
+    return lru;
+}
+
+static void evict(rp_session_table *t, rp_stab_entry *e) {
+    drop(t, e);
+    t->evictions++;
+}
+
+rp_status rp_stab_new(rp_session_table *t, int owner, char id_out[33], rp_stab_entry **out) {
     *out = NULL;
     uint8_t raw[16];
     RP_TRY(random_id(raw));
     pthread_mutex_lock(&t->mu);
     double now = rp_srv_now();
     expire_locked(t, now);
-    rp_stab_entry *slot = NULL, *lru = NULL;
-    for (int i = 0; i < t->cap && !slot; i++) {
+    rp_stab_entry *slot = NULL;
+    for (int i = 0; i < t->cap && !slot; i++)
         if (!t->e[i].used) slot = &t->e[i];
-        else if (!t->e[i].busy && (!lru || t->e[i].last_used < lru->last_used)) lru = &t->e[i];
-    }
-    if (!slot && lru) {
-        drop(t, lru);
+    int n_own = 0;
+    rp_stab_entry *lru = owner_lru(t, owner, NULL, &n_own);
+    const bool at_quota = t->p.owner_max_sessions > 0 && n_own >= t->p.owner_max_sessions;
+    if ((at_quota || !slot) && lru) {   /* only ever the owner's own session goes */
+        evict(t, lru);
         slot = lru;
-    }
-    if (!slot) {
+    } else if (at_quota || !slot) {
         pthread_mutex_unlock(&t->mu);
-        return rp_errorf(RP_ERR_FULL, "sessions: all %d sessions are in use", t->cap);
+        if (at_quota)
+            return rp_errorf(RP_ERR_FULL, "sessions: this API key holds its %d sessions, all busy", n_own);
+        return rp_errorf(RP_ERR_FULL, "sessions: all %d sessions are in use%s", t->cap,
+                         n_own ? ", this key's all busy" : " by others");
     }
     rp_bk_session *bs = NULL;
     rp_status st = rp_backend_session_create(t->b, &bs);
@@ -114,6 +148,7 @@ rp_status rp_stab_new(rp_session_table *t, char id_out[33], rp_stab_entry **out)
     }
     slot->used = slot->busy = true;
     slot->suspended = false;
+    slot->owner = owner;
     memcpy(slot->raw, raw, 16);
     static const char hx[] = "0123456789abcdef";
     for (int i = 0; i < 16; i++) {
@@ -140,19 +175,19 @@ static bool parse_hex(const char *s, uint8_t raw[16]) {
     return s[32] == '\0';
 }
 
-/* Constant-time scan: every used entry is compared in full. */
-static rp_stab_entry *find_locked(rp_session_table *t, const uint8_t raw[16]) {
+/* Constant-time scan: every used entry is compared in full. Another owner's session is not found. */
+static rp_stab_entry *find_locked(rp_session_table *t, int owner, const uint8_t raw[16]) {
     rp_stab_entry *hit = NULL;
     for (int i = 0; i < t->cap; i++) {
         uint8_t d = 0;
         for (int k = 0; k < 16; k++) d |= (uint8_t)(t->e[i].raw[k] ^ raw[k]);
-        volatile bool match = t->e[i].used && d == 0;
+        volatile bool match = t->e[i].used && d == 0 && t->e[i].owner == owner;
         if (match) hit = &t->e[i];
     }
     return hit;
 }
 
-rp_status rp_stab_acquire(rp_session_table *t, const char *id, double wait_s, rp_stab_entry **out) {
+rp_status rp_stab_acquire(rp_session_table *t, int owner, const char *id, double wait_s, rp_stab_entry **out) {
     *out = NULL;
     uint8_t raw[16];
     if (!id || !parse_hex(id, raw)) return rp_errorf(RP_ERR_NOT_FOUND, "sessions: malformed id");
@@ -160,7 +195,7 @@ rp_status rp_stab_acquire(rp_session_table *t, const char *id, double wait_s, rp
     expire_locked(t, rp_srv_now());
     double until = rp_srv_now() + wait_s;
     rp_stab_entry *e;
-    while ((e = find_locked(t, raw)) && e->busy && rp_srv_now() < until) {
+    while ((e = find_locked(t, owner, raw)) && e->busy && rp_srv_now() < until) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 50 * 1000000L;
@@ -184,6 +219,14 @@ rp_status rp_stab_acquire(rp_session_table *t, const char *id, double wait_s, rp
 
 rp_bk_session *rp_stab_backend(rp_stab_entry *e) { return e ? e->bs : NULL; }
 
+/* KV of the tokens resident in the owner's sessions (mu held). */
+static uint64_t owner_kv(rp_session_table *t, int owner) {
+    uint64_t tok = 0;
+    for (int i = 0; i < t->cap; i++)
+        if (t->e[i].used && t->e[i].owner == owner) tok += (uint64_t)rp_backend_session_resident(t->b, t->e[i].bs);
+    return tok * t->p.kv_bytes_per_token;
+}
+
 void rp_stab_release(rp_session_table *t, rp_stab_entry *e, bool suspended) {
     if (!e) return;
     if (suspended) rp_backend_session_suspend(t->b, e->bs);
@@ -191,15 +234,27 @@ void rp_stab_release(rp_session_table *t, rp_stab_entry *e, bool suspended) {
     e->busy = false;
     e->suspended = suspended;
     e->last_used = rp_srv_now();
+    /* over its KV quota: the owner's other idle sessions go, oldest first (this one stays: it is the newest,
+     * and one session is bounded by the context anyway) */
+    if (t->p.owner_max_kv_bytes > 0)
+        for (rp_stab_entry *v; owner_kv(t, e->owner) > t->p.owner_max_kv_bytes && (v = owner_lru(t, e->owner, e, NULL));)
+            evict(t, v);
     pthread_cond_broadcast(&t->cv);
     pthread_mutex_unlock(&t->mu);
 }
 
-rp_status rp_stab_delete(rp_session_table *t, const char *id) {
+uint64_t rp_stab_evictions(rp_session_table *t) {
+    pthread_mutex_lock(&t->mu);
+    const uint64_t n = t->evictions;
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+rp_status rp_stab_delete(rp_session_table *t, int owner, const char *id) {
     uint8_t raw[16];
     if (!id || !parse_hex(id, raw)) return rp_errorf(RP_ERR_NOT_FOUND, "sessions: malformed id");
     pthread_mutex_lock(&t->mu);
-    rp_stab_entry *e = find_locked(t, raw);
+    rp_stab_entry *e = find_locked(t, owner, raw);
     rp_status st = RP_OK;
     if (!e) st = rp_errorf(RP_ERR_NOT_FOUND, "sessions: no session %.32s", id);
     else if (e->busy) st = rp_errorf(RP_ERR_FULL, "sessions: session %.32s is busy", id);

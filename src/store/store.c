@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,11 +21,14 @@
 #include <zstd.h>
 
 #include "core/error.h"
+#include "core/fsperm.h"
 #include "store/lcs.h"
 
-/* Schema (version 1). uint64 values are stored as their int64 bit pattern.
+/* Schema (version 2). uint64 values are stored as their int64 bit pattern.
  *
- *   meta(key TEXT PRIMARY KEY, value INTEGER)      schema, next_id, clock
+ *   meta(key TEXT PRIMARY KEY, value INTEGER)      schema, next_id, clock, write_failures
+ *   secret(id = 1, key BLOB)                       the store's checksum key (SECRET_BYTES random bytes, made
+ *                                                  with the store)
  *   models(id, salt UNIQUE, kv_type, n_layer, row_bytes, name, created)
  *   chunks(id INTEGER PRIMARY KEY, model, hash, chain, parent, n_tokens, pos0, exact, kv_type, n_layer,
  *          row_bytes, kv_bytes, stored_bytes, loc, codec, checksum, recompute_ms, heat, last_used, hits,
@@ -42,6 +47,14 @@
  * row_bytes, kv_bytes, stored_bytes, loc, codec) + tokens + layer table: a flipped bit anywhere in what
  * identifies or locates the KV is caught, and every layer's bytes are caught by its own checksum.
  *
+ * Both checksums are keyed: XXH3 with the store's secret (XXH3_64bits_withSecret), so a row or payload copied
+ * from another store, or written by someone who never read this store's secret, fails verification. This is
+ * not a cryptographic MAC (XXH3 is not built to resist an adversary who sees many keyed digests); what keeps
+ * other local users out is the access control on open (the directory and files must be ours and not
+ * group/world-writable, see check_path); the key defeats planting KV without reading the secret, and KV copied
+ * between stores. Schema 1 (older builds) had unkeyed checksums: a writer that opens such a store drops its
+ * chunks (they cannot be authenticated, and a cache may lose entries) and upgrades it; a reader refuses it.
+ *
  * Pragmas: WAL; synchronous=NORMAL by default — in WAL mode a commit is atomic and the database is never
  * corrupted by a crash or power loss under NORMAL; only the last transactions may roll back on power loss,
  * which loses cached chunks (a cache may lose entries) but never damages stored ones. FULL is available.
@@ -50,13 +63,15 @@
  * plus one write batch to the flash footprint (counted in rp_store_disk_bytes; eviction ends with a truncating
  * checkpoint). Page cache: 2 MiB per connection. */
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
+#define SCHEMA_UNKEYED 1          /* older builds: unkeyed checksums */
+#define SECRET_BYTES 192          /* XXH3_SECRET_DEFAULT_SIZE */
 #define LAYER_ENTRY 24
 #define FILE_ROUND 4096ull
 #define MAX_TOKENS_PER_CHUNK (1 << 22)
 
 enum {
-    S_EDGE, S_HASH, S_KIDS, S_GET, S_BLOB, S_INS_CHUNK, S_INS_PAYLOAD, S_DEL_PAYLOAD, S_INS_KW, S_DEL_KW,
+    S_EDGE, S_HASH, S_KIDS, S_KIDS_GE, S_KIDS_LT, S_KIDS_EQ, S_GET, S_BLOB, S_INS_CHUNK, S_INS_PAYLOAD, S_DEL_PAYLOAD, S_INS_KW, S_DEL_KW,
     S_OLD, S_TOUCH, S_META_SET, S_DEL_CHUNK, S_DEL_VEC, S_MARK_BAD, S_KW_CHUNKS, S_CAND_OK, S_COUNT
 };
 
@@ -79,6 +94,13 @@ struct rp_store {
     ZSTD_DCtx *zd;
     uint64_t bad[32];         /* corrupt rows met by lookups on this handle (rp_store_take_bad) */
     int n_bad;
+    bool damaged;             /* SQLite reported corruption on this handle (see note_damage) */
+    bool (*skip)(void *user, uint64_t id);   /* rows lookups pass over (rp_store_set_skip) */
+    void *skip_user;
+    char notice[640];         /* what open did that the user should hear about ("" if nothing) */
+    uint8_t secret[SECRET_BYTES];   /* the checksum key (table secret) */
+    uint64_t dropped_unkeyed; /* chunks dropped when this open upgraded a schema-1 store */
+    uint64_t fail_pending;    /* failed chunk writes not yet added to meta.write_failures */
 };
 
 static const char *k_cols =
@@ -91,14 +113,42 @@ static double wall_now(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+#define DAMAGE_MARK "kv.db.damaged"
+
+/* SQLite answered `rc`: on corruption (SQLITE_CORRUPT / SQLITE_NOTADB) the
+ * handle is marked damaged (the pool then stops writing to the store) and a
+ * writer leaves DIR/kv.db.damaged behind, so that the next writer to open the
+ * store sets the database aside instead of using it (set_aside_damaged). */
+static void note_damage(rp_store *s, int rc) {
+    if ((rc & 0xff) != SQLITE_CORRUPT && (rc & 0xff) != SQLITE_NOTADB) return;
+    if (s->damaged) return;
+    s->damaged = true;
+    if (s->p.read_only) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/" DAMAGE_MARK, s->dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    char line[600];
+    int n = snprintf(line, sizeof line, "SQLite reported: %s\n", s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+    if (n > 0 && write(fd, line, (size_t)n) < 0) { /* the file's existence is the mark */ }
+    close(fd);
+}
+
+static bool db_full(const rp_store *s) { return s->db && (sqlite3_extended_errcode(s->db) & 0xff) == SQLITE_FULL; }
+
 static rp_status sql_err(rp_store *s, const char *what) {
+    if (s->db) note_damage(s, sqlite3_extended_errcode(s->db));
+    if (db_full(s)) return rp_errorf(RP_ERR_IO, "store: disk full in '%s' (%s: %s)", s->dir, what, sqlite3_errmsg(s->db));
     return rp_errorf(RP_ERR_IO, "store: %s: %s", what, s->db ? sqlite3_errmsg(s->db) : "no database");
 }
 
 static rp_status exec(rp_store *s, const char *sql) {
     char *msg = NULL;
-    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        rp_status st = rp_errorf(RP_ERR_IO, "store: '%.80s': %s", sql, msg ? msg : sqlite3_errmsg(s->db));
+    int rc = sqlite3_exec(s->db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        note_damage(s, rc);
+        rp_status st = rp_errorf(RP_ERR_IO, "store: %s'%.80s': %s", db_full(s) ? "disk full: " : "", sql,
+                                 msg ? msg : sqlite3_errmsg(s->db));
         sqlite3_free(msg);
         return st;
     }
@@ -110,6 +160,16 @@ static const char *stmt_sql(int which) {
     case S_EDGE: return "SELECT %s FROM chunks WHERE model = ?1 AND parent = ?2 AND chain = ?3 AND corrupt = 0";
     case S_HASH: return "SELECT %s FROM chunks WHERE model = ?1 AND hash = ?2 AND corrupt = 0";
     case S_KIDS: return "SELECT %s FROM chunks WHERE model = ?1 AND parent = ?2 AND corrupt = 0";
+    /* a parent's children in the order of their heads (index chunks_kids), either side of a query's head */
+    case S_KIDS_GE:
+        return "SELECT %s FROM chunks WHERE model = ?1 AND parent = ?2 AND substr(tokens, 1, 64) >= ?3 AND corrupt = 0 "
+               "ORDER BY substr(tokens, 1, 64) LIMIT ?4";
+    case S_KIDS_LT:
+        return "SELECT %s FROM chunks WHERE model = ?1 AND parent = ?2 AND substr(tokens, 1, 64) < ?3 AND corrupt = 0 "
+               "ORDER BY substr(tokens, 1, 64) DESC LIMIT ?4";
+    case S_KIDS_EQ:
+        return "SELECT %s FROM chunks WHERE model = ?1 AND parent = ?2 AND substr(tokens, 1, 64) = ?3 AND corrupt = 0 "
+               "LIMIT ?4";
     case S_GET: return "SELECT %s FROM chunks WHERE id = ?1";
     /* sub-chunk search: the (kw, chunk) primary key answers the first alone */
     case S_KW_CHUNKS: return "SELECT chunk FROM keywords WHERE kw = ?1";
@@ -170,15 +230,58 @@ static void payload_path(const rp_store *s, uint64_t id, uint64_t checksum, char
              (unsigned long long)checksum, tmp ? ".tmp" : "");
 }
 
-static rp_status ensure_dir(const char *path) {
-    if (mkdir(path, 0700) != 0 && errno != EEXIST)
-        return rp_errorf(RP_ERR_IO, "store: cannot create directory '%s': %s", path, strerror(errno));
+/* ---- access control ----
+ *
+ * Everything in a store directory must be owned by us and not group/world-writable: another local user who
+ * can write there could plant KV (or a WAL) that we would serve, and one who owns it can read the token ids.
+ * Such a directory or file is refused, never repaired: what was planted would stay. Read and search
+ * permission for others is tightened instead (directories 0700, files 0600) by a writer: once the directory
+ * is 0700 nobody else reaches the files, and a refusal would not un-read what was exposed. Payload files are
+ * checked when they are read (a payload file that is not ours is a corrupt chunk, never used). */
+
+#define FORBIDDEN_MODE ((mode_t)(S_IWGRP | S_IWOTH))
+#define PERM_FIX \
+    "another local user could have planted KV or read token ids there: check what is in it and fix its owner " \
+    "and mode (the store makes its directory 0700 and its files 0600), or use a new --cache-dir"
+
+/* An existing directory or file of the store: ours and not writable by others (see above). */
+static rp_status check_stat(const char *path, const struct stat *sb) {
+    return rp_fsperm_check(S_ISDIR(sb->st_mode) ? "store: directory" : "store: file", path, sb, FORBIDDEN_MODE,
+                           PERM_FIX);
+}
+
+/* A store file that may not exist yet: when it does, a regular file (no symlink), checked, and with `tighten`
+ * made 0600. */
+static rp_status check_file(const char *path, bool tighten) {
     struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return rp_errorf(RP_ERR_IO, "store: '%s' is not a directory", path);
-    if ((sb.st_mode & 0777) != 0700 && sb.st_uid == geteuid()) chmod(path, 0700);
+    if (lstat(path, &sb) != 0) {
+        if (errno == ENOENT) return RP_OK;
+        return rp_errorf(RP_ERR_IO, "store: cannot stat '%s': %s", path, strerror(errno));
+    }
+    if (!S_ISREG(sb.st_mode)) return rp_errorf(RP_ERR_IO, "store: '%s' is not a regular file: refusing it", path);
+    RP_TRY(check_stat(path, &sb));
+    if (tighten && (sb.st_mode & 0077) && chmod(path, 0600) != 0)
+        return rp_errorf(RP_ERR_IO, "store: cannot chmod 600 '%s': %s", path, strerror(errno));
     return RP_OK;
 }
+
+/* A store directory: created 0700 when missing (with `create`), checked, and with `create` tightened to 0700. */
+static rp_status check_dir(const char *path, bool create) {
+    if (create && mkdir(path, 0700) != 0 && errno != EEXIST)
+        return rp_errorf(RP_ERR_IO, "store: cannot create directory '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        if (!create && errno == ENOENT) return RP_OK;
+        return rp_errorf(RP_ERR_IO, "store: cannot stat '%s': %s", path, strerror(errno));
+    }
+    if (!S_ISDIR(sb.st_mode)) return rp_errorf(RP_ERR_IO, "store: '%s' is not a directory", path);
+    RP_TRY(check_stat(path, &sb));
+    if (create && (sb.st_mode & 0777) != 0700 && chmod(path, 0700) != 0)
+        return rp_errorf(RP_ERR_IO, "store: cannot chmod 700 '%s': %s", path, strerror(errno));
+    return RP_OK;
+}
+
+static rp_status ensure_dir(const char *path) { return check_dir(path, true); }
 
 /* ---- open / close ---- */
 
@@ -241,6 +344,85 @@ static rp_status meta_set(rp_store *s, const char *key, int64_t v) {
     return rc == SQLITE_DONE ? RP_OK : sql_err(s, "write meta");
 }
 
+static rp_status remove_orphan_files(rp_store *s, uint64_t *removed);
+
+/* Runs SQL whose failure is not the error to report (a ROLLBACK after the real failure). */
+static void exec_quiet(rp_store *s, const char *sql) { sqlite3_exec(s->db, sql, NULL, NULL, NULL); }
+
+static rp_status secret_load(rp_store *s) {
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(s->db, "SELECT key FROM secret WHERE id = 1", -1, &q, NULL) != SQLITE_OK)
+        return sql_err(s, "read the checksum secret");
+    int rc = sqlite3_step(q);
+    rp_status st = RP_OK;
+    if (rc == SQLITE_ROW && sqlite3_column_bytes(q, 0) == SECRET_BYTES)
+        memcpy(s->secret, sqlite3_column_blob(q, 0), SECRET_BYTES);
+    else if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+        st = rp_errorf(RP_ERR_FORMAT,
+                       "store: '%s' has no valid checksum secret: none of its chunks can be verified; it is a cache: "
+                       "delete the directory", s->dir);
+    else
+        st = sql_err(s, "read the checksum secret");
+    sqlite3_finalize(q);
+    return st;
+}
+
+/* A new store, or one of schema 1 (unkeyed checksums): a fresh random secret, schema 2. A schema-1 store's
+ * chunks are dropped first: nothing tells a row its owner wrote from one planted without a key, and a cache
+ * may lose entries (they are recomputed). Their payload files go after the commit. */
+static rp_status make_keyed(rp_store *s) {
+    uint8_t key[SECRET_BYTES];
+    for (size_t got = 0; got < sizeof key;) {
+        ssize_t r = getrandom(key + got, sizeof key - got, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return rp_errorf(RP_ERR_IO, "store: getrandom for the checksum secret failed: %s", strerror(errno));
+        got += (size_t)r;
+    }
+    RP_TRY(exec(s, "BEGIN IMMEDIATE"));
+    sqlite3_stmt *q = NULL;
+    int64_t n_old = 0;
+    rp_status st = RP_OK;
+    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM chunks", -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+        n_old = sqlite3_column_int64(q, 0);
+    else
+        st = sql_err(s, "count chunks");
+    sqlite3_finalize(q);
+    q = NULL;
+    if (st == RP_OK && n_old > 0)
+        st = exec(s, "DELETE FROM chunks; DELETE FROM payloads; DELETE FROM keywords; DELETE FROM vectors; "
+                     "DELETE FROM coaccess;");
+    if (st == RP_OK && sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO secret(id, key) VALUES(1, ?1)", -1, &q, NULL) != SQLITE_OK)
+        st = sql_err(s, "write the checksum secret");
+    if (st == RP_OK) {
+        sqlite3_bind_blob(q, 1, key, (int)sizeof key, SQLITE_STATIC);
+        if (sqlite3_step(q) != SQLITE_DONE) st = sql_err(s, "write the checksum secret");
+    }
+    sqlite3_finalize(q);
+    if (st == RP_OK) st = meta_set(s, "schema", SCHEMA_VERSION);
+    if (st == RP_OK) st = exec(s, "COMMIT");
+    if (st != RP_OK) {
+        if (!sqlite3_get_autocommit(s->db)) exec_quiet(s, "ROLLBACK");
+        return st;
+    }
+    s->dropped_unkeyed = (uint64_t)n_old;
+    uint64_t removed = 0;
+    if (n_old > 0) {
+        (void)remove_orphan_files(s, &removed);   /* files of rows that are gone; compact retries */
+        const size_t l = strlen(s->notice);
+        snprintf(s->notice + l, sizeof s->notice - l,
+                 "%s'%.200s' was in the unkeyed format of older builds: its %lld chunks were dropped (recomputed as "
+                 "needed)", l ? "; " : "", s->dir, (long long)n_old);
+    }
+    return RP_OK;
+}
+
+static rp_status meta_add(rp_store *s, const char *key, uint64_t d) {
+    int64_t v = 0;
+    bool found = false;
+    RP_TRY(meta_get(s, key, &v, &found));
+    return meta_set(s, key, i64((uint64_t)v + d));
+}
+
 static rp_status create_schema(rp_store *s) {
     /* auto_vacuum must be set before the first table exists; harmless afterwards */
     RP_TRY(exec(s, "PRAGMA auto_vacuum=INCREMENTAL"));
@@ -269,26 +451,30 @@ static rp_status create_schema(rp_store *s) {
                 "CREATE TABLE IF NOT EXISTS vectors(chunk INTEGER PRIMARY KEY, dim INTEGER NOT NULL, v BLOB NOT NULL);"
                 "CREATE TABLE IF NOT EXISTS coaccess(model INTEGER NOT NULL, a INTEGER NOT NULL, b INTEGER NOT NULL, "
                 "  n INTEGER NOT NULL, PRIMARY KEY(model, a, b)) WITHOUT ROWID;"
+                "CREATE TABLE IF NOT EXISTS secret(id INTEGER PRIMARY KEY CHECK (id = 1), key BLOB NOT NULL);"
                 "COMMIT;"));
     if (s->p.naive)   /* ablation: one plain table, every lookup a scan */
         RP_TRY(exec(s, "DROP INDEX IF EXISTS chunks_hash; DROP INDEX IF EXISTS chunks_tree;"));
     else
         RP_TRY(exec(s, "CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(model, hash);"
-                       "CREATE INDEX IF NOT EXISTS chunks_tree ON chunks(model, parent, chain);"));
+                       "CREATE INDEX IF NOT EXISTS chunks_tree ON chunks(model, parent, chain);"
+                       /* children by the bytes of their first 16 tokens: partial matches (rp_store_best_child) */
+                       "CREATE INDEX IF NOT EXISTS chunks_kids ON chunks(model, parent, substr(tokens, 1, 64));"));
     int64_t v = 0;
     bool found = false;
     RP_TRY(meta_get(s, "schema", &v, &found));
-    if (found && v != SCHEMA_VERSION)
+    if (found && v != SCHEMA_VERSION && v != SCHEMA_UNKEYED)
         return rp_errorf(RP_ERR_UNSUPPORTED, "store: '%s' has schema version %lld, this build reads %d", s->dir,
                          (long long)v, SCHEMA_VERSION);
-    if (!found) RP_TRY(meta_set(s, "schema", SCHEMA_VERSION));
-    return RP_OK;
+    if (!found || v == SCHEMA_UNKEYED) RP_TRY(make_keyed(s));
+    return secret_load(s);
 }
 
 static rp_status take_lock(rp_store *s) {
     char path[4096];
     snprintf(path, sizeof path, "%s/lock", s->dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    RP_TRY(check_file(path, true));
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) return rp_errorf(RP_ERR_IO, "store: cannot open '%s': %s", path, strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         char pid[32] = "";
@@ -302,6 +488,73 @@ static rp_status take_lock(rp_store *s) {
     if (ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)n, 0) < 0) { /* informational only */ }
     s->lock_fd = fd;
     s->owns_lock = true;
+    return RP_OK;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path) == 0 ? 0 : -1;
+}
+
+/* A writer opening a store whose database an earlier process found damaged
+ * (DIR/kv.db.damaged): the database, its WAL and the payload files go to
+ * DIR/damaged/ (replacing what an earlier set-aside left there) and the store
+ * starts empty. A KV store is derived data: recomputing beats trusting a
+ * database SQLite called corrupt, and keeping the old files lets the user
+ * look at them. Called with the lock held, before SQLite opens the file. */
+static rp_status set_aside_damaged(rp_store *s) {
+    char mark[4096], aside[4096], from[4096], to[8192];   /* dir is at most 3000 bytes (rp_store_open) */
+    snprintf(mark, sizeof mark, "%s/" DAMAGE_MARK, s->dir);
+    if (access(mark, F_OK) != 0) return RP_OK;
+    snprintf(aside, sizeof aside, "%s/damaged", s->dir);
+    if (access(aside, F_OK) == 0 && nftw(aside, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return rp_errorf(RP_ERR_IO, "store: cannot remove the earlier set-aside '%s': %s", aside, strerror(errno));
+    if (mkdir(aside, 0700) != 0) return rp_errorf(RP_ERR_IO, "store: cannot create '%s': %s", aside, strerror(errno));
+    static const char *const names[] = {"kv.db", "kv.db-wal", "kv.db-shm", "kv", DAMAGE_MARK};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(from, sizeof from, "%s/%s", s->dir, names[i]);
+        snprintf(to, sizeof to, "%s/%s", aside, names[i]);
+        if (rename(from, to) != 0 && errno != ENOENT)
+            return rp_errorf(RP_ERR_IO, "store: cannot move '%s' to '%s': %s", from, to, strerror(errno));
+    }
+    snprintf(s->notice, sizeof s->notice,
+             "the database in '%.200s' was found damaged by an earlier run (SQLite reported corruption); it was moved "
+             "to '%.200s/damaged' and the store starts empty", s->dir, s->dir);
+    return RP_OK;
+}
+
+bool rp_store_damaged(const rp_store *s) { return s && s->damaged; }
+
+void rp_store_set_skip(rp_store *s, bool (*skip)(void *user, uint64_t id), void *user) {
+    s->skip = skip;
+    s->skip_user = user;
+}
+const char *rp_store_notice(const rp_store *s) { return s ? s->notice : ""; }
+
+rp_status rp_store_quick_check(rp_store *s, char *msg, size_t cap, bool *ok) {
+    *ok = false;
+    if (cap) msg[0] = 0;
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA quick_check(1)", -1, &q, NULL) != SQLITE_OK) {
+        *ok = false;
+        snprintf(msg, cap, "%s", sqlite3_errmsg(s->db));
+        note_damage(s, sqlite3_extended_errcode(s->db));
+        return RP_OK;
+    }
+    int rc = sqlite3_step(q);
+    const char *r = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(q, 0) : sqlite3_errmsg(s->db);
+    *ok = rc == SQLITE_ROW && r && !strcmp(r, "ok");
+    if (!*ok) {
+        snprintf(msg, cap, "%s", r ? r : "no answer");
+        note_damage(s, rc == SQLITE_ROW ? SQLITE_CORRUPT : sqlite3_extended_errcode(s->db));
+    }
+    sqlite3_finalize(q);
+    char mark[4096];
+    snprintf(mark, sizeof mark, "%s/" DAMAGE_MARK, s->dir);
+    if (*ok && access(mark, F_OK) == 0) {
+        *ok = false;
+        snprintf(msg, cap, "an earlier run found it damaged (%s); the next writer sets it aside", mark);
+    }
     return RP_OK;
 }
 
@@ -322,6 +575,17 @@ static rp_status store_alloc(const char *dir, const rp_store_params *p, rp_store
     return RP_OK;
 }
 
+/* kv.db and its -wal / -shm, before SQLite reads any of them (a planted WAL would be replayed). */
+static rp_status check_db_files(const char *dir, bool tighten) {
+    static const char *sfx[] = {"", "-wal", "-shm"};
+    char path[4096];
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/kv.db%s", dir, sfx[i]);
+        RP_TRY(check_file(path, tighten));
+    }
+    return RP_OK;
+}
+
 rp_status rp_store_open(const char *dir, const rp_store_params *p, rp_store **out) {
     if (!out) return rp_errorf(RP_ERR_INVALID_ARG, "store: out is NULL");
     *out = NULL;
@@ -332,18 +596,25 @@ rp_status rp_store_open(const char *dir, const rp_store_params *p, rp_store **ou
     char path[4096];
     snprintf(path, sizeof path, "%s/kv.db", dir);
     rp_status st = RP_OK;
+    char kvdir[4096];
+    snprintf(kvdir, sizeof kvdir, "%s/kv", dir);
     if (s->p.read_only) {
         struct stat sb;
         if (stat(path, &sb) != 0) st = rp_errorf(RP_ERR_NOT_FOUND, "store: no store in '%s' (%s missing)", dir, path);
+        /* a reader checks and changes nothing */
+        if (st == RP_OK) st = check_dir(dir, false);
+        if (st == RP_OK) st = check_dir(kvdir, false);
+        if (st == RP_OK) st = check_db_files(dir, false);
     } else {
         st = ensure_dir(dir);
-        char kvdir[4096];
-        snprintf(kvdir, sizeof kvdir, "%s/kv", dir);
         if (st == RP_OK) st = ensure_dir(kvdir);
         if (st == RP_OK) st = take_lock(s);
+        if (st == RP_OK) st = set_aside_damaged(s);
+        if (st == RP_OK) st = ensure_dir(kvdir);   /* again: a set-aside took the old one */
+        if (st == RP_OK) st = check_db_files(dir, true);
         if (st == RP_OK) {
             /* created 0600 before SQLite sees it: SQLite gives -wal / -shm the database file's mode */
-            int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+            int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
             if (fd < 0) st = rp_errorf(RP_ERR_IO, "store: cannot create '%s': %s", path, strerror(errno));
             else {
                 fchmod(fd, 0600);
@@ -371,8 +642,15 @@ rp_status rp_store_open(const char *dir, const rp_store_params *p, rp_store **ou
         int64_t v = 0;
         bool found = false;
         st = meta_get(s, "schema", &v, &found);
-        if (st == RP_OK && (!found || v != SCHEMA_VERSION))
+        if (st == RP_OK && found && v == SCHEMA_UNKEYED)
+            st = rp_errorf(RP_ERR_UNSUPPORTED,
+                           "store: '%s' is in the format of older builds (schema 1, unkeyed checksums): its chunks "
+                           "cannot be authenticated; open it once for writing (reprise run or serve --cache-dir, or "
+                           "reprise cache clear) to upgrade it, which drops its chunks (they are recomputed)",
+                           dir);
+        else if (st == RP_OK && (!found || v != SCHEMA_VERSION))
             st = rp_errorf(RP_ERR_UNSUPPORTED, "store: '%s' has no schema version %d", dir, SCHEMA_VERSION);
+        if (st == RP_OK) st = secret_load(s);
     }
     if (st == RP_OK && !s->p.read_only) {
         static const char *sfx[] = {"-wal", "-shm"};
@@ -414,12 +692,22 @@ rp_status rp_store_clone(rp_store *src, rp_store **out) {
     s->kv_type = src->kv_type;
     s->n_layer = src->n_layer;
     s->row_bytes = src->row_bytes;
+    memcpy(s->secret, src->secret, sizeof s->secret);
     *out = s;
     return RP_OK;
 }
 
 void rp_store_close(rp_store *s) {
     if (!s) return;
+    if (s->db && !s->p.read_only && s->fail_pending > 0) {
+        /* best effort: with the disk still full this fails too, and the count stays unrecorded */
+        if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK) {
+            if (meta_add(s, "write_failures", s->fail_pending) == RP_OK &&
+                sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
+                s->fail_pending = 0;
+            if (!sqlite3_get_autocommit(s->db)) exec_quiet(s, "ROLLBACK");
+        }
+    }
     for (int i = 0; i < S_COUNT; i++) sqlite3_finalize(s->st[i]);
     if (s->db) {
         if (s->owns_lock) sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
@@ -434,6 +722,7 @@ void rp_store_close(rp_store *s) {
 }
 
 const char *rp_store_dir(const rp_store *s) { return s ? s->dir : NULL; }
+uint64_t rp_store_dropped_unkeyed(const rp_store *s) { return s ? s->dropped_unkeyed : 0; }
 bool rp_store_read_only(const rp_store *s) { return s && s->p.read_only; }
 
 /* ---- models ---- */
@@ -568,8 +857,14 @@ void rp_store_chunk_clear(rp_store_chunk *c) {
     c->layers_bytes = 0;
 }
 
-/* The metadata checksum (see the schema comment). */
-static uint64_t meta_checksum(const rp_store_chunk *c, const rp_token *toks, const uint8_t *layers, size_t lb) {
+/* A layer's checksum: XXH3 keyed with the store's secret (see the schema comment). */
+static inline uint64_t layer_sum(const rp_store *s, const uint8_t *p, uint64_t n) {
+    return XXH3_64bits_withSecret(p, (size_t)n, s->secret, sizeof s->secret);
+}
+
+/* The metadata checksum (see the schema comment), keyed like the layers'. */
+static uint64_t meta_checksum(const rp_store *s, const rp_store_chunk *c, const rp_token *toks, const uint8_t *layers,
+                              size_t lb) {
     struct {
         uint64_t id, model, hash, chain, parent;
         int32_t n_tokens, pos0, exact, kv_type, n_layer, pad;
@@ -593,7 +888,7 @@ static uint64_t meta_checksum(const rp_store_chunk *c, const rp_token *toks, con
     h.loc = c->loc;
     h.codec = c->codec;
     XXH3_state_t st;
-    XXH3_64bits_reset(&st);
+    XXH3_64bits_reset_withSecret(&st, s->secret, sizeof s->secret);
     XXH3_64bits_update(&st, &h, sizeof h);
     if (toks && c->n_tokens > 0) XXH3_64bits_update(&st, toks, sizeof(rp_token) * (size_t)c->n_tokens);
     if (layers && lb) XXH3_64bits_update(&st, layers, lb);
@@ -656,7 +951,7 @@ static rp_status row_read(rp_store *s, sqlite3_stmt *q, rp_store_chunk *c, bool 
 
 /* Full consistency of a row's metadata: checksum and geometry. */
 static rp_status row_check(const rp_store *s, const rp_store_chunk *c) {
-    if (meta_checksum(c, c->tokens, c->layers, c->layers_bytes) != c->checksum)
+    if (meta_checksum(s, c, c->tokens, c->layers, c->layers_bytes) != c->checksum)
         return rp_errorf(RP_ERR_FORMAT, "store: chunk row %llu fails its metadata checksum", (unsigned long long)c->id);
     const uint64_t raw = (uint64_t)c->n_layer * 2 * (uint64_t)c->n_tokens * c->row_bytes;
     if (raw != c->kv_bytes || c->row_bytes == 0)
@@ -715,6 +1010,7 @@ static rp_status lookup_rows(rp_store *s, sqlite3_stmt *q, const rp_token *t, in
         /* cheap pre-filter on the token count before copying blobs */
         if (sqlite3_column_int(q, 5) != n) continue;
         if (*found && (uint64_t)sqlite3_column_int64(q, 18) <= out->last_used) continue;
+        if (s->skip && s->skip(s->skip_user, (uint64_t)sqlite3_column_int64(q, 0))) continue;
         rp_store_chunk c;
         rp_status rs = row_read(s, q, &c, true);
         if (rs == RP_ERR_NOMEM) {
@@ -777,17 +1073,11 @@ rp_status rp_store_find_hash(rp_store *s, uint64_t hash, const rp_token *toks, i
     return lookup_rows(s, q, toks, n, out, found);
 }
 
-rp_status rp_store_best_child(rp_store *s, uint64_t parent_id, const rp_token *toks, int32_t n, int32_t min_common,
-                              rp_store_chunk *out, int32_t *n_common, bool *found) {
-    *found = false;
-    *n_common = 0;
-    RP_TRY(need_model(s));
-    if (!toks || n <= 0) return RP_OK;
-    if (min_common < 1) min_common = 1;
-    sqlite3_stmt *q;
-    RP_TRY(stmt(s, S_KIDS, &q));
-    sqlite3_bind_int64(q, 1, s->model);
-    sqlite3_bind_int64(q, 2, i64(parent_id));
+/* Rows of q (children of one parent) that share at least min_common leading
+ * tokens with toks[0..n): keeps the one sharing the most (the most recently
+ * used among equals) in *out. */
+static rp_status consider_children(rp_store *s, sqlite3_stmt *q, const rp_token *toks, int32_t n, int32_t min_common,
+                                   rp_store_chunk *out, int32_t *n_common, bool *found) {
     rp_status st = RP_OK;
     int rc;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
@@ -800,6 +1090,8 @@ rp_status rp_store_best_child(rp_store *s, uint64_t parent_id, const rp_token *t
         if (k < min_common) continue;
         if (*found && (k < *n_common || (k == *n_common && (uint64_t)sqlite3_column_int64(q, 18) <= out->last_used)))
             continue;
+        if (*found && (uint64_t)sqlite3_column_int64(q, 0) == out->id) continue;   /* met again by another query */
+        if (s->skip && s->skip(s->skip_user, (uint64_t)sqlite3_column_int64(q, 0))) continue;
         rp_store_chunk c;
         rp_status rs = row_read(s, q, &c, true);
         if (rs == RP_ERR_NOMEM) {
@@ -818,6 +1110,40 @@ rp_status rp_store_best_child(rp_store *s, uint64_t parent_id, const rp_token *t
     }
     if (st == RP_OK && rc != SQLITE_DONE) st = sql_err(s, "children lookup");
     sqlite3_reset(q);
+    return st;
+}
+
+/* A child's head: the bytes of its first HEAD_TOKENS tokens (the chunks_kids
+ * key). Byte order of the ids is not token order, but any total order does:
+ * heads sharing more leading bytes sort closer, so the children sharing the
+ * most leading tokens with a query sit next to its place in the index (a
+ * token prefix is a byte prefix of 4 bytes a token). HEAD_NEAR children each
+ * side are compared; when the whole head is shared, every child with that
+ * head (up to HEAD_TIES) is, since their order past the head is arbitrary. */
+#define HEAD_TOKENS 16
+#define HEAD_NEAR 8
+#define HEAD_TIES 1024
+
+rp_status rp_store_best_child(rp_store *s, uint64_t parent_id, const rp_token *toks, int32_t n, int32_t min_common,
+                              rp_store_chunk *out, int32_t *n_common, bool *found) {
+    *found = false;
+    *n_common = 0;
+    RP_TRY(need_model(s));
+    if (!toks || n <= 0) return RP_OK;
+    if (min_common < 1) min_common = 1;
+    const int head_bytes = (int)sizeof(rp_token) * (n < HEAD_TOKENS ? n : HEAD_TOKENS);
+    static const int which[3] = {S_KIDS_GE, S_KIDS_LT, S_KIDS_EQ};
+    rp_status st = RP_OK;
+    for (int i = 0; i < 3 && st == RP_OK; i++) {
+        if (which[i] == S_KIDS_EQ && !(*found && *n_common >= HEAD_TOKENS)) break;
+        sqlite3_stmt *q;
+        RP_TRY(stmt(s, which[i], &q));
+        sqlite3_bind_int64(q, 1, s->model);
+        sqlite3_bind_int64(q, 2, i64(parent_id));
+        sqlite3_bind_blob(q, 3, toks, head_bytes, SQLITE_STATIC);
+        sqlite3_bind_int(q, 4, which[i] == S_KIDS_EQ ? HEAD_TIES : HEAD_NEAR);
+        st = consider_children(s, q, toks, n, min_common, out, n_common, found);
+    }
     if (st != RP_OK && *found) {
         rp_store_chunk_clear(out);
         *found = false;
@@ -835,6 +1161,8 @@ rp_status rp_store_get(rp_store *s, uint64_t id, rp_store_chunk *out, bool *foun
     rp_status st = RP_OK;
     if (rc == SQLITE_ROW && s->model && sqlite3_column_int64(q, 1) != s->model) {
         /* another model's row: not visible through this binding */
+    } else if (rc == SQLITE_ROW && s->skip && s->skip(s->skip_user, id)) {
+        /* a row the owner knows to be bad */
     } else if (rc == SQLITE_ROW) {
         st = row_read(s, q, out, true);
         if (st == RP_OK) st = row_check(s, out);
@@ -920,7 +1248,7 @@ static rp_status encode_payload(rp_store *s, rp_store_chunk *m, const uint8_t *k
             uint8_t *e = layers + (size_t)l * LAYER_ENTRY;
             wr64(e, off);
             wr64(e + 8, lraw);
-            wr64(e + 16, XXH3_64bits(kv + (size_t)l * lraw, lraw));
+            wr64(e + 16, layer_sum(s, kv + (size_t)l * lraw, lraw));
             off += lraw;
         }
         m->stored_bytes = off;
@@ -943,7 +1271,7 @@ static rp_status encode_payload(rp_store *s, rp_store_chunk *m, const uint8_t *k
         }
         wr64(e, off);
         wr64(e + 8, len);
-        wr64(e + 16, XXH3_64bits(src, lraw));
+        wr64(e + 16, layer_sum(s, src, lraw));
         off += len;
     }
     m->stored_bytes = off;
@@ -951,17 +1279,40 @@ static rp_status encode_payload(rp_store *s, rp_store_chunk *m, const uint8_t *k
     return RP_OK;
 }
 
-static rp_status write_all(int fd, const uint8_t *p, size_t n, const char *path) {
+/* ---- write errors: the cause, named ----
+ * A full disk (SQLITE_FULL, ENOSPC, EDQUOT) reads "disk full writing chunk N to 'DIR'"; whatever a rollback
+ * afterwards says never replaces it (rp_store_put). */
+
+static rp_status write_err(const rp_store *s, uint64_t id, const char *what, const char *detail, bool full) {
+    if (full)
+        return rp_errorf(RP_ERR_IO, "store: disk full writing chunk %llu to '%s' (%s: %s)", (unsigned long long)id,
+                         s->dir, what, detail);
+    return rp_errorf(RP_ERR_IO, "store: %s of chunk %llu in '%s' failed: %s", what, (unsigned long long)id, s->dir,
+                     detail);
+}
+
+static rp_status sql_write_err(rp_store *s, uint64_t id, const char *what) {
+    return write_err(s, id, what, sqlite3_errmsg(s->db), (sqlite3_extended_errcode(s->db) & 0xff) == SQLITE_FULL);
+}
+
+static rp_status file_write_err(const rp_store *s, uint64_t id, const char *what, const char *path, int err) {
+    char detail[4400];
+    snprintf(detail, sizeof detail, "'%s': %s", path, strerror(err));
+    return write_err(s, id, what, detail, err == ENOSPC || err == EDQUOT);
+}
+
+/* 0, or the errno of the failed write */
+static int write_all(int fd, const uint8_t *p, size_t n) {
     while (n > 0) {
         ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
         if (w < 0) {
             if (errno == EINTR) continue;
-            return rp_errorf(RP_ERR_IO, "store: writing '%s': %s", path, strerror(errno));
+            return errno;
         }
         p += w;
         n -= (size_t)w;
     }
-    return RP_OK;
+    return 0;
 }
 
 /* temp file + fdatasync + rename: the final name only ever holds a complete payload */
@@ -971,14 +1322,15 @@ static rp_status write_payload_file(rp_store *s, const rp_store_chunk *m, const 
     RP_TRY(ensure_dir(sub));
     payload_path(s, m->id, m->checksum, tmp, sizeof tmp, true);
     payload_path(s, m->id, m->checksum, fin, sizeof fin, false);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return rp_errorf(RP_ERR_IO, "store: cannot create '%s': %s", tmp, strerror(errno));
-    rp_status st = write_all(fd, data, m->stored_bytes, tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return file_write_err(s, m->id, "creating the payload file", tmp, errno);
+    rp_status st = RP_OK;
+    int err = write_all(fd, data, m->stored_bytes);
+    if (err) st = file_write_err(s, m->id, "writing the payload file", tmp, err);
     if (st == RP_OK && s->p.fsync_files && fdatasync(fd) != 0)
-        st = rp_errorf(RP_ERR_IO, "store: fdatasync '%s': %s", tmp, strerror(errno));
-    if (close(fd) != 0 && st == RP_OK) st = rp_errorf(RP_ERR_IO, "store: closing '%s': %s", tmp, strerror(errno));
-    if (st == RP_OK && rename(tmp, fin) != 0)
-        st = rp_errorf(RP_ERR_IO, "store: renaming '%s': %s", tmp, strerror(errno));
+        st = file_write_err(s, m->id, "fdatasync of the payload file", tmp, errno);
+    if (close(fd) != 0 && st == RP_OK) st = file_write_err(s, m->id, "closing the payload file", tmp, errno);
+    if (st == RP_OK && rename(tmp, fin) != 0) st = file_write_err(s, m->id, "renaming the payload file", tmp, errno);
     if (st != RP_OK) unlink(tmp);
     return st;
 }
@@ -1046,7 +1398,7 @@ static rp_status put_one(rp_store *s, rp_store_put_item *it, uint64_t *max_id, u
     const bool as_file = s->p.payload == RP_PAYLOAD_FILE ||
                          (s->p.payload == RP_PAYLOAD_AUTO && m.stored_bytes > s->p.inline_max && !s->p.naive);
     m.loc = as_file ? 1 : 0;
-    m.checksum = meta_checksum(&m, it->tokens, layers, lb);
+    m.checksum = meta_checksum(s, &m, it->tokens, layers, lb);
 
     /* what this id had before (a re-dirtied chunk is rewritten under its id) */
     sqlite3_stmt *q;
@@ -1081,13 +1433,13 @@ static rp_status put_one(rp_store *s, rp_store_put_item *it, uint64_t *max_id, u
         if (as_file) {
             if ((st = stmt(s, S_DEL_PAYLOAD, &q)) == RP_OK) {
                 sqlite3_bind_int64(q, 1, i64(m.id));
-                if (sqlite3_step(q) != SQLITE_DONE) st = sql_err(s, "delete old payload");
+                if (sqlite3_step(q) != SQLITE_DONE) st = sql_write_err(s, m.id, "deleting the old payload");
                 sqlite3_reset(q);
             }
         } else if ((st = stmt(s, S_INS_PAYLOAD, &q)) == RP_OK) {
             sqlite3_bind_int64(q, 1, i64(m.id));
             sqlite3_bind_blob64(q, 2, data, m.stored_bytes, SQLITE_STATIC);
-            if (sqlite3_step(q) != SQLITE_DONE) st = sql_err(s, "write payload");
+            if (sqlite3_step(q) != SQLITE_DONE) st = sql_write_err(s, m.id, "writing the payload");
             sqlite3_reset(q);
             sqlite3_clear_bindings(q);   /* drop the reference to data */
         }
@@ -1117,14 +1469,14 @@ static rp_status put_one(rp_store *s, rp_store_put_item *it, uint64_t *max_id, u
         sqlite3_bind_double(q, 22, now);
         sqlite3_bind_blob(q, 23, it->tokens, (int)(sizeof(rp_token) * (size_t)m.n_tokens), SQLITE_STATIC);
         sqlite3_bind_blob(q, 24, layers, (int)lb, SQLITE_STATIC);
-        if (sqlite3_step(q) != SQLITE_DONE) st = sql_err(s, "write chunk row");
+        if (sqlite3_step(q) != SQLITE_DONE) st = sql_write_err(s, m.id, "writing the chunk row");
         sqlite3_reset(q);
         sqlite3_clear_bindings(q);
     }
     free(layers);
     if (st == RP_OK && old_loc >= 0 && (st = stmt(s, S_DEL_KW, &q)) == RP_OK) {
         sqlite3_bind_int64(q, 1, i64(m.id));
-        if (sqlite3_step(q) != SQLITE_DONE) st = sql_err(s, "drop old keywords");
+        if (sqlite3_step(q) != SQLITE_DONE) st = sql_write_err(s, m.id, "dropping the old keywords");
         sqlite3_reset(q);
     }
     if (st == RP_OK && !s->p.naive && m.n_tokens >= RP_KW_GRAM && (st = stmt(s, S_INS_KW, &q)) == RP_OK) {
@@ -1137,7 +1489,7 @@ static rp_status put_one(rp_store *s, rp_store_put_item *it, uint64_t *max_id, u
             sqlite3_reset(q);
             sqlite3_bind_int64(q, 1, i64(kw[i]));
             sqlite3_bind_int64(q, 2, i64(m.id));
-            if (sqlite3_step(q) != SQLITE_DONE) st = sql_err(s, "write keywords");
+            if (sqlite3_step(q) != SQLITE_DONE) st = sql_write_err(s, m.id, "writing the keywords");
         }
         sqlite3_reset(q);
         free(kw);
@@ -1160,13 +1512,21 @@ rp_status rp_store_put(rp_store *s, rp_store_put_item *items, int32_t n, uint64_
     if (s->p.read_only) return rp_errorf(RP_ERR_INVALID_ARG, "store: '%s' is open read-only", s->dir);
     if (n <= 0) return RP_OK;
     if (!items) return rp_errorf(RP_ERR_INVALID_ARG, "store: put of NULL items");
-    RP_TRY(exec(s, "BEGIN IMMEDIATE"));
+    /* The first failure is the one reported (its message kept in `cause`): a ROLLBACK after SQLite already
+     * rolled the transaction back itself (SQLITE_FULL, I/O errors) fails too, and must not mask it. */
+    char cause[512] = "";
+    rp_status st = exec(s, "BEGIN IMMEDIATE");
+    if (st != RP_OK) {
+        for (int32_t i = 0; i < n; i++) items[i].status = st;
+        s->fail_pending += (uint64_t)n;
+        return st;
+    }
     uint64_t max_id = 0;
     unlink_list old_files = {0}, new_files = {0};
     int64_t file_delta = 0;
     bool dirs = false;
+    int32_t n_failed = 0;
     const double now = wall_now();
-    rp_status st = RP_OK;
     for (int32_t i = 0; i < n && st == RP_OK; i++) {
         /* a savepoint per item: one bad item does not sink the batch */
         st = exec(s, "SAVEPOINT item");
@@ -1174,7 +1534,8 @@ rp_status rp_store_put(rp_store *s, rp_store_put_item *items, int32_t n, uint64_
         int32_t nf = new_files.n;
         items[i].status = put_one(s, &items[i], &max_id, &old_files, &new_files, &file_delta, now, &dirs);
         if (items[i].status != RP_OK) {
-            st = exec(s, "ROLLBACK TO item");
+            n_failed++;
+            if (!cause[0]) snprintf(cause, sizeof cause, "%s", rp_last_error());
             /* this item's new file (if any) is not referenced by any row */
             char full[4096];
             for (int32_t k = nf; k < new_files.n; k++) {
@@ -1182,8 +1543,11 @@ rp_status rp_store_put(rp_store *s, rp_store_put_item *items, int32_t n, uint64_
                 unlink(full);
             }
             new_files.n = nf;
+            if (sqlite3_get_autocommit(s->db) || sqlite3_exec(s->db, "ROLLBACK TO item", NULL, NULL, NULL) != SQLITE_OK)
+                st = items[i].status;   /* the transaction is gone with it: the batch fails with this cause */
         }
         if (st == RP_OK) st = exec(s, "RELEASE item");
+        if (st != RP_OK && !cause[0]) snprintf(cause, sizeof cause, "%s", rp_last_error());
     }
     if (st == RP_OK && dirs && s->p.fsync_files) {
         /* the renames must be durable before the rows that name them */
@@ -1200,16 +1564,26 @@ rp_status rp_store_put(rp_store *s, rp_store_put_item *items, int32_t n, uint64_
         st = meta_get(s, "next_id", &cur, &f);
         if (st == RP_OK && (!f || (uint64_t)cur <= max_id)) st = meta_set(s, "next_id", i64(max_id + 1));
         if (st == RP_OK && clock) st = meta_set(s, "clock", i64(clock));
+        /* failed writes, this batch's and earlier ones not yet recorded, for `reprise cache stats` */
+        if (st == RP_OK && s->fail_pending + (uint64_t)n_failed > 0)
+            st = meta_add(s, "write_failures", s->fail_pending + (uint64_t)n_failed);
+        if (st == RP_OK && (st = exec(s, "COMMIT")) != RP_OK && db_full(s) && !cause[0])
+            snprintf(cause, sizeof cause, "store: disk full writing chunk %llu%s to '%s' (commit: %s)",
+                     (unsigned long long)items[0].meta.id, n > 1 ? " and the rest of its batch" : "", s->dir,
+                     sqlite3_errmsg(s->db));
+        if (st != RP_OK && !cause[0]) snprintf(cause, sizeof cause, "%s", rp_last_error());
     }
-    if (st == RP_OK) st = exec(s, "COMMIT");
     if (st != RP_OK) {
-        exec(s, "ROLLBACK");
+        if (!sqlite3_get_autocommit(s->db)) exec_quiet(s, "ROLLBACK");
         for (int32_t i = 0; i < n; i++)
             if (items[i].status == RP_OK) items[i].status = st;
+        s->fail_pending += (uint64_t)n;   /* every item failed */
         ul_run(&new_files, s);   /* none of these rows exist */
         free(old_files.paths);
-        return st;
+        return rp_errorf(st, "%s", cause);
     }
+    s->fail_pending = 0;
+    if (n_failed > 0) (void)rp_errorf(RP_ERR_IO, "%s", cause);   /* what the failed items' status means */
     free(new_files.paths);
     ul_run(&old_files, s);   /* replaced payload files, after the commit that stopped naming them */
     if (s->file_bytes_ok) s->file_bytes = (uint64_t)((int64_t)s->file_bytes + file_delta);
@@ -1250,10 +1624,21 @@ static rp_status read_stored(rp_store *s, const rp_store_chunk *m, uint64_t off,
     if (m->loc == 1) {
         char path[4096];
         payload_path(s, m->id, m->checksum, path, sizeof path, false);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            return rp_errorf(RP_ERR_FORMAT, "store: chunk row %llu payload file '%s': %s", (unsigned long long)m->id,
-                             path, strerror(errno));
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) {
+            /* out of descriptors or memory is a failed attempt, not a damaged row */
+            const int err = errno;
+            const rp_status code = err == EMFILE || err == ENFILE || err == ENOMEM ? RP_ERR_NOMEM : RP_ERR_FORMAT;
+            return rp_errorf(code, "store: chunk row %llu payload file '%s': %s", (unsigned long long)m->id, path,
+                             strerror(err));
+        }
+        struct stat sb = {0};   /* not ours, or writable by others: a corrupt chunk, never used (see check_stat) */
+        if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || check_stat(path, &sb) != RP_OK) {
+            char why[600];
+            snprintf(why, sizeof why, "%s", S_ISREG(sb.st_mode) ? rp_last_error() : "not a regular file");
+            close(fd);
+            return rp_errorf(RP_ERR_FORMAT, "store: chunk row %llu payload file not used: %s", (unsigned long long)m->id, why);
+        }
         uint64_t got = 0;
         while (got < len) {
             ssize_t r = pread(fd, dst + got, (size_t)(len - got), (off_t)(off + got));
@@ -1270,7 +1655,9 @@ static rp_status read_stored(rp_store *s, const rp_store_chunk *m, uint64_t off,
     }
     /* BLOB: incremental I/O reads just the range */
     sqlite3_blob *b = NULL;
-    if (sqlite3_blob_open(s->db, "main", "payloads", "data", i64(m->id), 0, &b) != SQLITE_OK) {
+    int rc = sqlite3_blob_open(s->db, "main", "payloads", "data", i64(m->id), 0, &b);
+    if (rc != SQLITE_OK) {
+        note_damage(s, sqlite3_extended_errcode(s->db));
         rp_status st = rp_errorf(RP_ERR_FORMAT, "store: chunk row %llu has no payload: %s", (unsigned long long)m->id,
                                  sqlite3_errmsg(s->db));
         sqlite3_blob_close(b);
@@ -1280,9 +1667,11 @@ static rp_status read_stored(rp_store *s, const rp_store_chunk *m, uint64_t off,
     if ((uint64_t)sqlite3_blob_bytes(b) != m->stored_bytes)
         st = rp_errorf(RP_ERR_FORMAT, "store: chunk row %llu payload is %d bytes, row says %llu",
                        (unsigned long long)m->id, sqlite3_blob_bytes(b), (unsigned long long)m->stored_bytes);
-    else if (sqlite3_blob_read(b, dst, (int)len, (int)off) != SQLITE_OK)
+    else if ((rc = sqlite3_blob_read(b, dst, (int)len, (int)off)) != SQLITE_OK) {
+        note_damage(s, rc);
         st = rp_errorf(RP_ERR_IO, "store: reading chunk row %llu payload: %s", (unsigned long long)m->id,
                        sqlite3_errmsg(s->db));
+    }
     sqlite3_blob_close(b);
     return st;
 }
@@ -1318,7 +1707,7 @@ rp_status rp_store_load_layers(rp_store *s, const rp_store_chunk *m, uint8_t *ds
     }
     for (int32_t l = l0; l < l1; l++) {
         const uint8_t *e = m->layers + (size_t)l * LAYER_ENTRY;
-        if (XXH3_64bits(dst + (size_t)l * lraw, lraw) != rd64(e + 16))
+        if (layer_sum(s, dst + (size_t)l * lraw, lraw) != rd64(e + 16))
             return rp_errorf(RP_ERR_FORMAT, "store: chunk row %llu layer %d fails its checksum", (unsigned long long)m->id,
                              l);
     }
@@ -1495,6 +1884,8 @@ rp_status rp_store_stats_get(rp_store *s, rp_store_stats *st) {
     }
     sqlite3_finalize(q);
     st->n_models = (uint64_t)scalar(s, "SELECT count(*) FROM models", 0);
+    st->write_failures = (uint64_t)scalar(s, "SELECT coalesce(max(value), 0) FROM meta WHERE key = 'write_failures'", 0) +
+                         s->fail_pending;
     st->n_keywords = (uint64_t)scalar(s, "SELECT count(*) FROM keywords", 0);
     st->n_vectors = (uint64_t)scalar(s, "SELECT count(*) FROM vectors", 0);
     s->file_bytes_ok = false;   /* recount */

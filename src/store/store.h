@@ -10,15 +10,23 @@
 #include "tokenizer/tokenizer.h"
 
 /* Layout of a store directory DIR (created 0700; every file 0600):
- *   DIR/kv.db (+ -wal, -shm)   the SQLite database (schema in store.c)
+ *   DIR/kv.db (+ -wal, -shm)   the SQLite database (schema in store.c), with the store's checksum secret
  *   DIR/kv/XX/<id>.kv          payloads kept as files (XX = id % 256 in hex)
  *   DIR/lock                   flock()ed exclusively by the one writing process
+ *
+ * Access control: a directory or file of the store that is not owned by the
+ * effective user, or is group/world-writable, is refused on open (RP_ERR_IO
+ * naming the path, the owner and mode found and what is required) — another
+ * local user could have planted KV there or could read the token ids; a
+ * payload file failing the same check when read is a corrupt chunk. Read
+ * permission for others is tightened (0700 / 0600) by a writer instead.
  *
  * Rows are chunks: a salted content hash, the chained prefix hash, the token
  * ids, the parent chunk's row id (the prefix tree; 0 = root), the RoPE
  * position of the first token, exactness, the KV geometry, a per-layer table
  * (offset, stored length, XXH3 of the raw layer) and one metadata checksum
- * (XXH3 over every identifying column + the tokens + the layer table), the
+ * (XXH3 over every identifying column + the tokens + the layer table), both
+ * keyed with the store's random secret (not a cryptographic MAC, see store.c), the
  * measured recompute cost and locality state (heat, logical clock of last
  * use, hits). A chunk's row id is its id in the RAM pool too: ids are
  * allocated by the pool from rp_store_next_id() and never reused.
@@ -67,8 +75,33 @@ typedef struct rp_store rp_store;
 
 /* Opens (creating if needed, unless read_only) the store in `dir`. A writer
  * takes DIR/lock; RP_ERR_IO naming the directory if another process holds it.
- * Creates the directory 0700 and tightens an existing one to 0700. */
+ * Creates the directory 0700 and tightens an existing one to 0700; refuses
+ * one that is not ours or is group/world-writable (see above). A store of
+ * older builds (schema 1: unkeyed checksums) is upgraded by a writer, which
+ * drops its chunks (rp_store_notice says so, rp_store_dropped_unkeyed how
+ * many), and refused by a reader (RP_ERR_UNSUPPORTED saying how to upgrade it). */
 rp_status rp_store_open(const char *dir, const rp_store_params *p, rp_store **out);
+/* Damage. A handle on which SQLite reported corruption (SQLITE_CORRUPT /
+ * SQLITE_NOTADB) is marked damaged; a writer handle also leaves
+ * DIR/kv.db.damaged, and the next writer to open the store moves the
+ * database, its WAL and payload files to DIR/damaged/ and starts empty
+ * (rp_store_notice then says so). Payloads are verified by checksums either
+ * way; this keeps a process from writing into, and later ones from reading,
+ * a database SQLite called corrupt. */
+bool rp_store_damaged(const rp_store *s);
+/* Rows the lookups of this handle pass over (find_edge / find_hash /
+ * best_child / get): skip(user, id) true hides row `id`, so that an older
+ * healthy duplicate is found instead of a row the owner found damaged. It is
+ * called during those lookups, on the caller's thread, with no store lock
+ * held. NULL clears it. */
+void rp_store_set_skip(rp_store *s, bool (*skip)(void *user, uint64_t id), void *user);
+/* What opening the store did that the user should be told ("" if nothing). */
+const char *rp_store_notice(const rp_store *s);
+/* SQLite's PRAGMA quick_check, plus the damage mark: *ok false with the first
+ * problem in msg. */
+rp_status rp_store_quick_check(rp_store *s, char *msg, size_t cap, bool *ok);
+/* Chunks dropped by this open's upgrade of a schema-1 store (0 otherwise). */
+uint64_t rp_store_dropped_unkeyed(const rp_store *s);
 /* Another connection on the same store (same model binding), for another thread. */
 rp_status rp_store_clone(rp_store *s, rp_store **out);
 /* In the error of a read-only rp_store_open (RP_ERR_NOT_FOUND) of a kv.db
@@ -146,7 +179,10 @@ typedef struct rp_store_put_item {
  * replaced). Payload files are durable before the commit (see above). An
  * item that fails alone (e.g. a file write error) gets its status set and
  * is left out; a failing transaction fails every item and returns the error.
- * `clock` (the pool's logical clock) is persisted with the batch. */
+ * Errors name their cause: a full disk (SQLITE_FULL, ENOSPC) is "disk full
+ * writing chunk N to 'DIR'", never what a rollback after it said. Failed
+ * items are counted (rp_store_stats.write_failures). `clock` (the pool's
+ * logical clock) is persisted with the batch. */
 rp_status rp_store_put(rp_store *s, rp_store_put_item *items, int32_t n, uint64_t clock);
 
 /* Locality updates for rows already stored (hits, heat, last_used), one transaction. */
@@ -206,6 +242,8 @@ uint64_t rp_store_clock(rp_store *s);
 
 typedef struct rp_store_stats {
     uint64_t n_chunks, n_corrupt, n_files, n_blobs;
+    uint64_t write_failures;            /* chunk writes that failed (disk full, I/O), all processes: recorded
+                                           with the next write that succeeds (or at close) */
     uint64_t raw_bytes, stored_bytes;   /* payload bytes, raw and on flash */
     uint64_t disk_bytes;                /* db + wal + payload files, as allocated on disk */
     uint64_t n_models, n_keywords, n_vectors;

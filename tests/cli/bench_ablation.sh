@@ -8,8 +8,8 @@ M=""
 for f in stories260K.gguf stories260K-q8_0.gguf stories260K-q4_0.gguf; do
   [ -f "$SHARED/models/$f" ] && { M="$SHARED/models/$f"; break; }
 done
-[ -n "$M" ] || { echo "SKIP: no stories260K GGUF under $SHARED/models (set RP_SHARED_DIR)"; exit 0; }
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is not installed (checks the JSON)"; exit 0; }
+[ -n "$M" ] || { echo "SKIP: no stories260K GGUF under $SHARED/models (set RP_SHARED_DIR)"; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is not installed (checks the JSON)"; exit 77; }
 mkdir -p "$TMP"
 trap 'rm -rf "$TMP"' EXIT
 # no calibration stored by another run may change the static shapes: measure them here (--calibrate)

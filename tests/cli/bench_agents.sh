@@ -5,8 +5,8 @@ BIN="${RP_BIN:?RP_BIN must point at the reprise binary}"
 SHARED="${RP_SHARED_DIR:-../shared}"
 TMP="${RP_TEST_TMP:-/tmp}/bench_agents.$$"
 M="$SHARED/models/stories260K.gguf"
-[ -f "$M" ] || { echo "SKIP: no $M (set RP_SHARED_DIR)"; exit 0; }
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is not installed (checks the JSON)"; exit 0; }
+[ -f "$M" ] || { echo "SKIP: no $M (set RP_SHARED_DIR)"; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is not installed (checks the JSON)"; exit 77; }
 mkdir -p "$TMP"
 trap 'rm -rf "$TMP"' EXIT
 pass=0; fail=0

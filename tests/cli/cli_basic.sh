@@ -17,6 +17,77 @@ check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 "$BIN" run --bogus >/dev/null 2>&1; check "unknown option exits 2" '[ $? -eq 2 ]'
 "$BIN" run -m x.gguf -p hi -n notanumber >/dev/null 2>&1; check "bad number exits 2" '[ $? -eq 2 ]'
 
+# --help lists every command main.c dispatches and every bench subcommand cmd_bench.c dispatches
+HERE="$(cd "$(dirname "$0")/../.." && pwd)"
+"$BIN" --help > "$TMP/help" 2>&1
+missing=""
+for c in $(grep -o 'strcmp(c, "[a-z]*")' "$HERE/cli/main.c" | sed 's/.*"\(.*\)".*/\1/'); do
+  grep -q "^  $c " "$TMP/help" || missing="$missing $c"
+done
+for b in $(grep -o 'strcmp(argv\[1\], "[a-z]*")' "$HERE/cli/cmd_bench.c" | sed 's/.*"\(.*\)".*/\1/'); do
+  grep -q "^    bench $b " "$TMP/help" || missing="$missing bench-$b"
+done
+check "--help lists every command and bench subcommand (missing:${missing:- none})" '[ -z "$missing" ] && [ "$(grep -c "strcmp(c, " "$HERE/cli/main.c")" -ge 10 ]'
+
+# unknown options: the closest known option of that command
+"$BIN" run --top_k 5 >/dev/null 2>"$TMP/e"; rc=$?
+check "run --top_k: did you mean --top-k?" '[ $rc -eq 2 ] && grep -q "did you mean --top-k?" "$TMP/e"'
+"$BIN" run --temperature 1 >/dev/null 2>"$TMP/e"
+check "run --temperature: did you mean --temp?" 'grep -q "did you mean --temp?" "$TMP/e"'
+"$BIN" synth --ouput x.gguf >/dev/null 2>"$TMP/e"
+check "synth --ouput: did you mean --output?" 'grep -q "did you mean --output?" "$TMP/e"'
+"$BIN" bench model --repetitons 3 >/dev/null 2>"$TMP/e"
+check "bench model --repetitons: did you mean --repetitions?" 'grep -q "did you mean --repetitions?" "$TMP/e"'
+"$BIN" run --top-k=5 >/dev/null 2>"$TMP/e"; rc=$?
+check "run --top-k=5: says to put the value after a space" '[ $rc -eq 2 ] && grep -q "write .--top-k 5." "$TMP/e"'
+"$BIN" run -q >/dev/null 2>"$TMP/e"; rc=$?
+check "run -q: no far-fetched suggestion" '[ $rc -eq 2 ] && ! grep -q "did you mean" "$TMP/e"'
+"$BIN" run -cnv -m x.gguf -p hi >/dev/null 2>"$TMP/e"; rc=$?
+check "run -cnv: points to reprise chat" '[ $rc -eq 2 ] && grep -q "reprise chat" "$TMP/e"'
+
+# Ctrl-C (or a SIGTERM) during synth removes the temp file: a big preset, signalled once its temp file exists
+for sig in INT TERM; do
+  "$BIN" synth --arch llama --preset llama-3.2-1b --type q4_0 -o "$TMP/big.gguf" 2>"$TMP/e" &
+  sp=$!
+  for _ in $(seq 600); do ls "$TMP"/big.gguf.tmp.* >/dev/null 2>&1 && break; sleep 0.05; done
+  had_tmp=$(ls "$TMP"/big.gguf.tmp.* 2>/dev/null | wc -l)
+  sleep 0.3
+  kill -$sig $sp; wait $sp; rc=$?
+  left=$(ls "$TMP"/big.gguf* 2>/dev/null | wc -l)
+  want=$([ $sig = INT ] && echo 130 || echo 143)
+  check "synth stopped by SIG$sig: exit $want, temp file removed, no output" '[ "$had_tmp" -eq 1 ] && [ $rc -eq $want ] && [ "$left" -eq 0 ] && grep -q "interrupted" "$TMP/e"'
+done
+
+# progress lines: on a terminal only (a pty), never in a redirected stderr
+"$BIN" synth --arch llama --preset tiny --type q8_0 --seed 4 -o "$TMP/p.gguf" 2>"$TMP/e"
+check "no progress line when stderr is not a terminal" '! grep -q "%" "$TMP/e" && ! grep -q $'"'"'\r'"'"' "$TMP/e"'
+if command -v python3 >/dev/null 2>&1; then
+  python3 - "$BIN" "$TMP" >"$TMP/pty.log" 2>&1 <<'EOF'
+import os, pty, sys
+binp, tmp = sys.argv[1], sys.argv[2]
+def on_pty(args):
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(binp, [binp] + args)
+    out = b""
+    while True:
+        try: d = os.read(fd, 65536)
+        except OSError: break
+        if not d: break
+        out += d
+    os.waitpid(pid, 0)
+    return out
+s = on_pty(["synth", "--arch", "llama", "--preset", "small", "--type", "q8_0", "-o", tmp + "/pp.gguf"])
+assert b"\rsynth: 100% (" in s and b"MiB)" in s, s[-300:]
+l = on_pty(["run", "-m", tmp + "/pp.gguf", "-p", "hi", "-n", "1"])
+assert b"\rloading pp.gguf: 100%" in l and b"\r\x1b[K" in l, l[-300:]
+print("pty ok")
+EOF
+  check "synth and model loading show a progress line on a terminal" 'grep -q "pty ok" "$TMP/pty.log" || { cat "$TMP/pty.log"; false; }'
+else
+  skip=$((skip+1)); echo "SKIP progress pty check: python3 not found"
+fi
+
 # synth + run on the embedded default, deterministic
 "$BIN" synth --arch llama --preset tiny --type q8_0 --seed 3 -o "$TMP/a.gguf" 2>/dev/null
 "$BIN" synth --arch llama --preset tiny --type q8_0 --seed 3 -o "$TMP/b.gguf" 2>/dev/null
@@ -39,6 +110,26 @@ if [ -f "$M" ]; then
   check "prompt from file (-f)" '[ "$got" = "$got2" ]'
   got3=$("$BIN" run -m "$M" -p "Once upon a time" -n 48 --temp 0 --kv-type q8_0 2>/dev/null)
   check "q8_0 KV cache runs" '[ -n "$got3" ]'
+  # -c beyond the training context (512) is lowered to it with a note; generation stops at the context's end
+  "$BIN" run -m "$M" -p "Once upon a time" -c 100000 -n 1000 --ignore-eos --temp 0 >/dev/null 2>"$TMP/e"; rc=$?
+  ngen=$(sed -n 's/^generated: \([0-9]*\) tokens.*/\1/p' "$TMP/e")
+  check "run -c 100000 clamped to the training context (note; <= 512 tokens)" '[ $rc -eq 0 ] && grep -q "training context; using 512" "$TMP/e" && [ -n "$ngen" ] && [ "$ngen" -le 512 ] && [ "$ngen" -gt 400 ]'
+  "$BIN" run -m "$M" -p "Once upon a time" -n -1 --ignore-eos --temp 0 >/dev/null 2>"$TMP/e"; rc=$?
+  ngen=$(sed -n 's/^generated: \([0-9]*\) tokens.*/\1/p' "$TMP/e")
+  check "run -n -1: until the context is full" '[ $rc -eq 0 ] && grep -q "context full" "$TMP/e" && [ -n "$ngen" ] && [ "$ngen" -gt 400 ]'
+  # llama-cli spellings
+  a=$("$BIN" run -m "$M" -p "Once upon a time" -n 16 --temp 0 --kv-type q8_0 2>/dev/null)
+  b=$("$BIN" run -m "$M" -p "Once upon a time" -n 16 --temp 0 -ctk q8_0 -ctv q8_0 -fa --jinja 2>/dev/null)
+  c=$("$BIN" run -m "$M" -p "Once upon a time" -n 16 --temp 0 --cache-type-k q8_0 --cache-type-v q8_0 --flash-attn on 2>/dev/null)
+  check "run: -ctk/-ctv = --kv-type; -fa [on] and --jinja accepted" '[ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ]'
+  "$BIN" run -m "$M" -p hi -ctk q8_0 >/dev/null 2>"$TMP/e"; rc=$?
+  check "run: -ctk without a matching -ctv is an error" '[ $rc -eq 2 ] && grep -q "same type" "$TMP/e"'
+  "$BIN" run -m "$M" -p hi -n 2 -fa off >/dev/null 2>"$TMP/e"; rc=$?
+  check "run -fa off: accepted with a note" '[ $rc -eq 0 ] && grep -q "always flash-style" "$TMP/e"'
+  # the demo shows no speedup for a request that reused nothing (request 1 fills the cache)
+  "$BIN" demo -m "$M" --words 20 -t 1 > "$TMP/demo" 2>&1; rc=$?
+  r1=$(grep '^|       1 |' "$TMP/demo"); r2=$(grep '^|       2 |' "$TMP/demo")
+  check "demo: request 1 (nothing reused) shows n/a, request 2 a speedup" '[ $rc -eq 0 ] && [ "$(echo "$r1" | grep -o "n/a" | wc -l)" -eq 2 ] && echo "$r2" | grep -q "[0-9]x |"'
   "$BIN" inspect "$M" > "$TMP/insp" 2>&1
   check "inspect lists metadata and tensors" 'grep -q "llama.block_count" "$TMP/insp" && grep -q "blk.4.ffn_up.weight" "$TMP/insp" && grep -q "arch llama" "$TMP/insp"'
   # corrupt files: truncated at many offsets, flipped magic — clean errors, never a crash
@@ -75,6 +166,15 @@ r = json.load(open(sys.argv[1]))[0]
 assert r[\"test\"] == \"tg8\" and r[\"bytes_per_token\"] > 0 and r[\"ceiling_tok_s_median\"] > 0, r
 assert 0 < r[\"of_ceiling_min\"] <= r[\"of_ceiling_median\"] <= r[\"of_ceiling_max\"], r
 " "$TMP/bmc.json"'
+  # bench model --temp: one tg row per temperature (sampled decode), each with its paired ratio to the first
+  "$BIN" bench model -m "$M" -p 0 -n 8 -t 1 -r 3 --temp 0,1 --top-p 0.9 --json > "$TMP/bmt.json" 2>&1
+  check "bench model --temp 0,1: a sampled tg row per temperature" 'python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert [x[\"test\"] for x in r] == [\"tg8 t=0\", \"tg8 t=1\"], r
+assert [x[\"temp\"] for x in r] == [0, 1] and all(x[\"top_k\"] == 0 and abs(x[\"top_p\"] - 0.9) < 1e-6 for x in r), r
+assert r[0][\"vs_first_median\"] == 1 and r[1][\"vs_first_median\"] > 0 and r[1][\"tok_s_median\"] > 0, r
+" "$TMP/bmt.json"'
   # bench kernels --pages-ab: the same packed weight on 2 MiB and 4 KiB pages, alternating
   "$BIN" bench kernels --pages-ab --types q4_0,q8_0 -t 1 --rows 64 --cols 256 -r 2 --json > "$TMP/pab.json" 2>&1
   check "bench kernels --pages-ab: both page sizes measured, ratio consistent" 'python3 -c "

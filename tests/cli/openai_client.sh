@@ -7,17 +7,17 @@ SHARED="${RP_SHARED_DIR:-../shared}"
 HERE="$(cd "$(dirname "$0")/../.." && pwd)"
 TMP="${RP_TEST_TMP:-/tmp}/openai_client.$$"
 M="$SHARED/models/stories260K.gguf"
-[ -f "$M" ] || { echo "SKIP: $M not found (set RP_SHARED_DIR)"; exit 0; }
-command -v node >/dev/null 2>&1 || { echo "SKIP: node is not installed (the openai client test needs Node >= 20)"; exit 0; }
-command -v npm >/dev/null 2>&1 || { echo "SKIP: npm is not installed"; exit 0; }
+[ -f "$M" ] || { echo "SKIP: $M not found (set RP_SHARED_DIR)"; exit 77; }
+command -v node >/dev/null 2>&1 || { echo "SKIP: node is not installed (the openai client test needs Node >= 20)"; exit 77; }
+command -v npm >/dev/null 2>&1 || { echo "SKIP: npm is not installed"; exit 77; }
 major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
-[ "$major" -ge 20 ] 2>/dev/null || { echo "SKIP: node $(node --version) is older than 20"; exit 0; }
+[ "$major" -ge 20 ] 2>/dev/null || { echo "SKIP: node $(node --version) is older than 20"; exit 77; }
 mkdir -p "$TMP"
 SP=""
 trap '[ -n "$SP" ] && kill -9 "$SP" 2>/dev/null; rm -rf "$TMP"' EXIT
 cp "$HERE/tests/client/package.json" "$HERE/tests/client/package-lock.json" "$HERE/tests/client/openai_client.test.mjs" "$TMP/"
 if ! (cd "$TMP" && timeout 180 npm ci --no-audit --no-fund --loglevel=error >"$TMP/npm.log" 2>&1); then
-  echo "SKIP: npm ci failed (registry unreachable?):"; tail -5 "$TMP/npm.log"; exit 0
+  echo "SKIP: npm ci failed (registry unreachable?):"; tail -5 "$TMP/npm.log"; exit 77
 fi
 KEY="client-test-key"
 "$BIN" serve -m "$M" --port 0 --port-file "$TMP/port" --quiet -t 1 --api-key "$KEY" 2>"$TMP/serve.log" &

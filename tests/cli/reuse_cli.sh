@@ -15,12 +15,12 @@ M="$SHARED/models/stories260K.gguf"
 if [ ! -f "$M" ]; then
   echo "SKIP reuse CLI checks: $M not found"
   echo "0 passed, 0 failed, 1 skipped"
-  exit 0
+  exit 77
 fi
 if ! command -v python3 >/dev/null 2>&1; then
   echo "SKIP reuse CLI checks: python3 (parses the stats line) not found"
   echo "0 passed, 0 failed, 1 skipped"
-  exit 0
+  exit 77
 fi
 
 # stat FILE KEY: the value of KEY in the last `stats: {json}` line of FILE (empty when absent)
@@ -32,6 +32,15 @@ if lines and lines[-1] is not None:
     s = json.loads(lines[-1][len("stats: "):])
     v = s.get(sys.argv[2])
     print("" if v is None else v)
+EOF
+}
+# jcheck FILE EXPR: EXPR (Python, over the dict s) holds for the last `stats: {json}` line of FILE
+jcheck() {
+  python3 - "$1" "$2" <<'EOF'
+import json, sys
+lines = [l for l in open(sys.argv[1]).read().splitlines() if l.startswith("stats: ")]
+s = json.loads(lines[-1][len("stats: "):]) if lines else {}
+sys.exit(0 if lines and eval(sys.argv[2]) else 1)
 EOF
 }
 # the stats line must be the last stderr line
@@ -98,6 +107,13 @@ check "--reuse full reuses without recompute" '[ $rc -eq 0 ] && [ "$(stat "$TMP/
 seed "$TMP/c6"
 "${RUN[@]}" --segments "$TMP/B.json" --cache-dir "$TMP/c6" --static >/dev/null 2>"$TMP/static.err"; rc=$?
 check "--static runs, reports pad rows and calls" '[ $rc -eq 0 ] && [ "$(stat "$TMP/static.err" pad_rows)" -gt 0 ] && [ "$(stat "$TMP/static.err" calls)" -gt 0 ] && [ "$(stat "$TMP/static.err" reused_nonprefix)" = "$np" ]'
+# no calibration in c6: stderr says the shapes are defaults, and no placeholder latency is printed as if measured
+check "--static without a calibration warns (default shapes, placeholder plan_ms, how to calibrate)" \
+  'grep -q "static mode: no calibration for this model/machine (2 threads), call shapes L_P=128 L_S=512 are defaults" "$TMP/static.err" && grep -q "plan_ms) is a placeholder" "$TMP/static.err" && grep -q "reprise plan -m $M --calibrate -t 2 --cache-dir $TMP/c6" "$TMP/static.err"'
+check "--static without a calibration: plan_ms null, calibrated false" \
+  'jcheck "$TMP/static.err" "s[\"plan_ms\"] is None and s[\"calibrated\"] is False"'
+check "a dynamic run has no plan: plan_ms null, no calibrated field" \
+  'jcheck "$TMP/blend.err" "s[\"plan_ms\"] is None and \"calibrated\" not in s" && ! grep -q "static mode" "$TMP/blend.err"'
 seed "$TMP/c7"
 "${RUN[@]}" --segments "$TMP/B.json" --cache-dir "$TMP/c7" --static --reuse full >/dev/null 2>"$TMP/sfull.err"; rc=$?
 check "--static --reuse full is static (padded calls), no recompute" '[ $rc -eq 0 ] && [ "$(stat "$TMP/sfull.err" pad_rows)" -gt 0 ] && [ "$(stat "$TMP/sfull.err" recomputed)" = 0 ]'
@@ -130,6 +146,31 @@ check "calibrating with -t 1 and -t 2 keeps two files" '[ $rc1 -eq 0 ] && [ $rc2
 "$BIN" plan -m "$M" --segments "$TMP/A.json" --cache-dir "$TMP/cal" -t 1 >/dev/null 2>"$TMP/e1"
 "$BIN" plan -m "$M" --segments "$TMP/A.json" --cache-dir "$TMP/cal" -t 3 >/dev/null 2>"$TMP/e3"
 check "plan uses the calibration of its thread count only" 'grep -q "using the calibration stored" "$TMP/e1" && grep -q "no calibration for this model" "$TMP/e3"'
+"$BIN" plan -m "$M" --segments "$TMP/A.json" --cache-dir "$TMP/cal" -t 1 >"$TMP/o1" 2>/dev/null
+"$BIN" plan -m "$M" --segments "$TMP/A.json" --cache-dir "$TMP/cal" -t 3 >"$TMP/o3" 2>/dev/null
+check "plan: predicted ms only with a calibration, placeholder units without" \
+  'grep -q "^static plan, DP scheduler: .*, predicted [0-9.]* ms$" "$TMP/o1" && ! grep -q "placeholder" "$TMP/o1" && grep -q "^static plan, DP scheduler: .*uncalibrated: cost [0-9.]* in placeholder units" "$TMP/o3" && ! grep -q "predicted" "$TMP/o3"'
+# run --static with the stored calibration (-t 1): its shapes, a predicted plan_ms, no warning
+"${RUN[@]}" --segments "$TMP/B.json" --cache-dir "$TMP/cal" -t 1 --static >/dev/null 2>"$TMP/scal.err"; rc=$?
+check "--static with a calibration: its shapes, calibrated true, plan_ms a number, no warning" \
+  '[ $rc -eq 0 ] && grep -q "static shapes from the stored calibration" "$TMP/scal.err" && ! grep -q "no calibration" "$TMP/scal.err" && jcheck "$TMP/scal.err" "s[\"calibrated\"] is True and isinstance(s[\"plan_ms\"], float) and s[\"plan_ms\"] > 0"'
+
+# bench reuse: static rows say whether they were calibrated; plan_ms is a number only when they were
+# (XDG_CACHE_HOME: bench reuse looks for the calibration there, so this run sees none)
+BR=("$BIN" bench reuse -m "$M" --workload synthetic --modes blend,static --queries 2 --docs 3 --doc-len 40 --tail 8 --gen 0)
+XDG_CACHE_HOME="$TMP/xdg" "${BR[@]}" --json "$TMP/br.json" >/dev/null 2>"$TMP/br.err"; rc=$?
+check "bench reuse without a calibration: warning, static row calibrated false and plan_ms null" \
+  '[ $rc -eq 0 ] && grep -q "static mode: no calibration for this model/machine" "$TMP/br.err" && python3 -c "
+import json, sys
+r = {m[\"mode\"]: m for m in json.load(open(sys.argv[1]))[\"modes\"]}
+sys.exit(0 if r[\"blend-static\"][\"calibrated\"] is False and r[\"blend-static\"][\"plan_ms\"] is None and r[\"blend\"][\"plan_ms\"] is None and \"calibrated\" not in r[\"blend\"] else 1)" "$TMP/br.json"'
+mkdir -p "$TMP/xdg/reprise" && cp "$TMP/cal"/calib-*.txt "$TMP/xdg/reprise/"   # the calibrations made above (-t 1, -t 2)
+XDG_CACHE_HOME="$TMP/xdg" "${BR[@]}" --json "$TMP/brc.json" >/dev/null 2>"$TMP/brc.err"; rc=$?
+check "bench reuse with a calibration: static row calibrated true, plan_ms > 0, no warning" \
+  '[ $rc -eq 0 ] && ! grep -q "no calibration" "$TMP/brc.err" && python3 -c "
+import json, sys
+r = {m[\"mode\"]: m for m in json.load(open(sys.argv[1]))[\"modes\"]}
+sys.exit(0 if r[\"blend-static\"][\"calibrated\"] is True and r[\"blend-static\"][\"plan_ms\"] > 0 else 1)" "$TMP/brc.json"'
 
 # bad input: non-zero exit, a message naming what was wrong, no crash
 "${RUN[@]}" --segments "$TMP/B.json" --reuse sometimes >/dev/null 2>"$TMP/e"; rc=$?

@@ -7,8 +7,8 @@ BIN="${RP_BIN:?RP_BIN must point at the reprise binary}"
 SHARED="${RP_SHARED_DIR:-../shared}"
 TMP="${RP_TEST_TMP:-/tmp}/serve_kv_limit.$$"
 M="$SHARED/models/stories260K.gguf"
-[ -f "$M" ] || { echo "SKIP: $M not found (set RP_SHARED_DIR)"; exit 0; }
-command -v curl >/dev/null 2>&1 || { echo "SKIP: curl is not installed"; exit 0; }
+[ -f "$M" ] || { echo "SKIP: $M not found (set RP_SHARED_DIR)"; exit 77; }
+command -v curl >/dev/null 2>&1 || { echo "SKIP: curl is not installed"; exit 77; }
 mkdir -p "$TMP"
 SP=""
 trap '[ -n "$SP" ] && kill -9 "$SP" 2>/dev/null; rm -rf "$TMP"' EXIT

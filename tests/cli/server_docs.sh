@@ -8,9 +8,9 @@ HERE="$(cd "$(dirname "$0")/../.." && pwd)"
 DOC="$HERE/docs/server.md"
 TMP="${RP_TEST_TMP:-/tmp}/server_docs.$$"
 M="$SHARED/models/stories260K.gguf"
-[ -f "$M" ] || { echo "SKIP: $M not found (set RP_SHARED_DIR)"; exit 0; }
-command -v curl >/dev/null 2>&1 || { echo "SKIP: curl is not installed"; exit 0; }
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is not installed (extracts the examples)"; exit 0; }
+[ -f "$M" ] || { echo "SKIP: $M not found (set RP_SHARED_DIR)"; exit 77; }
+command -v curl >/dev/null 2>&1 || { echo "SKIP: curl is not installed"; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is not installed (extracts the examples)"; exit 77; }
 mkdir -p "$TMP"
 SP=""
 trap '[ -n "$SP" ] && kill -9 "$SP" 2>/dev/null; rm -rf "$TMP"' EXIT

@@ -9,9 +9,9 @@ SHARED="${RP_SHARED_DIR:-../shared}"
 HERE="$(cd "$(dirname "$0")/../.." && pwd)"
 TMP="${RP_TEST_TMP:-/tmp}/server_load.$$"
 M="$SHARED/models/stories260K.gguf"
-if [ ! -f "$M" ]; then echo "SKIP: $M not found (set RP_SHARED_DIR)"; exit 0; fi
+if [ ! -f "$M" ]; then echo "SKIP: $M not found (set RP_SHARED_DIR)"; exit 77; fi
 CC="${CC:-cc}"
-command -v "$CC" >/dev/null 2>&1 || { echo "SKIP: no C compiler ($CC) for the load generator"; exit 0; }
+command -v "$CC" >/dev/null 2>&1 || { echo "SKIP: no C compiler ($CC) for the load generator"; exit 77; }
 mkdir -p "$TMP"
 SP=""
 trap '[ -n "$SP" ] && kill -9 "$SP" 2>/dev/null; rm -rf "$TMP"' EXIT

@@ -1,28 +1,15 @@
-/* httputil.c — a raw HTTP/1.1 client over loopback sockets and an in-process server fixture, for the server tests. */
+/* srvtest.c — the server tests' harness: raw HTTP client, error and metrics checks, in-process server fixture. */
 #define _GNU_SOURCE
-#include "httputil.h"
+#include "srvtest.h"
 
 #include <arpa/inet.h>
-#include <jansson.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
-
-#include "core/error.h"
-#include "testutil.h"
-
-double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* ------------------------------------------------------------ raw HTTP client */
 
 void resp_free(resp *r) {
     free(r->body);
@@ -73,6 +60,7 @@ void send_request(int fd, const char *method, const char *path, const char *head
     if (body && blen) send_all(fd, body, blen);
 }
 
+/* Reads until EOF and splits status, headers and (de-chunked) body. */
 void read_response(int fd, resp *r) {
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
@@ -141,6 +129,17 @@ json_t *parse(const resp *r) {
     return j;
 }
 
+json_int_t jint(json_t *o, const char *path) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    json_t *v = o;
+    for (char *tok = strtok(buf, "."); tok && v; tok = strtok(NULL, ".")) v = json_object_get(v, tok);
+    if (!json_is_integer(v)) print_message("no integer at %s\n", path);
+    assert_true(json_is_integer(v));
+    return json_integer_value(v);
+}
+
+/* An OpenAI error body with the four keys and the expected status. */
 void expect_error_body(const resp *r, int status, const char *code) {
     if (r->status != status) print_message("expected %d, got %d: %.300s\n", status, r->status, r->body);
     assert_int_equal(r->status, status);
@@ -163,11 +162,8 @@ void expect_error(uint16_t port, const char *method, const char *path, const cha
     resp_free(&r);
 }
 
-/* ------------------------------------------------------------ fixture */
-
-
 bool start(fixture *f, void (*tweak)(rp_server_config *)) {
-    const char *mp = rp_test_shared(RP_TEST_MODEL_REL);
+    const char *mp = rp_test_shared(SRVTEST_MODEL);
     if (!mp) return false;
     rp_server_config cfg = rp_server_default_config();
     cfg.backend.model_path = mp;
@@ -188,8 +184,11 @@ void stop(fixture *f) {
     memset(f, 0, sizeof *f);
 }
 
-double metric(uint16_t port, const char *sel) {
-    resp r = http(port, "GET", "/metrics", NULL, NULL);
+/* Reads a counter or gauge from /metrics (sum over label sets matching `sel`). */
+double metric(uint16_t port, const char *sel) { return metric_as(port, NULL, sel); }
+
+double metric_as(uint16_t port, const char *headers, const char *sel) {
+    resp r = http(port, "GET", "/metrics", headers, NULL);
     assert_int_equal(r.status, 200);
     double sum = 0;
     for (char *line = strtok(r.body, "\n"); line; line = strtok(NULL, "\n")) {
@@ -200,4 +199,3 @@ double metric(uint16_t port, const char *sel) {
     resp_free(&r);
     return sum;
 }
-

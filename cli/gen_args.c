@@ -1,0 +1,99 @@
+/* gen_args.c — the generation options `run` and `chat` share (sampling, KV type, -n, llama-cli spellings), parsed once. */
+#include "gen_args.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/types.h"
+
+const char cli_sampling_help[] =
+    "      --temp T            temperature; 0 = greedy (default 0.8)\n"
+    "      --top-k K           (default 40; 0 = off)\n"
+    "      --top-p P           (default 0.95; 1 = off)\n"
+    "      --min-p P           (default 0.05; 0 = off)\n"
+    "      --repeat-penalty R  (default 1.0 = off)\n"
+    "      --repeat-last-n N   (default 64; also the window of the two penalties below)\n"
+    "      --presence-penalty P  subtracted once per token in the window (default 0, -2..2)\n"
+    "      --frequency-penalty F subtracted per occurrence in the window (default 0, -2..2)\n"
+    "  -s, --seed S            RNG seed (default 0x1234)\n";
+
+const char cli_gen_help[] =
+    "      --kv-type T         KV cache type: f16 (default), q8_0, f32\n"
+    "      --ignore-eos        keep generating past end-of-generation tokens\n"
+    "llama-cli spellings:\n"
+    "  -ctk, --cache-type-k T / -ctv, --cache-type-v T   = --kv-type T (K and V share one type: give both the same)\n"
+    "  -fa, --flash-attn [on|off|auto]  accepted; attention is always flash-style here (tiled, online softmax)\n"
+    "      --jinja             accepted; chat templates come from the model file\n";
+
+cli_gen cli_gen_defaults(long n_predict) {
+    cli_gen g = {.sp = rp_sampler_default_params(), .n_predict = n_predict, .kv_name = "f16"};
+    return g;
+}
+
+int cli_sampling_arg(cli_args *a, rp_sampler_params *sp) {
+    double d;
+    long l;
+    if (cli_is(a, "--temp", NULL)) { if (!cli_float(a, 0, 100, &d)) return -1; sp->temp = (float)d; }
+    /* the smallest positive top_p (1.4e-45 as a float; anything smaller rounds up to it) keeps just the best token */
+    else if (cli_is(a, "--top-p", NULL)) {
+        if (!cli_float(a, 0, 1, &d)) return -1;
+        if (d <= 0) { fprintf(stderr, "reprise %s: --top-p must be greater than 0 (1 = off)\n", a->cmd); return -1; }
+        sp->top_p = d < 0x1p-149 ? 0x1p-149f : (float)d;
+    }
+    else if (cli_is(a, "--top-k", NULL)) { if (!cli_int(a, 0, 1 << 30, &l)) return -1; sp->top_k = (int32_t)l; }
+    else if (cli_is(a, "--min-p", NULL)) { if (!cli_float(a, 0, 1, &d)) return -1; sp->min_p = (float)d; }
+    else if (cli_is(a, "--repeat-penalty", NULL)) { if (!cli_float(a, 1e-3, 100, &d)) return -1; sp->repeat_penalty = (float)d; }
+    else if (cli_is(a, "--repeat-last-n", NULL)) { if (!cli_int(a, 0, 1 << 20, &l)) return -1; sp->repeat_last_n = (int32_t)l; }
+    else if (cli_is(a, "--presence-penalty", NULL)) { if (!cli_float(a, -2, 2, &d)) return -1; sp->presence_penalty = (float)d; }
+    else if (cli_is(a, "--frequency-penalty", NULL)) { if (!cli_float(a, -2, 2, &d)) return -1; sp->frequency_penalty = (float)d; }
+    else if (cli_is(a, "--seed", "-s")) { if (!cli_u64(a, &sp->seed)) return -1; }
+    else return 0;
+    return 1;
+}
+
+int cli_gen_arg(cli_args *a, cli_gen *g) {
+    const int r = cli_sampling_arg(a, &g->sp);
+    if (r != 0) return r;
+    if (cli_is(a, "-n", "--n-predict")) {
+        if (!cli_int(a, -1, 1 << 24, &g->n_predict)) return -1;
+    } else if (cli_is(a, "--kv-type", NULL)) {
+        if (!cli_str(a, &g->kv_name)) return -1;
+    } else if (cli_is(a, "-ctk", "--cache-type-k")) {
+        if (!cli_str(a, &g->ctk)) return -1;
+    } else if (cli_is(a, "-ctv", "--cache-type-v")) {
+        if (!cli_str(a, &g->ctv)) return -1;
+    } else if (cli_is(a, "--ignore-eos", NULL)) {
+        g->ignore_eos = true;
+    } else if (cli_is(a, "-fa", "--flash-attn")) {
+        static const char *const vals[] = {"on", "off", "auto", "1", "0", "true", "false"};
+        const char *v = a->i + 1 < a->argc ? a->argv[a->i + 1] : "";
+        for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++)
+            if (strcmp(v, vals[k]) == 0) {
+                a->i++;
+                if (!strcmp(v, "off") || !strcmp(v, "0") || !strcmp(v, "false"))
+                    fprintf(stderr, "reprise %s: note: attention is always flash-style here; '%s %s' changes nothing\n",
+                            a->cmd, a->argv[a->i - 1], v);
+                break;
+            }
+    } else if (cli_is(a, "--jinja", NULL)) {
+        /* templates come from the model's tokenizer.chat_template */
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+int cli_gen_kv_type(const char *cmd, const cli_gen *g) {
+    const char *k = g->ctk ? g->ctk : g->kv_name, *v = g->ctv ? g->ctv : g->kv_name;
+    if (strcmp(k, v) != 0) {
+        fprintf(stderr, "reprise %s: K and V share one cache type here, got %s for K and %s for V (give -ctk and -ctv the same type, or --kv-type)\n",
+                cmd, k, v);
+        return -1;
+    }
+    const int t = rp_type_from_name(k);
+    if (t != RP_TYPE_F16 && t != RP_TYPE_Q8_0 && t != RP_TYPE_F32) {
+        fprintf(stderr, "reprise %s: the KV cache type must be f16, q8_0 or f32, got '%s'\n", cmd, k);
+        return -1;
+    }
+    return t;
+}

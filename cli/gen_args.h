@@ -1,0 +1,31 @@
+/* gen_args.h — the generation options `run` and `chat` share, and the sampling options `bench model` takes too. */
+#ifndef RP_CLI_GEN_ARGS_H
+#define RP_CLI_GEN_ARGS_H
+
+#include <stdbool.h>
+
+#include "cli.h"
+#include "model/sampler.h"
+
+typedef struct cli_gen {
+    rp_sampler_params sp;
+    long n_predict;          /* -n; -1: until end-of-generation or a full context */
+    const char *kv_name;     /* --kv-type */
+    const char *ctk, *ctv;   /* -ctk / -ctv (llama-cli): they must agree */
+    bool ignore_eos;
+} cli_gen;
+
+cli_gen cli_gen_defaults(long n_predict);
+
+/* Each returns 1 when the current argument was one of its options (consumed
+ * with its value), 0 when it is not, -1 on a bad value (reported). */
+int cli_sampling_arg(cli_args *a, rp_sampler_params *sp);   /* --temp --top-k --top-p --min-p, penalties, --seed */
+int cli_gen_arg(cli_args *a, cli_gen *g);                   /* the above, -n, --kv-type, -ctk/-ctv, --ignore-eos, -fa, --jinja */
+
+/* The KV cache type (rp_type) from --kv-type / -ctk / -ctv, or -1 with a message. */
+int cli_gen_kv_type(const char *cmd, const cli_gen *g);
+
+extern const char cli_sampling_help[];   /* help lines of cli_sampling_arg's options */
+extern const char cli_gen_help[];        /* help lines of the rest of cli_gen_arg's options (not -n) */
+
+#endif
