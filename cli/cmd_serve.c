@@ -45,6 +45,12 @@ static void serve_usage(void) {
            "      --timeout S         per-request limit in seconds, queueing included (default 600)\n"
            "      --max-body BYTES    request body limit (default 1048576)\n"
            "      --max-tokens N      reply length when a request gives none (default 2048)\n"
+           "      --max-connections N open client connections in all (default 256); when full, a new client\n"
+           "                          closes an idle one first, else the one sending its request the longest\n"
+           "      --max-connections-per-ip N  from one address (default 64; 0: no cap, e.g. behind a proxy)\n"
+           "      --header-timeout S  a request's line and headers must arrive within S s (default 10)\n"
+           "      --body-timeout S    its body within S s of the headers (default 30)\n"
+           "      --idle-timeout S    a kept-alive connection without a request is closed after S s (default 15)\n"
            "      --reuse MODE        default KV reuse: none | prefix | full | blend (default blend)\n"
            "      --recompute-ratio R default blend recompute ratio (default 0.25)\n"
            "      --cache-dir DIR     persistent KV chunk store (flash tier) in DIR\n"
@@ -90,6 +96,11 @@ int cmd_serve(int argc, char **argv) {
         else if (cli_is(&a, "--timeout", NULL)) { if (!cli_float(&a, 0.1, 1e6, &cfg.timeout_s)) return 2; }
         else if (cli_is(&a, "--max-body", NULL)) { if (!cli_int(&a, 1024, 1L << 30, &l)) return 2; cfg.max_body = (size_t)l; }
         else if (cli_is(&a, "--max-tokens", NULL)) { if (!cli_int(&a, 1, 1 << 20, &l)) return 2; cfg.default_max_tokens = (int32_t)l; }
+        else if (cli_is(&a, "--max-connections", NULL)) { if (!cli_int(&a, 1, 65536, &l)) return 2; cfg.max_connections = (int)l; }
+        else if (cli_is(&a, "--max-connections-per-ip", NULL)) { if (!cli_int(&a, 0, 65536, &l)) return 2; cfg.max_connections_per_ip = (int)l; }
+        else if (cli_is(&a, "--header-timeout", NULL)) { if (!cli_float(&a, 0.1, 3600, &cfg.header_timeout_s)) return 2; }
+        else if (cli_is(&a, "--body-timeout", NULL)) { if (!cli_float(&a, 0.1, 3600, &cfg.body_timeout_s)) return 2; }
+        else if (cli_is(&a, "--idle-timeout", NULL)) { if (!cli_float(&a, 0.1, 3600, &cfg.idle_timeout_s)) return 2; }
         else if (cli_is(&a, "--reuse", NULL)) { if (!cli_str(&a, &reuse)) return 2; }
         else if (cli_is(&a, "--recompute-ratio", NULL)) { if (!cli_float(&a, 0, 1, &d)) return 2; cfg.backend.recompute_ratio = (float)d; }
         else if (cli_is(&a, "--cache-dir", NULL)) { if (!cli_str(&a, &cfg.backend.cache_dir)) return 2; }

@@ -16,11 +16,19 @@ void resp_free(resp *r) {
     memset(r, 0, sizeof *r);
 }
 
-int dial(uint16_t port) {
+int dial_from(uint16_t port, const char *src_ip) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return -1;
     struct timeval tv = {.tv_sec = 60};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (src_ip) {
+        struct sockaddr_in b = {.sin_family = AF_INET};
+        inet_pton(AF_INET, src_ip, &b.sin_addr);
+        if (bind(fd, (struct sockaddr *)&b, sizeof b) != 0) {
+            close(fd);
+            return -1;
+        }
+    }
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
     if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
@@ -29,6 +37,8 @@ int dial(uint16_t port) {
     }
     return fd;
 }
+
+int dial(uint16_t port) { return dial_from(port, NULL); }
 
 bool send_all(int fd, const char *p, size_t n) {
     while (n > 0) {
@@ -130,12 +140,11 @@ json_int_t jint(json_t *o, const char *path) {
 }
 
 /* An OpenAI error body with the four keys and the expected status. */
-void expect_error(uint16_t port, const char *method, const char *path, const char *headers, const char *body,
-                  int status, const char *code) {
-    resp r = http(port, method, path, headers, body);
-    if (r.status != status) print_message("expected %d, got %d: %.300s\n", status, r.status, r.body);
-    assert_int_equal(r.status, status);
-    json_t *j = parse(&r);
+void expect_error_body(const resp *r, int status, const char *code) {
+    if (r->status != status) print_message("expected %d, got %d: %.300s\n", status, r->status, r->body);
+    assert_int_equal(r->status, status);
+    assert_non_null(strcasestr(r->head, "content-type: application/json"));
+    json_t *j = parse(r);
     json_t *e = json_object_get(j, "error");
     assert_true(json_is_object(e));
     assert_true(json_is_string(json_object_get(e, "message")));
@@ -144,6 +153,12 @@ void expect_error(uint16_t port, const char *method, const char *path, const cha
     assert_non_null(json_object_get(e, "code"));
     if (code) assert_string_equal(json_string_value(json_object_get(e, "code")), code);
     json_decref(j);
+}
+
+void expect_error(uint16_t port, const char *method, const char *path, const char *headers, const char *body,
+                  int status, const char *code) {
+    resp r = http(port, method, path, headers, body);
+    expect_error_body(&r, status, code);
     resp_free(&r);
 }
 

@@ -22,6 +22,8 @@ typedef struct resp {
 
 void resp_free(resp *r);
 int dial(uint16_t port);                                  /* a loopback connection (60 s receive timeout), or -1 */
+/* The same from a chosen local address (all of 127.0.0.0/8 is loopback on Linux), for per-address caps. */
+int dial_from(uint16_t port, const char *src_ip);
 bool send_all(int fd, const char *p, size_t n);
 /* A request with Connection: close and Content-Length; `headers` are extra lines, each ending in \r\n. */
 void send_request(int fd, const char *method, const char *path, const char *headers, const char *body, size_t blen);
@@ -32,7 +34,9 @@ resp post(uint16_t port, const char *path, const char *body);
 json_t *parse(const resp *r);   /* the body as JSON (asserts it is) */
 /* The integer at a dotted path ("usage.prompt_tokens_details.cached_tokens"; asserts there is one). */
 json_int_t jint(json_t *o, const char *path);
-/* An OpenAI error body with the four keys and the expected status (and code, when not NULL). */
+/* An OpenAI error body with the four keys, Content-Type application/json and the expected status (and
+ * code, when not NULL): of a response already read, or of the request sent. */
+void expect_error_body(const resp *r, int status, const char *code);
 void expect_error(uint16_t port, const char *method, const char *path, const char *headers, const char *body,
                   int status, const char *code);
 /* A counter or gauge from /metrics (sum over label sets matching `sel`). */

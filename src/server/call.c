@@ -363,6 +363,8 @@ void rp_srv_call_free(rp_srv_call *c) {
     bool listed = false;
     if (c->job) {
         listed = true;
+        /* a stream let go of before its end: a write to the client failed (it went away) */
+        if (!c->done && !c->gone && c->req.stream) atomic_fetch_add(&s->metrics.disconnects, 1);
         if (!c->done) rp_job_cancel(c->job);
         /* a session is handed to its next request only once the backend let go of it (a cancelled job
          * ends at its next token or step; a prefill in progress runs to its end). A one-off job needs

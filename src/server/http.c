@@ -1,4 +1,5 @@
-/* http.c — the libmicrohttpd daemon: routing, bearer auth, body limits, SSE responses, disconnect detection, drain. */
+/* http.c — the libmicrohttpd daemon: routing, bearer auth, body limits, SSE responses, disconnect detection, drain;
+ * errors libmicrohttpd answers itself are answered as JSON first (on_mhd_log). Connections: conn_gate.c. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <jansson.h>
@@ -15,7 +16,11 @@
 
 #include "core/error.h"
 #include "server/backend_internal.h"
+#include "server/conn_gate.h"
 #include "server/server_internal.h"
+
+#define RP_HTTP_MAX_URI 8192      /* request URI bytes (414 above) */
+#define RP_HTTP_MAX_HEAD 16384    /* request line + headers (431 above) */
 
 rp_server_config rp_server_default_config(void) {
     rp_server_config c = {
@@ -29,6 +34,10 @@ rp_server_config rp_server_default_config(void) {
         .timeout_s = 600,
         .session_ttl_s = 1800,
         .max_connections = 256,
+        .max_connections_per_ip = 64,
+        .header_timeout_s = 10,
+        .body_timeout_s = 30,
+        .idle_timeout_s = 15,
     };
     return c;
 }
@@ -68,6 +77,7 @@ static enum MHD_Result send_text(struct MHD_Connection *conn, http_req *r, int s
     if (status == 405) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->route == R_CHAT || r->route == R_COMPLETIONS ? "POST" : r->route == R_SESSION ? "DELETE" : "GET");
     if (status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (status == 429 || status == 503) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    rp_gate_phase(conn, RP_CONN_HANDLING);   /* an answer before the body is answering too */
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, resp);
     MHD_destroy_response(resp);
     r->status = status;
@@ -91,6 +101,15 @@ static enum MHD_Result fail(struct MHD_Connection *conn, http_req *r, int status
 
 /* ------------------------------------------------------------ helpers */
 
+#define RP_STR_(x) #x
+#define RP_STR(x) RP_STR_(x)
+
+/* The limits the gate applies to a connection's first request head, applied to later ones. */
+static bool head_over_limit(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *hs = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    return hs && hs->header_size > RP_HTTP_MAX_HEAD;
+}
+
 /* The API key a request presents: its index (the request's identity, carried into its job and sessions),
  * -1 when the server has no keys, -2 when it has and the request presents none of them. */
 static int request_key(rp_server *s, struct MHD_Connection *conn) {
@@ -100,14 +119,17 @@ static int request_key(rp_server *s, struct MHD_Connection *conn) {
     return k >= 0 ? k : -2;
 }
 
-/* The client is still there: its socket has not been shut down or reset. */
+/* The client is still there: its connection was not reset, and the gate did not shut it down. A FIN is
+ * not a disconnect: a client that half-closed (shutdown(SHUT_WR), as nc -N and socat do) waits for its
+ * answer, and one that closed its socket normally looks the same until a write to it is refused (a
+ * stream's next write; for a non-streaming request, the answer at its end). */
 static bool conn_alive(void *user) {
     struct MHD_Connection *conn = user;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return true;
-    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
+    struct pollfd p = {.fd = ci->connect_fd, .events = 0};
     if (poll(&p, 1, 0) <= 0) return true;
-    return !(p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+    return !(p.revents & (POLLHUP | POLLERR | POLLNVAL));
 }
 
 static int route(const char *url, const char *method, int *ep, char *arg, size_t cap, bool *method_ok) {
@@ -152,8 +174,6 @@ static void sse_free(void *cls) { rp_srv_call_free(cls); }
 
 static enum MHD_Result handle_generate(rp_server *s, struct MHD_Connection *conn, http_req *r) {
     rp_api_error err;
-    /* a generation may stay silent (queue, long prefill) for up to the request timeout */
-    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)(s->cfg.timeout_s + 30));
     rp_srv_call *c = NULL;
     rp_srv_endpoint ep = r->route == R_CHAT ? RP_EP_CHAT : RP_EP_COMPLETIONS;
     if (rp_srv_call_create(s, ep, r->key, r->body ? r->body : "", r->len, conn_alive, conn, &c, &err) != RP_OK)
@@ -220,6 +240,7 @@ static enum MHD_Result dispatch(rp_server *s, struct MHD_Connection *conn, http_
         rp_backend_stats_get(s->b, &bs);
         rp_metrics_extra x = {.model = s->model_id, .backend = rp_backend_kind(s->b), .draining = atomic_load(&s->draining)};
         rp_stab_counts(s->sessions, &x.sessions, &x.sessions_active, &x.sessions_suspended);
+        rp_gate_stats_get(s->gate, &x.conns);
         x.session_evictions = rp_stab_evictions(s->sessions);
         return send_text(conn, r, 200, "text/plain; version=0.0.4; charset=utf-8", rp_metrics_render(&s->metrics, &bs, &x));
     }
@@ -246,9 +267,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *con_cls = r;
         r->t0 = rp_srv_now();
         atomic_fetch_add(&s->metrics.inflight, 1);
+        rp_gate_phase(conn, RP_CONN_BODY);
         bool method_ok;
         r->route = route(url, method, &r->ep, r->path_arg, sizeof r->path_arg, &method_ok);
         /* errors known before the body: answered at once, the body is not read */
+        if (head_over_limit(conn)) {
+            r->early = true;
+            return fail(conn, r, 431, "headers_too_large", "the request line and headers are larger than %s bytes",
+                        RP_STR(RP_HTTP_MAX_HEAD));
+        }
+        if (rp_gate_uri_len(conn) > RP_HTTP_MAX_URI) {
+            r->early = true;
+            return fail(conn, r, 414, "uri_too_long", "the request URI is longer than %s bytes", RP_STR(RP_HTTP_MAX_URI));
+        }
         r->key = r->route != R_HEALTH && r->route != R_NONE ? request_key(s, conn) : -1;
         if (r->key == -2) {
             r->early = true;
@@ -299,6 +330,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->body[r->len] = '\0';
         return MHD_YES;
     }
+    rp_gate_phase(conn, RP_CONN_HANDLING);   /* the whole request is in */
     if (r->too_large) {
         char lim[32];
         snprintf(lim, sizeof lim, "%zu", s->lim.max_body);
@@ -310,6 +342,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
     rp_server *s = cls;
     http_req *r = *con_cls;
+    rp_gate_phase(conn, RP_CONN_IDLE);   /* kept alive for the next request, or about to close */
     if (!r) return;
     atomic_fetch_sub(&s->metrics.inflight, 1);
     if (r->status >= 100 && r->status < 600) rp_metrics_request(&s->metrics, r->ep, r->status);
@@ -320,6 +353,65 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(r->body);
     free(r);
     *con_cls = NULL;
+}
+
+/* ------------------------------------------------------------ connections and libmicrohttpd's own errors */
+
+/* The connection this libmicrohttpd thread serves (one thread per connection, for its whole life): bound at
+ * its first request line, before libmicrohttpd parses any header of it. */
+static __thread struct MHD_Connection *t_conn;
+
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *conn) {
+    (void)cls;
+    t_conn = conn;
+    rp_gate_request_line(conn, uri ? strlen(uri) : 0);
+    return NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    rp_server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) rp_gate_mhd_started(s->gate, conn, socket_context);
+    else rp_gate_mhd_closed(s->gate, socket_context);
+}
+
+/* Every error response libmicrohttpd builds itself (a malformed header line, headers larger than its
+ * memory, a bad Content-Length or chunked body, a bad request line on a kept-alive connection) goes
+ * through one log call naming its status, before anything of it is sent: the gate answers it as JSON
+ * there and shuts the socket's write side, so libmicrohttpd's HTML page (or, for a bad Content-Length,
+ * its two status lines) never reaches the client. Everything else libmicrohttpd logs is dropped. */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+    static const char k_error[] = "Error processing request (HTTP response code is %u";
+    (void)cls;
+    if (!t_conn || strncmp(fmt, k_error, sizeof k_error - 1) != 0) return;
+    const unsigned status = va_arg(ap, unsigned);
+    const char *page = va_arg(ap, const char *);
+    page = page ? page : "";
+    const char *code = "malformed_request", *msg = "the request is malformed (its request line or a header line)";
+    switch (status) {
+    case 400:
+        if (strstr(page, "chunked")) code = "invalid_chunked_encoding", msg = "the chunked request body is malformed";
+        else if (strstr(page, "Content-Length")) code = "invalid_content_length", msg = "the Content-Length header is not a number";
+        else if (strstr(page, "Host")) msg = "an HTTP/1.1 request needs a Host header";
+        break;
+    case 413:
+        code = "request_too_large";
+        msg = strstr(page, "chunk") ? "a chunk of the request body is too large" : "the Content-Length header is too large";
+        break;
+    case 414: code = "uri_too_long", msg = "the request URI is too long"; break;
+    case 431: code = "headers_too_large", msg = "the request headers are too large"; break;
+    case 505: code = "http_version_not_supported", msg = "the HTTP version is not supported: send HTTP/1.1 (or HTTP/1.0)"; break;
+    default: break;
+    }
+    rp_gate_answer(t_conn, (int)status, code, msg);
+}
+
+/* An answer the gate wrote itself (a bad head, a refused connection, libmicrohttpd's errors). */
+static void on_gate_reply(void *user, int status, const char *code) {
+    rp_server *s = user;
+    rp_metrics_request(&s->metrics, RP_M_OTHER, status);
+    if (status == 503) atomic_fetch_add(&s->metrics.rejected, 1);
+    if (!s->cfg.quiet) fprintf(stderr, "reprise serve: %d %s (answered before routing)\n", status, code ? code : "error");
 }
 
 /* ------------------------------------------------------------ lifecycle */
@@ -357,7 +449,8 @@ rp_status rp_server_start(const rp_server_config *cfg, rp_server **out) {
     }
     s->ns_per_key = cfg->cache_namespace == RP_SRV_NS_PER_KEY || (cfg->cache_namespace == RP_SRV_NS_AUTO && s->keys.n > 1);
     if (cfg->timeout_s <= 0 || cfg->max_body < 64 || cfg->max_depth < 2 || cfg->max_messages < 1 ||
-        cfg->max_connections < 1 || cfg->default_max_tokens < 1 || cfg->key_max_sessions < 0 || cfg->key_kv_mb < 0) {
+        cfg->max_connections < 1 || cfg->max_connections_per_ip < 0 || !(cfg->header_timeout_s > 0) ||
+        !(cfg->body_timeout_s > 0) || !(cfg->idle_timeout_s > 0) || cfg->default_max_tokens < 1 || cfg->key_max_sessions < 0 || cfg->key_kv_mb < 0) {
         st = rp_errorf(RP_ERR_INVALID_ARG,
                        "server: bad limits (timeout %.1f, body %zu, depth %d, messages %d, key sessions %d, key KV %.1f MB)",
                        cfg->timeout_s, cfg->max_body, cfg->max_depth, cfg->max_messages, cfg->key_max_sessions,
@@ -373,10 +466,26 @@ rp_status rp_server_start(const rp_server_config *cfg, rp_server **out) {
         st = rp_errorf(RP_ERR_INVALID_ARG, "server: cannot resolve --host '%s': %s", s->host, gai_strerror(gai));
         goto fail;
     }
-    struct sockaddr_storage addr;
-    memcpy(&addr, ai->ai_addr, ai->ai_addrlen);
-    bool v6 = ai->ai_family == AF_INET6;
+    /* bound before the model loads: a port in use fails at once too */
+    const rp_gate_limits gl = {
+        .max_connections = cfg->max_connections,
+        .max_per_ip = cfg->max_connections_per_ip,
+        .header_timeout_s = cfg->header_timeout_s,
+        .body_timeout_s = cfg->body_timeout_s,
+        .idle_timeout_s = cfg->idle_timeout_s,
+        /* the generation stops at timeout_s; the client then has as long again (at most 30 s) to read the answer */
+        .handling_timeout_s = cfg->timeout_s + (cfg->timeout_s < 30 ? cfg->timeout_s : 30),
+        .max_uri = RP_HTTP_MAX_URI,
+        .max_head = RP_HTTP_MAX_HEAD,
+    };
+    st = rp_gate_create(ai->ai_addr, ai->ai_addrlen, &gl, on_gate_reply, s, &s->gate);
     freeaddrinfo(ai);
+    if (st == RP_ERR_IO) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", rp_last_error());
+        rp_errorf(st, "server: cannot listen on %s:%u: %s", s->host, (unsigned)cfg->port, why);
+    }
+    if (st != RP_OK) goto fail;
 
     if ((st = rp_backend_create(&cfg->backend, &s->b)) != RP_OK) goto fail;
     const rp_model *m = rp_backend_model(s->b);
@@ -404,20 +513,27 @@ rp_status rp_server_start(const rp_server_config *cfg, rp_server **out) {
     sp.kv_bytes_per_token = rp_backend_kv_bytes_per_token(s->b);
     if ((st = rp_stab_create(s->b, &sp, &s->sessions)) != RP_OK) goto fail;
 
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC;
-    if (v6) flags |= MHD_USE_IPv6;
-    s->d = MHD_start_daemon(flags, cfg->port, NULL, NULL, on_request, s,
-                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,   /* idle keep-alive connections */
+    /* A thread per connection (generation handlers block until the backend answers), but only for
+     * connections the gate handed over: those whose first request head is complete. The gate owns the
+     * listening socket, the caps and every deadline; libmicrohttpd's own (activity-based) timeout and
+     * connection limit are backstops above them. */
+    const unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                           MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG;
+    s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)rp_gate_socket_cap(&gl) + 8,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(gl.handling_timeout_s + 30),
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)4 * RP_HTTP_MAX_HEAD,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                            MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s,
+                            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
                             MHD_OPTION_END);
     if (!s->d) {
-        st = rp_errorf(RP_ERR_IO, "server: cannot listen on %s:%u (in use, or no permission)", s->host, (unsigned)cfg->port);
+        st = rp_errorf(RP_ERR_IO, "server: cannot start the HTTP daemon");
         goto fail;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? di->port : cfg->port;
+    if ((st = rp_gate_start(s->gate, s->d)) != RP_OK) goto fail;
+    s->port = rp_gate_port(s->gate);
     *out = s;
     return RP_OK;
 fail:
@@ -434,10 +550,7 @@ void rp_server_drain(rp_server *s, double deadline_s) {
     if (!s || s->drained) return;
     s->drained = true;
     atomic_store(&s->draining, true);
-    if (s->d) {
-        MHD_socket lfd = MHD_quiesce_daemon(s->d);   /* no new connections; open ones continue */
-        if (lfd != MHD_INVALID_SOCKET) close(lfd);
-    }
+    rp_gate_close_listener(s->gate);   /* no new connections; open ones continue */
     double until = rp_srv_now() + deadline_s;
     pthread_mutex_lock(&s->mu);
     while (s->n_calls > 0 && rp_srv_now() < until) {
@@ -471,11 +584,13 @@ void rp_server_drain(rp_server *s, double deadline_s) {
 
 void rp_server_stop(rp_server *s) {
     if (!s) return;
+    rp_gate_stop(s->gate);   /* nothing more is accepted or handed over */
     if (s->d) {
         rp_srv_cancel_all(s);
         MHD_stop_daemon(s->d);   /* closes connections; request callbacks finish first */
         s->d = NULL;
     }
+    rp_gate_free(s->gate);   /* after the daemon: its close callbacks use the gate */
     rp_stab_free(s->sessions);
     rp_backend_free(s->b);
     pthread_mutex_destroy(&s->mu);

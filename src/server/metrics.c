@@ -88,7 +88,18 @@ char *rp_metrics_render(rp_metrics *m, const rp_backend_stats *bs, const rp_metr
     gauge(&o, "reprise_requests_inflight", "Requests being handled now.", (double)atomic_load(&m->inflight));
     counter(&o, "reprise_client_disconnects_total", "Generations cancelled because the client disconnected.", atomic_load(&m->disconnects));
     counter(&o, "reprise_request_timeouts_total", "Requests that reached the per-request timeout.", atomic_load(&m->timeouts));
-    counter(&o, "reprise_requests_rejected_total", "Requests refused with 429 (queue full) or 503 (draining).", atomic_load(&m->rejected));
+    counter(&o, "reprise_requests_rejected_total", "Requests refused with 429 (queue full) or 503 (draining, or no connection to spare).", atomic_load(&m->rejected));
+    const rp_gate_stats *cs = &x->conns;
+    put(&o, "# HELP reprise_connections Client connections by state.\n# TYPE reprise_connections gauge\n"
+            "reprise_connections{state=\"pending\"} %d\nreprise_connections{state=\"idle\"} %d\n"
+            "reprise_connections{state=\"receiving\"} %d\nreprise_connections{state=\"answering\"} %d\n"
+            "reprise_connections{state=\"closing\"} %d\n",
+        cs->pending, cs->idle, cs->receiving, cs->busy, cs->open - cs->pending - cs->idle - cs->receiving - cs->busy);
+    static const char *k_drop[RP_DROP_COUNT] = {"header_timeout", "body_timeout", "idle_timeout", "write_timeout", "evicted", "rejected"};
+    put(&o, "# HELP reprise_connections_dropped_total Connections the server closed, by reason.\n"
+            "# TYPE reprise_connections_dropped_total counter\n");
+    for (int i = 0; i < RP_DROP_COUNT; i++)
+        put(&o, "reprise_connections_dropped_total{reason=\"%s\"} %llu\n", k_drop[i], (unsigned long long)cs->dropped[i]);
 
     put(&o, "# HELP reprise_ttft_seconds Time to first token (from request to first generated token).\n"
             "# TYPE reprise_ttft_seconds histogram\n");

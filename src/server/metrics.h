@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "server/backend.h"
+#include "server/conn_gate.h"
 
 enum {
     RP_M_CHAT = 0, RP_M_COMPLETIONS, RP_M_MODELS, RP_M_HEALTH, RP_M_METRICS, RP_M_SESSIONS, RP_M_OTHER,
@@ -37,6 +38,7 @@ typedef struct rp_metrics_extra {
     int sessions, sessions_active, sessions_suspended;
     uint64_t session_evictions;     /* sessions evicted to keep an API key within the table or its quota */
     int draining;
+    rp_gate_stats conns;
 } rp_metrics_extra;
 
 /* Prometheus text format 0.0.4 (malloc'd, NUL-terminated; NULL if out of memory). */

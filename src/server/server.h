@@ -28,7 +28,12 @@ typedef struct rp_server_config {
     int32_t default_max_tokens;  /* chat replies without max_tokens (default 2048, capped by the context) */
     double timeout_s;            /* per request, queueing included (default 600) */
     double session_ttl_s;        /* idle reprise_session lifetime (default 1800) */
-    int max_connections;         /* concurrent connections (default 256; one thread each) */
+    int max_connections;         /* open client connections in all (default 256); idle ones are closed first
+                                  * when a new client needs room */
+    int max_connections_per_ip;  /* open connections from one address (default 64; 0: no cap) */
+    double header_timeout_s;     /* request line + headers must arrive within this (default 10) */
+    double body_timeout_s;       /* the body within this of the headers (default 30) */
+    double idle_timeout_s;       /* a kept-alive connection without a request is closed after this (default 15) */
     bool quiet;                  /* no access log on stderr */
 } rp_server_config;
 

@@ -30,6 +30,7 @@ struct rp_server {
     rp_session_table *sessions;
     rp_metrics metrics;
     struct MHD_Daemon *d;
+    struct rp_conn_gate *gate;     /* accepts, caps, deadlines (conn_gate.c) */
     uint16_t port;
     _Atomic bool draining;
     bool drained, stopped;
