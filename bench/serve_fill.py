@@ -113,7 +113,7 @@ def main():
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--requests", type=int, default=20000)
     ap.add_argument("--window", type=int, default=1000)
-    ap.add_argument("--cache-ram", type=float, default=512)
+    ap.add_argument("--cache-ram", type=int, default=512, help="MiB")
     ap.add_argument("--parallel", type=int, default=1)
     ap.add_argument("--max-tokens", type=int, default=4)
     ap.add_argument("--words", type=int, default=12, help="words of each unique user message")

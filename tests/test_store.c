@@ -1226,6 +1226,42 @@ static void best_child_many(const char *name, bool naive) {
     rp_store_close(s);
 }
 
+/* A keyword common to many chunks reads only its newest postings (RP_KW_POSTINGS): 300 chunks share one 60-token
+ * run (every keyword of it has 300 postings) and differ elsewhere; a prompt holding that run still finds it, in one
+ * of the newest 64 chunks, and the search does not read a posting per stored chunk. */
+static void test_subchunks_common_keywords(void **state) {
+    (void)state;
+    const char *dir = subdir("sub-common");
+    rp_store *s = open_store(dir, RP_PAYLOAD_BLOB, 0, false);
+    enum { NCH = 300 };
+    fake_chunk *c = calloc(NCH, sizeof *c);
+    assert_non_null(c);
+    rp_token run[60];
+    random_tokens(run, 60, 32000);
+    for (int i = 0; i < NCH; i++) {
+        make_chunk(&c[i], (uint64_t)i + 1, NULL, 120, 32000);
+        memcpy(c[i].t + 30, run, sizeof run);
+        c[i].hash = rp_chunk_hash(c[i].t, c[i].n, SALT);
+        c[i].chain = rp_chunk_chain(0, c[i].hash);
+    }
+    put_chunks(s, c, NCH, true);
+    rp_token p[100];
+    random_tokens(p, 20, 32000);
+    memcpy(p + 20, run, sizeof run);
+    random_tokens(p + 80, 20, 32000);
+    rp_subchunk_match m[16];
+    int32_t nm = 0;
+    assert_int_equal(rp_store_find_subchunks(s, p, 100, 32, 8, m, 16, &nm), RP_OK);
+    assert_true(nm >= 1);
+    assert_int_equal(m[0].len, 60);
+    assert_int_equal(m[0].prompt_off, 20);
+    assert_int_equal(m[0].chunk_off, 30);
+    assert_true(m[0].chunk_id > (uint64_t)(NCH - 64));   /* from the newest postings */
+    free_chunks(c, NCH);
+    free(c);
+    rp_store_close(s);
+}
+
 static void test_best_child_many(void **state) {
     (void)state;
     best_child_many("kids-index", false);
@@ -1235,7 +1271,7 @@ static void test_best_child_many(void **state) {
 int main(int argc, char **argv) {
     if (argc > 1) cmocka_set_test_filter(argv[1]);   /* e.g. ./test_pool test_restart */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_best_child_many),
+        cmocka_unit_test(test_best_child_many),  cmocka_unit_test(test_subchunks_common_keywords),
         cmocka_unit_test(test_open_perms_lock),   cmocka_unit_test(test_roundtrip_blob),
         cmocka_unit_test(test_roundtrip_file),    cmocka_unit_test(test_roundtrip_auto),
         cmocka_unit_test(test_roundtrip_zstd),    cmocka_unit_test(test_roundtrip_naive),

@@ -68,6 +68,9 @@
 #define SECRET_BYTES 192          /* XXH3_SECRET_DEFAULT_SIZE */
 #define LAYER_ENTRY 24
 #define FILE_ROUND 4096ull
+/* postings read per keyword by the sub-chunk search (S_KW_CHUNKS): bounds a search at RP_KW_POSTINGS per keyword
+ * of the prompt, whatever the store holds */
+#define RP_KW_POSTINGS_SQL "64"
 #define MAX_TOKENS_PER_CHUNK (1 << 22)
 
 enum {
@@ -172,7 +175,9 @@ static const char *stmt_sql(int which) {
                "LIMIT ?4";
     case S_GET: return "SELECT %s FROM chunks WHERE id = ?1";
     /* sub-chunk search: the (kw, chunk) primary key answers the first alone */
-    case S_KW_CHUNKS: return "SELECT chunk FROM keywords WHERE kw = ?1";
+    /* a keyword's most recent chunks only: a common one (a phrase in every prompt) would otherwise make every
+     * search read a posting per stored chunk; the newest carry the likeliest matches (edited documents) */
+    case S_KW_CHUNKS: return "SELECT chunk FROM keywords WHERE kw = ?1 ORDER BY chunk DESC LIMIT " RP_KW_POSTINGS_SQL;
     case S_CAND_OK: return "SELECT 1 FROM chunks WHERE id = ?1 AND model = ?2 AND corrupt = 0";
     case S_BLOB: return "SELECT data FROM payloads WHERE id = ?1";
     case S_INS_CHUNK:
