@@ -634,20 +634,27 @@ static void test_static_pad_mask(void **state) {
     fixture_close(&f);
 }
 
+/* An engine with params `rp` whose cache has the persistent store in `dir`
+ * (opened with `sp`) attached as the flash tier of a pool with params `pp`. */
+static rp_reuse *engine_on_store(fixture *f, rp_reuse_params rp, const rp_store_params *sp, const rp_pool_params *pp,
+                                 const char *dir) {
+    rp_reuse *e = NULL;
+    assert_int_equal(rp_reuse_create(f->m, f->kv->type, 1024, rp, &e), RP_OK);
+    rp_store *store = NULL;
+    assert_int_equal(rp_store_open(dir, sp, &store), RP_OK);
+    assert_int_equal(rp_chunk_cache_attach_store(rp_reuse_cache(e), store, rp_reuse_salt(e), "stories", pp), RP_OK);
+    return e;
+}
+
 /* An engine (blend, ratio r, sub-chunk search from `subchunk_min` tokens; 0:
  * off) whose cache has a persistent store in `dir` attached. */
 static rp_reuse *store_engine(fixture *f, float r, int32_t subchunk_min, const char *dir) {
     rp_reuse_params rp = rp_reuse_default_params();
     rp.ratio = r;
     rp.subchunk_min = subchunk_min;
-    rp_reuse *e = NULL;
-    assert_int_equal(rp_reuse_create(f->m, f->kv->type, 1024, rp, &e), RP_OK);
-    rp_store_params sp = rp_store_default_params();
-    rp_store *store = NULL;
-    assert_int_equal(rp_store_open(dir, &sp, &store), RP_OK);
-    rp_pool_params pp = rp_pool_default_params();
-    assert_int_equal(rp_chunk_cache_attach_store(rp_reuse_cache(e), store, rp_reuse_salt(e), "stories", &pp), RP_OK);
-    return e;
+    const rp_store_params sp = rp_store_default_params();
+    const rp_pool_params pp = rp_pool_default_params();
+    return engine_on_store(f, rp, &sp, &pp, dir);
 }
 
 static void remove_dir(const char *dir) {
@@ -883,16 +890,11 @@ static rp_reuse *cold_store_engine(fixture *f, const char *dir, bool pipeline, v
         rp.on_layer_placed = probe_layer_placed;
         rp.on_layer_placed_user = probe;
     }
-    rp_reuse *e = NULL;
-    assert_int_equal(rp_reuse_create(f->m, f->kv->type, 1024, rp, &e), RP_OK);
-    rp_store_params sp = rp_store_default_params();
-    rp_store *store = NULL;
-    assert_int_equal(rp_store_open(dir, &sp, &store), RP_OK);
+    const rp_store_params sp = rp_store_default_params();
     rp_pool_params pp = rp_pool_default_params();
     pp.async_load = true;
     pp.no_prefetch = true;
-    assert_int_equal(rp_chunk_cache_attach_store(rp_reuse_cache(e), store, rp_reuse_salt(e), "tiny", &pp), RP_OK);
-    return e;
+    return engine_on_store(f, rp, &sp, &pp, dir);
 }
 
 static void test_pipeline_flash(void **state) {
@@ -1108,11 +1110,7 @@ static void test_damaged_payloads(void **state) {
     sp.payload = RP_PAYLOAD_FILE;
     rp_reuse_stats st;
     for (int round = 0; round < 2; round++) {
-        rp_reuse *e = NULL;
-        assert_int_equal(rp_reuse_create(f.m, f.kv->type, 1024, rp, &e), RP_OK);
-        rp_store *store = NULL;
-        assert_int_equal(rp_store_open(dir, &sp, &store), RP_OK);
-        assert_int_equal(rp_chunk_cache_attach_store(rp_reuse_cache(e), store, rp_reuse_salt(e), "stories", &pp), RP_OK);
+        rp_reuse *e = engine_on_store(&f, rp, &sp, &pp, dir);
         if (round == 0) {   /* the siblings, most recent last: prompt 0 is the oldest */
             for (int k = NS - 1; k >= 0; k--) {
                 assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p[k], LEN, bnd, 2, f.lg_a, &st), RP_OK);

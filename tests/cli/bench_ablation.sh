@@ -14,9 +14,7 @@ mkdir -p "$TMP"
 trap 'rm -rf "$TMP"' EXIT
 # no calibration stored by another run may change the static shapes: measure them here (--calibrate)
 export XDG_CACHE_HOME="$TMP/xdg"
-pass=0; fail=0
-ok()   { pass=$((pass+1)); echo "ok   $1"; }
-bad()  { fail=$((fail+1)); echo "FAIL $1"; }
+. "$(dirname "$0")/lib/common.sh"
 report() {   # the python checks' "ok   ..." / "FAIL ..." lines, counted
   while read -r line; do
     case "$line" in
@@ -26,7 +24,6 @@ report() {   # the python checks' "ok   ..." / "FAIL ..." lines, counted
     esac
   done < "$1"
 }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 
 VARIANTS="full no-ram-pool naive-store lru-eviction no-pipeline sync-persist no-prefetch static static-fixed-shapes static-no-merge"
 
@@ -138,5 +135,4 @@ report "$TMP/py"
   --cache-dir "$TMP/keep" --keep >/dev/null 2>&1; rc=$?
 check "--keep keeps the store directory" '[ $rc -eq 0 ] && ls "$TMP"/keep/reprise-ablation-full-*/kv.db >/dev/null 2>&1'
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

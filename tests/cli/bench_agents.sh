@@ -9,10 +9,7 @@ M="$SHARED/models/stories260K.gguf"
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is not installed (checks the JSON)"; exit 77; }
 mkdir -p "$TMP"
 trap 'rm -rf "$TMP"' EXIT
-pass=0; fail=0
-ok()   { pass=$((pass+1)); echo "ok   $1"; }
-bad()  { fail=$((fail+1)); echo "FAIL $1"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+. "$(dirname "$0")/lib/common.sh"
 
 "$BIN" bench agents --help > "$TMP/usage"
 check "usage names the uniform policy and --kv-limit" 'grep -q uniform "$TMP/usage" && grep -q -- "--kv-limit" "$TMP/usage"'
@@ -66,5 +63,4 @@ for t in 1,2 x -1 1,0,0,0; do
   "$BIN" bench agents -m "$M" --temp "$t" >/dev/null 2>"$TMP/e"; rc=$?
   [ $rc -eq 2 ] && grep -q -- "--temp" "$TMP/e" && ok "--temp $t rejected" || bad "--temp $t rejected"
 done
-echo "passed $pass, failed $fail"
-[ $fail -eq 0 ]
+finish

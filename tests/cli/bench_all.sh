@@ -11,10 +11,7 @@ command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is not installed (ch
 mkdir -p "$TMP"
 trap 'rm -rf "$TMP"' EXIT
 export XDG_CACHE_HOME="$TMP/xdg"   # no stored calibration from another run
-pass=0; fail=0
-ok()   { pass=$((pass+1)); echo "ok   $1"; }
-bad()  { fail=$((fail+1)); echo "FAIL $1"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+. "$(dirname "$0")/lib/common.sh"
 
 "$BIN" bench all --help > "$TMP/usage"
 check "usage lists the steps" 'for s in reuse workloads fidelity sweep ablation agents; do grep -q "^  $s " "$TMP/usage" || exit 1; done'
@@ -55,5 +52,4 @@ check "--join without --fidelity-model still embeds the fidelity pages" \
 "$BIN" bench all --quick -m "$M" --out "$TMP/p" --steps peer --peer --peer-dir "$TMP/nopeer" > /dev/null 2> "$TMP/peer.err"; rc=$?
 check "--peer without node-llama-cpp is skipped with a message" \
   '[ $rc -eq 0 ] && grep -q "skipping the llama.cpp peer step" "$TMP/peer.err"'
-echo "bench_all: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

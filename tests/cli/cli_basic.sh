@@ -6,10 +6,7 @@ SHARED="${RP_SHARED_DIR:-../shared}"
 TMP="${RP_TEST_TMP:-/tmp}/cli_basic.$$"
 mkdir -p "$TMP"
 trap 'rm -rf "$TMP"' EXIT
-pass=0; fail=0; skip=0
-ok()   { pass=$((pass+1)); echo "ok   $1"; }
-bad()  { fail=$((fail+1)); echo "FAIL $1"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+. "$(dirname "$0")/lib/common.sh"
 
 # usage and unknown commands
 "$BIN" >/dev/null 2>&1; check "no args exits 2" '[ $? -eq 2 ]'
@@ -211,5 +208,4 @@ if [ -f "$G" ]; then
   check "unknown architecture is a clear error" '[ $rc -eq 1 ] && grep -q "unknown architecture .gpt2." "$TMP/e"'
 fi
 
-echo "$pass passed, $fail failed, $skip skipped"
-[ $fail -eq 0 ]
+finish

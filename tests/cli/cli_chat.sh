@@ -7,10 +7,7 @@ SHARED="${RP_SHARED_DIR:-../shared}"
 TMP="${RP_TEST_TMP:-/tmp}/cli_chat.$$"
 mkdir -p "$TMP"
 trap 'rm -rf "$TMP"' EXIT
-pass=0; fail=0; skip=0
-ok()   { pass=$((pass+1)); echo "ok   $1"; }
-bad()  { fail=$((fail+1)); echo "FAIL $1"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+. "$(dirname "$0")/lib/common.sh"
 prompts() { grep -o '> ' "$1" | wc -l; }   # how many times chat asked for a line
 
 M="$SHARED/models/stories260K.gguf"
@@ -101,5 +98,4 @@ else
   skip=$((skip+1)); echo "SKIP pty check: python3 not found"
 fi
 
-echo "$pass passed, $fail failed, $skip skipped"
-[ $fail -eq 0 ]
+finish

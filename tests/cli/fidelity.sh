@@ -6,9 +6,7 @@ SHARED="${RP_SHARED_DIR:-../shared}"
 TMP="${RP_TEST_TMP:-/tmp}/fidelity.$$"
 mkdir -p "$TMP"
 trap 'rm -rf "$TMP"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass+1)); echo "ok   $1"; }
-bad() { fail=$((fail+1)); echo "FAIL $1"; }
+. "$(dirname "$0")/lib/common.sh"
 
 M="$SHARED/models/stories260K.gguf"
 if [ ! -f "$M" ] || ! command -v python3 >/dev/null 2>&1; then
@@ -43,5 +41,4 @@ sys.exit(0 if ok else 1)
 PY
   ) && ok "seed $seed: blend r=0.25 cuts full's KL >= 3x, greedy >= 90 % ($out)" || bad "seed $seed: fidelity bar ($out)"
 done
-echo "$pass passed, $fail failed, 0 skipped"
-[ "$fail" -eq 0 ]
+finish

@@ -6,10 +6,7 @@ SHARED="${RP_SHARED_DIR:-../shared}"
 TMP="${RP_TEST_TMP:-/tmp}/reuse_cli.$$"
 mkdir -p "$TMP"
 trap 'rm -rf "$TMP"' EXIT
-pass=0; fail=0; skip=0
-ok()   { pass=$((pass+1)); echo "ok   $1"; }
-bad()  { fail=$((fail+1)); echo "FAIL $1"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+. "$(dirname "$0")/lib/common.sh"
 
 M="$SHARED/models/stories260K.gguf"
 if [ ! -f "$M" ]; then
@@ -23,17 +20,6 @@ if ! command -v python3 >/dev/null 2>&1; then
   exit 77
 fi
 
-# stat FILE KEY: the value of KEY in the last `stats: {json}` line of FILE (empty when absent)
-stat() {
-  python3 - "$1" "$2" <<'EOF'
-import json, sys
-lines = [l for l in open(sys.argv[1]).read().splitlines() if l.startswith("stats: ")]
-if lines and lines[-1] is not None:
-    s = json.loads(lines[-1][len("stats: "):])
-    v = s.get(sys.argv[2])
-    print("" if v is None else v)
-EOF
-}
 # jcheck FILE EXPR: EXPR (Python, over the dict s) holds for the last `stats: {json}` line of FILE
 jcheck() {
   python3 - "$1" "$2" <<'EOF'
@@ -68,12 +54,12 @@ seed() { rm -rf "$1"; "${RUN[@]}" --segments "$TMP/A.json" --cache-dir "$1" >/de
 # first request: nothing cached
 seed "$TMP/c0"; rc=$?
 check "seed run exits 0, stats line last" '[ $rc -eq 0 ] && last_is_stats "$TMP/c0.seed.err"'
-check "seed run reuses nothing" '[ "$(stat "$TMP/c0.seed.err" reused_prefix)" = 0 ] && [ "$(stat "$TMP/c0.seed.err" reused_nonprefix)" = 0 ]'
+check "seed run reuses nothing" '[ "$(stats_of "$TMP/c0.seed.err" reused_prefix)" = 0 ] && [ "$(stats_of "$TMP/c0.seed.err" reused_nonprefix)" = 0 ]'
 
 # blend (default, r = 0.25) on the reordered documents
 "${RUN[@]}" --segments "$TMP/B.json" --cache-dir "$TMP/c0" >/dev/null 2>"$TMP/blend.err"; rc=$?
-np=$(stat "$TMP/blend.err" reused_nonprefix); pf=$(stat "$TMP/blend.err" reused_prefix)
-rc_=$(stat "$TMP/blend.err" recomputed); ttft=$(stat "$TMP/blend.err" ttft_ms); pt=$(stat "$TMP/blend.err" prompt_tokens)
+np=$(stats_of "$TMP/blend.err" reused_nonprefix); pf=$(stats_of "$TMP/blend.err" reused_prefix)
+rc_=$(stats_of "$TMP/blend.err" recomputed); ttft=$(stats_of "$TMP/blend.err" ttft_ms); pt=$(stats_of "$TMP/blend.err" prompt_tokens)
 echo "     blend: prompt $pt, prefix $pf, non-prefix $np, recomputed $rc_, ttft $ttft ms"
 check "blend run exits 0, stats line last" '[ $rc -eq 0 ] && last_is_stats "$TMP/blend.err"'
 check "blend reuses the reordered documents (non-prefix > 0)" '[ -n "$np" ] && [ "$np" -gt 0 ]'
@@ -84,29 +70,29 @@ check "TTFT is reported" 'python3 -c "import sys; sys.exit(0 if float(\"$ttft\")
 
 seed "$TMP/c1"
 "${RUN[@]}" --segments "$TMP/B.json" --cache-dir "$TMP/c1" --recompute-ratio 0.5 >/dev/null 2>"$TMP/r05.err"
-np5=$(stat "$TMP/r05.err" reused_nonprefix); rc5=$(stat "$TMP/r05.err" recomputed)
+np5=$(stats_of "$TMP/r05.err" reused_nonprefix); rc5=$(stats_of "$TMP/r05.err" recomputed)
 check "--recompute-ratio 0.5 recomputes ceil(0.5 * reused)" '[ "$np5" = "$np" ] && [ "$rc5" = "$(python3 -c "import math; print(math.ceil(0.5 * $np5))")" ]'
 
 seed "$TMP/c2"
 "${RUN[@]}" --segments "$TMP/B.json" --cache-dir "$TMP/c2" --recompute-ratio 1 >/dev/null 2>"$TMP/r1.err"
-check "--recompute-ratio 1 recomputes every reused token" '[ "$(stat "$TMP/r1.err" recomputed)" = "$np" ] && [ "$np" -gt 0 ]'
+check "--recompute-ratio 1 recomputes every reused token" '[ "$(stats_of "$TMP/r1.err" recomputed)" = "$np" ] && [ "$np" -gt 0 ]'
 
 seed "$TMP/c3"
 "${RUN[@]}" --segments "$TMP/B.json" --cache-dir "$TMP/c3" --reuse none >/dev/null 2>"$TMP/none.err"; rc=$?
-check "--reuse none reports 0 reused" '[ $rc -eq 0 ] && [ "$(stat "$TMP/none.err" reused_prefix)" = 0 ] && [ "$(stat "$TMP/none.err" reused_nonprefix)" = 0 ] && [ "$(stat "$TMP/none.err" new)" = "$pt" ]'
+check "--reuse none reports 0 reused" '[ $rc -eq 0 ] && [ "$(stats_of "$TMP/none.err" reused_prefix)" = 0 ] && [ "$(stats_of "$TMP/none.err" reused_nonprefix)" = 0 ] && [ "$(stats_of "$TMP/none.err" new)" = "$pt" ]'
 
 seed "$TMP/c4"
 "${RUN[@]}" --segments "$TMP/B.json" --cache-dir "$TMP/c4" --reuse prefix >/dev/null 2>"$TMP/prefix.err"; rc=$?
-check "--reuse prefix reuses only the prefix" '[ $rc -eq 0 ] && [ "$(stat "$TMP/prefix.err" reused_prefix)" = "$pf" ] && [ "$(stat "$TMP/prefix.err" reused_nonprefix)" = 0 ] && [ "$(stat "$TMP/prefix.err" recomputed)" = 0 ]'
+check "--reuse prefix reuses only the prefix" '[ $rc -eq 0 ] && [ "$(stats_of "$TMP/prefix.err" reused_prefix)" = "$pf" ] && [ "$(stats_of "$TMP/prefix.err" reused_nonprefix)" = 0 ] && [ "$(stats_of "$TMP/prefix.err" recomputed)" = 0 ]'
 
 seed "$TMP/c5"
 "${RUN[@]}" --segments "$TMP/B.json" --cache-dir "$TMP/c5" --reuse full >/dev/null 2>"$TMP/full.err"; rc=$?
-check "--reuse full reuses without recompute" '[ $rc -eq 0 ] && [ "$(stat "$TMP/full.err" reused_nonprefix)" = "$np" ] && [ "$(stat "$TMP/full.err" recomputed)" = 0 ]'
+check "--reuse full reuses without recompute" '[ $rc -eq 0 ] && [ "$(stats_of "$TMP/full.err" reused_nonprefix)" = "$np" ] && [ "$(stats_of "$TMP/full.err" recomputed)" = 0 ]'
 
 # static shapes: fixed-size calls, padding reported; same reuse as dynamic
 seed "$TMP/c6"
 "${RUN[@]}" --segments "$TMP/B.json" --cache-dir "$TMP/c6" --static >/dev/null 2>"$TMP/static.err"; rc=$?
-check "--static runs, reports pad rows and calls" '[ $rc -eq 0 ] && [ "$(stat "$TMP/static.err" pad_rows)" -gt 0 ] && [ "$(stat "$TMP/static.err" calls)" -gt 0 ] && [ "$(stat "$TMP/static.err" reused_nonprefix)" = "$np" ]'
+check "--static runs, reports pad rows and calls" '[ $rc -eq 0 ] && [ "$(stats_of "$TMP/static.err" pad_rows)" -gt 0 ] && [ "$(stats_of "$TMP/static.err" calls)" -gt 0 ] && [ "$(stats_of "$TMP/static.err" reused_nonprefix)" = "$np" ]'
 # no calibration in c6: stderr says the shapes are defaults, and no placeholder latency is printed as if measured
 check "--static without a calibration warns (default shapes, placeholder plan_ms, how to calibrate)" \
   'grep -q "static mode: no calibration for this model/machine (2 threads), call shapes L_P=128 L_S=512 are defaults" "$TMP/static.err" && grep -q "plan_ms) is a placeholder" "$TMP/static.err" && grep -q "reprise plan -m $M --calibrate -t 2 --cache-dir $TMP/c6" "$TMP/static.err"'
@@ -116,7 +102,7 @@ check "a dynamic run has no plan: plan_ms null, no calibrated field" \
   'jcheck "$TMP/blend.err" "s[\"plan_ms\"] is None and \"calibrated\" not in s" && ! grep -q "static mode" "$TMP/blend.err"'
 seed "$TMP/c7"
 "${RUN[@]}" --segments "$TMP/B.json" --cache-dir "$TMP/c7" --static --reuse full >/dev/null 2>"$TMP/sfull.err"; rc=$?
-check "--static --reuse full is static (padded calls), no recompute" '[ $rc -eq 0 ] && [ "$(stat "$TMP/sfull.err" pad_rows)" -gt 0 ] && [ "$(stat "$TMP/sfull.err" recomputed)" = 0 ]'
+check "--static --reuse full is static (padded calls), no recompute" '[ $rc -eq 0 ] && [ "$(stats_of "$TMP/sfull.err" pad_rows)" -gt 0 ] && [ "$(stats_of "$TMP/sfull.err" recomputed)" = 0 ]'
 
 # plan: segments and both schedules against a seeded cache (read-only: plan writes nothing)
 seed "$TMP/c8"
@@ -190,5 +176,4 @@ check "plan: non-array segments JSON rejected" '[ $rc -ne 0 ] && [ $rc -lt 128 ]
 "${RUN[@]}" --segments "$TMP/B.json" --recompute-ratio 1.5 >/dev/null 2>"$TMP/e"; rc=$?
 check "--recompute-ratio out of range rejected" '[ $rc -eq 2 ] && grep -q "recompute-ratio" "$TMP/e"'
 
-echo "$pass passed, $fail failed, $skip skipped"
-[ $fail -eq 0 ]
+finish

@@ -15,17 +15,7 @@ mkdir -p "$TMP"
 SP=""
 trap '[ -n "$SP" ] && kill -9 "$SP" 2>/dev/null; rm -rf "$TMP"' EXIT
 unset REPRISE_API_KEY
-pass=0; fail=0
-ok()   { pass=$((pass+1)); echo "ok   $1"; }
-bad()  { fail=$((fail+1)); echo "FAIL $1"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-stat() {
-  python3 - "$1" "$2" <<'EOF'
-import json, sys
-lines = [l for l in open(sys.argv[1]).read().splitlines() if l.startswith("stats: ")]
-print(json.loads(lines[-1][len("stats: "):]).get(sys.argv[2], "") if lines else "")
-EOF
-}
+. "$(dirname "$0")/lib/common.sh"
 
 # three documents; prompt 2 has them reordered (blend reuses them approximately), prompt 3 extends prompt 2
 python3 - "$TMP" <<'EOF'
@@ -48,8 +38,8 @@ D="$TMP/c"
 "${RUN[@]}" --segments "$TMP/P1.json" --cache-dir "$D" >/dev/null 2>"$TMP/r1.err"
 "${RUN[@]}" --segments "$TMP/P2.json" --cache-dir "$D" >/dev/null 2>"$TMP/r2.err"
 "${RUN[@]}" --segments "$TMP/P2.json" --cache-dir "$D" >/dev/null 2>"$TMP/r3.err"
-p2=$(stat "$TMP/r2.err" reused_prefix); x2=$(stat "$TMP/r2.err" reused_prefix_exact); n2=$(stat "$TMP/r2.err" reused_nonprefix)
-p3=$(stat "$TMP/r3.err" reused_prefix); x3=$(stat "$TMP/r3.err" reused_prefix_exact); a3=$(stat "$TMP/r3.err" reused_prefix_approx)
+p2=$(stats_of "$TMP/r2.err" reused_prefix); x2=$(stats_of "$TMP/r2.err" reused_prefix_exact); n2=$(stats_of "$TMP/r2.err" reused_nonprefix)
+p3=$(stats_of "$TMP/r3.err" reused_prefix); x3=$(stats_of "$TMP/r3.err" reused_prefix_exact); a3=$(stats_of "$TMP/r3.err" reused_prefix_approx)
 echo "     run 2 (reordered): prefix $p2 (exact $x2), non-prefix $n2; run 3 (the same again): prefix $p3 (exact $x3, approx $a3)"
 check "run 2 reuses the system prompt exactly and the documents non-prefix" '[ "$p2" = "$x2" ] && [ "$x2" -gt 0 ] && [ "$n2" -gt 0 ]'
 check "run 3 follows the prefix path blend wrote: the approximate part is labelled approximate" \
@@ -60,8 +50,8 @@ check "plan labels the system chunk exact and the documents approximate" \
 check "plan's summary splits exact and approximate prefix tokens" "grep -q \"^reuse: $p3 prefix tokens ($x3 exact, $a3 approximate\" \"\$TMP/plan.out\""
 "${RUN[@]}" --segments "$TMP/P2.json" --reuse none >"$TMP/plain.txt" 2>/dev/null
 "${RUN[@]}" --segments "$TMP/P2.json" --cache-dir "$D" --reuse prefix >"$TMP/pfx.txt" 2>"$TMP/pfx.err"
-check "prefix mode takes only the exact part (reused $(stat "$TMP/pfx.err" reused_prefix)) and answers as no reuse does" \
-  '[ "$(stat "$TMP/pfx.err" reused_prefix)" = "$x2" ] && [ "$(stat "$TMP/pfx.err" reused_prefix_approx)" = 0 ] && cmp -s "$TMP/plain.txt" "$TMP/pfx.txt"'
+check "prefix mode takes only the exact part (reused $(stats_of "$TMP/pfx.err" reused_prefix)) and answers as no reuse does" \
+  '[ "$(stats_of "$TMP/pfx.err" reused_prefix)" = "$x2" ] && [ "$(stats_of "$TMP/pfx.err" reused_prefix_approx)" = 0 ] && cmp -s "$TMP/plain.txt" "$TMP/pfx.txt"'
 
 # ---- serve ------------------------------------------------------------------------------------------------------
 start_server() {
@@ -137,5 +127,4 @@ EOF
     'grep -q "^reprise_reused_tokens_total{kind=\"prefix_approx\"} [1-9]" "$TMP/metrics" && grep -q "^reprise_reused_tokens_total{kind=\"prefix\"} [1-9]" "$TMP/metrics"'
 done
 
-echo "$pass passed, $fail failed, 0 skipped"
-[ "$fail" -eq 0 ]
+finish

@@ -13,9 +13,7 @@ mkdir -p "$TMP"
 SP=""
 trap '[ -n "$SP" ] && kill -9 "$SP" 2>/dev/null; rm -rf "$TMP"' EXIT
 unset REPRISE_API_KEY
-pass=0; fail=0
-ok()  { pass=$((pass+1)); echo "ok   $1"; }
-bad() { fail=$((fail+1)); echo "FAIL $1"; }
+. "$(dirname "$0")/lib/common.sh"
 
 for v in -1 x; do
   "$BIN" serve -m "$M" --parallel 2 --kv-limit "$v" --port 0 >/dev/null 2>"$TMP/e"; rc=$?
@@ -34,5 +32,4 @@ curl -s -m 10 "http://127.0.0.1:$port/metrics" > "$TMP/m.txt"
 grep -q '^reprise_kv_demotions_total 0$' "$TMP/m.txt" && grep -q '^reprise_kv_restores_total 0$' "$TMP/m.txt" &&
   ok "/metrics reports demotions and restores" || bad "/metrics reports demotions and restores"
 kill "$SP"; wait "$SP" 2>/dev/null; SP=""
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

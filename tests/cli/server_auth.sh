@@ -12,9 +12,7 @@ mkdir -p "$TMP"
 SP=""
 trap '[ -n "$SP" ] && kill -9 "$SP" 2>/dev/null; rm -rf "$TMP"' EXIT
 unset REPRISE_API_KEY
-pass=0; fail=0
-ok()  { pass=$((pass+1)); echo "ok   $1"; }
-bad() { fail=$((fail+1)); echo "FAIL $1"; }
+. "$(dirname "$0")/lib/common.sh"
 # refused NAME RC PATTERN CMD...: the command exits with RC and its stderr matches PATTERN
 refused() {
   local name="$1" want="$2" pat="$3"; shift 3
@@ -91,5 +89,4 @@ for w in --api-key-file REPRISE_API_KEY "process list" "chmod 600" --cache-names
   grep -q -- "$w" "$TMP/help" && ok "serve --help mentions $w" || bad "serve --help mentions $w"
 done
 
-echo "$pass passed, $fail failed, 0 skipped"
-[ "$fail" -eq 0 ]
+finish

@@ -23,19 +23,9 @@ cleanup() {
 trap cleanup EXIT
 [ -n "${RP_KEEP_TMP:-}" ] && trap - EXIT
 unset REPRISE_API_KEY
-pass=0; fail=0; skip=0
-ok()   { pass=$((pass+1)); echo "ok   $1"; }
-bad()  { fail=$((fail+1)); echo "FAIL $1"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+. "$(dirname "$0")/lib/common.sh"
 
 # the last stats line's field
-stat() {
-  python3 - "$1" "$2" <<'EOF'
-import json, sys
-lines = [l for l in open(sys.argv[1]).read().splitlines() if l.startswith("stats: ")]
-print(json.loads(lines[-1][len("stats: "):]).get(sys.argv[2], "") if lines else "")
-EOF
-}
 # verify DIR: "<ok> <corrupt> <database ok|DAMAGED>" from `reprise cache verify`
 verify() {
   "$BIN" cache verify --cache-dir "$1" >"$TMP/verify.out" 2>&1
@@ -63,7 +53,7 @@ EOF
 # the damage first)
 failed_loads() {
   local a b
-  a=$(stat "$1" load_failed)
+  a=$(stats_of "$1" load_failed)
   b=$(sed -n 's/^cache: .*failed loads \([0-9]*\).*/\1/p' "$1" | tail -n 1)
   echo $(( ${a:-0} + ${b:-0} ))
 }
@@ -141,7 +131,7 @@ for kind in deleted header truncated readonly; do
     [ "$kind" = header ] && check "run $kind/$mode: the damaged database was set aside in DIR/damaged" '[ -f "$D/damaged/kv.db" ]'
     # what verify calls ok is really reusable: the next run reuses the prompt and still gives the same text
     "${RUN[@]}" --segments "$TMP/A.json" --reuse "$mode" --cache-dir "$D" >"$D.out" 2>"$D.err"
-    r=$(stat "$D.err" reused_prefix); nf=$(failed_loads "$D.err")
+    r=$(stats_of "$D.err" reused_prefix); nf=$(failed_loads "$D.err")
     check "run $kind/$mode: afterwards the store is reused (prefix $r) with the same text" \
       '[ -n "$r" ] && [ "$r" -gt 0 ] && cmp -s "$D.out" "$TMP/plainA.txt"'
     check "run $kind/$mode: afterwards no load fails" '[ "$nf" = 0 ]'
@@ -224,5 +214,4 @@ for par in 1 2; do
   done
 done
 
-echo "$pass passed, $fail failed, $skip skipped"
-[ "$fail" -eq 0 ]
+finish

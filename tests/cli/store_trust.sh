@@ -12,18 +12,7 @@ M="$SHARED/models/stories260K.gguf"
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 (edits the databases) not found"; exit 77; }
 mkdir -p "$TMP"
 trap 'rm -rf "$TMP"' EXIT
-pass=0; fail=0; skip=0
-ok()  { pass=$((pass+1)); echo "ok   $1"; }
-bad() { fail=$((fail+1)); echo "FAIL $1"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-# stats_of FILE KEY: KEY of the last `stats: {json}` line of FILE
-stats_of() {
-  python3 - "$1" "$2" <<'EOF'
-import json, sys
-lines = [l for l in open(sys.argv[1]).read().splitlines() if l.startswith("stats: ")]
-print(json.loads(lines[-1][len("stats: "):]).get(sys.argv[2], "") if lines else "")
-EOF
-}
+. "$(dirname "$0")/lib/common.sh"
 P="Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her big red ball. One day she met a dog."
 Q="Tom and Sue went to the beach. They built a big sand castle and saw a crab. The crab was happy and it was sunny all day long."
 RUN=("$BIN" run -m "$M" -n 8 --temp 0 --reuse prefix)
@@ -92,5 +81,4 @@ check "cache stats reports write failures" '[ $rc -eq 0 ] && grep -q "^write fai
 "$BIN" cache --help >"$TMP/help" 2>&1
 check "cache --help says what the store trusts" 'grep -q "group/world-writable" "$TMP/help" && grep -q "secret" "$TMP/help"'
 
-echo "$pass passed, $fail failed, $skip skipped"
-[ "$fail" -eq 0 ]
+finish
