@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "progress.h"
 #include "kernels/types.h"
 #include "reuse/engine.h"
 #include "server/server.h"
@@ -158,7 +159,10 @@ int cmd_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     rp_server *srv = NULL;
+    cli_load_line ll;   /* "loading NAME: 45%" on a terminal while the model loads */
+    cli_load_line_begin(&ll, cfg.backend.model_path, &cfg.backend.load_progress, &cfg.backend.load_progress_user);
     rp_status st = rp_server_start(&cfg, &srv);
+    cli_load_line_end(&ll);
     if (st != RP_OK) return cli_fail("serve", "start", st);
     unsigned bound = rp_server_port(srv);
     const char *host = cfg.host ? cfg.host : "127.0.0.1";

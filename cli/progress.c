@@ -16,6 +16,8 @@ typedef struct {
     bool drawn;
 } line;
 
+static bool draw(void *user, uint64_t done, uint64_t total);
+
 static volatile sig_atomic_t g_signal;   /* set by the handler while cli_synth_write runs */
 
 static void on_signal(int sig) { g_signal = sig; }
@@ -40,15 +42,34 @@ static void erase(const line *l) {
     if (l->drawn) fputs("\r\033[K", stderr);
 }
 
-rp_status cli_model_load(const char *path, rp_model_params mp, rp_model **out) {
-    char label[160];
+static bool draw_load(void *user, uint64_t done, uint64_t total) {
+    cli_load_line *c = user;
+    line l = {.label = c->label, .tty = c->tty, .last = c->last, .drawn = c->drawn};
+    const bool go = draw(&l, done, total);
+    c->last = l.last;
+    c->drawn = l.drawn;
+    return go;
+}
+
+void cli_load_line_begin(cli_load_line *l, const char *path, rp_progress_fn *fn, void **user) {
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    snprintf(label, sizeof label, "loading %s", base);
-    line l = {.label = label, .tty = isatty(STDERR_FILENO)};
-    mp.progress = draw;
-    mp.progress_user = &l;
+    snprintf(l->label, sizeof l->label, "loading %s", base);
+    l->tty = isatty(STDERR_FILENO);
+    l->drawn = false;
+    l->last = 0;
+    *fn = draw_load;
+    *user = l;
+}
+
+void cli_load_line_end(const cli_load_line *l) {
+    if (l->drawn) fputs("\r\033[K", stderr);
+}
+
+rp_status cli_model_load(const char *path, rp_model_params mp, rp_model **out) {
+    cli_load_line l;
+    cli_load_line_begin(&l, path, &mp.progress, &mp.progress_user);
     rp_status st = rp_model_load(path, mp, out);
-    erase(&l);
+    cli_load_line_end(&l);
     return st;
 }
 

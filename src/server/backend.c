@@ -46,6 +46,8 @@ rp_status rp_backend_create(const rp_backend_config *cfg, rp_backend **out) {
     b->cfg = *cfg;
     rp_model_params mp = rp_model_default_params();
     mp.n_threads = cfg->n_threads;
+    mp.progress = cfg->load_progress;
+    mp.progress_user = cfg->load_progress_user;
     rp_status st = rp_model_load(cfg->model_path, mp, &b->m);
     if (st != RP_OK) goto fail;
     if (!b->m->tok) {

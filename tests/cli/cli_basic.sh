@@ -78,9 +78,22 @@ s = on_pty(["synth", "--arch", "llama", "--preset", "small", "--type", "q8_0", "
 assert b"\rsynth: 100% (" in s and b"MiB)" in s, s[-300:]
 l = on_pty(["run", "-m", tmp + "/pp.gguf", "-p", "hi", "-n", "1"])
 assert b"\rloading pp.gguf: 100%" in l and b"\r\x1b[K" in l, l[-300:]
+# serve: the same line while its backend loads the model, then the listening line
+import select, signal, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(binp, [binp, "serve", "-m", tmp + "/pp.gguf", "--port", "0", "-t", "1"])
+out, end = b"", time.time() + 60
+while b"listening" not in out and time.time() < end:
+    if select.select([fd], [], [], 0.2)[0]:
+        try: out += os.read(fd, 65536)
+        except OSError: break
+os.kill(pid, signal.SIGKILL)
+os.waitpid(pid, 0)
+assert b"\rloading pp.gguf: 100%" in out and b"listening" in out, out[-300:]
 print("pty ok")
 EOF
-  check "synth and model loading show a progress line on a terminal" 'grep -q "pty ok" "$TMP/pty.log" || { cat "$TMP/pty.log"; false; }'
+  check "synth and model loading (run, serve) show a progress line on a terminal" 'grep -q "pty ok" "$TMP/pty.log" || { cat "$TMP/pty.log"; false; }'
 else
   skip=$((skip+1)); echo "SKIP progress pty check: python3 not found"
 fi
