@@ -17,30 +17,13 @@
  * calibration on another CPU or thread count sits next to this one instead of
  * replacing it (the key inside is still checked on load). */
 void cli_calib_path(const char *cache_dir, const rp_model *m, int threads, char *buf, size_t cap) {
-    char dir[3072], key[96];
-    if (cache_dir) snprintf(dir, sizeof dir, "%s", cache_dir);
-    else if (getenv("XDG_CACHE_HOME")) snprintf(dir, sizeof dir, "%s/reprise", getenv("XDG_CACHE_HOME"));
-    else snprintf(dir, sizeof dir, "%s/.cache/reprise", getenv("HOME") ? getenv("HOME") : "/tmp");
-    cli_machine_key(threads, key, sizeof key);
-    snprintf(buf, cap, "%s/calib-%016llx-%08llx.txt", dir, (unsigned long long)m->fingerprint,
-             (unsigned long long)(XXH3_64bits(key, strlen(key)) & 0xffffffffu));
+    rp_calib_path(cache_dir, m->fingerprint, threads, buf, cap);
 }
 
-void cli_machine_key(int threads, char *buf, size_t cap) {
-    snprintf(buf, cap, "%s|%s|t%d", rp_cpu_info_get()->brand, rp_cpu_level_name(rp_cpu_level_active()), threads);
-}
+void cli_machine_key(int threads, char *buf, size_t cap) { rp_calib_machine_key(threads, buf, cap); }
 
 bool cli_load_calib(const rp_model *m, const char *cache_dir, int threads, rp_static_cfg *cfg) {
-    char path[4096], key[96];
-    cli_calib_path(cache_dir, m, threads, path, sizeof path);
-    cli_machine_key(threads, key, sizeof key);
-    rp_calib cal;
-    if (rp_calib_load(path, &cal) != RP_OK) return false;
-    if (cal.model_fingerprint != m->fingerprint || strcmp(cal.machine, key) != 0) return false;
-    float r = cfg->r;
-    *cfg = cal.cfg;
-    cfg->r = r;
-    return true;
+    return rp_calib_lookup(m->fingerprint, cache_dir, threads, cfg);
 }
 
 bool cli_apply_calib(rp_reuse *e, const rp_model *m, const char *cache_dir, int threads) {

@@ -79,22 +79,9 @@ typedef struct rp_model {
     uint64_t packed_bytes;    /* bytes of packed weight copies held (the mapping's pages are released) */
 } rp_model;
 
-typedef struct rp_model_params {
-    bool vocab_only;          /* load tokenizer + metadata, no weights (tokenize on vocab GGUFs) */
-    int n_threads;            /* threads used to pack weights at load */
-    int cpu_level;            /* -1: rp_cpu_level_active(); else an rp_cpu_level to pack for */
-    rp_progress_fn progress;  /* NULL, or called while the weights are read (hashed) and packed: units are
-                                 bytes, hashed then packed; returning false cancels the load */
-    void *progress_user;
-} rp_model_params;
-
-rp_model_params rp_model_default_params(void);
-
-/* Loads and validates a model: architecture known, every tensor present with
- * the shape the hyper-parameters imply, weight types computable. Errors name
- * the tensor / key at fault. */
-rp_status rp_model_load(const char *path, rp_model_params params, rp_model **out);
-void rp_model_free(rp_model *m);
+/* rp_model_params, rp_model_default_params, rp_model_load and rp_model_free
+ * are the public API's (reprise.h): the model struct above is what its
+ * opaque rp_model handle points to. */
 
 /* RoPE angles for `pos`: writes cos/sin for each of n_rot/2 pairs. */
 void rp_model_rope_cs(const rp_model *m, int32_t pos, float *cos_out, float *sin_out);

@@ -8,26 +8,7 @@
 #include "reprise.h"
 #include "tokenizer/tokenizer.h"
 
-typedef struct rp_logit_bias {
-    rp_token token;
-    float bias;          /* added to the logit; -INFINITY bans the token */
-} rp_logit_bias;
-
-typedef struct rp_sampler_params {
-    float temp;              /* <= 0: greedy (argmax, ties to the lowest id); must be finite */
-    int32_t top_k;           /* <= 0: off */
-    float top_p;             /* >= 1: off */
-    float min_p;             /* <= 0: off; keeps tokens with p >= min_p * p_max */
-    float repeat_penalty;    /* 1: off; llama.cpp semantics (divide positive, multiply negative logits) */
-    int32_t repeat_last_n;   /* how many recent tokens the penalties look at */
-    float presence_penalty;  /* 0: off; subtracted once from the logit of every token in the window (OpenAI) */
-    float frequency_penalty; /* 0: off; subtracted per occurrence in the window (OpenAI) */
-    uint64_t seed;
-    const rp_logit_bias *bias;   /* copied at create */
-    int32_t n_bias;
-} rp_sampler_params;
-
-rp_sampler_params rp_sampler_default_params(void);
+/* rp_logit_bias, rp_sampler_params and rp_sampler_default_params are the public API's (reprise.h). */
 
 typedef struct rp_sampler rp_sampler;
 

@@ -37,11 +37,7 @@ typedef enum rp_row_kind {
  * HYBRID 4.8x (3.1-8.1x); on the 2-3k-token doc-QA / chat workloads (past
  * that model's 512-token training context) DEV 3.0x / 4.9x, ATTN 1.5x /
  * 1.9x, HYBRID 2.2x / 5.2x — hence the hybrid. */
-typedef enum rp_select_kind {
-    RP_SELECT_HYBRID = 0,
-    RP_SELECT_DEV = 1,
-    RP_SELECT_ATTN = 2,
-} rp_select_kind;
+/* rp_select_kind is the public API's (reprise.h) */
 
 /* "hybrid" / "dev" / "attn" -> kind; -1 when unknown */
 int rp_select_kind_parse(const char *s);

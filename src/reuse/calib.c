@@ -9,8 +9,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "core/error.h"
+#include "kernels/cpu.h"
 
 #define CALIB_VERSION 1
 #define CALIB_MAX_POINTS ((int32_t)(sizeof ((rp_calib *)0)->sizes / sizeof ((rp_calib *)0)->sizes[0]))
@@ -423,4 +425,33 @@ done:
     free(line);
     fclose(f);
     return st;
+}
+
+/* ---- where calibrations are stored ---- */
+
+void rp_calib_path(const char *cache_dir, uint64_t model_fingerprint, int threads, char *buf, size_t cap) {
+    char dir[3072], key[96];
+    if (cache_dir) snprintf(dir, sizeof dir, "%s", cache_dir);
+    else if (getenv("XDG_CACHE_HOME")) snprintf(dir, sizeof dir, "%s/reprise", getenv("XDG_CACHE_HOME"));
+    else snprintf(dir, sizeof dir, "%s/.cache/reprise", getenv("HOME") ? getenv("HOME") : "/tmp");
+    rp_calib_machine_key(threads, key, sizeof key);
+    snprintf(buf, cap, "%s/calib-%016llx-%08llx.txt", dir, (unsigned long long)model_fingerprint,
+             (unsigned long long)(XXH3_64bits(key, strlen(key)) & 0xffffffffu));
+}
+
+void rp_calib_machine_key(int threads, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s|%s|t%d", rp_cpu_info_get()->brand, rp_cpu_level_name(rp_cpu_level_active()), threads);
+}
+
+bool rp_calib_lookup(uint64_t model_fingerprint, const char *cache_dir, int threads, rp_static_cfg *cfg) {
+    char path[4096], key[96];
+    rp_calib_path(cache_dir, model_fingerprint, threads, path, sizeof path);
+    rp_calib_machine_key(threads, key, sizeof key);
+    rp_calib cal;
+    if (rp_calib_load(path, &cal) != RP_OK) return false;
+    if (cal.model_fingerprint != model_fingerprint || strcmp(cal.machine, key) != 0) return false;
+    const float r = cfg->r;
+    *cfg = cal.cfg;
+    cfg->r = r;
+    return true;
 }

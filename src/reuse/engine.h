@@ -14,12 +14,7 @@
 #include "reuse/chunk.h"
 #include "reuse/plan.h"
 
-typedef enum rp_reuse_mode {
-    RP_REUSE_NONE = 0,     /* compute everything (no cache reads or writes) */
-    RP_REUSE_PREFIX = 1,   /* exact prefix reuse only (llama.cpp / vLLM / SGLang style) */
-    RP_REUSE_FULL = 2,     /* prefix + non-prefix chunks reused as-is, re-rotated, no recompute (Prompt Cache) */
-    RP_REUSE_BLEND = 3,    /* prefix + non-prefix with CacheBlend selective recompute (default) */
-} rp_reuse_mode;
+/* rp_reuse_mode is the public API's (reprise.h) */
 
 const char *rp_reuse_mode_name(rp_reuse_mode m);
 int rp_reuse_mode_parse(const char *s);   /* -1 if unknown */

@@ -108,4 +108,16 @@ rp_status rp_calib_save(const rp_calib *c, const char *path);
 /* RP_ERR_NOT_FOUND if absent; RP_ERR_FORMAT naming the line if malformed. */
 rp_status rp_calib_load(const char *path, rp_calib *c);
 
+/* Where a calibration is stored: DIR/calib-<model fingerprint>-<machine key
+ * hash>.txt, DIR = cache_dir, else $XDG_CACHE_HOME/reprise, else
+ * ~/.cache/reprise. One file per key, so a calibration on another CPU or
+ * thread count sits next to this one instead of replacing it (the key inside
+ * is still checked on load). */
+void rp_calib_path(const char *cache_dir, uint64_t model_fingerprint, int threads, char *buf, size_t cap);
+/* The machine key stored in (and checked against) a calibration: CPU brand, dispatch level, threads. */
+void rp_calib_machine_key(int threads, char *buf, size_t cap);
+/* The stored static shapes for this model + machine + thread count into *cfg
+ * (its recompute ratio r kept); false when there is none that matches. */
+bool rp_calib_lookup(uint64_t model_fingerprint, const char *cache_dir, int threads, rp_static_cfg *cfg);
+
 #endif /* RP_REUSE_PLAN_H */

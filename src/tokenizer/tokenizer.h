@@ -9,7 +9,7 @@
 #include "reprise.h"
 #include "gguf/gguf.h"
 
-typedef int32_t rp_token;
+/* rp_token is the public API's (reprise.h) */
 
 typedef enum rp_tok_kind {
     RP_TOK_SPM = 1,   /* tokenizer.ggml.model == "llama": scores, byte fallback, dummy prefix */

@@ -1,0 +1,432 @@
+/* api_engine.c — rp_engine (context, reuse engine, chunk cache, store, calibration) and rp_seq (prefill, feed, generate). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/api_internal.h"
+#include "core/error.h"
+#include "model/sampler.h"
+#include "reuse/plan.h"
+#include "store/store.h"
+#include "tokenizer/tokenizer.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* ---- engine ---- */
+
+rp_engine_params rp_engine_default_params(void) {
+    rp_engine_params p = {
+        .n_threads = 2,
+        .n_ctx = 0,
+        .n_batch = 512,
+        .kv_type = RP_KV_F16,
+        .reuse = RP_REUSE_BLEND,
+        .recompute_ratio = 0.25f,
+        .select = RP_SELECT_HYBRID,
+        .check_layer = 1,
+        .static_mode = false,
+        .cache_ram_bytes = (size_t)512 << 20,
+        .cache_dir = NULL,
+        .cache_disk_bytes = 0,
+        .load_calibration = true,
+    };
+    return p;
+}
+
+static rp_status check_params(const rp_model *m, const rp_engine_params *p) {
+    if (!m || !p) return rp_errorf(RP_ERR_INVALID_ARG, "engine: NULL model or params");
+    if (!m->layers) return rp_errorf(RP_ERR_INVALID_ARG, "engine: model '%s' was loaded vocab-only", m->name);
+    if (p->n_threads < 1 || p->n_threads > 256) return rp_errorf(RP_ERR_INVALID_ARG, "engine: n_threads %d", p->n_threads);
+    if (p->n_ctx < 0 || p->n_batch < 1) return rp_errorf(RP_ERR_INVALID_ARG, "engine: n_ctx %d, n_batch %d", p->n_ctx, p->n_batch);
+    if (p->kv_type != RP_KV_F16 && p->kv_type != RP_KV_F32 && p->kv_type != RP_KV_Q8_0)
+        return rp_errorf(RP_ERR_INVALID_ARG, "engine: KV type %d (f16, f32 or q8_0)", (int)p->kv_type);
+    if ((unsigned)p->reuse > RP_REUSE_BLEND) return rp_errorf(RP_ERR_INVALID_ARG, "engine: reuse mode %d", (int)p->reuse);
+    if (!(p->recompute_ratio >= 0 && p->recompute_ratio <= 1))
+        return rp_errorf(RP_ERR_INVALID_ARG, "engine: recompute ratio %g not in [0, 1]", (double)p->recompute_ratio);
+    if ((unsigned)p->select > RP_SELECT_ATTN) return rp_errorf(RP_ERR_INVALID_ARG, "engine: selection rule %d", (int)p->select);
+    if (p->check_layer < 0 || p->check_layer >= m->hp.n_layer)
+        return rp_errorf(RP_ERR_INVALID_ARG, "engine: check layer %d (the model has %d layers)", p->check_layer,
+                         m->hp.n_layer);
+    return RP_OK;
+}
+
+/* The flash tier: the store in cache_dir, bound to the engine's salt, as the chunk cache's pool. */
+static rp_status attach_store(rp_engine *e) {
+    rp_store_params sp = rp_store_default_params();
+    rp_store *store = NULL;
+    RP_TRY(rp_store_open(e->cache_dir, &sp, &store));
+    snprintf(e->notice, sizeof e->notice, "%s", rp_store_notice(store));
+    rp_pool_params pp = rp_pool_default_params();
+    pp.disk_budget = e->p.cache_disk_bytes;
+    pp.async_load = true;   /* flash reads overlap compute (the engine waits per layer) */
+    /* attach owns the store from here, also when it fails */
+    return rp_chunk_cache_attach_store(rp_reuse_cache(e->reuse), store, rp_reuse_salt(e->reuse), e->m->name, &pp);
+}
+
+rp_status rp_engine_create(rp_model *m, const rp_engine_params *p, rp_engine **out) {
+    *out = NULL;
+    RP_TRY(check_params(m, p));
+    rp_engine *e = calloc(1, sizeof *e);
+    if (!e) return rp_errorf(RP_ERR_NOMEM, "engine: out of memory");
+    e->m = m;
+    e->p = *p;
+    rp_status st = RP_OK;
+    if (p->cache_dir) {
+        e->cache_dir = strdup(p->cache_dir);
+        if (!e->cache_dir) st = rp_errorf(RP_ERR_NOMEM, "engine: out of memory");
+        e->p.cache_dir = e->cache_dir;
+    }
+    rp_reuse_params rp = rp_reuse_default_params();
+    rp.mode = p->reuse;
+    rp.ratio = p->recompute_ratio;
+    rp.blend.check_layer = p->check_layer;
+    rp.blend.select = p->select;
+    rp.static_mode = p->static_mode;
+    rp.cache_bytes = p->cache_ram_bytes;
+    if (p->static_mode && p->load_calibration)
+        e->calibrated = rp_calib_lookup(m->fingerprint, p->cache_dir, p->n_threads, &rp.static_cfg);
+    const int32_t n_train = m->hp.n_ctx_train > 0 ? m->hp.n_ctx_train : 1 << 24;
+    e->n_ctx = p->n_ctx > 0 ? (p->n_ctx < n_train ? p->n_ctx : n_train) : (4096 < n_train ? 4096 : n_train);
+    /* static calls' padding rows sit in cells past the context: scratch no real row attends */
+    const int32_t pad = p->static_mode ? (rp.static_cfg.L_S > rp.static_cfg.L_P ? rp.static_cfg.L_S : rp.static_cfg.L_P) : 0;
+    e->n_cells = e->n_ctx + pad;
+    rp_ctx_params cp = rp_ctx_default_params();
+    cp.n_threads = p->n_threads;
+    cp.n_batch = p->n_batch;
+    if (p->static_mode && cp.n_batch < rp.static_cfg.L_S) cp.n_batch = rp.static_cfg.L_S;
+    cp.n_outputs = 1;
+    cp.n_ctx_max = e->n_cells;
+    if (st == RP_OK) st = rp_ctx_create(m, cp, &e->ctx);
+    if (st == RP_OK) st = rp_reuse_create(m, (rp_type)p->kv_type, e->n_ctx, rp, &e->reuse);
+    if (st == RP_OK && e->cache_dir) st = attach_store(e);
+    if (st == RP_OK) {
+        e->logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+        if (!e->logits) st = rp_errorf(RP_ERR_NOMEM, "engine: out of memory");
+    }
+    if (st != RP_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", rp_last_error());
+        rp_engine_free(e);
+        return rp_errorf(st, "%s", msg);
+    }
+    *out = e;
+    return RP_OK;
+}
+
+void rp_engine_free(rp_engine *e) {
+    if (!e) return;
+    if (e->reuse && rp_chunk_cache_has_store(rp_reuse_cache(e->reuse)))
+        (void)rp_chunk_cache_detach_store(rp_reuse_cache(e->reuse));   /* flushes; a failure only loses cache */
+    rp_reuse_free(e->reuse);
+    rp_ctx_free(e->ctx);
+    free(e->logits);
+    free(e->cache_dir);
+    free(e);
+}
+
+const char *rp_engine_notice(const rp_engine *e) { return e ? e->notice : ""; }
+int32_t rp_engine_n_ctx(const rp_engine *e) { return e ? e->n_ctx : 0; }
+bool rp_engine_calibrated(const rp_engine *e) { return e && e->calibrated; }
+
+rp_status rp_engine_flush(rp_engine *e) {
+    if (!e) return rp_errorf(RP_ERR_INVALID_ARG, "engine: NULL");
+    rp_chunk_cache *c = rp_reuse_cache(e->reuse);
+    return rp_chunk_cache_has_store(c) ? rp_chunk_cache_flush(c) : RP_OK;
+}
+
+void rp_engine_stats_get(rp_engine *e, rp_engine_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (!e) return;
+    const rp_cache_stats cs = rp_chunk_cache_stats(rp_reuse_cache(e->reuse));
+    out->cache_chunks = cs.n_chunks;
+    out->cache_bytes = cs.bytes;
+    out->inserts = cs.inserts;
+    out->evictions = cs.evictions;
+    out->prefix_hits = cs.prefix_hits;
+    out->content_hits = cs.content_hits;
+    out->misses = cs.misses;
+    out->flash_hits = cs.flash_hits;
+    out->loads = cs.loads;
+    out->load_failures = cs.load_failures;
+    out->prefetched = cs.prefetched;
+    out->written = cs.written;
+    out->write_failures = cs.write_failures;
+    out->store_bytes = cs.disk_bytes;
+    out->store_damaged = cs.store_damaged;
+}
+
+/* ---- sequences ---- */
+
+rp_status rp_seq_create(rp_engine *e, rp_seq **out) {
+    *out = NULL;
+    if (!e) return rp_errorf(RP_ERR_INVALID_ARG, "seq: no engine");
+    rp_seq *s = calloc(1, sizeof *s);
+    if (!s) return rp_errorf(RP_ERR_NOMEM, "seq: out of memory");
+    s->e = e;
+    rp_session_params sp = rp_session_default_params();
+    sp.n_ctx = e->n_cells;
+    sp.kv_type = (rp_type)e->p.kv_type;
+    rp_status st = rp_session_create(e->ctx, sp, &s->s);
+    s->hist = malloc(sizeof *s->hist * (size_t)e->n_cells);
+    s->text_cap = 4096;
+    s->text = malloc(s->text_cap);
+    if (st == RP_OK && (!s->hist || !s->text)) st = rp_errorf(RP_ERR_NOMEM, "seq: out of memory");
+    if (st != RP_OK) {
+        rp_seq_free(s);
+        return st;
+    }
+    *out = s;
+    return RP_OK;
+}
+
+void rp_seq_free(rp_seq *s) {
+    if (!s) return;
+    if (s->e->pending == s) s->e->pending = NULL;
+    rp_session_free(s->s);
+    free(s->hist);
+    free(s->text);
+    free(s);
+}
+
+void rp_seq_reset(rp_seq *s) {
+    if (!s) return;
+    rp_session_reset(s->s);
+    s->n_hist = 0;
+    s->fresh_prefill = false;
+    if (s->e->pending == s) s->e->pending = NULL;   /* its cells are gone: nothing left to commit */
+}
+
+int32_t rp_seq_n_past(const rp_seq *s) { return s ? rp_session_n_past(s->s) : 0; }
+const float *rp_seq_logits(const rp_seq *s) { return s && s->n_hist > 0 ? rp_session_logits(s->s) : NULL; }
+
+rp_gen_opts rp_gen_default_opts(void) {
+    rp_gen_opts o = {
+        .sampling = rp_sampler_default_params(),
+        .max_tokens = 128,
+        .reuse = -1,
+        .recompute_ratio = -1,
+        .select = -1,
+        .static_mode = -1,
+        .persist = true,
+    };
+    return o;
+}
+
+rp_reuse_opts rp_api_reuse_opts(const rp_gen_opts *o) {
+    rp_reuse_opts r = rp_reuse_default_opts();
+    if (!o) return r;
+    r.mode = o->reuse;
+    r.ratio = o->recompute_ratio;
+    r.select = o->select;
+    r.static_mode = o->static_mode;
+    r.ns = o->cache_namespace;
+    return r;
+}
+
+rp_status rp_seq_prefill(rp_seq *s, const rp_prompt *p, const rp_gen_opts *o, rp_gen_stats *st) {
+    rp_gen_stats tmp;
+    if (!st) st = &tmp;
+    memset(st, 0, sizeof *st);
+    if (!s || !p) return rp_errorf(RP_ERR_INVALID_ARG, "seq: NULL sequence or prompt");
+    const rp_gen_opts def = rp_gen_default_opts();
+    if (!o) o = &def;
+    rp_engine *e = s->e;
+    if (p->n <= 0) return rp_errorf(RP_ERR_INVALID_ARG, "seq: the prompt is empty");
+    if (p->n >= e->n_ctx)
+        return rp_errorf(RP_ERR_RANGE, "seq: the prompt is %d tokens, the context %d (raise n_ctx)", p->n, e->n_ctx);
+    const rp_reuse_opts ro = rp_api_reuse_opts(o);
+    rp_reuse_stats rst;
+    if (e->pending && e->pending != s) e->pending->fresh_prefill = false;   /* the engine forgets its prompt */
+    e->pending = NULL;
+    s->n_hist = 0;
+    s->fresh_prefill = false;
+    const double t0 = now_ms();
+    rp_status rs = rp_reuse_prefill_opts(e->reuse, &ro, e->ctx, rp_session_kv(s->s), p->toks, p->n, p->bounds,
+                                         p->n_bounds, e->logits, &rst);
+    if (rs == RP_OK) rs = rp_session_adopt(s->s, p->toks, p->n, e->logits);
+    if (rs != RP_OK) {
+        rp_session_reset(s->s);
+        return rs;
+    }
+    const double dt = now_ms() - t0;
+    memcpy(s->hist, p->toks, sizeof *p->toks * (size_t)p->n);
+    s->n_hist = p->n;
+    const int mode = o->reuse >= 0 ? o->reuse : (int)e->p.reuse;
+    if (o->persist && mode != RP_REUSE_NONE) e->pending = s;
+    st->prompt_tokens = rst.n_prompt;
+    st->reused_prefix = rst.n_prefix;
+    st->reused_prefix_exact = rst.n_prefix_exact;
+    st->reused_nonprefix = rst.n_nonprefix;
+    st->recomputed = rst.n_recomputed;
+    st->computed = rst.n_new;
+    st->load_failed = rst.n_load_failed;
+    st->ttft_ms = rst.ttft_ms;
+    st->prefill_ms = dt;
+    st->prompt_tok_per_s = dt > 0 ? p->n / (dt * 1e-3) : 0;
+    s->prefill = *st;
+    s->fresh_prefill = true;
+    return RP_OK;
+}
+
+rp_status rp_seq_commit(rp_seq *s) {
+    if (!s) return rp_errorf(RP_ERR_INVALID_ARG, "seq: NULL");
+    if (s->e->pending != s) return RP_OK;
+    s->e->pending = NULL;
+    return rp_reuse_commit(s->e->reuse, rp_session_kv(s->s));
+}
+
+rp_status rp_seq_feed(rp_seq *s, const rp_token *t, int32_t n) {
+    if (!s || n < 0 || (n > 0 && !t)) return rp_errorf(RP_ERR_INVALID_ARG, "seq: feed of %d tokens", n);
+    if (n == 0) return RP_OK;
+    if (s->n_hist + n > s->e->n_ctx)
+        return rp_errorf(RP_ERR_FULL, "seq: %d + %d tokens exceed the context of %d", s->n_hist, n, s->e->n_ctx);
+    RP_TRY(rp_session_feed(s->s, t, n));
+    memcpy(s->hist + s->n_hist, t, sizeof *t * (size_t)n);
+    s->n_hist += n;
+    s->fresh_prefill = false;
+    return RP_OK;
+}
+
+/* ---- generation ---- */
+
+static rp_status text_append(rp_seq *s, size_t *len, const char *piece, size_t n) {
+    if (*len + n + 1 > s->text_cap) {
+        size_t cap = s->text_cap * 2 + n;
+        char *t = realloc(s->text, cap);
+        if (!t) return rp_errorf(RP_ERR_NOMEM, "seq: out of memory for the generated text");
+        s->text = t;
+        s->text_cap = cap;
+    }
+    memcpy(s->text + *len, piece, n);
+    *len += n;
+    s->text[*len] = 0;
+    return RP_OK;
+}
+
+/* The first stop string in text[from, len), as its start; -1 if none. */
+static long find_stop(const rp_gen_opts *o, const char *text, size_t len, size_t from) {
+    long best = -1;
+    for (int32_t i = 0; i < o->n_stop; i++) {
+        const char *st = o->stop[i];
+        const size_t sl = st ? strlen(st) : 0;
+        if (!sl || sl > len) continue;
+        const size_t start = from > sl ? from - sl + 1 : 0;
+        for (size_t k = start; k + sl <= len; k++)
+            if (!memcmp(text + k, st, sl)) {
+                if (best < 0 || (long)k < best) best = (long)k;
+                break;
+            }
+    }
+    return best;
+}
+
+/* Bytes at the end of text that could still become a stop string: held back from the stream. */
+static size_t stop_holdback(const rp_gen_opts *o, const char *text, size_t len) {
+    size_t hold = 0;
+    for (int32_t i = 0; i < o->n_stop; i++) {
+        const char *st = o->stop[i];
+        const size_t sl = st ? strlen(st) : 0;
+        for (size_t k = sl > 1 ? sl - 1 : 0; k > hold && k > 0; k--)
+            if (k <= len && !memcmp(text + len - k, st, k)) {
+                hold = k;
+                break;
+            }
+    }
+    return hold;
+}
+
+rp_status rp_seq_generate(rp_seq *s, const rp_gen_opts *o, char *buf, size_t cap, size_t *len, rp_gen_stats *st) {
+    rp_gen_stats tmp;
+    if (!st) st = &tmp;
+    size_t tlen_dummy;
+    if (!len) len = &tlen_dummy;
+    *len = 0;
+    if (cap) buf[0] = 0;
+    if (!s) return rp_errorf(RP_ERR_INVALID_ARG, "seq: NULL");
+    const rp_gen_opts def = rp_gen_default_opts();
+    if (!o) o = &def;
+    if (o->n_stop < 0 || (o->n_stop > 0 && !o->stop)) return rp_errorf(RP_ERR_INVALID_ARG, "seq: %d stop strings", o->n_stop);
+    rp_engine *e = s->e;
+    const rp_model *m = e->m;
+    if (s->n_hist == 0) return rp_errorf(RP_ERR_INVALID_ARG, "seq: nothing to continue (prefill or feed a prompt first)");
+    *st = s->fresh_prefill ? s->prefill : (rp_gen_stats){0};
+    s->fresh_prefill = false;
+    rp_sampler *smp = NULL;
+    RP_TRY(rp_sampler_create(o->sampling, m->hp.n_vocab, &smp));
+    const int32_t w = o->sampling.repeat_last_n;
+    for (int32_t i = w > 0 && s->n_hist > w ? s->n_hist - w : 0; i < s->n_hist; i++) rp_sampler_accept(smp, s->hist[i]);
+    rp_detok dt;
+    rp_detok_init(&dt, m->tok, false);
+    dt.at_start = false;   /* a continuation keeps its leading space */
+    char piece[4096];      /* >= rp_detok_bound() for every vocabulary we load */
+    size_t tlen = 0, emitted = 0;
+    rp_status rs = RP_OK;
+    st->stop = RP_STOP_LENGTH;
+    const double t0 = now_ms();
+    const long max = o->max_tokens < 0 ? (long)1 << 40 : o->max_tokens;
+    for (long k = 0; k < max; k++) {
+        const rp_token t = rp_sampler_sample(smp, rp_session_logits(s->s));
+        if (e->pending == s) {   /* cache the prompt's chunks after the first token, off the TTFT path */
+            e->pending = NULL;
+            (void)rp_reuse_commit(e->reuse, rp_session_kv(s->s));   /* a failed commit only loses cache */
+        }
+        st->generated++;   /* tokens sampled, as `reprise run` counts them: an end-of-generation one included */
+        if (!o->ignore_eos && rp_tokenizer_is_eog(m->tok, t)) {
+            st->stop = RP_STOP_EOG;
+            break;
+        }
+        rp_sampler_accept(smp, t);
+        const int n = rp_detok_push(&dt, t, piece, sizeof piece);
+        const size_t before = tlen;
+        if (n > 0 && (rs = text_append(s, &tlen, piece, (size_t)n)) != RP_OK) break;
+        const long at = o->n_stop > 0 ? find_stop(o, s->text, tlen, before) : -1;
+        if (at >= 0) {
+            tlen = (size_t)at;
+            s->text[tlen] = 0;
+            st->stop = RP_STOP_STRING;
+        }
+        /* stream what can no longer become a stop string */
+        const size_t ready = st->stop == RP_STOP_STRING ? tlen : tlen - stop_holdback(o, s->text, tlen);
+        if (o->on_token && !o->on_token(o->user, t, s->text + emitted, ready > emitted ? ready - emitted : 0)) {
+            emitted = ready > emitted ? ready : emitted;
+            st->stop = RP_STOP_CANCELLED;
+            break;
+        }
+        if (ready > emitted) emitted = ready;
+        if (st->stop == RP_STOP_STRING) break;
+        if (s->n_hist >= e->n_ctx) {
+            st->stop = RP_STOP_CONTEXT;
+            break;
+        }
+        if ((rs = rp_session_feed(s->s, &t, 1)) != RP_OK) break;
+        s->hist[s->n_hist++] = t;
+    }
+    if (rs == RP_OK && st->stop != RP_STOP_STRING && st->stop != RP_STOP_CANCELLED) {
+        const int n = rp_detok_flush(&dt, piece, sizeof piece);
+        if (n > 0) rs = text_append(s, &tlen, piece, (size_t)n);
+        const long at = rs == RP_OK && o->n_stop > 0 ? find_stop(o, s->text, tlen, emitted) : -1;
+        if (at >= 0) {
+            tlen = (size_t)at;
+            s->text[tlen] = 0;
+            st->stop = RP_STOP_STRING;
+        }
+        if (rs == RP_OK && o->on_token && tlen > emitted) (void)o->on_token(o->user, -1, s->text + emitted, tlen - emitted);
+    }
+    rp_sampler_free(smp);
+    const double dt_ms = now_ms() - t0;
+    st->decode_ms = dt_ms;
+    st->gen_tok_per_s = dt_ms > 0 ? st->generated / (dt_ms * 1e-3) : 0;
+    *len = tlen;
+    if (cap) {
+        const size_t wlen = tlen < cap - 1 ? tlen : cap - 1;
+        memcpy(buf, s->text, wlen);
+        buf[wlen] = 0;
+    }
+    return rs;
+}

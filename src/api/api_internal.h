@@ -1,0 +1,46 @@
+/* api_internal.h — what the public API's handles hold (shared by the files of src/api; never installed). */
+#ifndef RP_API_INTERNAL_H
+#define RP_API_INTERNAL_H
+
+#include "reprise.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "model/session.h"
+#include "reuse/engine.h"
+
+struct rp_prompt {
+    rp_token *toks;
+    int32_t *bounds;       /* token offsets where segments start (> 0, increasing) */
+    int32_t n, n_bounds, n_segments, cap;   /* cap: tokens and boundaries each */
+};
+
+struct rp_engine {
+    rp_model *m;
+    rp_engine_params p;
+    char *cache_dir;            /* p.cache_dir's copy */
+    rp_ctx *ctx;
+    rp_reuse *reuse;
+    int32_t n_ctx;              /* tokens a sequence holds */
+    int32_t n_cells;            /* its KV cells: n_ctx + the static calls' padding rows */
+    bool calibrated;
+    char notice[640];
+    float *logits;              /* [n_vocab] a prefill's last-token logits */
+    struct rp_seq *pending;     /* the sequence whose prefilled prompt awaits its commit (the reuse engine
+                                   remembers one prompt), or NULL */
+};
+
+struct rp_seq {
+    rp_engine *e;
+    rp_session *s;
+    rp_token *hist;             /* [n_cells] the tokens in the KV cache (penalty windows) */
+    int32_t n_hist;
+    rp_gen_stats prefill;       /* the last prefill's figures, handed to the generate after it */
+    bool fresh_prefill;
+    char *text;                 /* generated text (stop strings are searched in it) */
+    size_t text_cap;
+};
+
+/* The reuse engine's options for a call. */
+rp_reuse_opts rp_api_reuse_opts(const rp_gen_opts *o);
+
+#endif /* RP_API_INTERNAL_H */
