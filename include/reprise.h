@@ -358,6 +358,16 @@ typedef struct rp_gen_stats {
     double prefill_ms, decode_ms;
     double prompt_tok_per_s, gen_tok_per_s;
     rp_stop_reason stop;
+    /* how the prefill went (what `reprise run`'s stats line shows) */
+    int32_t chunks;               /* the prompt's chunks */
+    int32_t subchunk;             /* of the non-prefix tokens, matched inside stored chunks */
+    int32_t computed_rows;        /* rows through the first layer (padding included) */
+    int32_t calls;                /* forward / recompute calls */
+    int32_t pad_rows;             /* static mode's padding rows */
+    int32_t attempts;             /* prefill attempts (> 1 when cached chunks failed to load) */
+    double match_ms, load_ms, load_exposed_ms, compute_ms;
+    double plan_ms;               /* static mode: the plan's predicted latency (meaningful when calibrated) */
+    uint64_t bytes_loaded;        /* KV bytes placed from the cache */
 } rp_gen_stats;
 
 /* Replaces the sequence's content with the prompt, reusing cached KV per the
