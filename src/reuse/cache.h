@@ -116,8 +116,8 @@ rp_chunk *rp_chunk_cache_find(rp_chunk_cache *c, const rp_token *toks, const rp_
  * the budget, or the rest is pinned) is not cached (returns RP_OK with *out
  * NULL) — with a store attached it is still returned, held outside the budget
  * until written to flash (up to min(budget / 20, transient_max) bytes of
- * such chunks and over-budget flash loads together; see transient_allow in
- * cache.c). On success *out (if out != NULL) is the chunk, pinned. Lookups and inserts may
+ * such chunks and over-budget flash loads together; see rp_cache_transient_allow
+ * in cache.c). On success *out (if out != NULL) is the chunk, pinned. Lookups and inserts may
  * read flash on the calling thread; nothing here waits for the writer except
  * pinning a chunk whose payload it is copying at that moment. */
 rp_status rp_chunk_cache_insert(rp_chunk_cache *c, const rp_chunk *parent, const rp_token *toks,
@@ -144,8 +144,8 @@ void rp_chunk_cache_foreach(rp_chunk_cache *c, bool (*fn)(void *user, rp_chunk *
  * batched transactions when the engine is not busy; a prefetcher moves hot
  * chunks (locality: recency, frequency, co-access, prefix continuations of
  * recently used chunks) from flash to RAM while I/O is idle; eviction in both
- * tiers is by locality x cost (see cache.c). All of this is thread-safe; the
- * public functions may be called from any thread.
+ * tiers is by locality x cost (see cache_internal.h). All of this is
+ * thread-safe; the public functions may be called from any thread.
  *
  * Contract for callers that modify a chunk (payload, pos0, exact): only while
  * holding a pin on it. The pool detects an exact/pos0 change when the last pin

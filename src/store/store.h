@@ -10,7 +10,7 @@
 #include "tokenizer/tokenizer.h"
 
 /* Layout of a store directory DIR (created 0700; every file 0600):
- *   DIR/kv.db (+ -wal, -shm)   the SQLite database (schema in store.c), with the store's checksum secret
+ *   DIR/kv.db (+ -wal, -shm)   the SQLite database (schema in store_internal.h), with the store's checksum secret
  *   DIR/kv/XX/<id>.kv          payloads kept as files (XX = id % 256 in hex)
  *   DIR/lock                   flock()ed exclusively by the one writing process
  *
@@ -26,7 +26,7 @@
  * position of the first token, exactness, the KV geometry, a per-layer table
  * (offset, stored length, XXH3 of the raw layer) and one metadata checksum
  * (XXH3 over every identifying column + the tokens + the layer table), both
- * keyed with the store's random secret (not a cryptographic MAC, see store.c), the
+ * keyed with the store's random secret (not a cryptographic MAC, see store_internal.h), the
  * measured recompute cost and locality state (heat, logical clock of last
  * use, hits). A chunk's row id is its id in the RAM pool too: ids are
  * allocated by the pool from rp_store_next_id() and never reused.
