@@ -426,6 +426,8 @@ typedef struct rp_turn_opts {
     const char *const *stop;         /* stop strings, or NULL */
     int32_t n_stop;
     bool suspend_on_tool_call;       /* a turn ending in a tool call (chat format) waits for its result (default true) */
+    bool wait_after;                 /* the turn ends waiting whatever it generated: the caller runs a tool and
+                                        rp_agents_resume()s with its result (default false) */
     bool (*on_token)(void *user, rp_agent_id id, rp_token tok);   /* on the stepping thread; quick; false cancels */
     void *user;
 } rp_turn_opts;

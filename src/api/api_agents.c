@@ -77,6 +77,7 @@ static rp_gen_params gen_params(const rp_turn_opts *o) {
     gp.stop_strs = o->stop;
     gp.n_stop_strs = o->n_stop;
     gp.suspend_on_tool_call = o->suspend_on_tool_call;
+    gp.wait_after = o->wait_after;
     gp.on_token = o->on_token;   /* the same shape: (user, id, token) */
     gp.user = o->user;
     return gp;
