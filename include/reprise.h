@@ -6,6 +6,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* RP_API marks every function of this API. libreprise.so is built with hidden visibility by default, so these
+ * are the only symbols it exports (tests/library/abi_symbols.sh checks that nothing else is, and that each
+ * RP_API function is). In the static archive and in programs that include this header it changes nothing. A
+ * build may predefine RP_API. */
+#ifndef RP_API
+#if defined(__GNUC__) || defined(__clang__)
+#define RP_API __attribute__((visibility("default")))
+#else
+#define RP_API
+#endif
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -31,11 +43,11 @@ typedef enum rp_status {
 } rp_status;
 
 /* Static name of a status code ("invalid argument", ...). Never NULL. */
-const char *rp_strerror(rp_status st);
+RP_API const char *rp_strerror(rp_status st);
 
 /* Detail message of the last error set on this thread ("" if none). The
  * pointer stays valid until the next failing call on the same thread. */
-const char *rp_last_error(void);
+RP_API const char *rp_last_error(void);
 
 /* Progress of a long call (model load, synth): `done` of `total` units so
  * far, called on the caller's thread every few percent. Returning false asks
@@ -44,7 +56,7 @@ const char *rp_last_error(void);
 typedef bool (*rp_progress_fn)(void *user, uint64_t done, uint64_t total);
 
 /* Library version string, e.g. "0.1.0". */
-const char *rp_version(void);
+RP_API const char *rp_version(void);
 
 #ifdef __cplusplus
 }
