@@ -15,8 +15,9 @@
 # To add an example: examples/NAME.c and examples/NAME.sh. `sh examples/NAME.sh BINARY` runs the example and
 # checks its output; exit 0 passed, 77 skipped (print why: e.g. no model), anything else failed. It gets
 # RP_SHARED_DIR (the models: $RP_SHARED_DIR/models/stories260K.gguf), RP_EXAMPLE_TMP (an empty directory of its
-# own, e.g. for a cache dir) and, for the shared build, LD_LIBRARY_PATH at the prefix's libraries. An example
-# without its NAME.sh fails: a program that is only built checks nothing.
+# own, e.g. for a cache dir), RP_BIN (the installed `reprise`, e.g. to compare with `reprise run`) and, for the
+# shared build, LD_LIBRARY_PATH at the prefix's libraries. An example without its NAME.sh fails: a program that
+# is only built checks nothing.
 . "$(dirname "$0")/../cli/lib/common.sh"
 cmake=$1 build=$2 src=$3 cc=$4 libdir=$5
 work="${RP_TEST_TMP:-/tmp}/lib_install"
@@ -56,14 +57,14 @@ build() {
 want="reprise $ver: not found"
 for kind in shared static; do
   if build smoke "$src/tests/library/smoke.c" $kind; then ok "smoke.c builds with pkg-config ($kind)"
-  else bad "smoke.c builds with pkg-config ($kind)"; tail_of "$work/smoke-$kind.log"; continue; fi
-  out=$(LD_LIBRARY_PATH="$lib" "$work/smoke-$kind" "$ver" 2>&1)
-  check "smoke ($kind) runs: $out" '[ "$out" = "$want" ]'
+  else bad "smoke.c builds with pkg-config ($kind)"; tail_of "$work/smoke-$kind.log"; fi
 done
 check "smoke (shared) loads $soname" 'readelf -d "$work/smoke-shared" | grep -q "NEEDED.*\[$soname\]"'
+out=$(LD_LIBRARY_PATH="$lib" "$work/smoke-shared" "$ver" 2>&1)
+check "smoke (shared) runs: $out" '[ "$out" = "$want" ]'
 check "smoke (static) needs no libreprise" '[ -f "$work/smoke-static" ] && ! readelf -d "$work/smoke-static" | grep -q libreprise'
 out=$("$work/smoke-static" "$ver" 2>&1)
-check "smoke (static) runs without LD_LIBRARY_PATH" '[ "$out" = "$want" ]'
+check "smoke (static) runs (no LD_LIBRARY_PATH): $out" '[ "$out" = "$want" ]'
 
 # find_package(reprise) from a project of its own
 if "$cmake" -S "$src/tests/library/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
@@ -88,7 +89,7 @@ for c in "$src"/examples/*.c; do
     if [ ! -f "$src/examples/$name.sh" ]; then bad "$what: examples/$name.sh checks its output (missing)"; continue; fi
     mkdir -p "$work/run-$name-$kind"
     if [ $kind = shared ]; then ldp="$lib"; else ldp="${LD_LIBRARY_PATH:-}"; fi
-    LD_LIBRARY_PATH="$ldp" RP_EXAMPLE_TMP="$work/run-$name-$kind" \
+    LD_LIBRARY_PATH="$ldp" RP_EXAMPLE_TMP="$work/run-$name-$kind" RP_BIN="$prefix/bin/reprise" \
       sh "$src/examples/$name.sh" "$work/$name-$kind" >"$work/$name-$kind.out" 2>&1
     rc=$?
     case $rc in
