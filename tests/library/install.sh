@@ -38,7 +38,8 @@ for f in "$libdir/libreprise.so" "$libdir/libreprise.a" include/reprise.h "$libd
 done
 (cd "$src/include" && find . -name '*.h' | sort) >"$work/headers.src"
 (cd "$prefix/include" && find . -name '*.h' | sort) >"$work/headers.installed"
-check "installed every header under include/ ($(wc -l <"$work/headers.src"))" 'cmp -s "$work/headers.src" "$work/headers.installed"'
+check "installed every header under include/ ($(wc -l <"$work/headers.src"))" \
+  'cmp -s "$work/headers.src" "$work/headers.installed"'
 soname=$(readelf -d "$lib/libreprise.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 check "installed $libdir/$soname (the SONAME)" '[ -n "$soname" ] && [ -f "$lib/$soname" ]'
 
@@ -62,21 +63,23 @@ done
 check "smoke (shared) loads $soname" 'readelf -d "$work/smoke-shared" | grep -q "NEEDED.*\[$soname\]"'
 out=$(LD_LIBRARY_PATH="$lib" "$work/smoke-shared" "$ver" 2>&1)
 check "smoke (shared) runs: $out" '[ "$out" = "$want" ]'
-check "smoke (static) needs no libreprise" '[ -f "$work/smoke-static" ] && ! readelf -d "$work/smoke-static" | grep -q libreprise'
+check "smoke (static) needs no libreprise" \
+  '[ -f "$work/smoke-static" ] && ! readelf -d "$work/smoke-static" | grep -q libreprise'
 out=$("$work/smoke-static" "$ver" 2>&1)
 check "smoke (static) runs (no LD_LIBRARY_PATH): $out" '[ "$out" = "$want" ]'
 
 # find_package(reprise) from a project of its own
+what="find_package(reprise): a project links reprise::reprise and reprise::reprise_static"
 if "$cmake" -S "$src/tests/library/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
      -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$flags" >"$work/consumer.log" 2>&1 &&
    "$cmake" --build "$work/consumer" >>"$work/consumer.log" 2>&1; then
-  ok "find_package(reprise): a project links reprise::reprise and reprise::reprise_static"
+  ok "$what"
   for kind in shared static; do
     out=$("$work/consumer/smoke_$kind" "$ver" 2>&1)
     check "find_package smoke_$kind runs: $out" '[ "$out" = "$want" ]'
   done
 else
-  bad "find_package(reprise): a project links reprise::reprise and reprise::reprise_static"; tail_of "$work/consumer.log"
+  bad "$what"; tail_of "$work/consumer.log"
 fi
 
 # examples/NAME.c + examples/NAME.sh
@@ -85,7 +88,9 @@ for c in "$src"/examples/*.c; do
   name=$(basename "$c" .c)
   for kind in shared static; do
     what="examples/$name ($kind)"
-    if ! build "$name" "$c" $kind; then bad "$what builds with pkg-config"; tail_of "$work/$name-$kind.log"; continue; fi
+    if ! build "$name" "$c" $kind; then
+      bad "$what builds with pkg-config"; tail_of "$work/$name-$kind.log"; continue
+    fi
     if [ ! -f "$src/examples/$name.sh" ]; then bad "$what: examples/$name.sh checks its output (missing)"; continue; fi
     mkdir -p "$work/run-$name-$kind"
     if [ $kind = shared ]; then ldp="$lib"; else ldp="${LD_LIBRARY_PATH:-}"; fi

@@ -24,14 +24,15 @@ static const rp_cpu_level k_ew_top = RP_CPU_AVX512;
 
 static rp_cpu_level expect(rp_cpu_level lvl, rp_cpu_level top) { return lvl < top ? lvl : top; }
 
-/* Forces each level the machine supports in turn (rp_cpu_set_level, what RP_CPU= does) and hands it to check. */
-static void each_level(void (*check)(rp_cpu_level)) {
+/* Forces each level the machine supports in turn (rp_cpu_set_level, what RP_CPU= does) and hands it to fn. */
+static void each_level(void (*fn)(rp_cpu_level)) {
     const rp_cpu_level best = rp_cpu_info_get()->best;
-    if (best == RP_CPU_SCALAR) RP_SKIP("no SIMD dispatch level on this CPU (%s): only scalar kernels apply\n", rp_cpu_info_get()->brand);
+    if (best == RP_CPU_SCALAR)
+        RP_SKIP("no SIMD dispatch level on this CPU (%s): only scalar kernels apply\n", rp_cpu_info_get()->brand);
     for (int l = RP_CPU_SCALAR; l <= (int)best; l++) {
         assert_int_equal(rp_cpu_set_level((rp_cpu_level)l), RP_OK);
         assert_int_equal(rp_cpu_level_active(), l);
-        check((rp_cpu_level)l);
+        fn((rp_cpu_level)l);
     }
     assert_int_equal(rp_cpu_set_level(best), RP_OK);
 }
