@@ -32,11 +32,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Exported symbols: the shared library hides everything else. */
+/* RP_API marks every function of this API. libreprise.so is built with hidden visibility by default, so these
+ * are the only symbols it exports (tests/library/abi_symbols.sh checks that nothing else is, and that each
+ * RP_API function is). In the static archive and in programs that include this header it changes nothing. A
+ * build may predefine RP_API. */
+#ifndef RP_API
 #if defined(__GNUC__) || defined(__clang__)
 #define RP_API __attribute__((visibility("default")))
 #else
 #define RP_API
+#endif
 #endif
 
 #ifdef __cplusplus

@@ -233,16 +233,14 @@ static void test_type(rp_type type) {
     for (int i = 0; i < na; i++)
         if (all[i]->pack && level_ok(all[i])) ks[nk++] = all[i];
 #if defined(__x86_64__)
-    /* Every level the machine has must have its kernel registered. The
-     * registry refers to kernels weakly, so a link that drops their objects
-     * (a static library links only members something references strongly)
-     * leaves the slots NULL and silently falls back to the scalar reference. */
+    /* Every level the machine has must have its kernel registered: a
+     * family missing from the registry's table (src/kernels/registry.c)
+     * silently falls back to the scalar reference. */
     for (int lvl = RP_CPU_AVX2; lvl <= (int)rp_cpu_info_get()->best; lvl++) {
         bool have = false;
         for (int i = 0; i < na; i++) have |= all[i]->level == (rp_cpu_level)lvl && all[i]->pack != NULL;
         if (!have) {
-            print_message("no %s %s kernel registered though the CPU has the level: its object file was not linked "
-                          "(static library + weak references: link it whole, e.g. --whole-archive)\n",
+            print_message("no %s %s kernel registered though the CPU has the level (src/kernels/registry.c)\n",
                           rp_type_get_traits(type)->name, rp_cpu_level_name((rp_cpu_level)lvl));
             fail();
         }

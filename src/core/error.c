@@ -37,4 +37,7 @@ rp_status rp_errorf(rp_status code, const char *fmt, ...) {
     return code;
 }
 
-const char *rp_version(void) { return "0.1.0"; }
+#ifndef RP_VERSION_STRING
+#error "RP_VERSION_STRING comes from CMakeLists.txt (the project VERSION)"
+#endif
+const char *rp_version(void) { return RP_VERSION_STRING; }

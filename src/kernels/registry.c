@@ -5,32 +5,40 @@
 extern const rp_mm_kernel rp_mm_ref_f32, rp_mm_ref_f16, rp_mm_ref_bf16, rp_mm_ref_q8_0, rp_mm_ref_q4_0,
     rp_mm_ref_q4_k, rp_mm_ref_q6_k;
 
-/* SIMD kernels live in src/kernels/x86/, one family per file. They are weak
- * references so a family can be added or dropped without touching this table:
- * an absent one is NULL and skipped. */
-#define WEAK __attribute__((weak))
-extern const rp_mm_kernel rp_mm_q4_0_avx2 WEAK, rp_mm_q4_0_avx512 WEAK, rp_mm_q4_0_amx WEAK;
-extern const rp_mm_kernel rp_mm_q8_0_avx2 WEAK, rp_mm_q8_0_avx512 WEAK, rp_mm_q8_0_amx WEAK;
-extern const rp_mm_kernel rp_mm_q4_k_avx2 WEAK, rp_mm_q4_k_avx512 WEAK, rp_mm_q4_k_amx WEAK;
-extern const rp_mm_kernel rp_mm_q6_k_avx2 WEAK, rp_mm_q6_k_avx512 WEAK, rp_mm_q6_k_amx WEAK;
-extern const rp_mm_kernel rp_mm_f16_avx2 WEAK, rp_mm_f16_avx512 WEAK, rp_mm_f16_amx WEAK;
-extern const rp_mm_kernel rp_mm_bf16_avx2 WEAK, rp_mm_bf16_avx512 WEAK, rp_mm_bf16_amx WEAK;
-extern const rp_mm_kernel rp_mm_f32_avx2 WEAK, rp_mm_f32_avx512 WEAK;
-extern const rp_attn_kernel rp_attn_f16_avx2 WEAK, rp_attn_f16_avx512 WEAK;
-extern const rp_attn_kernel rp_attn_q8_0_avx2 WEAK, rp_attn_q8_0_avx512 WEAK;
-extern const rp_attn_kernel rp_attn_f32_avx2 WEAK, rp_attn_f32_avx512 WEAK;
-extern const rp_ew_kernel rp_ew_avx2 WEAK, rp_ew_avx512 WEAK;
+/* SIMD kernels: src/kernels/x86/, one family per file, all compiled on x86-64. Each is named here with a
+ * strong reference on purpose: a program linking libreprise.a gets only the archive members that something
+ * references, and this table is what references the families (weak references would leave them out, and every
+ * model would silently run the scalar kernels; tests/library/static_registry.c checks it). A new family is
+ * added here and to that test. */
+extern const rp_mm_kernel rp_mm_q4_0_avx2, rp_mm_q4_0_avx512, rp_mm_q4_0_amx;
+extern const rp_mm_kernel rp_mm_q8_0_avx2, rp_mm_q8_0_avx512, rp_mm_q8_0_amx;
+extern const rp_mm_kernel rp_mm_q4_k_avx2, rp_mm_q4_k_avx512, rp_mm_q4_k_amx;
+extern const rp_mm_kernel rp_mm_q6_k_avx2, rp_mm_q6_k_avx512, rp_mm_q6_k_amx;
+extern const rp_mm_kernel rp_mm_f16_avx2, rp_mm_f16_avx512;
+extern const rp_mm_kernel rp_mm_bf16_avx2, rp_mm_bf16_avx512, rp_mm_bf16_amx;
+extern const rp_mm_kernel rp_mm_f32_avx2, rp_mm_f32_avx512;
+extern const rp_attn_kernel rp_attn_f16_avx2, rp_attn_f16_avx512;
+extern const rp_attn_kernel rp_attn_q8_0_avx2, rp_attn_q8_0_avx512;
+extern const rp_attn_kernel rp_attn_f32_avx2, rp_attn_f32_avx512;
+extern const rp_ew_kernel rp_ew_avx2, rp_ew_avx512;
 extern const rp_ew_kernel rp_ew_ref;
+
+/* X86(a, b, ...): table entries present on x86-64 only (the families above exist only there). */
+#if defined(__x86_64__)
+#define X86(...) __VA_ARGS__,
+#else
+#define X86(...)
+#endif
 
 /* Ordered from most to least specialized. */
 static const rp_mm_kernel *const k_mm[] = {
-    &rp_mm_q4_0_amx, &rp_mm_q4_0_avx512, &rp_mm_q4_0_avx2, &rp_mm_ref_q4_0,
-    &rp_mm_q8_0_amx, &rp_mm_q8_0_avx512, &rp_mm_q8_0_avx2, &rp_mm_ref_q8_0,
-    &rp_mm_q4_k_amx, &rp_mm_q4_k_avx512, &rp_mm_q4_k_avx2, &rp_mm_ref_q4_k,
-    &rp_mm_q6_k_amx, &rp_mm_q6_k_avx512, &rp_mm_q6_k_avx2, &rp_mm_ref_q6_k,
-    &rp_mm_f16_amx,  &rp_mm_f16_avx512,  &rp_mm_f16_avx2,  &rp_mm_ref_f16,
-    &rp_mm_bf16_amx, &rp_mm_bf16_avx512, &rp_mm_bf16_avx2, &rp_mm_ref_bf16,
-    &rp_mm_f32_avx512, &rp_mm_f32_avx2, &rp_mm_ref_f32,
+    X86(&rp_mm_q4_0_amx, &rp_mm_q4_0_avx512, &rp_mm_q4_0_avx2) &rp_mm_ref_q4_0,
+    X86(&rp_mm_q8_0_amx, &rp_mm_q8_0_avx512, &rp_mm_q8_0_avx2) &rp_mm_ref_q8_0,
+    X86(&rp_mm_q4_k_amx, &rp_mm_q4_k_avx512, &rp_mm_q4_k_avx2) &rp_mm_ref_q4_k,
+    X86(&rp_mm_q6_k_amx, &rp_mm_q6_k_avx512, &rp_mm_q6_k_avx2) &rp_mm_ref_q6_k,
+    X86(&rp_mm_f16_avx512, &rp_mm_f16_avx2) &rp_mm_ref_f16,
+    X86(&rp_mm_bf16_amx, &rp_mm_bf16_avx512, &rp_mm_bf16_avx2) &rp_mm_ref_bf16,
+    X86(&rp_mm_f32_avx512, &rp_mm_f32_avx2) &rp_mm_ref_f32,
 };
 
 static const rp_attn_kernel k_attn_ref[3] = {
@@ -42,9 +50,9 @@ static const rp_attn_kernel k_attn_ref[3] = {
 typedef struct { rp_type t; const rp_attn_kernel *k; } attn_entry;
 
 static const attn_entry k_attn[] = {
-    {RP_TYPE_F16, &rp_attn_f16_avx512},  {RP_TYPE_F16, &rp_attn_f16_avx2},  {RP_TYPE_F16, &k_attn_ref[1]},
-    {RP_TYPE_Q8_0, &rp_attn_q8_0_avx512}, {RP_TYPE_Q8_0, &rp_attn_q8_0_avx2}, {RP_TYPE_Q8_0, &k_attn_ref[2]},
-    {RP_TYPE_F32, &rp_attn_f32_avx512},  {RP_TYPE_F32, &rp_attn_f32_avx2},  {RP_TYPE_F32, &k_attn_ref[0]},
+    X86({RP_TYPE_F16, &rp_attn_f16_avx512}, {RP_TYPE_F16, &rp_attn_f16_avx2}) {RP_TYPE_F16, &k_attn_ref[1]},
+    X86({RP_TYPE_Q8_0, &rp_attn_q8_0_avx512}, {RP_TYPE_Q8_0, &rp_attn_q8_0_avx2}) {RP_TYPE_Q8_0, &k_attn_ref[2]},
+    X86({RP_TYPE_F32, &rp_attn_f32_avx512}, {RP_TYPE_F32, &rp_attn_f32_avx2}) {RP_TYPE_F32, &k_attn_ref[0]},
 };
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
@@ -52,7 +60,7 @@ static const attn_entry k_attn[] = {
 const rp_mm_kernel *rp_mm_kernel_select(rp_type wtype, rp_cpu_level level) {
     for (size_t i = 0; i < N_OF(k_mm); i++) {
         const rp_mm_kernel *k = k_mm[i];
-        if (k && k->wtype == wtype && k->level <= level) return k;
+        if (k->wtype == wtype && k->level <= level) return k;
     }
     return NULL;
 }
@@ -60,34 +68,34 @@ const rp_mm_kernel *rp_mm_kernel_select(rp_type wtype, rp_cpu_level level) {
 int rp_mm_kernel_list(rp_type wtype, const rp_mm_kernel **out, int cap) {
     int n = 0;
     for (size_t i = 0; i < N_OF(k_mm) && n < cap; i++)
-        if (k_mm[i] && k_mm[i]->wtype == wtype) out[n++] = k_mm[i];
+        if (k_mm[i]->wtype == wtype) out[n++] = k_mm[i];
     return n;
 }
 
 const rp_attn_kernel *rp_attn_kernel_select(rp_type kv_type, rp_cpu_level level) {
     for (size_t i = 0; i < N_OF(k_attn); i++)
-        if (k_attn[i].k && k_attn[i].t == kv_type && k_attn[i].k->level <= level) return k_attn[i].k;
+        if (k_attn[i].t == kv_type && k_attn[i].k->level <= level) return k_attn[i].k;
     return NULL;
 }
 
 int rp_attn_kernel_list(rp_type kv_type, const rp_attn_kernel **out, int cap) {
     int n = 0;
     for (size_t i = 0; i < N_OF(k_attn) && n < cap; i++)
-        if (k_attn[i].k && k_attn[i].t == kv_type) out[n++] = k_attn[i].k;
+        if (k_attn[i].t == kv_type) out[n++] = k_attn[i].k;
     return n;
 }
 
-static const rp_ew_kernel *const k_ew[] = {&rp_ew_avx512, &rp_ew_avx2, &rp_ew_ref};
+static const rp_ew_kernel *const k_ew[] = {X86(&rp_ew_avx512, &rp_ew_avx2) &rp_ew_ref};
 
 const rp_ew_kernel *rp_ew_kernel_select(rp_cpu_level level) {
     for (size_t i = 0; i < N_OF(k_ew); i++)
-        if (k_ew[i] && k_ew[i]->level <= level) return k_ew[i];
+        if (k_ew[i]->level <= level) return k_ew[i];
     return &rp_ew_ref;
 }
 
 int rp_ew_kernel_list(const rp_ew_kernel **out, int cap) {
     int n = 0;
     for (size_t i = 0; i < N_OF(k_ew) && n < cap; i++)
-        if (k_ew[i]) out[n++] = k_ew[i];
+        out[n++] = k_ew[i];
     return n;
 }
