@@ -378,8 +378,8 @@ typedef struct rp_gen_stats {
 /* Replaces the sequence's content with the prompt, reusing cached KV per the
  * options (the sequence is cleared first); afterwards rp_seq_logits holds the
  * last prompt token's logits. The prompt's chunks are cached at the first
- * generated token (off the time-to-first-token path), or by
- * rp_seq_commit. */
+ * generated token (off the time-to-first-token path), by rp_seq_commit, or
+ * when a prefill on another sequence of the engine comes first. */
 RP_API rp_status rp_seq_prefill(rp_seq *s, const rp_prompt *p, const rp_gen_opts *o, rp_gen_stats *st);
 /* Appends tokens to the sequence (a next user turn, a tool result). */
 RP_API rp_status rp_seq_feed(rp_seq *s, const rp_token *t, int32_t n);

@@ -242,7 +242,8 @@ rp_status rp_seq_prefill(rp_seq *s, const rp_prompt *p, const rp_gen_opts *o, rp
         return rp_errorf(RP_ERR_RANGE, "seq: the prompt is %d tokens, the context %d (raise n_ctx)", p->n, e->n_ctx);
     const rp_reuse_opts ro = rp_api_reuse_opts(o);
     rp_reuse_stats rst;
-    if (e->pending && e->pending != s) e->pending->fresh_prefill = false;   /* the engine forgets its prompt */
+    /* the reuse engine remembers one prompt: another sequence's uncommitted one is cached now, not lost */
+    if (e->pending && e->pending != s) (void)rp_seq_commit(e->pending);
     e->pending = NULL;
     s->n_hist = 0;
     s->fresh_prefill = false;
