@@ -422,6 +422,47 @@ static void test_agents(void **state) {
     rp_model_free(m);
 }
 
+/* Two sequences of one engine: a prefill on the second caches the first's prompt before it (the reuse engine keeps
+ * one pending prompt), so the first prompt is found again later; each sequence keeps its own KV. */
+static void test_two_sequences(void **state) {
+    (void)state;
+    OPEN_MODEL(m);
+    rp_engine_params ep = rp_engine_default_params();
+    ep.n_threads = 1;
+    rp_engine *e = NULL;
+    assert_int_equal(rp_engine_create(m, &ep, &e), RP_OK);
+    rp_seq *a = NULL, *b = NULL;
+    assert_int_equal(rp_seq_create(e, &a), RP_OK);
+    assert_int_equal(rp_seq_create(e, &b), RP_OK);
+    rp_prompt *pa = NULL, *pb = NULL;
+    assert_int_equal(rp_prompt_create(&pa), RP_OK);
+    assert_int_equal(rp_prompt_create(&pb), RP_OK);
+    const char *ta = "Once upon a time, there was a little girl named Lily who had a red ball.";
+    const char *tb = "Tom and Sue went to the beach. They built a big sand castle and saw a crab.";
+    assert_int_equal(rp_prompt_add_text(pa, m, ta, strlen(ta)), RP_OK);
+    assert_int_equal(rp_prompt_add_text(pb, m, tb, strlen(tb)), RP_OK);
+    rp_gen_opts o = greedy(8);
+    rp_gen_stats st;
+    char out_a[256], out_b[256], again[256];
+    size_t len;
+    assert_int_equal(rp_seq_prefill(a, pa, &o, &st), RP_OK);   /* no generate: its prompt stays pending */
+    assert_int_equal(rp_seq_prefill(b, pb, &o, &st), RP_OK);
+    assert_int_equal(rp_seq_generate(a, &o, out_a, sizeof out_a, &len, &st), RP_OK);
+    assert_int_equal(rp_seq_generate(b, &o, out_b, sizeof out_b, &len, &st), RP_OK);
+    assert_string_not_equal(out_a, out_b);
+    rp_seq_reset(a);
+    assert_int_equal(rp_seq_prefill(a, pa, &o, &st), RP_OK);
+    assert_int_equal(st.reused_prefix, rp_prompt_n_tokens(pa) - 1);   /* cached when b prefilled */
+    assert_int_equal(rp_seq_generate(a, &o, again, sizeof again, &len, &st), RP_OK);
+    assert_string_equal(again, out_a);
+    rp_prompt_free(pa);
+    rp_prompt_free(pb);
+    rp_seq_free(a);
+    rp_seq_free(b);
+    rp_engine_free(e);
+    rp_model_free(m);
+}
+
 static void test_system(void **state) {
     (void)state;
     char line[512];
@@ -443,6 +484,7 @@ int main(void) {
         cmocka_unit_test(test_segments_and_namespaces),
         cmocka_unit_test(test_cache_dir),
         cmocka_unit_test(test_agents),
+        cmocka_unit_test(test_two_sequences),
     };
     return rp_test_main(tests, NULL, NULL);
 }
