@@ -24,6 +24,7 @@ const char *rp_reuse_mode_name(rp_reuse_mode m) {
 }
 
 int rp_reuse_mode_parse(const char *s) {
+    if (!s) return -1;
     if (!strcmp(s, "none")) return RP_REUSE_NONE;
     if (!strcmp(s, "prefix")) return RP_REUSE_PREFIX;
     if (!strcmp(s, "full")) return RP_REUSE_FULL;

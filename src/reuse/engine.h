@@ -14,10 +14,7 @@
 #include "reuse/chunk.h"
 #include "reuse/plan.h"
 
-/* rp_reuse_mode is the public API's (reprise.h) */
-
-const char *rp_reuse_mode_name(rp_reuse_mode m);
-int rp_reuse_mode_parse(const char *s);   /* -1 if unknown */
+/* rp_reuse_mode and its names (rp_reuse_mode_name / _parse) are the public API's (reprise.h) */
 
 typedef struct rp_reuse_params {
     rp_reuse_mode mode;
