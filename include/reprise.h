@@ -273,7 +273,7 @@ typedef struct rp_engine_params {
     rp_reuse_mode reuse;       /* default RP_REUSE_BLEND */
     float recompute_ratio;     /* blend's r (default 0.25) */
     rp_select_kind select;     /* default RP_SELECT_HYBRID */
-    int32_t check_layer;       /* blend's check layer (default 1) */
+    int32_t check_layer;       /* blend's check layer (default 1; past the model's last layer: its last one) */
     bool static_mode;          /* fixed call shapes (L_P / L_S) planned by the DP scheduler (default false) */
     bool naive_schedule;       /* static mode: one call shape per segment instead of the DP plan (an ablation;
                                   default false) */

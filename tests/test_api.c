@@ -213,6 +213,14 @@ static void test_limits_and_errors(void **state) {
     rp_engine *bad = NULL;
     assert_int_equal(rp_engine_create(m, &ep, &bad), RP_ERR_INVALID_ARG);
     assert_null(bad);
+    ep.recompute_ratio = 0.25f;
+    ep.check_layer = -1;
+    assert_int_equal(rp_engine_create(m, &ep, &bad), RP_ERR_INVALID_ARG);
+    /* a check layer past the last layer is the last one (as for any model with fewer layers than the default) */
+    ep.check_layer = 100;
+    assert_int_equal(rp_engine_create(m, &ep, &bad), RP_OK);
+    rp_engine_free(bad);
+    bad = NULL;
     rp_model_params vp = rp_model_default_params();
     vp.vocab_only = true;
     rp_model *vm = NULL;

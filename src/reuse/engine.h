@@ -173,7 +173,4 @@ rp_status rp_reuse_analyze_opts(rp_reuse *e, const rp_reuse_opts *opts, const rp
 rp_status rp_reuse_calibrate(rp_reuse *e, rp_ctx *c, rp_kv *kv, const int32_t *sizes, int32_t n_sizes, int reps,
                              rp_calib *cal);
 
-/* A JSON object with the stats (for `stats: {json}` lines). */
-void rp_reuse_stats_json(const rp_reuse_stats *st, char *buf, size_t cap);
-
 #endif /* RP_REUSE_ENGINE_H */
