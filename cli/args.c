@@ -10,8 +10,6 @@
 #include <time.h>
 
 #include "reprise.h"
-#include "kernels/cpu.h"
-#include "reuse/blend.h"
 
 /* Every option name cli_is was asked about while walking one cli_args: the
  * command's option table, which cli_unknown searches for a suggestion. The
@@ -243,12 +241,11 @@ double cli_now(void) {
 }
 
 bool cli_set_cpu(const char *cmd, const char *level) {
-    int l = rp_cpu_level_parse(level);
-    if (l < 0) {
+    rp_status st = rp_cpu_select(level);
+    if (st == RP_ERR_INVALID_ARG) {
         fprintf(stderr, "reprise %s: --cpu must be scalar, avx2, avx512 or amx, got '%s'\n", cmd, level);
         return false;
     }
-    rp_status st = rp_cpu_set_level((rp_cpu_level)l);
     if (st != RP_OK) {
         cli_fail(cmd, "--cpu", st);
         return false;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "calib.h"
+#include "calib_store.h"
 #include "cli.h"
 #include "progress.h"
 #include "core/bigmem.h"

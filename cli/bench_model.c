@@ -11,6 +11,7 @@
 #include "kernels/types.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "model/sampler.h"
 
 #define MAX_LIST 16
 #define MAX_TEMPS 8

@@ -6,6 +6,7 @@
 
 #include "answer_score.h"
 #include "calib.h"
+#include "calib_store.h"
 #include "cli.h"
 #include "progress.h"
 #include "model/forward.h"
@@ -294,7 +295,8 @@ int bench_reuse(int argc, char **argv) {
         if (ccfg.L_S > scfg.L_S) scfg.L_S = ccfg.L_S;
         if (ccfg.L_P > scfg.L_P) scfg.L_P = ccfg.L_P;
     } else if (any_static) {
-        cli_calib_warn(a.cmd, &scfg, model_path, NULL, (int)threads);
+        const rp_static_shapes sh = cli_static_shapes(&scfg);
+        cli_calib_warn(a.cmd, &sh, model_path, NULL, (int)threads);
     }
     const int32_t n_ctx = max_tok + (scfg.L_S > scfg.L_P ? scfg.L_S : scfg.L_P) + 8 +
                           (int32_t)(gen > answer_len ? gen : answer_len);

@@ -1,5 +1,5 @@
-/* cmd_cache.c — `reprise cache stats|ls|verify|evict|compact|clear`: inspect and maintain a KV store directory. */
-#include <math.h>
+/* cmd_cache.c — `reprise cache stats|ls|verify|evict|compact|clear`: inspect and maintain a KV store directory
+ * (over the public API). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,11 +7,7 @@
 
 #include "cli.h"
 #include "progress.h"
-#include "core/error.h"
-#include "kernels/types.h"
-#include "model/model.h"
-#include "reuse/engine.h"
-#include "store/store.h"
+#include "reprise.h"
 
 static void cache_usage(FILE *f) {
     fprintf(f,
@@ -37,7 +33,7 @@ typedef struct ls_ctx {
     long limit, n;
 } ls_ctx;
 
-static bool ls_one(void *user, const rp_store_chunk *c) {
+static bool ls_one(void *user, const rp_cache_entry *c) {
     ls_ctx *x = user;
     if (x->limit > 0 && x->n >= x->limit) return false;
     x->n++;
@@ -49,9 +45,9 @@ static bool ls_one(void *user, const rp_store_chunk *c) {
         strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
     }
     printf("%8llu %8llu %6lld %6d %6d %5s %10llu %10llu %4s %-4s %6llu %10llu  %s%s", (unsigned long long)c->id,
-           (unsigned long long)c->parent_id, (long long)c->model, c->n_tokens, c->pos0, c->exact ? "yes" : "no",
-           (unsigned long long)c->kv_bytes, (unsigned long long)c->stored_bytes, c->loc ? "file" : "blob",
-           c->codec ? "zstd" : "raw", (unsigned long long)c->hits, (unsigned long long)c->last_used, when,
+           (unsigned long long)c->parent, (long long)c->model, c->n_tokens, c->pos0, c->exact ? "yes" : "no",
+           (unsigned long long)c->raw_bytes, (unsigned long long)c->stored_bytes, c->in_file ? "file" : "blob",
+           c->compressed ? "zstd" : "raw", (unsigned long long)c->hits, (unsigned long long)c->last_used, when,
            c->tokens ? "" : "  (damaged)");
     if (c->tokens) {
         printf("  [");
@@ -62,36 +58,39 @@ static bool ls_one(void *user, const rp_store_chunk *c) {
     return true;
 }
 
+/* verify's corrupt rows, printed after the database's verdict (which the call gives at its end) */
 static void bad_row(void *user, uint64_t id, const char *why) {
-    (void)user;
-    printf("corrupt: chunk %llu: %s\n", (unsigned long long)id, why);
+    fprintf(user, "corrupt: chunk %llu: %s\n", (unsigned long long)id, why);
+}
+
+typedef struct models_ctx {
+    bool only;       /* only the model of `salt` (-m) */
+    uint64_t salt;
+} models_ctx;
+
+static bool model_line(void *user, const rp_cache_model *mv) {
+    const models_ctx *x = user;
+    if (x->only && mv->salt != x->salt) return true;
+    printf("  %-3lld salt %016llx  %-24s %s, %d layers, row %llu B: %llu chunks, %.2f MiB stored\n", (long long)mv->id,
+           (unsigned long long)mv->salt, mv->name[0] ? mv->name : "(unnamed)", rp_kv_type_name((rp_kv_type)mv->kv_type),
+           mv->n_layer, (unsigned long long)mv->row_bytes, (unsigned long long)mv->chunks, (double)mv->bytes / 1048576.0);
+    return true;
 }
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
-/* The reuse salt of a model + KV type, computed by the reuse engine itself
- * so it can never drift from what `reprise run` writes. */
-static int model_salt(const char *path, const char *kv_name, uint64_t *salt) {
-    int kv_type = rp_type_from_name(kv_name);
-    if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_Q8_0 && kv_type != RP_TYPE_F32) {
+/* The reuse salt of a model + KV type, computed by the library the way engines
+ * compute it, so it can never drift from what `reprise run` writes. */
+static int model_salt(const char *path, const char *kv_name, rp_model **m, rp_kv_type *kv, uint64_t *salt) {
+    const int kv_type = rp_kv_type_parse(kv_name);
+    if (kv_type < 0) {
         fprintf(stderr, "reprise cache: --kv-type must be f16, q8_0 or f32, got '%s'\n", kv_name);
         return 2;
     }
-    rp_model *m = NULL;
-    rp_status st = cli_model_load(path, rp_model_default_params(), &m);
+    *kv = (rp_kv_type)kv_type;
+    rp_status st = cli_model_load(path, rp_model_default_params(), m);
     if (st != RP_OK) return cli_fail("cache", path, st);
-    rp_reuse_params rp = rp_reuse_default_params();
-    rp.pipeline = false;
-    rp.cache_bytes = 1 << 20;
-    rp_reuse *e = NULL;
-    st = rp_reuse_create(m, (rp_type)kv_type, 1, rp, &e);
-    if (st != RP_OK) {
-        rp_model_free(m);
-        return cli_fail("cache", "reuse engine", st);
-    }
-    *salt = rp_reuse_salt(e);
-    rp_reuse_free(e);
-    rp_model_free(m);
+    if ((st = rp_cache_salt(*m, *kv, salt)) != RP_OK) return cli_fail("cache", "reuse engine", st);
     return 0;
 }
 
@@ -147,121 +146,120 @@ int cmd_cache(int argc, char **argv) {
         fprintf(stderr, "reprise cache: --policy must be cost or lru, got '%s'\n", policy);
         return 2;
     }
+    rp_model *m = NULL;
+    rp_kv_type kv = RP_KV_F16;
     uint64_t salt = 0;
     if (model_path) {
-        int rc = model_salt(model_path, kv_name, &salt);
-        if (rc) return rc;
+        int rc = model_salt(model_path, kv_name, &m, &kv, &salt);
+        if (rc) {
+            rp_model_free(m);
+            return rc;
+        }
     }
     /* readers do not take the lock: stats / ls / verify work while `reprise run` uses the store */
     const bool writes = !strcmp(sub, "evict") || !strcmp(sub, "compact") || !strcmp(sub, "clear") || fix;
-    rp_store_params sp = rp_store_default_params();
-    sp.read_only = !writes;
-    rp_store *s = NULL;
-    rp_status st = rp_store_open(dir, &sp, &s);
-    if (st == RP_ERR_NOT_FOUND && sp.read_only && strstr(rp_last_error(), RP_STORE_EMPTY_MSG)) {
-        /* created and never committed to (its first writer died at once): nothing to read, nothing corrupt */
+    rp_cache *c = NULL;
+    rp_status st = rp_cache_open(dir, writes, &c);
+    if (st != RP_OK) {
+        rp_model_free(m);
+        return cli_fail("cache", dir, st);
+    }
+    int rc = 1;
+    if (rp_cache_is_empty(c)) {   /* created and never committed to (its first writer died at once): nothing to read, nothing corrupt */
         if (!strcmp(sub, "verify")) printf("verified 0 chunks: 0 ok, 0 corrupt (empty store)\n");
         else printf("empty store in %s (no chunk was ever committed)\n", dir);
-        return 0;
+        rc = 0;
+        goto out;
     }
-    if (st != RP_OK) return cli_fail("cache", dir, st);
-    int rc = 1;
-    if (model_path && (st = rp_store_bind_salt(s, salt)) != RP_OK) {
+    if (m && (st = rp_cache_bind(c, m, kv)) != RP_OK) {
         if (st == RP_ERR_NOT_FOUND) {
             printf("no chunks for this model (salt %016llx) in %s\n", (unsigned long long)salt, dir);
             rc = 0;   /* nothing stored for it: every command trivially succeeds */
         } else {
             rc = cli_fail("cache", "model", st);
         }
-        rp_store_close(s);
-        return rc;
+        goto out;
     }
 
     if (!strcmp(sub, "stats")) {
-        rp_store_model *mv = NULL;
-        int32_t nm = 0;
-        if ((st = rp_store_models(s, &mv, &nm)) != RP_OK) {
-            rc = cli_fail("cache", "stats", st);
-            goto out;
-        }
-        rp_store_stats ss;
-        if ((st = rp_store_stats_get(s, &ss)) != RP_OK) {
-            free(mv);
+        rp_cache_info info;
+        if ((st = rp_cache_info_get(c, &info)) != RP_OK) {
             rc = cli_fail("cache", "stats", st);
             goto out;
         }
         printf("store: %s\n", dir);
-        printf("models: %llu\n", (unsigned long long)ss.n_models);
-        for (int32_t i = 0; i < nm; i++) {
-            if (model_path && mv[i].salt != salt) continue;
-            printf("  %-3lld salt %016llx  %-24s %s, %d layers, row %llu B: %llu chunks, %.2f MiB stored\n",
-                   (long long)mv[i].id, (unsigned long long)mv[i].salt, mv[i].name[0] ? mv[i].name : "(unnamed)",
-                   rp_type_get_traits(mv[i].kv_type) ? rp_type_get_traits(mv[i].kv_type)->name : "?", mv[i].n_layer, (unsigned long long)mv[i].row_bytes,
-                   (unsigned long long)mv[i].n_chunks, mib(mv[i].bytes));
+        printf("models: %d\n", info.models);
+        models_ctx mx = {m != NULL, salt};
+        if ((st = rp_cache_models(c, model_line, &mx)) != RP_OK) {
+            rc = cli_fail("cache", "stats", st);
+            goto out;
         }
-        free(mv);
-        printf("chunks: %llu (%llu in files, %llu as BLOBs, %llu corrupt)\n", (unsigned long long)ss.n_chunks,
-               (unsigned long long)ss.n_files, (unsigned long long)ss.n_blobs, (unsigned long long)ss.n_corrupt);
-        printf("payload: %.2f MiB raw, %.2f MiB stored (%.3fx)\n", mib(ss.raw_bytes), mib(ss.stored_bytes),
-               ss.stored_bytes ? (double)ss.raw_bytes / (double)ss.stored_bytes : 1.0);
-        printf("keywords: %llu, vectors: %llu\n", (unsigned long long)ss.n_keywords, (unsigned long long)ss.n_vectors);
-        printf("disk: %.2f MiB (database pages in use + WAL + payload files)\n", mib(ss.disk_bytes));
+        printf("chunks: %llu (%llu in files, %llu as BLOBs, %llu corrupt)\n", (unsigned long long)info.chunks,
+               (unsigned long long)info.files, (unsigned long long)info.blobs, (unsigned long long)info.corrupt);
+        printf("payload: %.2f MiB raw, %.2f MiB stored (%.3fx)\n", mib(info.raw_bytes), mib(info.stored_bytes),
+               info.stored_bytes ? (double)info.raw_bytes / (double)info.stored_bytes : 1.0);
+        printf("keywords: %llu, vectors: %llu\n", (unsigned long long)info.keywords, (unsigned long long)info.vectors);
+        printf("disk: %.2f MiB (database pages in use + WAL + payload files)\n", mib(info.disk_bytes));
         printf("write failures: %llu (chunk writes that failed, e.g. disk full; recorded with the next write that "
-               "succeeds)\n", (unsigned long long)ss.write_failures);
+               "succeeds)\n", (unsigned long long)info.write_failures);
         rc = 0;
     } else if (!strcmp(sub, "ls")) {
         printf("%8s %8s %6s %6s %6s %5s %10s %10s %4s %-4s %6s %10s  %s\n", "id", "parent", "model", "tokens", "pos0",
                "exact", "raw_bytes", "stored", "loc", "enc", "hits", "last_used", "used at");
         ls_ctx x = {limit, 0};
-        if ((st = rp_store_foreach(s, ls_one, &x)) != RP_OK) rc = cli_fail("cache", "ls", st);
+        if ((st = rp_cache_list(c, ls_one, &x)) != RP_OK) rc = cli_fail("cache", "ls", st);
         else rc = 0;
     } else if (!strcmp(sub, "verify")) {
+        /* the database itself first (SQLite's quick_check and the damage mark an earlier run left), then every
+         * row: the rows' lines wait for the database's verdict */
+        char why[512], *rows = NULL;
+        size_t rows_len = 0;
+        FILE *rf = open_memstream(&rows, &rows_len);
+        if (!rf) {
+            fprintf(stderr, "reprise cache: out of memory\n");
+            goto out;
+        }
         uint64_t ok = 0, bad = 0;
-        /* the database itself first (SQLite's quick_check and the damage mark an earlier run left), then every row */
-        char why[512];
         bool db_ok = true;
-        if ((st = rp_store_quick_check(s, why, sizeof why, &db_ok)) != RP_OK) {
+        st = rp_cache_verify(c, fix, bad_row, rf, &db_ok, why, sizeof why, &ok, &bad);
+        fclose(rf);
+        if (st != RP_OK) {
+            free(rows);
             rc = cli_fail("cache", "verify", st);
             goto out;
         }
         if (db_ok) printf("database: ok\n");
         else printf("database: DAMAGED: %s\n", why);
-        if ((st = rp_store_verify(s, fix, bad_row, NULL, &ok, &bad)) != RP_OK) {
-            rc = cli_fail("cache", "verify", st);
-            goto out;
-        }
+        fwrite(rows, 1, rows_len, stdout);
+        free(rows);
         printf("verified %llu chunks: %llu ok, %llu corrupt%s\n", (unsigned long long)(ok + bad),
                (unsigned long long)ok, (unsigned long long)bad, bad && fix ? " (deleted)" : "");
         rc = (bad && !fix) || !db_ok ? 1 : 0;
     } else if (!strcmp(sub, "evict")) {
-        rp_store_evict_params ep = {.policy = !strcmp(policy, "lru") ? RP_EVICT_LRU : RP_EVICT_COST,
-                                    .clock = rp_store_clock(s),
-                                    .half_life = 256,
-                                    .cascade_weight = 1.0};
         const uint64_t target = (uint64_t)(to_mb * 1024.0 * 1024.0);
-        const uint64_t before = rp_store_disk_bytes(s);
-        int32_t nd = 0;
+        const uint64_t before = rp_cache_disk_bytes(c);
         uint64_t freed = 0;
-        if ((st = rp_store_evict(s, target, &ep, NULL, &nd, &freed)) != RP_OK) {
+        int32_t nd = 0;
+        if ((st = rp_cache_evict(c, target, !strcmp(policy, "lru"), &nd, &freed)) != RP_OK) {
             rc = cli_fail("cache", "evict", st);
             goto out;
         }
         printf("evicted %d chunks (%s): %.2f MiB -> %.2f MiB (target %.2f MiB)\n", nd, policy, mib(before),
-               mib(rp_store_disk_bytes(s)), to_mb);
+               mib(rp_cache_disk_bytes(c)), to_mb);
         rc = 0;
     } else if (!strcmp(sub, "compact")) {
-        const uint64_t before = rp_store_disk_bytes(s);
+        const uint64_t before = rp_cache_disk_bytes(c);
         uint64_t removed = 0;
-        if ((st = rp_store_compact(s, &removed)) != RP_OK) {
+        if ((st = rp_cache_compact(c, &removed)) != RP_OK) {
             rc = cli_fail("cache", "compact", st);
             goto out;
         }
         printf("compacted: %llu orphans removed, %.2f MiB -> %.2f MiB\n", (unsigned long long)removed, mib(before),
-               mib(rp_store_disk_bytes(s)));
+               mib(rp_cache_disk_bytes(c)));
         rc = 0;
     } else {   /* clear */
         uint64_t n = 0;
-        if ((st = rp_store_clear(s, &n)) != RP_OK) {
+        if ((st = rp_cache_clear(c, &n)) != RP_OK) {
             rc = cli_fail("cache", "clear", st);
             goto out;
         }
@@ -269,6 +267,7 @@ int cmd_cache(int argc, char **argv) {
         rc = 0;
     }
 out:
-    rp_store_close(s);
+    rp_cache_close(c);
+    rp_model_free(m);
     return rc;
 }

@@ -1,4 +1,5 @@
-/* cmd_chat.c — `reprise chat`: interactive chat using the model's chat template; each turn feeds only new tokens. */
+/* cmd_chat.c — `reprise chat`: interactive chat using the model's chat template; each turn feeds only new tokens
+ * (over the public API). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -8,17 +9,13 @@
 
 #include "cli.h"
 #include "gen_args.h"
-#include "model/forward.h"
-#include "model/model.h"
-#include "model/session.h"
 #include "progress.h"
-#include "tokenizer/chat.h"
-#include "tokenizer/tokenizer.h"
+#include "reprise.h"
 
 #define MAX_MSGS 4096
 
 /* Plain transcript for models without a recognized template (e.g. TinyStories). */
-static char *plain_transcript(const rp_chat_msg *msgs, size_t n) {
+static char *plain_transcript(const rp_chat_message *msgs, size_t n) {
     size_t cap = 64;
     for (size_t i = 0; i < n; i++) cap += strlen(msgs[i].content ? msgs[i].content : "") + 32;
     char *s = malloc(cap), *p = s;
@@ -31,19 +28,25 @@ static char *plain_transcript(const rp_chat_msg *msgs, size_t n) {
     return s;
 }
 
-/* Appends to a growing buffer (kept NUL-terminable); frees it and sets NULL when out of memory. */
-static void append(char **buf, size_t *len, size_t *cap, const char *p, size_t n) {
-    if (!*buf) return;
-    if (*len + n + 1 > *cap) {
-        size_t nc = *cap * 2 > *len + n + 1 ? *cap * 2 : *len + n + 1;
-        char *nb = realloc(*buf, nc);
-        if (!nb) { free(*buf); *buf = NULL; return; }
-        *buf = nb;
-        *cap = nc;
+/* The conversation as prompt text: the model's chat template, else a plain transcript. */
+static char *render(const rp_model *m, const rp_chat_message *msgs, size_t n) {
+    size_t need = 0;
+    rp_status st = rp_chat_render(m, msgs, (int32_t)n, NULL, true, NULL, 0, &need);
+    if (st != RP_OK && st != RP_ERR_FULL) return plain_transcript(msgs, n);
+    char *text = malloc(need + 1);
+    if (text && rp_chat_render(m, msgs, (int32_t)n, NULL, true, text, need + 1, &need) != RP_OK) {
+        free(text);
+        return NULL;
     }
-    memcpy(*buf + *len, p, n);
-    *len += n;
+    return text;
 }
+
+/* The reply as it streams: printed, and kept for the conversation. */
+typedef struct reply {
+    char *text;
+    size_t len, cap;
+    bool oom;
+} reply;
 
 /* Ctrl-C: during a reply it stops the reply; at the prompt it ends the chat
  * (exit 130, as llama-cli does). Ending from the handler leaves no window in
@@ -84,6 +87,32 @@ static void chat_usage(void) {
            cli_sampling_help, cli_gen_help);
 }
 
+/* Prints a reply's text as it comes and keeps it; a Ctrl-C stops the reply. */
+static bool on_piece(void *user, rp_token tok, const char *text, size_t len) {
+    (void)tok;
+    reply *r = user;
+    if (len) {
+        fwrite(text, 1, len, stdout);
+        fflush(stdout);
+        if (!r->oom && r->len + len + 1 > r->cap) {
+            const size_t nc = r->cap * 2 > r->len + len + 1 ? r->cap * 2 : r->len + len + 1;
+            char *nb = realloc(r->text, nc);
+            if (nb) {
+                r->text = nb;
+                r->cap = nc;
+            } else {
+                r->oom = true;
+            }
+        }
+        if (!r->oom) {
+            memcpy(r->text + r->len, text, len);
+            r->len += len;
+            r->text[r->len] = 0;
+        }
+    }
+    return !g_sigint;
+}
+
 int cmd_chat(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "chat"};
     const char *model_path = NULL, *system = NULL;
@@ -106,10 +135,10 @@ int cmd_chat(int argc, char **argv) {
     const int kv_type = cli_gen_kv_type(a.cmd, &g);
     if (kv_type < 0) return 2;
     rp_model *m = NULL;
-    rp_ctx *ctx = NULL;
-    rp_session *s = NULL;
-    rp_token *hist = NULL, *toks = NULL;
-    rp_chat_msg *msgs = calloc(MAX_MSGS, sizeof *msgs);
+    rp_engine *e = NULL;
+    rp_seq *s = NULL;
+    rp_token *toks = NULL;
+    rp_chat_message *msgs = calloc(MAX_MSGS, sizeof *msgs);
     char **owned = calloc(MAX_MSGS, sizeof *owned);
     char *line = NULL;
     size_t line_cap = 0;
@@ -119,32 +148,33 @@ int cmd_chat(int argc, char **argv) {
     rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) { rc = cli_fail("chat", model_path, st); goto done; }
     if (!msgs || !owned) goto done;
-    if (!m->tok) { fprintf(stderr, "reprise chat: model has no tokenizer\n"); goto done; }
-    if (m->hp.n_ctx_train > 0 && n_ctx > m->hp.n_ctx_train) {
+    const rp_model_desc md = rp_model_describe(m);
+    if (!md.has_tokenizer) { fprintf(stderr, "reprise chat: model has no tokenizer\n"); goto done; }
+    if (md.n_ctx_train > 0 && n_ctx > md.n_ctx_train) {
         if (ctx_given)
             fprintf(stderr, "reprise chat: note: -c %ld is more than the model's training context; using %d\n", n_ctx,
-                    m->hp.n_ctx_train);
-        n_ctx = m->hp.n_ctx_train;
+                    md.n_ctx_train);
+        n_ctx = md.n_ctx_train;
     }
-    const long n_predict = g.n_predict < 0 ? n_ctx : g.n_predict;   /* -1: until end-of-generation or a full context */
-    rp_ctx_params cp = rp_ctx_default_params();
-    cp.n_threads = (int)threads;
-    cp.n_outputs = 1;
-    cp.n_ctx_max = (int32_t)n_ctx;
-    if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK) { rc = cli_fail("chat", "context", st); goto done; }
-    rp_session_params spp = rp_session_default_params();
-    spp.n_ctx = (int32_t)n_ctx;
-    spp.kv_type = (rp_type)kv_type;
-    spp.sampler = g.sp;
-    if ((st = rp_session_create(ctx, spp, &s)) != RP_OK) { rc = cli_fail("chat", "session", st); goto done; }
-    hist = malloc(sizeof *hist * (size_t)n_ctx);
-    if (!hist) goto done;
-    int32_t n_hist = 0;
+    /* a sequence continued turn by turn: no prompt goes through the chunk cache */
+    rp_engine_params ep = rp_engine_default_params();
+    ep.n_threads = (int)threads;
+    ep.n_ctx = (int32_t)n_ctx;
+    ep.kv_type = (rp_kv_type)kv_type;
+    ep.reuse = RP_REUSE_NONE;
+    if ((st = rp_engine_create(m, &ep, &e)) != RP_OK) { rc = cli_fail("chat", "engine", st); goto done; }
+    if ((st = rp_seq_create(e, &s)) != RP_OK) { rc = cli_fail("chat", "session", st); goto done; }
+    rp_gen_opts o = rp_gen_default_opts();
+    o.sampling = g.sp;   /* the same every turn: the sampler's random stream goes on across the conversation */
+    o.max_tokens = g.n_predict < 0 ? -1 : (int32_t)g.n_predict;   /* -1: until end-of-generation or a full context */
+    o.ignore_eos = g.ignore_eos;
+    o.reuse = RP_REUSE_NONE;
+    o.persist = false;
+    o.on_token = on_piece;
     size_t n_msgs = 0;
-    if (system) msgs[n_msgs++] = (rp_chat_msg){.role = "system", .content = system};
-    fprintf(stderr, "reprise chat: %s, template %s. /exit or Ctrl-D quits; Ctrl-C stops a reply.\n", m->name,
-            rp_chat_format_name(m->chat));
-    rp_tokenize_opts to = {.add_bos = rp_tokenizer_add_bos(m->tok), .parse_special = true};
+    if (system) msgs[n_msgs++] = (rp_chat_message){.role = "system", .content = system};
+    fprintf(stderr, "reprise chat: %s, template %s. /exit or Ctrl-D quits; Ctrl-C stops a reply.\n", md.name,
+            md.chat_format);
     rc = 0;
     catch_sigint();
     for (;;) {
@@ -164,65 +194,51 @@ int cmd_chat(int argc, char **argv) {
         if (n_msgs + 2 >= MAX_MSGS) { fprintf(stderr, "reprise chat: conversation too long\n"); break; }
         owned[n_msgs] = strdup(line);
         if (!owned[n_msgs]) { rc = 1; break; }
-        msgs[n_msgs] = (rp_chat_msg){.role = "user", .content = owned[n_msgs]};
+        msgs[n_msgs] = (rp_chat_message){.role = "user", .content = owned[n_msgs]};
         n_msgs++;
-        char *prompt = NULL;
-        rp_chat_opts co = {.add_generation_prompt = true, .enable_thinking = false};
-        if (m->chat == RP_CHAT_UNKNOWN || rp_chat_apply(m->chat, msgs, n_msgs, &co, &prompt) != RP_OK)
-            prompt = plain_transcript(msgs, n_msgs);
+        char *prompt = render(m, msgs, n_msgs);
         if (!prompt) { rc = 1; break; }
-        size_t plen = strlen(prompt), cap = plen + 8, n = 0;
+        const size_t plen = strlen(prompt);
+        int32_t cap = plen + 8 < INT32_MAX ? (int32_t)(plen + 8) : INT32_MAX, n = 0;
         free(toks);
-        toks = malloc(sizeof *toks * cap);
-        if (!toks || rp_tokenizer_encode(m->tok, prompt, plen, to, toks, cap, &n) != RP_OK) { free(prompt); rc = 1; break; }
+        toks = malloc(sizeof *toks * (size_t)cap);
+        if (!toks || rp_tokenize(m, prompt, plen, true, true, toks, cap, &n) != RP_OK) { free(prompt); rc = 1; break; }
         free(prompt);
-        if ((long)n >= n_ctx) {   /* this message does not fit: say so and leave the conversation as it was */
-            fprintf(stderr, "reprise chat: the conversation with this message is %zu tokens, the context %ld (-c to raise); "
-                            "message dropped\n", n, n_ctx);
+        if ((long)n >= rp_engine_n_ctx(e)) {   /* this message does not fit: say so and leave the conversation as it was */
+            fprintf(stderr, "reprise chat: the conversation with this message is %d tokens, the context %d (-c to raise); "
+                            "message dropped\n", n, rp_engine_n_ctx(e));
             free(owned[--n_msgs]);
             owned[n_msgs] = NULL;
             continue;
         }
-        /* reuse the longest common prefix already in the cache */
+        /* keep the longest common prefix already in the sequence, feed the rest */
+        const rp_token *hist = rp_seq_tokens(s);
+        const int32_t n_hist = rp_seq_n_past(s);
         int32_t common = 0;
-        while (common < n_hist && (size_t)common < n && hist[common] == toks[common]) common++;
-        if ((size_t)common == n) common--;   /* always recompute the last token to get its logits */
-        rp_kv_truncate(rp_session_kv(s), common);
-        if ((st = rp_session_feed(s, toks + common, (int32_t)n - common)) != RP_OK) { rc = cli_fail("chat", "prompt", st); break; }
-        memcpy(hist, toks, sizeof *toks * n);
-        n_hist = (int32_t)n;
-        rp_detok dt;
-        rp_detok_init(&dt, m->tok, false);
-        dt.at_start = false;
-        size_t rcap = 1024, rlen = 0;
-        char *reply = malloc(rcap), piece[4096];
-        bool full = false;
-        for (long k = 0; k < n_predict && reply && !g_sigint; k++) {
-            rp_token t = rp_session_sample(s);
-            if (!g.ignore_eos && rp_tokenizer_is_eog(m->tok, t)) break;
-            const int w = rp_detok_push(&dt, t, piece, sizeof piece);
-            if (w > 0) {
-                fwrite(piece, 1, (size_t)w, stdout);
-                fflush(stdout);
-                append(&reply, &rlen, &rcap, piece, (size_t)w);
-            }
-            if (n_hist >= n_ctx) { full = true; break; }
-            if (rp_session_feed(s, &t, 1) != RP_OK) break;
-            hist[n_hist++] = t;
+        while (common < n_hist && common < n && hist[common] == toks[common]) common++;
+        if (common == n) common--;   /* always recompute the last token to get its logits */
+        if ((st = rp_seq_truncate(s, common)) != RP_OK || (st = rp_seq_feed(s, toks + common, n - common)) != RP_OK) {
+            rc = cli_fail("chat", "prompt", st);
+            break;
         }
-        const int w = rp_detok_flush(&dt, piece, sizeof piece);
-        if (w > 0) {
-            fwrite(piece, 1, (size_t)w, stdout);
-            append(&reply, &rlen, &rcap, piece, (size_t)w);
-        }
+        reply r = {.cap = 1024};
+        r.text = malloc(r.cap);
+        if (r.text) r.text[0] = 0;
+        o.user = &r;
+        rp_gen_stats gs = {0};
+        st = g_sigint || !r.text ? RP_OK : rp_seq_generate(s, &o, NULL, 0, NULL, &gs);
         putchar('\n');
         fflush(stdout);
+        if (st != RP_OK) {
+            free(r.text);
+            rc = cli_fail("chat", "reply", st);
+            break;
+        }
         if (g_sigint) fprintf(stderr, "[reply stopped]\n");
-        else if (full) fprintf(stderr, "[context full: -c to raise]\n");
-        if (!reply) { rc = 1; break; }
-        reply[rlen] = 0;
-        owned[n_msgs] = reply;
-        msgs[n_msgs] = (rp_chat_msg){.role = "assistant", .content = reply};
+        else if (gs.stop == RP_STOP_CONTEXT) fprintf(stderr, "[context full: -c to raise]\n");
+        if (!r.text || r.oom) { free(r.text); rc = 1; break; }
+        owned[n_msgs] = r.text;
+        msgs[n_msgs] = (rp_chat_message){.role = "assistant", .content = r.text};
         n_msgs++;
     }
     signal(SIGINT, SIG_DFL);
@@ -231,11 +247,10 @@ done:
         for (size_t i = 0; i < MAX_MSGS; i++) free(owned[i]);
     free(owned);
     free(msgs);
-    free(hist);
     free(toks);
     free(line);
-    rp_session_free(s);
-    rp_ctx_free(ctx);
+    rp_seq_free(s);
+    rp_engine_free(e);
     rp_model_free(m);
     return rc;
 }

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "progress.h"
+#include "synth_write.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/synth.h"

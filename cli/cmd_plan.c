@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "calib.h"
+#include "calib_store.h"
 #include "cli.h"
 #include "progress.h"
 #include "kernels/types.h"
@@ -54,7 +55,7 @@ static void print_calls(const char *title, const rp_call *calls, int32_t n, doub
 /* --show-tokens: runs the blend prefill (the engine's placements, layers
  * 0..check for every non-prefix token, then the selected rows) with the
  * selection traced, and lists per chunk the reused tokens recomputed. */
-static bool show_selection(rp_reuse *e, const rp_model *m, const cli_prompt *pr, const rp_reuse_analysis *an,
+static bool show_selection(rp_reuse *e, const rp_model *m, const rp_prompt *pr, const rp_reuse_analysis *an,
                            int threads, rp_type kv_type) {
     if (rp_reuse_get_params(e)->mode != RP_REUSE_BLEND) {
         fprintf(stderr, "reprise plan: --show-tokens needs --reuse blend\n");
@@ -63,21 +64,23 @@ static bool show_selection(rp_reuse *e, const rp_model *m, const cli_prompt *pr,
     bool ok = false;
     rp_ctx *ctx = NULL;
     rp_kv *kv = NULL;
-    uint8_t *mark = calloc((size_t)pr->n, 1);
+    const rp_token *toks = rp_prompt_tokens(pr);
+    const int32_t n = rp_prompt_n_tokens(pr);
+    uint8_t *mark = calloc((size_t)n, 1);
     float *logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
     rp_ctx_params cp = rp_ctx_default_params();
     cp.n_threads = threads;
     cp.n_outputs = 1;
-    cp.n_ctx_max = pr->n + 1;
+    cp.n_ctx_max = n + 1;
     rp_status st;
     if (!mark || !logits) { fprintf(stderr, "reprise plan: out of memory\n"); goto out; }
-    if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK || (st = rp_kv_create(m, pr->n + 1, kv_type, &kv)) != RP_OK) {
+    if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK || (st = rp_kv_create(m, n + 1, kv_type, &kv)) != RP_OK) {
         cli_fail("plan", "show-tokens setup", st);
         goto out;
     }
     rp_reuse_trace_selection(e, mark);
     rp_reuse_stats rs;
-    st = rp_reuse_prefill(e, ctx, kv, pr->toks, pr->n, pr->bounds, pr->n_bounds, logits, &rs);
+    st = rp_reuse_prefill(e, ctx, kv, toks, n, rp_prompt_bounds(pr), rp_prompt_n_bounds(pr), logits, &rs);
     rp_reuse_trace_selection(e, NULL);
     if (st != RP_OK) { cli_fail("plan", "show-tokens prefill", st); goto out; }
     printf("\nrecomputed reused tokens (dynamic blend, check layer %d): %d of %d\n",
@@ -95,7 +98,7 @@ static bool show_selection(rp_reuse *e, const rp_model *m, const cli_prompt *pr,
         int32_t shown = 0;
         for (int32_t t = sp->begin; t < sp->begin + sp->len && shown < 24; t++) {
             if (!mark[t]) continue;
-            int k = rp_tokenizer_token_to_piece(m->tok, pr->toks[t], true, piece, sizeof piece - 1);
+            int k = rp_tokenizer_token_to_piece(m->tok, toks[t], true, piece, sizeof piece - 1);
             piece[k > 0 ? k : 0] = 0;
             for (char *q = piece; *q; q++)
                 if (*q == '\n' || *q == '\t') *q = ' ';
@@ -170,7 +173,7 @@ int cmd_plan(int argc, char **argv) {
     rp_reuse *e = NULL;
     rp_ctx *ctx = NULL;
     rp_kv *kv = NULL;
-    cli_prompt pr = {0};
+    rp_prompt *pr = NULL;
     rp_reuse_params rp = rp_reuse_default_params();
     rp.mode = (rp_reuse_mode)mode;
     rp.ratio = (float)ratio;
@@ -217,7 +220,10 @@ int cmd_plan(int argc, char **argv) {
     }
     const bool calibrated = calibrate || cli_apply_calib(e, m, cache_dir, (int)threads);
     if (!calibrate && calibrated) fprintf(stderr, "using the calibration stored for this model and machine\n");
-    else if (!calibrated) cli_calib_warn(a.cmd, &rp_reuse_get_params(e)->static_cfg, model_path, cache_dir, (int)threads);
+    else if (!calibrated) {
+        const rp_static_shapes sh = cli_static_shapes(&rp_reuse_get_params(e)->static_cfg);
+        cli_calib_warn(a.cmd, &sh, model_path, cache_dir, (int)threads);
+    }
     if (cache_dir) {   /* a reader of the store: lookups hit flash, nothing is written */
         rp_store_params stp = rp_store_default_params();
         stp.read_only = true;
@@ -227,11 +233,15 @@ int cmd_plan(int argc, char **argv) {
         if (cs != RP_OK) fprintf(stderr, "reprise plan: cache ignored: %s\n", rp_last_error());
         else fprintf(stderr, "chunk cache: store %s (read-only)\n", cache_dir);
     }
-    if (!cli_prompt_build(a.cmd, m->tok, text, segments, separator, &pr)) goto out;
+    if (!cli_prompt_build(a.cmd, m, text, segments, separator, &pr)) goto out;
+    const rp_token *ptoks = rp_prompt_tokens(pr);
     rp_reuse_analysis an;
-    if ((st = rp_reuse_analyze(e, pr.toks, pr.n, pr.bounds, pr.n_bounds, &an)) != RP_OK) { rc = cli_fail(a.cmd, "analyze", st); goto out; }
+    if ((st = rp_reuse_analyze(e, ptoks, rp_prompt_n_tokens(pr), rp_prompt_bounds(pr), rp_prompt_n_bounds(pr), &an)) != RP_OK) {
+        rc = cli_fail(a.cmd, "analyze", st);
+        goto out;
+    }
     printf("prompt: %d tokens in %d chunks (%d caller segments), mode %s, r = %.2f, check layer %d, KV %s\n\n",
-           an.n_tokens, an.n_spans, pr.n_segments, rp_reuse_mode_name((rp_reuse_mode)mode), ratio,
+           an.n_tokens, an.n_spans, rp_prompt_n_segments(pr), rp_reuse_mode_name((rp_reuse_mode)mode), ratio,
            rp.blend.check_layer, rp_type_get_traits(kv_type)->name);
     printf("chunks:\n");
     char pv[64];
@@ -243,7 +253,7 @@ int cmd_plan(int argc, char **argv) {
         if (end <= an.n_prefix) what = end <= px ? "prefix (exact)" : sp->begin >= px ? "prefix (approx.)" : "prefix (part exact)";
         else if (sp->begin < an.n_prefix) what = px > sp->begin ? "partial prefix (exact)" : "partial prefix (approx.)";
         else what = an.tok_kind[sp->begin] == RP_ROW_REUSE ? "reused (re-rotated)" : "new";
-        preview(m->tok, pr.toks + sp->begin, sp->len < 24 ? sp->len : 24, pv, sizeof pv);
+        preview(m->tok, ptoks + sp->begin, sp->len < 24 ? sp->len : 24, pv, sizeof pv);
         printf("  %3d  [%5d, %5d)  %4d tokens  %016llx  %-20s \"%s\"\n", i, sp->begin, sp->begin + sp->len, sp->len,
                (unsigned long long)sp->hash, what, pv);
     }
@@ -263,10 +273,10 @@ int cmd_plan(int argc, char **argv) {
     print_calls("static plan, DP scheduler", an.dp_calls, an.n_dp_calls, an.dp_ms, cfg, calibrated);
     print_calls("static plan, naive (one call type per segment)", an.naive_calls, an.n_naive_calls, an.naive_ms, cfg,
                 calibrated);
-    if (show_tokens && !show_selection(e, m, &pr, &an, (int)threads, (rp_type)kv_type)) goto out;
+    if (show_tokens && !show_selection(e, m, pr, &an, (int)threads, (rp_type)kv_type)) goto out;
     rc = 0;
 out:
-    cli_prompt_free(&pr);
+    rp_prompt_free(pr);
     rp_kv_free(kv);
     rp_ctx_free(ctx);
     rp_reuse_free(e);

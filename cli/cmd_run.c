@@ -1,23 +1,14 @@
-/* cmd_run.c — `reprise run`: one prompt in, generated text on stdout, timings on stderr. */
-#include <math.h>
+/* cmd_run.c — `reprise run`: one prompt in, generated text on stdout, timings on stderr (over the public API). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "calib.h"
 #include "cli.h"
-#include "progress.h"
 #include "gen_args.h"
-#include "kernels/types.h"
-#include "model/forward.h"
-#include "model/model.h"
-#include "model/session.h"
+#include "progress.h"
 #include "prompt.h"
-#include "reuse/engine.h"
-#include "store/store.h"
-#include <errno.h>
-#include <sys/stat.h>
-#include "tokenizer/tokenizer.h"
+#include "reprise.h"
 
 static void run_usage(void) {
     printf("usage: reprise run -m MODEL.gguf (-p PROMPT | -f PROMPT_FILE) [options]\n"
@@ -56,6 +47,17 @@ static void run_usage(void) {
            "recomputed, failed loads, TTFT ms; with --static also \"calibrated\" and the plan's predicted\n"
            "\"plan_ms\", null when it would be a placeholder).\n",
            cli_sampling_help, cli_gen_help);
+}
+
+/* Streams the generated text to stdout as it becomes printable. */
+static bool print_piece(void *user, rp_token tok, const char *text, size_t len) {
+    (void)user;
+    (void)tok;
+    if (len) {
+        fwrite(text, 1, len, stdout);
+        fflush(stdout);
+    }
+    return true;
 }
 
 int cmd_run(int argc, char **argv) {
@@ -103,7 +105,7 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "reprise run: a prompt is required (-p TEXT, -f FILE or --segments FILE)\n");
         return 2;
     }
-    int mode = rp_reuse_mode_parse(reuse_mode);
+    const int mode = rp_reuse_mode_parse(reuse_mode);
     if (mode < 0) { fprintf(stderr, "reprise run: --reuse must be none, prefix, full or blend, got '%s'\n", reuse_mode); return 2; }
     const int kv_type = cli_gen_kv_type(a.cmd, &g);
     if (kv_type < 0) return 2;
@@ -115,34 +117,21 @@ int cmd_run(int argc, char **argv) {
 
     int rc = 1;
     rp_model *m = NULL;
-    rp_ctx *ctx = NULL;
-    rp_session *s = NULL;
-    rp_token *toks = NULL;
-    rp_reuse *reuse = NULL;
+    rp_prompt *pr = NULL;
+    rp_engine *e = NULL;
+    rp_seq *s = NULL;
     double t0 = cli_now();
     rp_model_params mparams = rp_model_default_params();
     mparams.n_threads = (int)threads;
     rp_status st = cli_model_load(model_path, mparams, &m);
     if (st != RP_OK) { rc = cli_fail("run", model_path, st); goto done; }
-    if (!m->tok) { fprintf(stderr, "reprise run: '%s' has no tokenizer\n", model_path); goto done; }
+    const rp_model_desc md = rp_model_describe(m);
+    if (!md.has_tokenizer) { fprintf(stderr, "reprise run: '%s' has no tokenizer\n", model_path); goto done; }
     double t_load = cli_now() - t0;
 
-    cli_prompt cp_in;
-    if (!cli_prompt_build("run", m->tok, prompt, segments, separator, &cp_in)) goto done;
-    toks = cp_in.toks;   /* freed below via cli_prompt_free */
-    size_t ntok = (size_t)cp_in.n;
-
-    rp_reuse_params rpp = rp_reuse_default_params();
-    rpp.mode = (rp_reuse_mode)mode;
-    rpp.ratio = (float)ratio;
-    rpp.blend.check_layer = (int32_t)check_layer;
-    rpp.blend.select = (rp_select_kind)select;
-    rpp.static_mode = static_mode;
-    rpp.naive_schedule = naive;
-    rpp.cache_bytes = (size_t)cache_mb << 20;
-    const bool calibrated = static_mode && cli_load_calib(m, cache_dir, (int)threads, &rpp.static_cfg);
-    long pad = static_mode ? (rpp.static_cfg.L_S > rpp.static_cfg.L_P ? rpp.static_cfg.L_S : rpp.static_cfg.L_P) : 0;
-    const long n_train = m->hp.n_ctx_train > 0 ? m->hp.n_ctx_train : 1L << 24;
+    if (!cli_prompt_build("run", m, prompt, segments, separator, &pr)) goto done;
+    const int32_t ntok = rp_prompt_n_tokens(pr);
+    const long n_train = md.n_ctx_train > 0 ? md.n_ctx_train : 1L << 24;
     if (n_ctx > n_train) {
         fprintf(stderr, "reprise run: note: -c %ld is more than the model's training context; using %ld\n", n_ctx, n_train);
         n_ctx = n_train;
@@ -150,107 +139,75 @@ int cmd_run(int argc, char **argv) {
     const long n_predict = g.n_predict < 0 ? 1L << 30 : g.n_predict;   /* -1: until end-of-generation or a full context */
     if (n_ctx == 0) n_ctx = g.n_predict < 0 || (long)ntok + n_predict > n_train ? n_train : (long)ntok + n_predict;
     if ((long)ntok >= n_ctx) {
-        fprintf(stderr, "reprise run: prompt is %zu tokens, context is %ld (raise -c)\n", ntok, n_ctx);
-        goto done_prompt;
+        fprintf(stderr, "reprise run: prompt is %d tokens, context is %ld (raise -c)\n", ntok, n_ctx);
+        goto done;
     }
-    /* static mode's padding rows sit in cells past the context: scratch that is never attended by real rows */
-    const long n_cells = n_ctx + pad;
-    rp_ctx_params cp = rp_ctx_default_params();
-    cp.n_threads = (int)threads;
-    cp.n_batch = (int32_t)n_batch;
-    if (static_mode && cp.n_batch < rpp.static_cfg.L_S) cp.n_batch = rpp.static_cfg.L_S;
-    cp.n_outputs = 1;
-    cp.n_ctx_max = (int32_t)n_cells;
-    if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK) { rc = cli_fail("run", "context", st); goto done_prompt; }
-    rp_session_params spp = rp_session_default_params();
-    spp.n_ctx = (int32_t)n_cells;
-    spp.kv_type = (rp_type)kv_type;
-    spp.sampler = g.sp;
-    if ((st = rp_session_create(ctx, spp, &s)) != RP_OK) { rc = cli_fail("run", "session", st); goto done_prompt; }
-    if ((st = rp_reuse_create(m, (rp_type)kv_type, (int32_t)n_ctx, rpp, &reuse)) != RP_OK) {
-        rc = cli_fail("run", "reuse engine", st);
-        goto done_prompt;
-    }
-    if (calibrated)
-        fprintf(stderr, "reprise run: static shapes from the stored calibration (L_P %d, L_S %d)\n",
-                rp_reuse_get_params(reuse)->static_cfg.L_P, rp_reuse_get_params(reuse)->static_cfg.L_S);
+    rp_engine_params ep = rp_engine_default_params();
+    ep.n_threads = (int)threads;
+    ep.n_ctx = (int32_t)n_ctx;
+    ep.n_batch = (int32_t)n_batch;
+    ep.kv_type = (rp_kv_type)kv_type;
+    ep.reuse = (rp_reuse_mode)mode;
+    ep.recompute_ratio = (float)ratio;
+    ep.select = (rp_select_kind)select;
+    ep.check_layer = (int32_t)check_layer;
+    ep.static_mode = static_mode;
+    ep.naive_schedule = naive;
+    ep.cache_ram_bytes = (size_t)cache_mb << 20;
+    ep.cache_dir = cache_dir;   /* the chunk cache becomes the RAM pool over the flash store in cache_dir */
+    ep.cache_disk_bytes = (uint64_t)(cache_disk_gb * 1073741824.0);
+    ep.cache_dir_optional = true;   /* a store that cannot be used: said below, and the run goes on in RAM */
+    if ((st = rp_engine_create(m, &ep, &e)) != RP_OK) { rc = cli_fail("run", "engine", st); goto done; }
+    rp_static_shapes sh;
+    rp_engine_static_shapes(e, &sh);
+    if (sh.calibrated)
+        fprintf(stderr, "reprise run: static shapes from the stored calibration (L_P %d, L_S %d)\n", sh.L_P, sh.L_S);
     else if (static_mode)
-        cli_calib_warn("run", &rp_reuse_get_params(reuse)->static_cfg, model_path, cache_dir, (int)threads);
-    rp_chunk_cache *pool = rp_reuse_cache(reuse);
-    if (cache_dir) {   /* the chunk cache becomes the RAM pool over the flash store in cache_dir */
-        rp_store_params stp = rp_store_default_params();
-        rp_store *store = NULL;
-        rp_pool_params pp = rp_pool_default_params();
-        pp.disk_budget = (uint64_t)(cache_disk_gb * 1073741824.0);
-        pp.async_load = true;   /* flash reads overlap compute (the engine waits per layer) */
-        st = rp_store_open(cache_dir, &stp, &store);
-        if (st == RP_OK && rp_store_notice(store)[0]) fprintf(stderr, "reprise run: %s\n", rp_store_notice(store));
-        if (st != RP_OK || (st = rp_chunk_cache_attach_store(pool, store, rp_reuse_salt(reuse), m->name, &pp)) != RP_OK) {
-            fprintf(stderr, "reprise run: --cache-dir ignored: %s\n", rp_last_error());
-        }
-    }
-    float *first_logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
-    if (!first_logits) goto done_prompt;
-    rp_reuse_stats rst;
-    double t1 = cli_now();
-    st = rp_reuse_prefill(reuse, ctx, rp_session_kv(s), cp_in.toks, cp_in.n, cp_in.bounds, cp_in.n_bounds, first_logits, &rst);
-    if (st == RP_OK) st = rp_session_adopt(s, cp_in.toks, cp_in.n, first_logits);
-    free(first_logits);
-    if (st != RP_OK) { rc = cli_fail("run", "prompt", st); goto done_prompt; }
-    double t_prompt = cli_now() - t1;
-    bool committed = false;
+        cli_calib_warn("run", &sh, model_path, cache_dir, (int)threads);
+    rp_engine_stats es;
+    rp_engine_stats_get(e, &es);
+    const bool has_store = es.has_store;
+    if (cache_dir && !has_store) fprintf(stderr, "reprise run: --cache-dir ignored: %s\n", rp_engine_notice(e));
+    else if (rp_engine_notice(e)[0]) fprintf(stderr, "reprise run: %s\n", rp_engine_notice(e));
+    if ((st = rp_seq_create(e, &s)) != RP_OK) { rc = cli_fail("run", "session", st); goto done; }
 
-    rp_detok dt;
-    rp_detok_init(&dt, m->tok, false);
-    dt.at_start = false;   /* a continuation keeps its leading space */
-    char out[4096];   /* >= rp_detok_bound() for every vocabulary we load (longest piece 128 bytes) */
-    long n_gen = 0;
-    double t2 = cli_now();
-    while (n_gen < n_predict) {
-        rp_token t = rp_session_sample(s);
-        n_gen++;
-        if (!committed) {   /* cache this prompt's chunks after the first token, off the TTFT path */
-            if (rp_reuse_commit(reuse, rp_session_kv(s)) != RP_OK) fprintf(stderr, "reprise run: caching failed: %s\n", rp_last_error());
-            committed = true;
-        }
-        if (!g.ignore_eos && rp_tokenizer_is_eog(m->tok, t)) break;
-        int w = rp_detok_push(&dt, t, out, sizeof out);
-        if (w > 0) { fwrite(out, 1, (size_t)w, stdout); fflush(stdout); }
-        if (n_gen >= n_predict) break;
-        if (rp_session_n_past(s) >= n_ctx) { fprintf(stderr, "\nreprise run: context full\n"); break; }
-        if ((st = rp_session_feed(s, &t, 1)) != RP_OK) { rc = cli_fail("run", "decode", st); goto done; }
-    }
-    int w = rp_detok_flush(&dt, out, sizeof out);
-    if (w > 0) fwrite(out, 1, (size_t)w, stdout);
+    rp_gen_opts o = rp_gen_default_opts();
+    o.sampling = g.sp;
+    o.max_tokens = g.n_predict < 0 ? -1 : (int32_t)n_predict;
+    o.ignore_eos = g.ignore_eos;
+    o.on_token = print_piece;
+    rp_gen_stats gs;
+    if ((st = rp_seq_prefill(s, pr, &o, &gs)) != RP_OK) { rc = cli_fail("run", "prompt", st); goto done; }
+    /* the prompt's chunks are cached after the first token, off the TTFT path */
+    if ((st = rp_seq_generate(s, &o, NULL, 0, NULL, &gs)) != RP_OK) { rc = cli_fail("run", "decode", st); goto done; }
+    if (gs.commit_status != RP_OK) fprintf(stderr, "reprise run: caching failed: %s\n", rp_last_error());
+    if (gs.stop == RP_STOP_CONTEXT) fprintf(stderr, "\nreprise run: context full\n");
     fputc('\n', stdout);
-    double t_gen = cli_now() - t2;
+    const double t_prompt = gs.prefill_ms * 1e-3, t_gen = gs.decode_ms * 1e-3;
     fprintf(stderr, "load: %.1f ms\n", t_load * 1e3);
-    fprintf(stderr, "prompt: %zu tokens, %.1f ms, %.2f tok/s\n", ntok, t_prompt * 1e3, ntok / (t_prompt > 0 ? t_prompt : 1e-9));
-    fprintf(stderr, "generated: %ld tokens, %.1f ms, %.2f tok/s\n", n_gen, t_gen * 1e3, n_gen / (t_gen > 0 ? t_gen : 1e-9));
-    if (!committed) rp_reuse_commit(reuse, rp_session_kv(s));
-    if (rp_chunk_cache_has_store(pool)) {   /* clean shutdown: everything new reaches flash */
-        if (rp_chunk_cache_flush(pool) != RP_OK) fprintf(stderr, "reprise run: saving the cache failed: %s\n", rp_last_error());
-        rp_cache_stats cs = rp_chunk_cache_stats(pool);
+    fprintf(stderr, "prompt: %d tokens, %.1f ms, %.2f tok/s\n", ntok, t_prompt * 1e3, ntok / (t_prompt > 0 ? t_prompt : 1e-9));
+    fprintf(stderr, "generated: %d tokens, %.1f ms, %.2f tok/s\n", gs.generated, t_gen * 1e3,
+            gs.generated / (t_gen > 0 ? t_gen : 1e-9));
+    (void)rp_seq_commit(s);   /* nothing generated (-n 0): cache the prompt now */
+    if (has_store) {   /* clean shutdown: everything new reaches flash */
+        if (rp_engine_flush(e) != RP_OK) fprintf(stderr, "reprise run: saving the cache failed: %s\n", rp_last_error());
+        rp_engine_stats_get(e, &es);
         fprintf(stderr, "cache: %llu chunks in RAM (%.1f MiB), flash hits %llu, prefetched %llu (%llu used), written %llu, "
                         "write failures %llu, store %.1f MiB, failed loads %llu%s\n",
-                (unsigned long long)cs.n_chunks, cs.bytes / 1048576.0, (unsigned long long)cs.flash_hits,
-                (unsigned long long)cs.prefetched, (unsigned long long)cs.prefetch_used, (unsigned long long)cs.written,
-                (unsigned long long)cs.write_failures, cs.disk_bytes / 1048576.0, (unsigned long long)cs.load_failures,
-                cs.store_damaged ? " (the database is damaged: read-only now, set aside at the next start)" : "");
+                (unsigned long long)es.cache_chunks, es.cache_bytes / 1048576.0, (unsigned long long)es.flash_hits,
+                (unsigned long long)es.prefetched, (unsigned long long)es.prefetch_used, (unsigned long long)es.written,
+                (unsigned long long)es.write_failures, es.store_bytes / 1048576.0, (unsigned long long)es.load_failures,
+                es.store_damaged ? " (the database is damaged: read-only now, set aside at the next start)" : "");
     }
     char js[2048];
-    cli_stats_json(&rst, static_mode, calibrated, js, sizeof js);
+    rp_gen_stats_json(&gs, js, sizeof js);
     fprintf(stderr, "stats: %s\n", js);
     rc = 0;
-done_prompt:
-    cli_prompt_free(&cp_in);
-    toks = NULL;
 done:
-    rp_reuse_free(reuse);
-    rp_session_free(s);
-    rp_ctx_free(ctx);
+    rp_seq_free(s);
+    rp_engine_free(e);
+    rp_prompt_free(pr);
     rp_model_free(m);
-    free(toks);
     free(file_text);
     return rc;
 }

@@ -4,7 +4,7 @@
 
 #include "cli.h"
 #include "model/synth.h"
-#include "progress.h"
+#include "synth_write.h"
 
 int cmd_synth(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "synth"};

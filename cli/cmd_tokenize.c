@@ -1,12 +1,12 @@
-/* cmd_tokenize.c — `reprise tokenize`: token ids of a text, as a table or one JSON array. */
+/* cmd_tokenize.c — `reprise tokenize`: token ids of a text, as a table or one JSON array (over the public API). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "progress.h"
-#include "model/model.h"
-#include "tokenizer/tokenizer.h"
+#include "reprise.h"
 
 int cmd_tokenize(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "tokenize"};
@@ -42,26 +42,26 @@ int cmd_tokenize(int argc, char **argv) {
     mp.vocab_only = true;
     rp_status st = cli_model_load(path, mp, &m);
     if (st != RP_OK) { free(buf); return cli_fail("tokenize", path, st); }
-    rp_tokenize_opts o = {.add_bos = !no_bos && rp_tokenizer_add_bos(m->tok), .parse_special = !no_special};
-    size_t cap = len + 8, n = 0;
-    rp_token *ids = malloc(sizeof *ids * cap);
+    int32_t cap = len + 8 < INT32_MAX ? (int32_t)(len + 8) : INT32_MAX, n = 0;   /* at most a token a byte, + BOS */
+    rp_token *ids = malloc(sizeof *ids * (size_t)cap);
     int rc = 0;
     if (!ids) { fprintf(stderr, "reprise tokenize: out of memory\n"); rc = 1; goto done; }
-    st = rp_tokenizer_encode(m->tok, text, len, o, ids, cap, &n);
+    st = rp_tokenize(m, text, len, !no_bos, !no_special, ids, cap, &n);
     if (st != RP_OK) { rc = cli_fail("tokenize", "encode", st); goto done; }
     if (json) {
         putchar('[');
-        for (size_t i = 0; i < n; i++) printf(i ? ", %d" : "%d", ids[i]);
+        for (int32_t i = 0; i < n; i++) printf(i ? ", %d" : "%d", ids[i]);
         printf("]\n");
     } else {
         char piece[256];
-        for (size_t i = 0; i < n; i++) {
-            int w = rp_tokenizer_token_to_piece(m->tok, ids[i], true, piece, sizeof piece - 1);
+        for (int32_t i = 0; i < n; i++) {
+            int32_t w = rp_token_to_piece(m, ids[i], true, piece, sizeof piece - 1);
             if (w < 0) w = 0;
+            if (w > (int32_t)sizeof piece - 1) w = sizeof piece - 1;
             piece[w] = 0;
             printf("%8d -> '%s'\n", ids[i], piece);
         }
-        fprintf(stderr, "%zu tokens\n", n);
+        fprintf(stderr, "%d tokens\n", n);
     }
 done:
     free(ids);

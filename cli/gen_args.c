@@ -4,8 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kernels/types.h"
-
 const char cli_sampling_help[] =
     "      --temp T            temperature; 0 = greedy (default 0.8)\n"
     "      --top-k K           (default 40; 0 = off)\n"
@@ -90,8 +88,8 @@ int cli_gen_kv_type(const char *cmd, const cli_gen *g) {
                 cmd, k, v);
         return -1;
     }
-    const int t = rp_type_from_name(k);
-    if (t != RP_TYPE_F16 && t != RP_TYPE_Q8_0 && t != RP_TYPE_F32) {
+    const int t = rp_kv_type_parse(k);
+    if (t < 0) {
         fprintf(stderr, "reprise %s: the KV cache type must be f16, q8_0 or f32, got '%s'\n", cmd, k);
         return -1;
     }

@@ -5,7 +5,7 @@
 #include <stdbool.h>
 
 #include "cli.h"
-#include "model/sampler.h"
+#include "reprise.h"
 
 typedef struct cli_gen {
     rp_sampler_params sp;
@@ -22,7 +22,7 @@ cli_gen cli_gen_defaults(long n_predict);
 int cli_sampling_arg(cli_args *a, rp_sampler_params *sp);   /* --temp --top-k --top-p --min-p, penalties, --seed */
 int cli_gen_arg(cli_args *a, cli_gen *g);                   /* the above, -n, --kv-type, -ctk/-ctv, --ignore-eos, -fa, --jinja */
 
-/* The KV cache type (rp_type) from --kv-type / -ctk / -ctv, or -1 with a message. */
+/* The KV cache type (rp_kv_type) from --kv-type / -ctk / -ctv, or -1 with a message. */
 int cli_gen_kv_type(const char *cmd, const cli_gen *g);
 
 extern const char cli_sampling_help[];   /* help lines of cli_sampling_arg's options */

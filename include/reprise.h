@@ -111,6 +111,17 @@ typedef enum rp_select_kind {
     RP_SELECT_ATTN = 2,    /* deviation weighted by the attention the prompt's last tokens pay */
 } rp_select_kind;
 
+/* Names of the enums above, for command lines and config files (thread-safe; static strings). The parsers
+ * return the value, or -1 for a name (or NULL) that is not one of them; the namers return "?" for a value out
+ * of range. KV types: "f16", "q8_0", "f32". Reuse modes: "none", "prefix", "full", "blend". Selection rules:
+ * "hybrid", "dev", "attn". */
+RP_API int rp_kv_type_parse(const char *name);
+RP_API const char *rp_kv_type_name(rp_kv_type t);
+RP_API int rp_reuse_mode_parse(const char *name);
+RP_API const char *rp_reuse_mode_name(rp_reuse_mode m);
+RP_API int rp_select_kind_parse(const char *name);
+RP_API const char *rp_select_kind_name(rp_select_kind k);
+
 /* A logit bias: added to token's logit before sampling (-INFINITY bans it). */
 typedef struct rp_logit_bias {
     rp_token token;
@@ -180,6 +191,7 @@ typedef struct rp_model_desc {
     uint64_t weight_bytes;    /* bytes of weight data */
     uint64_t fingerprint;     /* digest of architecture, shapes and weights (cache keys are salted with it) */
     bool has_weights;         /* false for vocab_only loads */
+    bool has_tokenizer;       /* false for a GGUF without one: nothing to tokenize, prompt or chat with */
 } rp_model_desc;
 
 /* Hyper-parameters and identity; the strings live as long as the model. */
@@ -266,11 +278,16 @@ typedef struct rp_engine_params {
     rp_reuse_mode reuse;       /* default RP_REUSE_BLEND */
     float recompute_ratio;     /* blend's r (default 0.25) */
     rp_select_kind select;     /* default RP_SELECT_HYBRID */
-    int32_t check_layer;       /* blend's check layer (default 1) */
+    int32_t check_layer;       /* blend's check layer (default 1; past the model's last layer: its last one) */
     bool static_mode;          /* fixed call shapes (L_P / L_S) planned by the DP scheduler (default false) */
+    bool naive_schedule;       /* static mode: one call shape per segment instead of the DP plan (an ablation;
+                                  default false) */
     size_t cache_ram_bytes;    /* RAM budget of the chunk cache (default 512 MiB) */
     const char *cache_dir;     /* persistent chunk store (flash tier), or NULL for RAM only; copied */
     uint64_t cache_disk_bytes; /* its disk budget (0: unlimited) */
+    bool cache_dir_optional;   /* a store that cannot be used (refused, locked, unreadable) is skipped: the
+                                  engine runs on the RAM cache, rp_engine_notice says why and
+                                  rp_engine_stats.has_store is false (default false: rp_engine_create fails) */
     bool load_calibration;     /* static mode: the stored calibration for this model, machine and n_threads
                                   (in cache_dir, else $XDG_CACHE_HOME/reprise) sets L_P / L_S (default true) */
 } rp_engine_params;
@@ -279,23 +296,36 @@ RP_API rp_engine_params rp_engine_default_params(void);
 
 /* The model must outlive the engine. With a cache_dir the store is opened
  * (refused when not the user's or group/world-writable) and attached; a
- * store that cannot be used is an error here, not a silent fallback. */
+ * store that cannot be used is an error here, not a silent fallback (unless
+ * cache_dir_optional). */
 RP_API rp_status rp_engine_create(rp_model *model, const rp_engine_params *p, rp_engine **out);
 /* Writes what the store has not yet persisted, then frees everything. */
 RP_API void rp_engine_free(rp_engine *e);
 /* What opening the store did that a user should hear (e.g. a damaged
- * database set aside), or "". */
+ * database set aside), why an optional store is not used, or "". */
 RP_API const char *rp_engine_notice(const rp_engine *e);
 RP_API int32_t rp_engine_n_ctx(const rp_engine *e);
 /* Static mode: whether a stored calibration set the call shapes. */
 RP_API bool rp_engine_calibrated(const rp_engine *e);
+
+/* Static mode's call shapes: rows of a prefill call (L_P) and of a selective-recompute call (L_S), padded to
+ * them, and each call's latency. From the stored calibration when `calibrated`; otherwise defaults, and the
+ * latencies are placeholders (not measured: do not report them as predictions). */
+typedef struct rp_static_shapes {
+    int32_t L_P, L_S;
+    double lat_P_ms, lat_S_ms;
+    bool calibrated;
+} rp_static_shapes;
+
+RP_API void rp_engine_static_shapes(const rp_engine *e, rp_static_shapes *out);
 /* Waits until everything cached so far is on flash (no-op without a store). */
 RP_API rp_status rp_engine_flush(rp_engine *e);
 
 typedef struct rp_engine_stats {
     uint64_t cache_chunks, cache_bytes;       /* the RAM pool now */
     uint64_t inserts, evictions, prefix_hits, content_hits, misses;
-    uint64_t flash_hits, loads, load_failures, prefetched, written, write_failures;
+    uint64_t flash_hits, loads, load_failures, prefetched, prefetch_used, written, write_failures;
+    bool has_store;                           /* a store (cache_dir) is attached */
     uint64_t store_bytes;                     /* the store on disk (0 without one) */
     bool store_damaged;                       /* SQLite called its database corrupt: nothing more is written */
 } rp_engine_stats;
@@ -310,9 +340,19 @@ typedef struct rp_seq rp_seq;
 RP_API rp_status rp_seq_create(rp_engine *e, rp_seq **out);   /* a KV cache of rp_engine_n_ctx cells */
 RP_API void rp_seq_free(rp_seq *s);
 RP_API void rp_seq_reset(rp_seq *s);                          /* empty again (a new conversation) */
-RP_API int32_t rp_seq_n_past(const rp_seq *s);                /* tokens in its KV cache */
-/* The logits of the last token fed ([n_vocab]), NULL before any. */
+/* Tokens in the sequence: the prompt, fed tokens and generated tokens (the last generated one included while
+ * it awaits decoding, see rp_seq_generate). */
+RP_API int32_t rp_seq_n_past(const rp_seq *s);
+/* The sequence's tokens ([rp_seq_n_past]); valid until the sequence changes. */
+RP_API const rp_token *rp_seq_tokens(const rp_seq *s);
+/* The logits of the sequence's last token ([n_vocab]); NULL before any, and while the last generated token
+ * awaits decoding. */
 RP_API const float *rp_seq_logits(const rp_seq *s);
+/* Keeps the first n tokens and forgets the rest (their KV cells are reused by what comes next): a chat that
+ * re-renders its conversation keeps the common prefix and feeds only what changed. n > rp_seq_n_past is
+ * RP_ERR_RANGE. A prefilled prompt whose chunks were not cached yet is cached first when n cuts into it. The
+ * sampler's penalty window keeps the tokens it took in (as llama.cpp's sampler history does). */
+RP_API rp_status rp_seq_truncate(rp_seq *s, int32_t n);
 
 /* Streaming: each generated piece of text as it becomes printable (UTF-8
  * complete, and never part of a stop string). Return false to stop: the
@@ -373,22 +413,48 @@ typedef struct rp_gen_stats {
     double match_ms, load_ms, load_exposed_ms, compute_ms;
     double plan_ms;               /* static mode: the plan's predicted latency (meaningful when calibrated) */
     uint64_t bytes_loaded;        /* KV bytes placed from the cache */
+    bool static_shapes;           /* the prefill ran in static mode (fixed call shapes) */
+    bool calibrated;              /* ... with shapes from a stored calibration (rp_static_shapes) */
+    rp_status commit_status;      /* caching the prompt's chunks at the first generated token: RP_OK, or why they
+                                     were not cached (the generation went on; after a generate that returned RP_OK,
+                                     rp_last_error() has the detail) */
 } rp_gen_stats;
+
+/* The stats as one JSON object, the `stats: {json}` line of `reprise run`: the prompt's reuse (prompt_tokens,
+ * chunks, reused_prefix, reused_prefix_exact, reused_prefix_approx, reused_nonprefix, subchunk, recomputed,
+ * new, computed_rows, calls, pad_rows, load_failed, attempts) and its times in ms (ttft_ms, match_ms, load_ms,
+ * load_exposed_ms, bytes_loaded, compute_ms, plan_ms). "plan_ms" is null unless the prefill was static and
+ * calibrated (a dynamic prefill plans nothing; uncalibrated latencies are placeholders); a static prefill adds
+ * "calibrated": true|false. Returns the length the text needs (truncated to cap - 1 bytes, NUL-terminated).
+ * Thread-safe. */
+RP_API size_t rp_gen_stats_json(const rp_gen_stats *st, char *buf, size_t cap);
 
 /* Replaces the sequence's content with the prompt, reusing cached KV per the
  * options (the sequence is cleared first); afterwards rp_seq_logits holds the
  * last prompt token's logits. The prompt's chunks are cached at the first
  * generated token (off the time-to-first-token path), by rp_seq_commit, or
- * when a prefill on another sequence of the engine comes first. */
+ * when a prefill on another sequence of the engine comes first. A prefill
+ * starts a new generation: the next generate's sampler starts from its seed. */
 RP_API rp_status rp_seq_prefill(rp_seq *s, const rp_prompt *p, const rp_gen_opts *o, rp_gen_stats *st);
-/* Appends tokens to the sequence (a next user turn, a tool result). */
+/* Appends tokens to the sequence (a next user turn, a tool result), decoding
+ * a generated token that awaits it first. The generation continues: the
+ * sampler keeps its random state (see rp_seq_generate). */
 RP_API rp_status rp_seq_feed(rp_seq *s, const rp_token *t, int32_t n);
 /* Caches the last prefilled prompt's chunks now (a no-op when already done). */
 RP_API rp_status rp_seq_commit(rp_seq *s);
 /* Generates from the sequence's state: text into buf (NUL-terminated; text
- * beyond cap - 1 bytes is counted in *len but not written), streamed to
- * o->on_token when set. st gets the generation's figures (the prefill's are
- * kept when a prefill came just before). */
+ * beyond cap - 1 bytes is counted in *len but not written; buf may be NULL
+ * with cap 0), streamed to o->on_token when set. st gets the generation's
+ * figures (the prefill's are kept when a prefill came just before).
+ * The generated tokens join the sequence, except one that ends it (an
+ * end-of-generation token, a stop string's, one past a full context). When
+ * max_tokens or the callback ends it, the last token joins undecoded (its
+ * logits would go unused): the next feed or generate decodes it first.
+ * Sampling: one sampler per sequence. It starts from o->sampling's seed at
+ * the first generate after a prefill or reset, or when o->sampling differs
+ * from the last call's; otherwise it goes on (a conversation continued with
+ * rp_seq_feed draws one random stream, not the same draws every turn). Its
+ * penalty window holds the last repeat_last_n tokens it took in. */
 RP_API rp_status rp_seq_generate(rp_seq *s, const rp_gen_opts *o, char *buf, size_t cap, size_t *len, rp_gen_stats *st);
 
 /* ===========================================================================
@@ -497,6 +563,28 @@ typedef struct rp_cache_info {
 } rp_cache_info;
 
 RP_API rp_status rp_cache_info_get(rp_cache *c, rp_cache_info *out);
+/* A store whose first writer died before committing anything: opened (read-only) but with nothing to read;
+ * every call sees no chunks and rp_cache_bind is RP_ERR_NOT_FOUND. */
+RP_API bool rp_cache_is_empty(const rp_cache *c);
+/* The store's disk use now: database pages in use + WAL + payload files (cheap, unlike rp_cache_info_get). */
+RP_API uint64_t rp_cache_disk_bytes(rp_cache *c);
+
+/* The key a model's chunks are stored under with a KV type (its fingerprint salted with the KV type and the
+ * chunking): what rp_cache_bind selects and rp_cache_model.salt shows. Thread-safe. */
+RP_API rp_status rp_cache_salt(const rp_model *m, rp_kv_type kv_type, uint64_t *salt);
+
+typedef struct rp_cache_model {
+    int64_t id;
+    uint64_t salt;             /* rp_cache_salt of the model that wrote the chunks */
+    const char *name;          /* the model's name when it wrote them ("" if none); valid during the callback */
+    int kv_type;               /* rp_kv_type (rp_kv_type_name) */
+    int32_t n_layer;
+    uint64_t row_bytes;        /* KV bytes of one token */
+    uint64_t chunks, bytes;    /* its chunks and their stored bytes */
+} rp_cache_model;
+
+/* Every model (salt) the store holds chunks of, in id order; return false from fn to stop. */
+RP_API rp_status rp_cache_models(rp_cache *c, bool (*fn)(void *user, const rp_cache_model *m), void *user);
 
 typedef struct rp_cache_entry {
     uint64_t id, parent;

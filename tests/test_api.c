@@ -46,7 +46,7 @@ static void test_model_tokenizer_chat(void **state) {
     const rp_model_desc d = rp_model_describe(m);
     assert_string_equal(d.arch, "llama");
     assert_int_equal(d.n_vocab, 512);
-    assert_true(d.n_layer > 0 && d.has_weights && d.fingerprint != 0);
+    assert_true(d.n_layer > 0 && d.has_weights && d.has_tokenizer && d.fingerprint != 0);
     char buf[256];
     assert_true(rp_model_meta(m, "general.architecture", buf, sizeof buf) == 5);
     assert_string_equal(buf, "llama");
@@ -213,6 +213,14 @@ static void test_limits_and_errors(void **state) {
     rp_engine *bad = NULL;
     assert_int_equal(rp_engine_create(m, &ep, &bad), RP_ERR_INVALID_ARG);
     assert_null(bad);
+    ep.recompute_ratio = 0.25f;
+    ep.check_layer = -1;
+    assert_int_equal(rp_engine_create(m, &ep, &bad), RP_ERR_INVALID_ARG);
+    /* a check layer past the last layer is the last one (as for any model with fewer layers than the default) */
+    ep.check_layer = 100;
+    assert_int_equal(rp_engine_create(m, &ep, &bad), RP_OK);
+    rp_engine_free(bad);
+    bad = NULL;
     rp_model_params vp = rp_model_default_params();
     vp.vocab_only = true;
     rp_model *vm = NULL;
@@ -286,12 +294,32 @@ static bool count_entry(void *user, const rp_cache_entry *c) {
     return true;
 }
 
+typedef struct models_seen {
+    int n;
+    uint64_t salt, chunks;
+    int kv_type;
+    int32_t n_layer;
+    char name[128];
+} models_seen;
+
+static bool model_entry(void *user, const rp_cache_model *cm) {
+    models_seen *x = user;
+    x->n++;
+    x->salt = cm->salt;
+    x->chunks = cm->chunks;
+    x->kv_type = cm->kv_type;
+    x->n_layer = cm->n_layer;
+    snprintf(x->name, sizeof x->name, "%s", cm->name);
+    assert_true(cm->row_bytes > 0 && cm->bytes > 0);
+    return true;
+}
+
 static void test_cache_dir(void **state) {
     (void)state;
     OPEN_MODEL(m);
     char dir[256];
     snprintf(dir, sizeof dir, "%.200s/api-cache", rp_test_tmpdir());
-    char cmd[300];
+    char cmd[1400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
     rp_engine_params ep = rp_engine_default_params();
@@ -314,7 +342,7 @@ static void test_cache_dir(void **state) {
     assert_int_equal(rp_engine_flush(e), RP_OK);
     rp_engine_stats es;
     rp_engine_stats_get(e, &es);
-    assert_true(es.written > 0 && es.store_bytes > 0);
+    assert_true(es.has_store && es.written > 0 && es.store_bytes > 0 && es.prefetch_used <= es.prefetched);
     rp_seq_free(s);
     rp_engine_free(e);
     /* a new engine (a restart) reuses the prompt from flash and says the same */
@@ -335,6 +363,19 @@ static void test_cache_dir(void **state) {
     int n = 0;
     assert_int_equal(rp_cache_list(c, count_entry, &n), RP_OK);
     assert_int_equal(n, (int)info.chunks);
+    assert_false(rp_cache_is_empty(c));
+    assert_int_equal(rp_cache_disk_bytes(c), info.disk_bytes);
+    /* the model that wrote them, under the salt rp_cache_salt computes */
+    models_seen ms = {0};
+    assert_int_equal(rp_cache_models(c, model_entry, &ms), RP_OK);
+    uint64_t salt = 0, salt_q8 = 0;
+    assert_int_equal(rp_cache_salt(m, RP_KV_F16, &salt), RP_OK);
+    assert_int_equal(rp_cache_salt(m, RP_KV_Q8_0, &salt_q8), RP_OK);
+    assert_true(salt != 0 && salt_q8 != salt);
+    assert_int_equal(ms.n, 1);
+    assert_true(ms.salt == salt && ms.kv_type == RP_KV_F16 && ms.chunks == info.chunks);
+    assert_int_equal(ms.n_layer, rp_model_describe(m).n_layer);
+    assert_string_equal(ms.name, rp_model_describe(m).name);
     bool db_ok = false;
     char why[128];
     uint64_t ok = 0, bad = 0;
@@ -350,7 +391,39 @@ static void test_cache_dir(void **state) {
     assert_int_equal(cleared, info.chunks);
     rp_cache_close(c);
     assert_int_equal(rp_cache_open("/nonexistent/reprise-store", false, &c), RP_ERR_NOT_FOUND);
+    /* a store whose first writer died before committing its schema: empty, nothing to read */
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -m 700 '%s' && : > '%s/kv.db' && chmod 600 '%s/kv.db'", dir, dir, dir,
+             dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(rp_cache_open(dir, false, &c), RP_OK);
+    assert_true(rp_cache_is_empty(c));
+    assert_int_equal(rp_cache_info_get(c, &info), RP_OK);
+    assert_true(info.chunks == 0 && info.models == 0);
+    memset(&ms, 0, sizeof ms);
+    assert_int_equal(rp_cache_models(c, model_entry, &ms), RP_OK);
+    assert_int_equal(ms.n, 0);
+    assert_int_equal(rp_cache_disk_bytes(c), 0);
+    assert_int_equal(rp_cache_bind(c, m, RP_KV_F16), RP_ERR_NOT_FOUND);
+    rp_cache_close(c);
+    /* a store that cannot be used (world-writable): an error, or with cache_dir_optional RAM only and a notice */
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir '%s' && chmod 777 '%s'", dir, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_not_equal(rp_engine_create(m, &ep, &e), RP_OK);
+    assert_null(e);
+    ep.cache_dir_optional = true;
+    assert_int_equal(rp_engine_create(m, &ep, &e), RP_OK);
+    rp_engine_stats_get(e, &es);
+    assert_false(es.has_store);
+    print_message("  optional store refused: %s\n", rp_engine_notice(e));
+    assert_non_null(strstr(rp_engine_notice(e), "0777"));
+    assert_int_equal(rp_seq_create(e, &s), RP_OK);
+    assert_int_equal(rp_seq_prefill(s, p, &o, &st), RP_OK);
+    assert_int_equal(rp_seq_generate(s, &o, again, sizeof again, &len, &st), RP_OK);
+    assert_string_equal(again, out);
+    rp_seq_free(s);
+    rp_engine_free(e);
     rp_prompt_free(p);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
     rp_model_free(m);
 }
@@ -422,6 +495,187 @@ static void test_agents(void **state) {
     rp_model_free(m);
 }
 
+/* The text of `n` greedy / seeded tokens after `prompt`, from a fresh prefill. */
+static void gen_after_prefill(rp_seq *s, const rp_prompt *p, const rp_gen_opts *o, char *out, size_t cap) {
+    rp_gen_stats st;
+    size_t len;
+    assert_int_equal(rp_seq_prefill(s, p, o, &st), RP_OK);
+    assert_int_equal(rp_seq_generate(s, o, out, cap, &len, &st), RP_OK);
+}
+
+/* A generation continued by a second generate (or by a feed) is the one generation: the last token of the
+ * first waits to be decoded, and the sampler's random stream goes on instead of restarting at its seed. */
+static void test_continue_and_truncate(void **state) {
+    (void)state;
+    OPEN_MODEL(m);
+    rp_engine_params ep = rp_engine_default_params();
+    ep.n_threads = 1;
+    ep.reuse = RP_REUSE_NONE;
+    rp_engine *e = NULL;
+    assert_int_equal(rp_engine_create(m, &ep, &e), RP_OK);
+    rp_seq *s = NULL, *ref = NULL;
+    assert_int_equal(rp_seq_create(e, &s), RP_OK);
+    assert_int_equal(rp_seq_create(e, &ref), RP_OK);
+    rp_prompt *p = NULL;
+    assert_int_equal(rp_prompt_create(&p), RP_OK);
+    const char *text = "Once upon a time, there was a little dog";
+    assert_int_equal(rp_prompt_add_text(p, m, text, strlen(text)), RP_OK);
+    const int32_t np = rp_prompt_n_tokens(p);
+    for (int seeded = 0; seeded < 2; seeded++) {
+        rp_gen_opts o = greedy(8);
+        if (seeded) {
+            o.sampling.temp = 0.8f;
+            o.sampling.seed = 5;
+        }
+        char a[512], b[512], whole[1024], ab[1024];
+        size_t len;
+        rp_gen_stats st;
+        assert_int_equal(rp_seq_prefill(s, p, &o, &st), RP_OK);
+        assert_int_equal(rp_seq_generate(s, &o, a, sizeof a, &len, &st), RP_OK);
+        assert_int_equal(st.stop, RP_STOP_LENGTH);
+        /* the last token is in the sequence, waiting to be decoded */
+        assert_int_equal(rp_seq_n_past(s), np + 8);
+        assert_null(rp_seq_logits(s));
+        assert_int_equal(rp_seq_generate(s, &o, b, sizeof b, &len, &st), RP_OK);
+        assert_int_equal(rp_seq_n_past(s), np + 16);
+        o.max_tokens = 16;
+        gen_after_prefill(ref, p, &o, whole, sizeof whole);
+        snprintf(ab, sizeof ab, "%s%s", a, b);
+        print_message("  %s: 8 + 8 \"%s\"\n", seeded ? "seeded" : "greedy", ab);
+        assert_string_equal(ab, whole);
+        /* a prefill starts over: the same seeded text again */
+        gen_after_prefill(ref, p, &o, ab, sizeof ab);
+        assert_string_equal(ab, whole);
+    }
+    /* the tokens: the prompt, then what was generated */
+    const rp_token *t = rp_seq_tokens(s);
+    assert_memory_equal(t, rp_prompt_tokens(p), sizeof *t * (size_t)np);
+    rp_token toks[128];
+    const int32_t n = rp_seq_n_past(s);
+    memcpy(toks, t, sizeof *t * (size_t)n);
+    /* a chat's next turn: keep a common prefix, feed what changed. The kept cells are what they were (the
+     * prompt prefilled, each generated token decoded alone), so the logits equal those of a sequence built
+     * the same way without the detour */
+    const size_t vbytes = sizeof(float) * (size_t)rp_model_describe(m).n_vocab;
+    rp_gen_opts o = greedy(0);
+    rp_gen_stats st;
+    assert_int_equal(rp_seq_truncate(s, n + 1), RP_ERR_RANGE);
+    assert_int_equal(rp_seq_truncate(s, np + 4), RP_OK);
+    assert_int_equal(rp_seq_n_past(s), np + 4);
+    assert_null(rp_seq_logits(s));
+    assert_int_equal(rp_seq_feed(s, toks + np + 4, 6), RP_OK);
+    assert_int_equal(rp_seq_prefill(ref, p, &o, &st), RP_OK);
+    for (int32_t i = 0; i < 4; i++) assert_int_equal(rp_seq_feed(ref, toks + np + i, 1), RP_OK);
+    assert_int_equal(rp_seq_feed(ref, toks + np + 4, 6), RP_OK);
+    assert_non_null(rp_seq_logits(s));
+    assert_memory_equal(rp_seq_logits(s), rp_seq_logits(ref), vbytes);
+    /* after a truncate, generate decodes the last kept token again for its logits */
+    assert_int_equal(rp_seq_truncate(s, np + 3), RP_OK);
+    char none[8];
+    size_t len;
+    assert_int_equal(rp_seq_generate(s, &o, none, sizeof none, &len, &st), RP_OK);
+    assert_int_equal(len, 0);
+    assert_int_equal(rp_seq_prefill(ref, p, &o, &st), RP_OK);
+    for (int32_t i = 0; i < 3; i++) assert_int_equal(rp_seq_feed(ref, toks + np + i, 1), RP_OK);
+    assert_non_null(rp_seq_logits(s));
+    assert_memory_equal(rp_seq_logits(s), rp_seq_logits(ref), vbytes);
+    rp_prompt_free(p);
+    rp_seq_free(ref);
+    rp_seq_free(s);
+    rp_engine_free(e);
+    rp_model_free(m);
+}
+
+/* Static shapes: the engine's shapes, the stats' labels and JSON line, the naive schedule's plan. */
+static void test_static_and_stats_json(void **state) {
+    (void)state;
+    OPEN_MODEL(m);
+    const char *docs[4] = {"You are a story teller. Answer the question at the end. ",
+                           "Lily had a red ball and she liked to play with it in the park every day after lunch. ",
+                           "Tom saw a big dog near the pond. The dog was wet and happy and it barked at the ducks. ",
+                           "Sue made a cake for her mom. It was sweet and soft, and they ate it together at night. "};
+    rp_prompt *pa = NULL, *pb = NULL;
+    assert_int_equal(rp_prompt_create(&pa), RP_OK);
+    assert_int_equal(rp_prompt_create(&pb), RP_OK);
+    const int order_b[4] = {0, 3, 1, 2};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(rp_prompt_add_text(pa, m, docs[i], strlen(docs[i])), RP_OK);
+        assert_int_equal(rp_prompt_add_text(pb, m, docs[order_b[i]], strlen(docs[order_b[i]])), RP_OK);
+    }
+    assert_int_equal(rp_prompt_add_text(pb, m, "Who is Lily?", 12), RP_OK);
+    rp_gen_stats st[2];
+    for (int naive = 0; naive < 2; naive++) {
+        rp_engine_params ep = rp_engine_default_params();
+        ep.n_threads = 1;
+        ep.static_mode = true;
+        ep.naive_schedule = naive;
+        ep.load_calibration = false;   /* defaults, whatever this machine has stored */
+        rp_engine *e = NULL;
+        assert_int_equal(rp_engine_create(m, &ep, &e), RP_OK);
+        rp_static_shapes sh;
+        rp_engine_static_shapes(e, &sh);
+        assert_true(sh.L_P == 128 && sh.L_S == 512 && !sh.calibrated && !rp_engine_calibrated(e));
+        rp_seq *s = NULL;
+        assert_int_equal(rp_seq_create(e, &s), RP_OK);
+        rp_gen_opts o = greedy(2);
+        char out[64];
+        size_t len;
+        assert_int_equal(rp_seq_prefill(s, pa, &o, &st[naive]), RP_OK);
+        assert_int_equal(rp_seq_generate(s, &o, out, sizeof out, &len, &st[naive]), RP_OK);
+        assert_int_equal(st[naive].commit_status, RP_OK);
+        o.persist = false;
+        assert_int_equal(rp_seq_prefill(s, pb, &o, &st[naive]), RP_OK);
+        assert_true(st[naive].static_shapes && !st[naive].calibrated && st[naive].pad_rows > 0);
+        assert_true(st[naive].reused_nonprefix > 0);
+        rp_seq_free(s);
+        rp_engine_free(e);
+    }
+    /* the same cache state, the same reuse; the DP plans a cheaper schedule than one call type per segment */
+    print_message("  static plan: DP %.2f (%d calls), naive %.2f (%d calls), placeholder units\n", st[0].plan_ms,
+                  st[0].calls, st[1].plan_ms, st[1].calls);
+    assert_int_equal(st[0].reused_nonprefix, st[1].reused_nonprefix);
+    assert_true(st[0].plan_ms < st[1].plan_ms);
+    /* the JSON line: plan_ms null unless static and calibrated; static prefills say whether they were */
+    char js[2048];
+    const size_t need = rp_gen_stats_json(&st[0], js, sizeof js);
+    assert_int_equal(need, strlen(js));
+    print_message("  %s\n", js);
+    assert_true(!strncmp(js, "{\"prompt_tokens\": ", 18));
+    assert_non_null(strstr(js, "\"reused_prefix_approx\": "));
+    assert_non_null(strstr(js, ", \"plan_ms\": null, \"calibrated\": false}"));
+    char small[16];
+    assert_int_equal(rp_gen_stats_json(&st[0], small, sizeof small), need);
+    assert_int_equal(strlen(small), sizeof small - 1);
+    rp_gen_stats x = {.prompt_tokens = 7, .static_shapes = true, .calibrated = true, .plan_ms = 1.5};
+    rp_gen_stats_json(&x, js, sizeof js);
+    assert_non_null(strstr(js, "\"plan_ms\": 1.500, \"calibrated\": true}"));
+    x.static_shapes = x.calibrated = false;
+    rp_gen_stats_json(&x, js, sizeof js);
+    assert_non_null(strstr(js, "\"compute_ms\": 0.000, \"plan_ms\": null}"));
+    rp_prompt_free(pa);
+    rp_prompt_free(pb);
+    rp_model_free(m);
+}
+
+static void test_names(void **state) {
+    (void)state;
+    const rp_kv_type kv[] = {RP_KV_F16, RP_KV_Q8_0, RP_KV_F32};
+    for (int i = 0; i < 3; i++) assert_int_equal(rp_kv_type_parse(rp_kv_type_name(kv[i])), kv[i]);
+    for (int i = RP_REUSE_NONE; i <= RP_REUSE_BLEND; i++)
+        assert_int_equal(rp_reuse_mode_parse(rp_reuse_mode_name((rp_reuse_mode)i)), i);
+    for (int i = RP_SELECT_HYBRID; i <= RP_SELECT_ATTN; i++)
+        assert_int_equal(rp_select_kind_parse(rp_select_kind_name((rp_select_kind)i)), i);
+    assert_string_equal(rp_kv_type_name(RP_KV_Q8_0), "q8_0");
+    assert_int_equal(rp_kv_type_parse("q4_0"), -1);   /* a weight type, not a KV type */
+    assert_int_equal(rp_reuse_mode_parse("sometimes"), -1);
+    assert_int_equal(rp_select_kind_parse(NULL), -1);
+    assert_int_equal(rp_reuse_mode_parse(NULL), -1);
+    assert_int_equal(rp_kv_type_parse(NULL), -1);
+    assert_string_equal(rp_kv_type_name((rp_kv_type)2), "?");
+    assert_string_equal(rp_reuse_mode_name((rp_reuse_mode)9), "?");
+    assert_string_equal(rp_select_kind_name((rp_select_kind)9), "?");
+}
+
 /* Two sequences of one engine: a prefill on the second caches the first's prompt before it (the reuse engine keeps
  * one pending prompt), so the first prompt is found again later; each sequence keeps its own KV. */
 static void test_two_sequences(void **state) {
@@ -478,10 +732,13 @@ static void test_system(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_system),
+        cmocka_unit_test(test_names),
         cmocka_unit_test(test_model_tokenizer_chat),
         cmocka_unit_test(test_generate),
         cmocka_unit_test(test_limits_and_errors),
         cmocka_unit_test(test_segments_and_namespaces),
+        cmocka_unit_test(test_continue_and_truncate),
+        cmocka_unit_test(test_static_and_stats_json),
         cmocka_unit_test(test_cache_dir),
         cmocka_unit_test(test_agents),
         cmocka_unit_test(test_two_sequences),

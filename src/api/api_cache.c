@@ -41,17 +41,25 @@ void rp_cache_close(rp_cache *c) {
     free(c);
 }
 
-rp_status rp_cache_bind(rp_cache *c, const rp_model *m, rp_kv_type kv_type) {
-    if (!c || !m) return rp_errorf(RP_ERR_INVALID_ARG, "cache: NULL handle or model");
-    if (c->empty) return rp_errorf(RP_ERR_NOT_FOUND, "cache: the store is empty");
+rp_status rp_cache_salt(const rp_model *m, rp_kv_type kv_type, uint64_t *salt) {
+    *salt = 0;
+    if (!m) return rp_errorf(RP_ERR_INVALID_ARG, "cache: NULL model");
     /* the salt the reuse engine itself computes, so it can never drift from what engines write */
     rp_reuse_params rp = rp_reuse_default_params();
     rp.pipeline = false;
     rp.cache_bytes = 1 << 20;
     rp_reuse *e = NULL;
     RP_TRY(rp_reuse_create(m, (rp_type)kv_type, 1, rp, &e));
-    const uint64_t salt = rp_reuse_salt(e);
+    *salt = rp_reuse_salt(e);
     rp_reuse_free(e);
+    return RP_OK;
+}
+
+rp_status rp_cache_bind(rp_cache *c, const rp_model *m, rp_kv_type kv_type) {
+    if (!c || !m) return rp_errorf(RP_ERR_INVALID_ARG, "cache: NULL handle or model");
+    if (c->empty) return rp_errorf(RP_ERR_NOT_FOUND, "cache: the store is empty");
+    uint64_t salt;
+    RP_TRY(rp_cache_salt(m, kv_type, &salt));
     return rp_store_bind_salt(c->s, salt);
 }
 
@@ -74,6 +82,26 @@ rp_status rp_cache_info_get(rp_cache *c, rp_cache_info *out) {
     out->models = (int32_t)ss.n_models;
     return RP_OK;
 }
+
+rp_status rp_cache_models(rp_cache *c, bool (*fn)(void *user, const rp_cache_model *m), void *user) {
+    if (!c || !fn) return rp_errorf(RP_ERR_INVALID_ARG, "cache: NULL handle or callback");
+    if (c->empty) return RP_OK;
+    rp_store_model *mv = NULL;
+    int32_t n = 0;
+    RP_TRY(rp_store_models(c->s, &mv, &n));
+    for (int32_t i = 0; i < n; i++) {
+        const rp_cache_model cm = {.id = mv[i].id, .salt = mv[i].salt, .name = mv[i].name, .kv_type = mv[i].kv_type,
+                                   .n_layer = mv[i].n_layer, .row_bytes = mv[i].row_bytes, .chunks = mv[i].n_chunks,
+                                   .bytes = mv[i].bytes};
+        if (!fn(user, &cm)) break;
+    }
+    free(mv);
+    return RP_OK;
+}
+
+bool rp_cache_is_empty(const rp_cache *c) { return c && c->empty; }
+
+uint64_t rp_cache_disk_bytes(rp_cache *c) { return c && !c->empty ? rp_store_disk_bytes(c->s) : 0; }
 
 typedef struct list_ctx {
     bool (*fn)(void *user, const rp_cache_entry *e);

@@ -31,9 +31,11 @@ rp_engine_params rp_engine_default_params(void) {
         .select = RP_SELECT_HYBRID,
         .check_layer = 1,
         .static_mode = false,
+        .naive_schedule = false,
         .cache_ram_bytes = (size_t)512 << 20,
         .cache_dir = NULL,
         .cache_disk_bytes = 0,
+        .cache_dir_optional = false,
         .load_calibration = true,
     };
     return p;
@@ -50,9 +52,7 @@ static rp_status check_params(const rp_model *m, const rp_engine_params *p) {
     if (!(p->recompute_ratio >= 0 && p->recompute_ratio <= 1))
         return rp_errorf(RP_ERR_INVALID_ARG, "engine: recompute ratio %g not in [0, 1]", (double)p->recompute_ratio);
     if ((unsigned)p->select > RP_SELECT_ATTN) return rp_errorf(RP_ERR_INVALID_ARG, "engine: selection rule %d", (int)p->select);
-    if (p->check_layer < 0 || p->check_layer >= m->hp.n_layer)
-        return rp_errorf(RP_ERR_INVALID_ARG, "engine: check layer %d (the model has %d layers)", p->check_layer,
-                         m->hp.n_layer);
+    if (p->check_layer < 0) return rp_errorf(RP_ERR_INVALID_ARG, "engine: check layer %d is negative", p->check_layer);
     return RP_OK;
 }
 
@@ -88,6 +88,7 @@ rp_status rp_engine_create(rp_model *m, const rp_engine_params *p, rp_engine **o
     rp.blend.check_layer = p->check_layer;
     rp.blend.select = p->select;
     rp.static_mode = p->static_mode;
+    rp.naive_schedule = p->naive_schedule;
     rp.cache_bytes = p->cache_ram_bytes;
     if (p->static_mode && p->load_calibration)
         e->calibrated = rp_calib_lookup(m->fingerprint, p->cache_dir, p->n_threads, &rp.static_cfg);
@@ -104,7 +105,10 @@ rp_status rp_engine_create(rp_model *m, const rp_engine_params *p, rp_engine **o
     cp.n_ctx_max = e->n_cells;
     if (st == RP_OK) st = rp_ctx_create(m, cp, &e->ctx);
     if (st == RP_OK) st = rp_reuse_create(m, (rp_type)p->kv_type, e->n_ctx, rp, &e->reuse);
-    if (st == RP_OK && e->cache_dir) st = attach_store(e);
+    if (st == RP_OK && e->cache_dir && (st = attach_store(e)) != RP_OK && p->cache_dir_optional) {
+        snprintf(e->notice, sizeof e->notice, "%s", rp_last_error());   /* RAM only; the notice says why */
+        st = RP_OK;
+    }
     if (st == RP_OK) {
         e->logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
         if (!e->logits) st = rp_errorf(RP_ERR_NOMEM, "engine: out of memory");
@@ -134,6 +138,17 @@ const char *rp_engine_notice(const rp_engine *e) { return e ? e->notice : ""; }
 int32_t rp_engine_n_ctx(const rp_engine *e) { return e ? e->n_ctx : 0; }
 bool rp_engine_calibrated(const rp_engine *e) { return e && e->calibrated; }
 
+void rp_engine_static_shapes(const rp_engine *e, rp_static_shapes *out) {
+    memset(out, 0, sizeof *out);
+    if (!e) return;
+    const rp_static_cfg *c = &rp_reuse_get_params(e->reuse)->static_cfg;
+    out->L_P = c->L_P;
+    out->L_S = c->L_S;
+    out->lat_P_ms = c->lat_P_ms;
+    out->lat_S_ms = c->lat_S_ms;
+    out->calibrated = e->calibrated;
+}
+
 rp_status rp_engine_flush(rp_engine *e) {
     if (!e) return rp_errorf(RP_ERR_INVALID_ARG, "engine: NULL");
     rp_chunk_cache *c = rp_reuse_cache(e->reuse);
@@ -155,8 +170,10 @@ void rp_engine_stats_get(rp_engine *e, rp_engine_stats *out) {
     out->loads = cs.loads;
     out->load_failures = cs.load_failures;
     out->prefetched = cs.prefetched;
+    out->prefetch_used = cs.prefetch_used;
     out->written = cs.written;
     out->write_failures = cs.write_failures;
+    out->has_store = rp_chunk_cache_has_store(rp_reuse_cache(e->reuse));
     out->store_bytes = cs.disk_bytes;
     out->store_damaged = cs.store_damaged;
 }
@@ -189,6 +206,8 @@ void rp_seq_free(rp_seq *s) {
     if (!s) return;
     if (s->e->pending == s) s->e->pending = NULL;
     rp_session_free(s->s);
+    rp_sampler_free(s->smp);
+    free(s->smp_bias);
     free(s->hist);
     free(s->text);
     free(s);
@@ -197,13 +216,49 @@ void rp_seq_free(rp_seq *s) {
 void rp_seq_reset(rp_seq *s) {
     if (!s) return;
     rp_session_reset(s->s);
-    s->n_hist = 0;
+    s->n_hist = s->n_prompt = 0;
+    s->pending_tok = s->logits_ok = false;
     s->fresh_prefill = false;
+    s->smp_restart = true;
     if (s->e->pending == s) s->e->pending = NULL;   /* its cells are gone: nothing left to commit */
 }
 
-int32_t rp_seq_n_past(const rp_seq *s) { return s ? rp_session_n_past(s->s) : 0; }
-const float *rp_seq_logits(const rp_seq *s) { return s && s->n_hist > 0 ? rp_session_logits(s->s) : NULL; }
+int32_t rp_seq_n_past(const rp_seq *s) { return s ? s->n_hist : 0; }
+const rp_token *rp_seq_tokens(const rp_seq *s) { return s ? s->hist : NULL; }
+const float *rp_seq_logits(const rp_seq *s) {
+    return s && s->n_hist > 0 && s->logits_ok && !s->pending_tok ? rp_session_logits(s->s) : NULL;
+}
+
+rp_status rp_seq_truncate(rp_seq *s, int32_t n) {
+    if (!s) return rp_errorf(RP_ERR_INVALID_ARG, "seq: NULL");
+    if (n < 0 || n > s->n_hist) return rp_errorf(RP_ERR_RANGE, "seq: truncate to %d tokens of %d", n, s->n_hist);
+    if (n == s->n_hist) return RP_OK;
+    rp_engine *e = s->e;
+    if (e->pending == s && n < s->n_prompt) {   /* the commit copies the prompt's cells: before they go */
+        e->pending = NULL;
+        (void)rp_reuse_commit(e->reuse, rp_session_kv(s->s));   /* a failed commit only loses cache */
+    }
+    if (s->pending_tok) s->pending_tok = false;   /* the pending token is the last one: cut */
+    rp_kv_truncate(rp_session_kv(s->s), n);
+    s->n_hist = n;
+    s->logits_ok = false;   /* hist[n - 1]'s logits are not kept: a generate re-decodes it */
+    s->fresh_prefill = false;
+    return RP_OK;
+}
+
+/* Decodes what the next sample needs: a pending generated token, or (after a truncate) the last token again. */
+static rp_status ensure_logits(rp_seq *s) {
+    if (s->pending_tok) {
+        RP_TRY(rp_session_feed(s->s, &s->hist[s->n_hist - 1], 1));
+        s->pending_tok = false;
+        s->logits_ok = true;
+    } else if (!s->logits_ok && s->n_hist > 0) {
+        rp_kv_truncate(rp_session_kv(s->s), s->n_hist - 1);
+        RP_TRY(rp_session_feed(s->s, &s->hist[s->n_hist - 1], 1));
+        s->logits_ok = true;
+    }
+    return RP_OK;
+}
 
 rp_gen_opts rp_gen_default_opts(void) {
     rp_gen_opts o = {
@@ -245,8 +300,10 @@ rp_status rp_seq_prefill(rp_seq *s, const rp_prompt *p, const rp_gen_opts *o, rp
     /* the reuse engine remembers one prompt: another sequence's uncommitted one is cached now, not lost */
     if (e->pending && e->pending != s) (void)rp_seq_commit(e->pending);
     e->pending = NULL;
-    s->n_hist = 0;
+    s->n_hist = s->n_prompt = 0;
+    s->pending_tok = s->logits_ok = false;
     s->fresh_prefill = false;
+    s->smp_restart = true;   /* a new generation: the sampler starts from its seed */
     const double t0 = now_ms();
     rp_status rs = rp_reuse_prefill_opts(e->reuse, &ro, e->ctx, rp_session_kv(s->s), p->toks, p->n, p->bounds,
                                          p->n_bounds, e->logits, &rst);
@@ -257,7 +314,8 @@ rp_status rp_seq_prefill(rp_seq *s, const rp_prompt *p, const rp_gen_opts *o, rp
     }
     const double dt = now_ms() - t0;
     memcpy(s->hist, p->toks, sizeof *p->toks * (size_t)p->n);
-    s->n_hist = p->n;
+    s->n_hist = s->n_prompt = p->n;
+    s->logits_ok = true;
     const int mode = o->reuse >= 0 ? o->reuse : (int)e->p.reuse;
     if (o->persist && mode != RP_REUSE_NONE) e->pending = s;
     st->prompt_tokens = rst.n_prompt;
@@ -280,6 +338,8 @@ rp_status rp_seq_prefill(rp_seq *s, const rp_prompt *p, const rp_gen_opts *o, rp
     st->compute_ms = rst.compute_ms;
     st->plan_ms = rst.plan_ms;
     st->bytes_loaded = rst.bytes_loaded;
+    st->static_shapes = o->static_mode >= 0 ? o->static_mode != 0 : e->p.static_mode;
+    st->calibrated = st->static_shapes && e->calibrated;
     st->prefill_ms = dt;
     st->prompt_tok_per_s = dt > 0 ? p->n / (dt * 1e-3) : 0;
     s->prefill = *st;
@@ -299,10 +359,17 @@ rp_status rp_seq_feed(rp_seq *s, const rp_token *t, int32_t n) {
     if (n == 0) return RP_OK;
     if (s->n_hist + n > s->e->n_ctx)
         return rp_errorf(RP_ERR_FULL, "seq: %d + %d tokens exceed the context of %d", s->n_hist, n, s->e->n_ctx);
+    if (s->pending_tok) {   /* the last generated token first, alone (as a generate would have decoded it) */
+        RP_TRY(rp_session_feed(s->s, &s->hist[s->n_hist - 1], 1));
+        s->pending_tok = false;
+    }
     RP_TRY(rp_session_feed(s->s, t, n));
     memcpy(s->hist + s->n_hist, t, sizeof *t * (size_t)n);
     s->n_hist += n;
+    s->logits_ok = true;
     s->fresh_prefill = false;
+    if (s->smp)   /* the generation goes on: the fed tokens join its penalty window */
+        for (int32_t i = 0; i < n; i++) rp_sampler_accept(s->smp, t[i]);
     return RP_OK;
 }
 
@@ -354,6 +421,43 @@ static size_t stop_holdback(const rp_gen_opts *o, const char *text, size_t len) 
     return hold;
 }
 
+static bool same_sampling(const rp_sampler_params *a, const rp_logit_bias *a_bias, const rp_sampler_params *b) {
+    if (a->temp != b->temp || a->top_k != b->top_k || a->top_p != b->top_p || a->min_p != b->min_p ||
+        a->repeat_penalty != b->repeat_penalty || a->repeat_last_n != b->repeat_last_n ||
+        a->presence_penalty != b->presence_penalty || a->frequency_penalty != b->frequency_penalty ||
+        a->seed != b->seed || a->n_bias != b->n_bias)
+        return false;
+    for (int32_t i = 0; i < a->n_bias; i++)
+        if (a_bias[i].token != b->bias[i].token || a_bias[i].bias != b->bias[i].bias) return false;
+    return true;
+}
+
+/* The sequence's sampler for these params: the one it has (the generation goes on), or a new one from the seed
+ * whose penalty window is the sequence's last tokens. */
+static rp_status seq_sampler(rp_seq *s, const rp_sampler_params *sp) {
+    if (s->smp && !s->smp_restart && same_sampling(&s->smp_p, s->smp_bias, sp)) return RP_OK;
+    if (sp->n_bias < 0 || (sp->n_bias > 0 && !sp->bias))
+        return rp_errorf(RP_ERR_INVALID_ARG, "seq: %d logit biases", sp->n_bias);
+    rp_sampler *smp = NULL;
+    RP_TRY(rp_sampler_create(*sp, s->e->m->hp.n_vocab, &smp));
+    rp_logit_bias *bias = NULL;
+    if (sp->n_bias > 0 && !(bias = malloc(sizeof *bias * (size_t)sp->n_bias))) {
+        rp_sampler_free(smp);
+        return rp_errorf(RP_ERR_NOMEM, "seq: out of memory");
+    }
+    if (bias) memcpy(bias, sp->bias, sizeof *bias * (size_t)sp->n_bias);
+    rp_sampler_free(s->smp);
+    free(s->smp_bias);
+    s->smp = smp;
+    s->smp_p = *sp;
+    s->smp_p.bias = NULL;   /* compared through smp_bias */
+    s->smp_bias = bias;
+    s->smp_restart = false;
+    const int32_t w = sp->repeat_last_n;
+    for (int32_t i = w > 0 && s->n_hist > w ? s->n_hist - w : 0; i < s->n_hist; i++) rp_sampler_accept(smp, s->hist[i]);
+    return RP_OK;
+}
+
 rp_status rp_seq_generate(rp_seq *s, const rp_gen_opts *o, char *buf, size_t cap, size_t *len, rp_gen_stats *st) {
     rp_gen_stats tmp;
     if (!st) st = &tmp;
@@ -370,10 +474,10 @@ rp_status rp_seq_generate(rp_seq *s, const rp_gen_opts *o, char *buf, size_t cap
     if (s->n_hist == 0) return rp_errorf(RP_ERR_INVALID_ARG, "seq: nothing to continue (prefill or feed a prompt first)");
     *st = s->fresh_prefill ? s->prefill : (rp_gen_stats){0};
     s->fresh_prefill = false;
-    rp_sampler *smp = NULL;
-    RP_TRY(rp_sampler_create(o->sampling, m->hp.n_vocab, &smp));
-    const int32_t w = o->sampling.repeat_last_n;
-    for (int32_t i = w > 0 && s->n_hist > w ? s->n_hist - w : 0; i < s->n_hist; i++) rp_sampler_accept(smp, s->hist[i]);
+    st->commit_status = RP_OK;
+    RP_TRY(ensure_logits(s));
+    RP_TRY(seq_sampler(s, &o->sampling));
+    rp_sampler *smp = s->smp;
     rp_detok dt;
     rp_detok_init(&dt, m->tok, false);
     dt.at_start = false;   /* a continuation keeps its leading space */
@@ -387,7 +491,7 @@ rp_status rp_seq_generate(rp_seq *s, const rp_gen_opts *o, char *buf, size_t cap
         const rp_token t = rp_sampler_sample(smp, rp_session_logits(s->s));
         if (e->pending == s) {   /* cache the prompt's chunks after the first token, off the TTFT path */
             e->pending = NULL;
-            (void)rp_reuse_commit(e->reuse, rp_session_kv(s->s));   /* a failed commit only loses cache */
+            st->commit_status = rp_reuse_commit(e->reuse, rp_session_kv(s->s));   /* a failure only loses cache */
         }
         st->generated++;   /* tokens sampled, as `reprise run` counts them: an end-of-generation one included */
         if (!o->ignore_eos && rp_tokenizer_is_eog(m->tok, t)) {
@@ -406,13 +510,19 @@ rp_status rp_seq_generate(rp_seq *s, const rp_gen_opts *o, char *buf, size_t cap
         }
         /* stream what can no longer become a stop string */
         const size_t ready = st->stop == RP_STOP_STRING ? tlen : tlen - stop_holdback(o, s->text, tlen);
-        if (o->on_token && !o->on_token(o->user, t, s->text + emitted, ready > emitted ? ready - emitted : 0)) {
-            emitted = ready > emitted ? ready : emitted;
+        if (o->on_token && !o->on_token(o->user, t, s->text + emitted, ready > emitted ? ready - emitted : 0))
             st->stop = RP_STOP_CANCELLED;
-            break;
-        }
         if (ready > emitted) emitted = ready;
         if (st->stop == RP_STOP_STRING) break;
+        if (st->stop == RP_STOP_CANCELLED || k + 1 >= max) {
+            /* the last token joins the sequence undecoded: its logits would go unused unless the sequence goes
+             * on (then the next feed or generate decodes it) */
+            if (s->n_hist < e->n_ctx) {
+                s->hist[s->n_hist++] = t;
+                s->pending_tok = true;
+            }
+            break;
+        }
         if (s->n_hist >= e->n_ctx) {
             st->stop = RP_STOP_CONTEXT;
             break;
@@ -431,7 +541,6 @@ rp_status rp_seq_generate(rp_seq *s, const rp_gen_opts *o, char *buf, size_t cap
         }
         if (rs == RP_OK && o->on_token && tlen > emitted) (void)o->on_token(o->user, -1, s->text + emitted, tlen - emitted);
     }
-    rp_sampler_free(smp);
     const double dt_ms = now_ms() - t0;
     st->decode_ms = dt_ms;
     st->gen_tok_per_s = dt_ms > 0 ? st->generated / (dt_ms * 1e-3) : 0;
@@ -442,4 +551,37 @@ rp_status rp_seq_generate(rp_seq *s, const rp_gen_opts *o, char *buf, size_t cap
         buf[wlen] = 0;
     }
     return rs;
+}
+
+size_t rp_gen_stats_json(const rp_gen_stats *s, char *buf, size_t cap) {
+    char plan[32] = "null";   /* a placeholder unless the prefill was static and calibrated */
+    if (s->static_shapes && s->calibrated) snprintf(plan, sizeof plan, "%.3f", s->plan_ms);
+    const int n = snprintf(
+        buf, cap,
+        "{\"prompt_tokens\": %d, \"chunks\": %d, \"reused_prefix\": %d, \"reused_prefix_exact\": %d, "
+        "\"reused_prefix_approx\": %d, \"reused_nonprefix\": %d, "
+        "\"subchunk\": %d, \"recomputed\": %d, \"new\": %d, \"computed_rows\": %d, \"calls\": %d, \"pad_rows\": %d, "
+        "\"load_failed\": %d, \"attempts\": %d, "
+        "\"ttft_ms\": %.3f, \"match_ms\": %.3f, \"load_ms\": %.3f, \"load_exposed_ms\": %.3f, "
+        "\"bytes_loaded\": %llu, \"compute_ms\": %.3f, \"plan_ms\": %s%s%s}",
+        s->prompt_tokens, s->chunks, s->reused_prefix, s->reused_prefix_exact, s->reused_prefix - s->reused_prefix_exact,
+        s->reused_nonprefix, s->subchunk, s->recomputed, s->computed, s->computed_rows, s->calls, s->pad_rows,
+        s->load_failed, s->attempts, s->ttft_ms, s->match_ms, s->load_ms, s->load_exposed_ms,
+        (unsigned long long)s->bytes_loaded, s->compute_ms, plan, s->static_shapes ? ", \"calibrated\": " : "",
+        s->static_shapes ? (s->calibrated ? "true" : "false") : "");
+    return n > 0 ? (size_t)n : 0;
+}
+
+/* ---- names ---- */
+
+int rp_kv_type_parse(const char *name) {
+    if (!name) return -1;
+    if (!strcmp(name, "f16")) return RP_KV_F16;
+    if (!strcmp(name, "q8_0")) return RP_KV_Q8_0;
+    if (!strcmp(name, "f32")) return RP_KV_F32;
+    return -1;
+}
+
+const char *rp_kv_type_name(rp_kv_type t) {
+    return t == RP_KV_F16 ? "f16" : t == RP_KV_Q8_0 ? "q8_0" : t == RP_KV_F32 ? "f32" : "?";
 }

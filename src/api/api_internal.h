@@ -5,6 +5,7 @@
 #include "reprise.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "model/sampler.h"
 #include "model/session.h"
 #include "reuse/engine.h"
 
@@ -32,10 +33,17 @@ struct rp_engine {
 struct rp_seq {
     rp_engine *e;
     rp_session *s;
-    rp_token *hist;             /* [n_cells] the tokens in the KV cache (penalty windows) */
+    rp_token *hist;             /* [n_cells] the sequence's tokens: its KV cache's, then a pending one */
     int32_t n_hist;
+    int32_t n_prompt;           /* tokens of the last prefilled prompt (its commit needs their cells) */
+    bool pending_tok;           /* hist[n_hist - 1] was generated and is not decoded yet */
+    bool logits_ok;             /* the session's logits are hist[n_hist - 1]'s (false after a truncate) */
     rp_gen_stats prefill;       /* the last prefill's figures, handed to the generate after it */
     bool fresh_prefill;
+    rp_sampler *smp;            /* the sequence's sampler (NULL until the first generate) */
+    rp_sampler_params smp_p;    /* what it was made with (the bias array copied to smp_bias) */
+    rp_logit_bias *smp_bias;
+    bool smp_restart;           /* a prefill or reset since: the next generate starts from the seed */
     char *text;                 /* generated text (stop strings are searched in it) */
     size_t text_cap;
 };

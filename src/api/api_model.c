@@ -56,6 +56,7 @@ rp_model_desc rp_model_describe(const rp_model *m) {
     d.weight_bytes = m->weight_bytes;
     d.fingerprint = m->fingerprint;
     d.has_weights = m->layers != NULL;
+    d.has_tokenizer = m->tok != NULL;
     return d;
 }
 

@@ -22,7 +22,7 @@ int rp_select_kind_parse(const char *s) {
 }
 
 const char *rp_select_kind_name(rp_select_kind k) {
-    return k == RP_SELECT_DEV ? "dev" : k == RP_SELECT_ATTN ? "attn" : "hybrid";
+    return k == RP_SELECT_HYBRID ? "hybrid" : k == RP_SELECT_DEV ? "dev" : k == RP_SELECT_ATTN ? "attn" : "?";
 }
 
 rp_status rp_blend_ws_init(rp_blend_ws *ws, int32_t cap, int32_t n_cells, int32_t n_head, int32_t kv_dim) {

@@ -37,11 +37,7 @@ typedef enum rp_row_kind {
  * HYBRID 4.8x (3.1-8.1x); on the 2-3k-token doc-QA / chat workloads (past
  * that model's 512-token training context) DEV 3.0x / 4.9x, ATTN 1.5x /
  * 1.9x, HYBRID 2.2x / 5.2x — hence the hybrid. */
-/* rp_select_kind is the public API's (reprise.h) */
-
-/* "hybrid" / "dev" / "attn" -> kind; -1 when unknown */
-int rp_select_kind_parse(const char *s);
-const char *rp_select_kind_name(rp_select_kind k);
+/* rp_select_kind and its names (rp_select_kind_name / _parse) are the public API's (reprise.h) */
 
 #define RP_BLEND_QUERY_ROWS 16   /* last new/final rows whose attention weighs the deviation */
 

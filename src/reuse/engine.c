@@ -24,6 +24,7 @@ const char *rp_reuse_mode_name(rp_reuse_mode m) {
 }
 
 int rp_reuse_mode_parse(const char *s) {
+    if (!s) return -1;
     if (!strcmp(s, "none")) return RP_REUSE_NONE;
     if (!strcmp(s, "prefix")) return RP_REUSE_PREFIX;
     if (!strcmp(s, "full")) return RP_REUSE_FULL;
@@ -1062,18 +1063,4 @@ rp_status rp_reuse_calibrate(rp_reuse *e, rp_ctx *c, rp_kv *kv, const int32_t *s
     RP_TRY(rp_calib_choose_shapes(cal->sizes, cal->prefill_ms, cal->recompute_ms, n_sizes, 0.15, &cal->cfg));
     e->p.static_cfg = e->cur.static_cfg = cal->cfg;
     return RP_OK;
-}
-
-void rp_reuse_stats_json(const rp_reuse_stats *s, char *buf, size_t cap) {
-    snprintf(buf, cap,
-             "{\"prompt_tokens\": %d, \"chunks\": %d, \"reused_prefix\": %d, \"reused_prefix_exact\": %d, "
-             "\"reused_prefix_approx\": %d, \"reused_nonprefix\": %d, "
-             "\"subchunk\": %d, \"recomputed\": %d, \"new\": %d, \"computed_rows\": %d, \"calls\": %d, \"pad_rows\": %d, "
-             "\"load_failed\": %d, \"attempts\": %d, "
-             "\"ttft_ms\": %.3f, \"match_ms\": %.3f, \"load_ms\": %.3f, \"load_exposed_ms\": %.3f, "
-             "\"bytes_loaded\": %llu, \"compute_ms\": %.3f, \"plan_ms\": %.3f}",
-             s->n_prompt, s->n_chunks, s->n_prefix, s->n_prefix_exact, s->n_prefix - s->n_prefix_exact, s->n_nonprefix,
-             s->n_subchunk, s->n_recomputed, s->n_new, s->n_computed_rows, s->n_calls, s->n_pad, s->n_load_failed,
-             s->n_attempts, s->ttft_ms, s->match_ms, s->load_ms, s->load_exposed_ms, (unsigned long long)s->bytes_loaded,
-             s->compute_ms, s->plan_ms);
 }

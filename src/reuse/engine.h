@@ -14,10 +14,7 @@
 #include "reuse/chunk.h"
 #include "reuse/plan.h"
 
-/* rp_reuse_mode is the public API's (reprise.h) */
-
-const char *rp_reuse_mode_name(rp_reuse_mode m);
-int rp_reuse_mode_parse(const char *s);   /* -1 if unknown */
+/* rp_reuse_mode and its names (rp_reuse_mode_name / _parse) are the public API's (reprise.h) */
 
 typedef struct rp_reuse_params {
     rp_reuse_mode mode;
@@ -175,8 +172,5 @@ rp_status rp_reuse_analyze_opts(rp_reuse *e, const rp_reuse_opts *opts, const rp
  * *cal and sets the engine's static configuration from it. */
 rp_status rp_reuse_calibrate(rp_reuse *e, rp_ctx *c, rp_kv *kv, const int32_t *sizes, int32_t n_sizes, int reps,
                              rp_calib *cal);
-
-/* A JSON object with the stats (for `stats: {json}` lines). */
-void rp_reuse_stats_json(const rp_reuse_stats *st, char *buf, size_t cap);
 
 #endif /* RP_REUSE_ENGINE_H */
