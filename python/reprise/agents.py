@@ -63,14 +63,23 @@ class Agents(Handle):
         s = self.stats()
         return "<reprise.Agents: %d agents, %d active, %d waiting>" % (s.agents, s.active, s.waiting)
 
+    @property
+    def _hc(self):
+        """The handle, for a call that takes the scheduler's lock: refused from a token callback, which the
+        step calls with that lock held (the call would wait for itself)."""
+        if self._step_thread == threading.get_ident():
+            raise Error(Status.INVALID_ARG, "agents: a call on the scheduler from a token callback (the step "
+                                            "that runs it holds the scheduler; return False to end a turn)")
+        return self._h
+
     def add(self) -> int:
         """A new agent; its id. Error FULL when max_agents exist."""
         out = ctypes.c_int64()
-        check(lib.rp_agents_add(self._h, ctypes.byref(out)))
+        check(lib.rp_agents_add(self._hc, ctypes.byref(out)))
         return out.value
 
     def remove(self, agent: int) -> None:
-        check(lib.rp_agents_remove(self._h, int(agent)))
+        check(lib.rp_agents_remove(self._hc, int(agent)))
         with self._lock:
             self._turns.pop(int(agent), None)
 
@@ -79,7 +88,8 @@ class Agents(Handle):
             return self.model.tokenize(tokens, add_bos=self.info(agent).n_tokens == 0, parse_special=True)
         return list(tokens)
 
-    def _turn(self, agent: int, kw: dict, where: str):
+    def _turn(self, kw: dict, where: str):
+        """(rp_turn_opts, what it points at, the Sink of its callback's exceptions)."""
         on_token: Optional[Callable[[int, int], object]] = kw.pop("on_token", None)
         o, keep = options.turn_opts(kw, where)
         sink = Sink()
@@ -87,9 +97,15 @@ class Agents(Handle):
             fn = _lib.agent_token_fn(sink.wrap(lambda _user, aid, tok: on_token(aid, tok) is not False, False))
             o.on_token = fn
             keep.append(fn)
-        with self._lock:   # alive until the agent's next turn or its removal
+        return o, keep, sink
+
+    def _start(self, c_call, agent: int, tokens: Tokens, turn: dict, where: str) -> None:
+        t = self._tokens_of(agent, tokens)
+        o, keep, sink = self._turn(turn, where)
+        arr, n = _lib.token_array(t)
+        check(c_call(self._hc, int(agent), arr, n, ctypes.byref(o)))
+        with self._lock:   # alive until the agent's next turn (a refused one leaves the running turn's) or removal
             self._turns[int(agent)] = (o, keep, sink)
-        return o
 
     def _reraise(self) -> None:
         with self._lock:
@@ -101,26 +117,19 @@ class Agents(Handle):
 
     def submit(self, agent: int, tokens: Tokens, **turn) -> None:
         """Queues tokens (or text) for the agent's next turn, appended to its history."""
-        t = self._tokens_of(agent, tokens)
-        o = self._turn(agent, turn, "submit")
-        arr, n = _lib.token_array(t)
-        check(lib.rp_agents_submit(self._h, int(agent), arr, n, ctypes.byref(o)))
+        self._start(lib.rp_agents_submit, agent, tokens, turn, "submit")
 
     def resume(self, agent: int, tokens: Tokens, **turn) -> None:
         """A waiting agent's tool result (tokens or text): appended, and its turn continues."""
-        t = self._tokens_of(agent, tokens)
-        o = self._turn(agent, turn, "resume")
-        arr, n = _lib.token_array(t)
-        check(lib.rp_agents_resume(self._h, int(agent), arr, n, ctypes.byref(o)))
+        self._start(lib.rp_agents_resume, agent, tokens, turn, "resume")
 
     def cancel(self, agent: int) -> None:
-        lib.rp_agents_cancel(self._h, int(agent))
+        lib.rp_agents_cancel(self._hc, int(agent))
 
     def close(self) -> None:
         if self.closed:
             return
-        if self._step_thread == threading.get_ident():
-            raise Error(Status.INVALID_ARG, "agents: close() from a token callback, inside the step that called it")
+        self._hc   # not from a token callback
         with self._stepping:
             super().close()
 
@@ -128,9 +137,10 @@ class Agents(Handle):
         """One batch over every admitted agent's work; False when there was none."""
         ran = ctypes.c_bool()
         with self._stepping:
+            h = self._hc
             self._step_thread = threading.get_ident()
             try:
-                st = lib.rp_agents_step(self._h, ctypes.byref(ran))
+                st = lib.rp_agents_step(h, ctypes.byref(ran))
             finally:
                 self._step_thread = None
         self._reraise()
@@ -145,7 +155,7 @@ class Agents(Handle):
 
     def info(self, agent: int) -> AgentInfo:
         s = _lib.rp_agent_info()
-        check(lib.rp_agents_info(self._h, int(agent), ctypes.byref(s)))
+        check(lib.rp_agents_info(self._hc, int(agent), ctypes.byref(s)))
         return AgentInfo._of(s)
 
     def tokens(self, agent: int, start: int = 0) -> List[int]:
@@ -154,7 +164,7 @@ class Agents(Handle):
         cap = max(n_all - start, 0)
         buf = (_lib.c_token * max(cap, 1))()
         n = ctypes.c_int32()
-        check(lib.rp_agents_tokens(self._h, int(agent), int(start), buf, cap, ctypes.byref(n)))
+        check(lib.rp_agents_tokens(self._hc, int(agent), int(start), buf, cap, ctypes.byref(n)))
         return buf[:n.value]
 
     def text(self, agent: int, start: int = 0) -> str:
@@ -163,5 +173,5 @@ class Agents(Handle):
 
     def stats(self) -> AgentsStats:
         s = _lib.rp_agents_stats()
-        lib.rp_agents_stats_get(self._h, ctypes.byref(s))
+        lib.rp_agents_stats_get(self._hc, ctypes.byref(s))
         return from_struct(AgentsStats, s)

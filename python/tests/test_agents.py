@@ -1,5 +1,7 @@
 """test_agents.py — reprise.Agents: two agents batched give each the text a sequence alone gives; a turn that
 waits for a tool result resumes; token callbacks cancel; stats."""
+import subprocess
+import sys
 import unittest
 
 import support
@@ -84,6 +86,30 @@ class TestAgents(unittest.TestCase):
             self.a.submit(aid, "x", ignore_eos=True)   # not a turn option
         with self.assertRaises(ValueError):
             reprise.Agents(self.m, policy="fastest")
+
+    def test_scheduler_calls_from_a_callback_refused(self):
+        # the step runs token callbacks under the scheduler's lock: a call on it from one would wait for itself
+        # forever, so the package refuses it (in a child process, so that a regression fails instead of hanging)
+        code = """if True:
+            import sys, reprise
+            m = reprise.Model(sys.argv[1])
+            a = reprise.Agents(m, n_threads=1, n_ctx=128, max_agents=2)
+            aid = a.add()
+            seen = []
+            def on_token(agent, tok):
+                for call in (lambda: a.info(agent), lambda: a.submit(agent, [tok]), lambda: a.tokens(agent)):
+                    try:
+                        call()
+                        seen.append("called")
+                    except reprise.Error as e:
+                        seen.append("refused" if "from a token callback" in str(e) else str(e))
+            a.submit(aid, "Once upon a time", max_tokens=4, temperature=0, on_token=on_token)
+            a.run()
+            print(" ".join(sorted(set(seen))), a.info(aid).generated)
+        """
+        r = subprocess.run([sys.executable, "-c", code, support.MODEL], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["refused", "4"])   # refused every time; the turn itself went on
 
 
 if __name__ == "__main__":
