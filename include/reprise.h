@@ -211,7 +211,8 @@ RP_API long rp_model_meta(const rp_model *m, const char *key, char *buf, size_t 
 RP_API rp_status rp_tokenize(const rp_model *m, const char *text, size_t len, bool add_bos, bool parse_special,
                              rp_token *out, int32_t cap, int32_t *n_out);
 /* The text of one token (control tokens rendered only with render_special).
- * Returns the bytes it needs; writes at most cap (no NUL). */
+ * Returns the bytes the whole piece takes (0 for an id out of range); writes
+ * at most cap of them (no NUL). */
 RP_API int32_t rp_token_to_piece(const rp_model *m, rp_token t, bool render_special, char *buf, int32_t cap);
 /* The text of n tokens, NUL-terminated; RP_ERR_FULL with *len = bytes needed. */
 RP_API rp_status rp_detokenize(const rp_model *m, const rp_token *t, int32_t n, bool render_special, char *buf,
@@ -499,7 +500,9 @@ typedef struct rp_turn_opts {
     bool suspend_on_tool_call;       /* a turn ending in a tool call (chat format) waits for its result (default true) */
     bool wait_after;                 /* the turn ends waiting whatever it generated: the caller runs a tool and
                                         rp_agents_resume()s with its result (default false) */
-    bool (*on_token)(void *user, rp_agent_id id, rp_token tok);   /* on the stepping thread; quick; false cancels */
+    /* each token as it is generated, on the stepping thread with the scheduler's lock held: quick (copy it
+     * out), and no rp_agents_* call from inside it except rp_agents_cancel; false cancels the turn */
+    bool (*on_token)(void *user, rp_agent_id id, rp_token tok);
     void *user;
 } rp_turn_opts;
 

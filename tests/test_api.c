@@ -717,6 +717,38 @@ static void test_two_sequences(void **state) {
     rp_model_free(m);
 }
 
+/* Separators cut chunks inside text, also where an SPM vocabulary tokenizes them otherwise than alone (its
+ * dummy-prefix space: "\n\n" alone is [_ \n \n], after a word [\n \n]); a token's piece reports its whole length. */
+static void test_separator_and_pieces(void **state) {
+    (void)state;
+    OPEN_MODEL(m);
+    rp_prompt *p = NULL;
+    assert_int_equal(rp_prompt_create(&p), RP_OK);
+    const char *text = "Lily had a ball.\n\nTom had a dog.\n\nSue had a cake.";
+    assert_int_equal(rp_prompt_add_text(p, m, text, strlen(text)), RP_OK);
+    assert_int_equal(rp_prompt_n_bounds(p), 0);
+    assert_int_equal(rp_prompt_split_at(p, m, "\n\n"), RP_OK);
+    assert_int_equal(rp_prompt_n_bounds(p), 2);
+    /* each boundary sits right after a "\n\n" */
+    for (int32_t i = 0; i < 2; i++) {
+        const int32_t b = rp_prompt_bounds(p)[i];
+        char piece[16];
+        const int32_t n = rp_token_to_piece(m, rp_prompt_tokens(p)[b - 1], false, piece, sizeof piece);
+        assert_true(n >= 1 && piece[n - 1] == '\n');
+    }
+    /* a piece larger than the buffer: the length it needs, and the head of it */
+    char full[64], head[2];
+    rp_token tok = 0;
+    int32_t need = 0;
+    while (tok < rp_model_describe(m).n_vocab && (need = rp_token_to_piece(m, tok, false, full, sizeof full)) < 3) tok++;
+    assert_true(need >= 3);
+    assert_int_equal(rp_token_to_piece(m, tok, false, head, 1), need);
+    assert_int_equal(head[0], full[0]);
+    assert_int_equal(rp_token_to_piece(m, 1 << 30, false, full, sizeof full), 0);
+    rp_prompt_free(p);
+    rp_model_free(m);
+}
+
 static void test_system(void **state) {
     (void)state;
     char line[512];
@@ -742,6 +774,7 @@ int main(void) {
         cmocka_unit_test(test_cache_dir),
         cmocka_unit_test(test_agents),
         cmocka_unit_test(test_two_sequences),
+        cmocka_unit_test(test_separator_and_pieces),
     };
     return rp_test_main(tests, NULL, NULL);
 }

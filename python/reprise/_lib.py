@@ -102,7 +102,7 @@ class rp_model_desc(Structure):
     _fields_ = [("name", c_char_p), ("arch", c_char_p), ("chat_format", c_char_p), ("n_vocab", c_int32),
                 ("n_ctx_train", c_int32), ("n_embd", c_int32), ("n_ff", c_int32), ("n_layer", c_int32),
                 ("n_head", c_int32), ("n_head_kv", c_int32), ("head_dim", c_int32), ("weight_bytes", c_uint64),
-                ("fingerprint", c_uint64), ("has_weights", c_bool)]
+                ("fingerprint", c_uint64), ("has_weights", c_bool), ("has_tokenizer", c_bool)]
 
 
 class rp_chat_message(Structure):
@@ -113,15 +113,21 @@ class rp_chat_message(Structure):
 class rp_engine_params(Structure):
     _fields_ = [("n_threads", c_int), ("n_ctx", c_int32), ("n_batch", c_int32), ("kv_type", c_int),
                 ("reuse", c_int), ("recompute_ratio", c_float), ("select", c_int), ("check_layer", c_int32),
-                ("static_mode", c_bool), ("cache_ram_bytes", c_size_t), ("cache_dir", c_char_p),
-                ("cache_disk_bytes", c_uint64), ("load_calibration", c_bool)]
+                ("static_mode", c_bool), ("naive_schedule", c_bool), ("cache_ram_bytes", c_size_t),
+                ("cache_dir", c_char_p), ("cache_disk_bytes", c_uint64), ("cache_dir_optional", c_bool),
+                ("load_calibration", c_bool)]
+
+
+class rp_static_shapes(Structure):
+    _fields_ = [("L_P", c_int32), ("L_S", c_int32), ("lat_P_ms", c_double), ("lat_S_ms", c_double),
+                ("calibrated", c_bool)]
 
 
 class rp_engine_stats(Structure):
     _fields_ = [(n, c_uint64) for n in ("cache_chunks", "cache_bytes", "inserts", "evictions", "prefix_hits",
                                         "content_hits", "misses", "flash_hits", "loads", "load_failures",
-                                        "prefetched", "written", "write_failures", "store_bytes")] + \
-               [("store_damaged", c_bool)]
+                                        "prefetched", "prefetch_used", "written", "write_failures")] + \
+               [("has_store", c_bool), ("store_bytes", c_uint64), ("store_damaged", c_bool)]
 
 
 class rp_gen_opts(Structure):
@@ -139,7 +145,8 @@ class rp_gen_stats(Structure):
                [("stop", c_int)] + \
                [(n, c_int32) for n in ("chunks", "subchunk", "computed_rows", "calls", "pad_rows", "attempts")] + \
                [(n, c_double) for n in ("match_ms", "load_ms", "load_exposed_ms", "compute_ms", "plan_ms")] + \
-               [("bytes_loaded", c_uint64)]
+               [("bytes_loaded", c_uint64), ("static_shapes", c_bool), ("calibrated", c_bool),
+                ("commit_status", c_int)]
 
 
 class rp_agents_params(Structure):
@@ -176,13 +183,19 @@ class rp_cache_entry(Structure):
                 ("used_at", c_double), ("tokens", POINTER(c_token))]
 
 
+class rp_cache_model(Structure):
+    _fields_ = [("id", c_int64), ("salt", c_uint64), ("name", c_char_p), ("kv_type", c_int), ("n_layer", c_int32),
+                ("row_bytes", c_uint64), ("chunks", c_uint64), ("bytes", c_uint64)]
+
+
 cache_list_fn = CFUNCTYPE(c_bool, c_void_p, POINTER(rp_cache_entry))
+cache_models_fn = CFUNCTYPE(c_bool, c_void_p, POINTER(rp_cache_model))
 cache_bad_fn = CFUNCTYPE(None, c_void_p, c_uint64, c_char_p)
 
 #: every struct above, for the layout test
 STRUCTS = [rp_logit_bias, rp_sampler_params, rp_model_params, rp_model_desc, rp_chat_message, rp_engine_params,
-           rp_engine_stats, rp_gen_opts, rp_gen_stats, rp_agents_params, rp_turn_opts, rp_agent_info,
-           rp_agents_stats, rp_cache_info, rp_cache_entry]
+           rp_static_shapes, rp_engine_stats, rp_gen_opts, rp_gen_stats, rp_agents_params, rp_turn_opts,
+           rp_agent_info, rp_agents_stats, rp_cache_info, rp_cache_model, rp_cache_entry]
 
 # ---------------------------------------------------------------------------------------------------------
 # functions: name -> (restype, argtypes)
@@ -200,6 +213,12 @@ PROTOTYPES = {
     "rp_last_error": (c_char_p, []),
     "rp_version": (c_char_p, []),
     "rp_sampler_default_params": (rp_sampler_params, []),
+    "rp_kv_type_parse": (c_int, [c_char_p]),
+    "rp_kv_type_name": (c_char_p, [c_int]),
+    "rp_reuse_mode_parse": (c_int, [c_char_p]),
+    "rp_reuse_mode_name": (c_char_p, [c_int]),
+    "rp_select_kind_parse": (c_int, [c_char_p]),
+    "rp_select_kind_name": (c_char_p, [c_int]),
     "rp_cpu_select": (ST, [c_char_p]),
     "rp_cpu_active": (c_char_p, []),
     "rp_system_info": (c_size_t, [c_char_p, c_size_t]),
@@ -236,6 +255,7 @@ PROTOTYPES = {
     "rp_engine_notice": (c_char_p, [H]),
     "rp_engine_n_ctx": (c_int32, [H]),
     "rp_engine_calibrated": (c_bool, [H]),
+    "rp_engine_static_shapes": (None, [H, POINTER(rp_static_shapes)]),
     "rp_engine_flush": (ST, [H]),
     "rp_engine_stats_get": (None, [H, POINTER(rp_engine_stats)]),
     # sequences
@@ -243,8 +263,11 @@ PROTOTYPES = {
     "rp_seq_free": (None, [H]),
     "rp_seq_reset": (None, [H]),
     "rp_seq_n_past": (c_int32, [H]),
+    "rp_seq_tokens": (P_TOK, [H]),
+    "rp_seq_truncate": (ST, [H, c_int32]),
     "rp_seq_logits": (POINTER(c_float), [H]),
     "rp_gen_default_opts": (rp_gen_opts, []),
+    "rp_gen_stats_json": (c_size_t, [POINTER(rp_gen_stats), c_char_p, c_size_t]),
     "rp_seq_prefill": (ST, [H, H, POINTER(rp_gen_opts), POINTER(rp_gen_stats)]),
     "rp_seq_feed": (ST, [H, P_TOK, c_int32]),
     "rp_seq_commit": (ST, [H]),
@@ -269,6 +292,10 @@ PROTOTYPES = {
     "rp_cache_close": (None, [H]),
     "rp_cache_bind": (ST, [H, H, c_int]),
     "rp_cache_info_get": (ST, [H, POINTER(rp_cache_info)]),
+    "rp_cache_is_empty": (c_bool, [H]),
+    "rp_cache_disk_bytes": (c_uint64, [H]),
+    "rp_cache_salt": (ST, [H, c_int, P_U64]),
+    "rp_cache_models": (ST, [H, cache_models_fn, c_void_p]),
     "rp_cache_list": (ST, [H, cache_list_fn, c_void_p]),
     "rp_cache_verify": (ST, [H, c_bool, cache_bad_fn, c_void_p, POINTER(c_bool), c_char_p, c_size_t, P_U64, P_U64]),
     "rp_cache_evict": (ST, [H, c_uint64, c_bool, P_I32, P_U64]),

@@ -60,6 +60,7 @@ class ModelDesc:
     weight_bytes: int
     fingerprint: int
     has_weights: bool
+    has_tokenizer: bool
 
 
 #: the first buffer size the text / token calls try (they retry with what the library says it needs); tests

@@ -44,6 +44,9 @@ class GenStats:
     compute_ms: float
     plan_ms: float
     bytes_loaded: int
+    static_shapes: bool         # the prefill ran in static mode (fixed call shapes)
+    calibrated: bool            # ... with shapes from a stored calibration
+    commit_status: int          # caching the prompt's chunks: 0 (RP_OK) or why they were not cached
 
     @classmethod
     def _of(cls, s) -> "GenStats":
@@ -69,8 +72,10 @@ class EngineStats:
     loads: int
     load_failures: int
     prefetched: int
+    prefetch_used: int
     written: int
     write_failures: int
+    has_store: bool
     store_bytes: int
     store_damaged: bool
 

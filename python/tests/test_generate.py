@@ -92,8 +92,9 @@ class TestGenerate(unittest.TestCase):
             got.append(piece)
             if len(got) == 3:
                 break
-        # paused at the third token: the generation went no further than the loop did
-        self.assertEqual(self.s.n_past, n_prompt + 2)
+        # paused at the third token: the generation went no further than the loop did (the third token has
+        # joined the sequence, awaiting its decode: rp_seq_n_past counts it)
+        self.assertEqual(self.s.n_past, n_prompt + 3)
         self.assertEqual(st.stats.stop, reprise.StopReason.CANCELLED)   # reading the stats ends it
         self.assertEqual(st.stats.generated, 3)
         self.assertEqual(st.text, "".join(got))
@@ -102,7 +103,7 @@ class TestGenerate(unittest.TestCase):
             if i == 4:
                 break
         self.assertIsNone(self.e._stream)
-        self.assertEqual(self.s.n_past, n_prompt + 4)
+        self.assertEqual(self.s.n_past, n_prompt + 5)   # five tokens came; the fifth cancelled, undecoded
         text, stats = self.s.generate(PROMPT, max_tokens=5, **support.GREEDY)
         self.assertEqual(stats.generated, 5)
         self.assertTrue(text.startswith("".join(got)))
@@ -181,6 +182,8 @@ class TestGenerate(unittest.TestCase):
         self.assertNotEqual(cont.text, "")
         self.assertEqual(whole.stats.generated, 8)
         self.s.commit()
+        self.assertIsNone(self.s.logits())   # max_tokens ended it: its last token awaits decoding
+        self.s.feed(".")
         self.assertEqual(len(self.s.logits()), 512)
         self.s.reset()
         self.assertEqual(self.s.n_past, 0)

@@ -121,8 +121,14 @@ rp_status rp_tokenize(const rp_model *m, const char *text, size_t len, bool add_
 }
 
 int32_t rp_token_to_piece(const rp_model *m, rp_token t, bool render_special, char *buf, int32_t cap) {
-    if (need_tok(m) != RP_OK || cap < 0) return 0;
-    return rp_tokenizer_token_to_piece(m->tok, t, render_special, buf, (size_t)cap);
+    if (need_tok(m) != RP_OK || cap < 0 || (cap > 0 && !buf)) return 0;
+    /* the whole piece first, so the length returned is what it needs even when cap is smaller */
+    char piece[4096];
+    if (rp_tokenizer_max_piece_len(m->tok) > sizeof piece) return 0;   /* no vocabulary we load has one */
+    const int n = rp_tokenizer_token_to_piece(m->tok, t, render_special, piece, sizeof piece);
+    if (n <= 0) return 0;
+    memcpy(buf, piece, (size_t)n < (size_t)cap ? (size_t)n : (size_t)cap);
+    return n;
 }
 
 rp_status rp_detokenize(const rp_model *m, const rp_token *t, int32_t n, bool render_special, char *buf, size_t cap,

@@ -1,4 +1,5 @@
 /* api_prompt.c — rp_prompt: a prompt's tokens and the segment boundaries the reuse engine chunks at. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,13 +79,23 @@ rp_status rp_prompt_split_at(rp_prompt *p, const rp_model *m, const char *separa
     if (!p || !m || !separator) return rp_errorf(RP_ERR_INVALID_ARG, "prompt: NULL argument");
     if (!separator[0] || p->n == 0) return RP_OK;
     if (!m->tok) return rp_errorf(RP_ERR_UNSUPPORTED, "prompt: model '%s' has no tokenizer", m->name);
-    rp_token sep[256];
-    size_t ns = 0;
+    rp_token sep[256], ctx[260], lead[8];
+    size_t ns = 0, nc = 0, nl = 0;
     const rp_tokenize_opts o = {.add_bos = false, .parse_special = true};
     if (rp_tokenizer_encode(m->tok, separator, strlen(separator), o, sep, 256, &ns) != RP_OK || ns == 0)
         return rp_errorf(RP_ERR_INVALID_ARG, "prompt: the separator must tokenize to 1..256 tokens");
-    const int32_t room = p->cap - p->n_bounds;
+    int32_t room = p->cap - p->n_bounds;
     p->n_bounds += rp_chunk_find_separators(p->toks, p->n, sep, (int32_t)ns, p->bounds + p->n_bounds, room);
+    /* inside text a separator can tokenize otherwise than alone: an SPM vocabulary gives text a dummy-prefix
+     * space ("\n\n" alone is [_ \n \n], after a word [\n \n]); so also its tokens after a full stop */
+    char buf[600];
+    const int bl = snprintf(buf, sizeof buf, ".%s", separator);
+    if (bl > 0 && (size_t)bl < sizeof buf && rp_tokenizer_encode(m->tok, ".", 1, o, lead, 8, &nl) == RP_OK &&
+        rp_tokenizer_encode(m->tok, buf, (size_t)bl, o, ctx, 260, &nc) == RP_OK && nc > nl &&
+        memcmp(ctx, lead, sizeof *lead * nl) == 0 && (nc - nl != ns || memcmp(ctx + nl, sep, sizeof *sep * ns) != 0)) {
+        room = p->cap - p->n_bounds;
+        p->n_bounds += rp_chunk_find_separators(p->toks, p->n, ctx + nl, (int32_t)(nc - nl), p->bounds + p->n_bounds, room);
+    }
     qsort(p->bounds, (size_t)p->n_bounds, sizeof *p->bounds, cmp_i32);
     int32_t w = 0;   /* in (0, n), strictly increasing */
     for (int32_t i = 0; i < p->n_bounds; i++)
