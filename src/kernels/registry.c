@@ -3,7 +3,8 @@
 
 /* Reference kernels (always linked). */
 extern const rp_mm_kernel rp_mm_ref_f32, rp_mm_ref_f16, rp_mm_ref_bf16, rp_mm_ref_q8_0, rp_mm_ref_q4_0,
-    rp_mm_ref_q4_k, rp_mm_ref_q6_k;
+    rp_mm_ref_q4_k, rp_mm_ref_q6_k, rp_mm_ref_q4_1, rp_mm_ref_q5_0, rp_mm_ref_q5_1, rp_mm_ref_iq4_nl, rp_mm_ref_q2_k,
+    rp_mm_ref_q3_k, rp_mm_ref_q5_k, rp_mm_ref_iq4_xs;
 
 /* SIMD kernels: src/kernels/x86/, one family per file, all compiled on x86-64. Each is named here with a
  * strong reference on purpose: a program linking libreprise.a gets only the archive members that something
@@ -39,6 +40,8 @@ static const rp_mm_kernel *const k_mm[] = {
     X86(&rp_mm_f16_avx512, &rp_mm_f16_avx2) &rp_mm_ref_f16,
     X86(&rp_mm_bf16_amx, &rp_mm_bf16_avx512, &rp_mm_bf16_avx2) &rp_mm_ref_bf16,
     X86(&rp_mm_f32_avx512, &rp_mm_f32_avx2) &rp_mm_ref_f32,
+    &rp_mm_ref_q4_1, &rp_mm_ref_q5_0, &rp_mm_ref_q5_1, &rp_mm_ref_iq4_nl,
+    &rp_mm_ref_q2_k, &rp_mm_ref_q3_k, &rp_mm_ref_q5_k, &rp_mm_ref_iq4_xs,
 };
 
 static const rp_attn_kernel k_attn_ref[3] = {

@@ -71,8 +71,8 @@ static rp_status bind_matrix(const rp_gguf *g, const char *name, int64_t cols, i
                          (long long)cols, (long long)rows);
     const rp_type_traits *tr = rp_type_get_traits((int)t->type);
     if (!tr || !tr->can_compute)
-        return rp_errorf(RP_ERR_UNSUPPORTED, "model: tensor '%s' has type %s, which Reprise cannot compute yet", name,
-                         tr ? tr->name : "?");
+        return rp_errorf(RP_ERR_UNSUPPORTED, "model: tensor '%s': type %s is not supported (Reprise has no kernels for it)",
+                         name, tr ? tr->name : "?");
     w->data = t->data;
     w->type = t->type;
     w->rows = rows;
