@@ -31,10 +31,11 @@ static int inspect_system(void) {
            : strcmp(thp, "never") == 0 ? "on 4 KiB pages (THP off)"
                                        : "ask for 2 MiB pages (MADV_HUGEPAGE)");
     printf("kernels at %s:\n", rp_cpu_level_name(act));
-    const rp_type types[] = {RP_TYPE_F32, RP_TYPE_F16, RP_TYPE_BF16, RP_TYPE_Q8_0, RP_TYPE_Q4_0, RP_TYPE_Q4_K, RP_TYPE_Q6_K};
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        const rp_mm_kernel *k = rp_mm_kernel_select(types[i], act);
-        printf("  matmul %-5s -> %s\n", rp_type_get_traits((int)types[i])->name, k ? k->name : "(none)");
+    for (int t = 0; t < RP_TYPE_COUNT; t++) {   /* every weight type with kernels */
+        const rp_type_traits *tr = rp_type_get_traits(t);
+        if (!tr || !tr->can_compute) continue;
+        const rp_mm_kernel *k = rp_mm_kernel_select((rp_type)t, act);
+        printf("  matmul %-6s -> %s\n", tr->name, k ? k->name : "(none)");
     }
     const rp_type kvt[] = {RP_TYPE_F16, RP_TYPE_Q8_0, RP_TYPE_F32};
     for (size_t i = 0; i < 3; i++) {

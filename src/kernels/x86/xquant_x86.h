@@ -111,52 +111,63 @@ XQ_INLINE __m256i xq_pair_scales(__m128i s16, int k, int is_signed) {
 
 /* ------------------------------------------------------ 32-element types */
 
-/* One weight row (nb blocks) against MR activation rows (Q8_0 layout). */
+/* Block b of one weight row against MR activation rows (Q8_0 layout), into acc / macc. */
+XQ_INLINE void xq_blk32(const int T, const int MR, const uint8_t *wr, int64_t b, const uint8_t *act, size_t stride,
+                        const rp_q8x_f32u *const *da, const rp_q8x_i32u *const *sa, __m256 *acc, float *macc) {
+    const size_t bsz = T == RP_TYPE_Q4_1 ? 20 : T == RP_TYPE_Q5_0 ? 22 : T == RP_TYPE_Q5_1 ? 24 : 18;
+    const uint8_t *bl = wr + (size_t)b * bsz;
+    __m256i w;
+    float mw = 0.0f;
+    const float dw = xq_h2f(bl);
+    const int is_signed = T == RP_TYPE_Q5_0 || T == RP_TYPE_IQ4_NL;
+    if (T == RP_TYPE_Q4_1) {
+        mw = xq_h2f(bl + 2);
+        w = xq_nibbles(bl + 4);
+    } else if (T == RP_TYPE_Q5_0) {
+        w = _mm256_sub_epi8(_mm256_or_si256(xq_nibbles(bl + 6), xq_bit4(bl + 2)), _mm256_set1_epi8(16));
+    } else if (T == RP_TYPE_Q5_1) {
+        mw = xq_h2f(bl + 2);
+        w = _mm256_or_si256(xq_nibbles(bl + 8), xq_bit4(bl + 4));
+    } else {
+        w = xq_iq4_values(bl + 2);
+    }
+    __m256i aw = w;
+    if (is_signed) aw = _mm256_sign_epi8(w, w);
+    #pragma GCC unroll 4
+    for (int m = 0; m < MR; m++) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(act + (size_t)m * stride + 32 * b));
+        if (is_signed) a = _mm256_sign_epi8(a, w);
+        const __m256i p = xq_dot_us(_mm256_setzero_si256(), aw, a);
+        const float d = da[m][b];
+        acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * d), acc[m]);
+        if (T == RP_TYPE_Q4_1 || T == RP_TYPE_Q5_1) macc[m] += (mw * d) * (float)sa[m][b];
+    }
+}
+
+/* One weight row (nb blocks) against MR activation rows. Two accumulator
+ * sets, even and odd blocks: one chain of dependent FMAs per row would bound
+ * decode (MR = 1) by the FMA latency. */
 XQ_INLINE void xq_row32(const int T, const int MR, const uint8_t *wr, int64_t nb, int64_t cols, const uint8_t *act,
                         size_t stride, float *out) {
-    const size_t bsz = T == RP_TYPE_Q4_1 ? 20 : T == RP_TYPE_Q5_0 ? 22 : T == RP_TYPE_Q5_1 ? 24 : 18;
-    __m256 acc[XQ_MR];
-    float macc[XQ_MR];
+    __m256 acc0[XQ_MR], acc1[XQ_MR];
+    float macc0[XQ_MR], macc1[XQ_MR];
     const rp_q8x_f32u *da[XQ_MR];
     const rp_q8x_i32u *sa[XQ_MR];
     #pragma GCC unroll 4
     for (int m = 0; m < MR; m++) {
-        acc[m] = _mm256_setzero_ps();
-        macc[m] = 0.0f;
+        acc0[m] = acc1[m] = _mm256_setzero_ps();
+        macc0[m] = macc1[m] = 0.0f;
         da[m] = rp_q8x_act_d(act + (size_t)m * stride, cols);
         sa[m] = rp_q8x_act_bias(act + (size_t)m * stride, cols);
     }
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *bl = wr + (size_t)b * bsz;
-        __m256i w;
-        float mw = 0.0f;
-        const float dw = xq_h2f(bl);
-        const int is_signed = T == RP_TYPE_Q5_0 || T == RP_TYPE_IQ4_NL;
-        if (T == RP_TYPE_Q4_1) {
-            mw = xq_h2f(bl + 2);
-            w = xq_nibbles(bl + 4);
-        } else if (T == RP_TYPE_Q5_0) {
-            w = _mm256_sub_epi8(_mm256_or_si256(xq_nibbles(bl + 6), xq_bit4(bl + 2)), _mm256_set1_epi8(16));
-        } else if (T == RP_TYPE_Q5_1) {
-            mw = xq_h2f(bl + 2);
-            w = _mm256_or_si256(xq_nibbles(bl + 8), xq_bit4(bl + 4));
-        } else {
-            w = xq_iq4_values(bl + 2);
-        }
-        __m256i aw = w;
-        if (is_signed) aw = _mm256_sign_epi8(w, w);
-        #pragma GCC unroll 4
-        for (int m = 0; m < MR; m++) {
-            __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(act + (size_t)m * stride + 32 * b));
-            if (is_signed) a = _mm256_sign_epi8(a, w);
-            const __m256i p = xq_dot_us(_mm256_setzero_si256(), aw, a);
-            const float d = da[m][b];
-            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * d), acc[m]);
-            if (T == RP_TYPE_Q4_1 || T == RP_TYPE_Q5_1) macc[m] += (mw * d) * (float)sa[m][b];
-        }
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        xq_blk32(T, MR, wr, b, act, stride, da, sa, acc0, macc0);
+        xq_blk32(T, MR, wr, b + 1, act, stride, da, sa, acc1, macc1);
     }
+    if (b < nb) xq_blk32(T, MR, wr, b, act, stride, da, sa, acc0, macc0);
     #pragma GCC unroll 4
-    for (int m = 0; m < MR; m++) out[m] = xq_hsum(acc[m]) + macc[m];
+    for (int m = 0; m < MR; m++) out[m] = xq_hsum(_mm256_add_ps(acc0[m], acc1[m])) + (macc0[m] + macc1[m]);
 }
 
 /* ----------------------------------------------------- 256-element types */
@@ -191,11 +202,16 @@ XQ_INLINE void xq_row256(const int T, const int MR, const uint8_t *wr, int64_t n
                 d = xq_h2f(bl + 80);
                 dmin = xq_h2f(bl + 82);
             } else {
-                const uint8_t *s = bl + 96;
-                int8_t t[16];
-                for (int j = 0; j < 16; j++)
-                    t[j] = (int8_t)(((j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4)) | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32);
-                s16 = _mm_loadu_si128((const __m128i *)(const void *)t);
+                /* the 16 6-bit scales, 4 per 32-bit word: low nibbles from bytes
+                 * 0..7, top 2 bits from bytes 8..11 (kernels/types.h) */
+                uint32_t aux[3];
+                memcpy(aux, bl + 96, 12);
+                const uint32_t m4w = 0x0f0f0f0fu, m2w = 0x03030303u;
+                const uint32_t a0 = (aux[0] & m4w) | ((aux[2] & m2w) << 4);
+                const uint32_t a1 = (aux[1] & m4w) | (((aux[2] >> 2) & m2w) << 4);
+                const uint32_t a2 = ((aux[0] >> 4) & m4w) | (((aux[2] >> 4) & m2w) << 4);
+                const uint32_t a3 = ((aux[1] >> 4) & m4w) | (((aux[2] >> 6) & m2w) << 4);
+                s16 = _mm_sub_epi8(_mm_setr_epi32((int)a0, (int)a1, (int)a2, (int)a3), _mm_set1_epi8(32));
                 sc16 = _mm256_cvtepi8_epi16(s16);
                 d = xq_h2f(bl + 108);
             }
@@ -249,14 +265,15 @@ XQ_INLINE void xq_row256(const int T, const int MR, const uint8_t *wr, int64_t n
         for (int m = 0; m < MR; m++) {
             const uint8_t *ab = act + (size_t)m * stride + (size_t)b * RP_Q8K_BLOCK;
             const float da = xq_f32(ab);
-            __m256i isum = _mm256_setzero_si256();
+            __m256i is2[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
             #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {
                 const __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(ab + RP_Q8K_QS + 32 * k));
                 const __m256i p = T == RP_TYPE_IQ4_XS ? xq_dot_ss(_mm256_setzero_si256(), u[k], a)
                                                       : xq_dot_us(_mm256_setzero_si256(), u[k], a);
-                isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p, sc[k]));
+                is2[k & 1] = _mm256_add_epi32(is2[k & 1], _mm256_mullo_epi32(p, sc[k]));
             }
+            __m256i isum = _mm256_add_epi32(is2[0], is2[1]);
             if (T == RP_TYPE_Q3_K) { /* q - 4: subtract 4 * sum_g sc_g * bsum_g */
                 const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(ab + RP_Q8K_BSUMS));
                 isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 2));
