@@ -82,7 +82,7 @@ int cmd_demo(int argc, char **argv) {
     rp_prompt *rq[3] = {NULL, NULL, NULL};
     int rc = 1;
     char *doc = malloc(65536);
-    rp_token *toks = malloc(sizeof(rp_token) * 65536);
+    rp_token *toks = malloc(sizeof(rp_token) * 65544);   /* a document (< 64 KiB) is at most a token a byte, + BOS */
     rp_engine *e = NULL;
     rp_seq *seq = NULL;
     if (!doc || !toks) goto out;
@@ -95,7 +95,7 @@ int cmd_demo(int argc, char **argv) {
             if (d < N_DOCS) make_doc(orders[r][d], (int)words, doc, 65536);
             else snprintf(doc, 65536, "%s", questions[r]);
             int32_t got = 0, skip = 0;
-            st = rp_tokenize(m, doc, strlen(doc), d == 0, false, toks, 65536, &got);
+            st = rp_tokenize(m, doc, strlen(doc), d == 0, false, toks, 65544, &got);
             if (st == RP_OK && d == 0 && got > 0 && bos >= 0 && toks[0] == bos) {
                 st = rp_prompt_add_tokens(rq[r], toks, 1, true);
                 skip = 1;
