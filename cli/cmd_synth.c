@@ -3,12 +3,12 @@
 #include <string.h>
 
 #include "cli.h"
-#include "model/synth.h"
+#include "reprise.h"
 #include "synth_write.h"
 
 int cmd_synth(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "synth"};
-    rp_synth_params p = rp_synth_default_params();
+    rp_model_synth_params p = rp_model_synth_default_params();
     const char *arch = "llama", *out = NULL;
     long threads = 2;
     for (; a.i < argc; a.i++) {
@@ -33,9 +33,11 @@ int cmd_synth(int argc, char **argv) {
         else return cli_unknown(&a);
     }
     if (!out) { fprintf(stderr, "reprise synth: -o OUT.gguf is required\n"); return 2; }
-    if (!strcmp(arch, "llama")) p.arch = RP_ARCH_LLAMA;
-    else if (!strcmp(arch, "qwen3")) p.arch = RP_ARCH_QWEN3;
-    else { fprintf(stderr, "reprise synth: --arch must be llama or qwen3, got '%s'\n", arch); return 2; }
+    if (strcmp(arch, "llama") && strcmp(arch, "qwen3")) {
+        fprintf(stderr, "reprise synth: --arch must be llama or qwen3, got '%s'\n", arch);
+        return 2;
+    }
+    p.arch = arch;
     p.n_threads = (int)threads;
     double t0 = cli_now();
     int sig = 0;

@@ -192,6 +192,15 @@ typedef struct rp_model_desc {
     uint64_t fingerprint;     /* digest of architecture, shapes and weights (cache keys are salted with it) */
     bool has_weights;         /* false for vocab_only loads */
     bool has_tokenizer;       /* false for a GGUF without one: nothing to tokenize, prompt or chat with */
+    /* the rest of the hyper-parameters (`reprise inspect` shows them) */
+    int32_t n_rot;            /* rotated dimensions per head (<= head_dim) */
+    bool rope_neox;           /* NeoX-style rotation (the halves of a head) rather than adjacent pairs */
+    bool rope_llama3;         /* Llama 3's per-frequency scaling (rope_freqs) */
+    float rope_base;
+    float rms_eps;
+    bool tied_output;         /* the output projection is the token embedding (no output.weight) */
+    const char *tokenizer;    /* "spm", "bpe", or "" without a tokenizer */
+    int32_t n_tokens;         /* the tokenizer's vocabulary size (0 without one) */
 } rp_model_desc;
 
 /* Hyper-parameters and identity; the strings live as long as the model. */
@@ -291,6 +300,11 @@ typedef struct rp_engine_params {
                                   rp_engine_stats.has_store is false (default false: rp_engine_create fails) */
     bool load_calibration;     /* static mode: the stored calibration for this model, machine and n_threads
                                   (in cache_dir, else $XDG_CACHE_HOME/reprise) sets L_P / L_S (default true) */
+    bool cache_read_only;      /* open the store in cache_dir for reading only: lookups hit flash, nothing is
+                                  written to it, no lock is taken (another process may write it meanwhile), and a
+                                  directory holding no store is an error (default false) */
+    bool n_ctx_over_train;     /* n_ctx may exceed the model's training context (positions past it extrapolate
+                                  RoPE: quality degrades, as in llama.cpp); default false: n_ctx is capped at it */
 } rp_engine_params;
 
 RP_API rp_engine_params rp_engine_default_params(void);
@@ -377,6 +391,9 @@ typedef struct rp_gen_opts {
     bool persist;                 /* cache the prompt's chunks (default true) */
     rp_token_fn on_token;         /* NULL: no streaming */
     void *user;
+    uint8_t *recompute_marks;     /* NULL, or [the prompt's tokens] bytes that rp_seq_prefill sets to 1 for each
+                                     reused (non-prefix) token blend's selection recomputed past its check layer,
+                                     0 for every other token (which tokens a prompt's recompute chose) */
 } rp_gen_opts;
 
 RP_API rp_gen_opts rp_gen_default_opts(void);
@@ -612,6 +629,246 @@ RP_API rp_status rp_cache_evict(rp_cache *c, uint64_t target_bytes, bool lru, in
 RP_API rp_status rp_cache_compact(rp_cache *c, uint64_t *removed);
 /* Deletes every chunk the handle sees (all, or the bound model's). */
 RP_API rp_status rp_cache_clear(rp_cache *c, uint64_t *n_deleted);
+
+/* ---- analysis, calibration, model files ---- */
+
+/* A plan: what rp_seq_prefill would do with a prompt on an engine, as a dry run. Nothing is computed; no KV cache
+ * is written; nothing is cached or evicted (the chunk cache's lookups count in rp_engine_stats as a prefill's do).
+ * Where each token's KV would come from, the prompt's chunks and segments, and the calls of static mode's schedule
+ * (the DP plan, and the naive one-call-type-per-segment plan beside it) sized by the engine's static shapes. */
+typedef enum rp_plan_kind {
+    RP_PLAN_PREFIX = 0,   /* from the cache's prefix tree (the same tokens at the same positions) */
+    RP_PLAN_REUSE = 1,    /* from a chunk cached elsewhere, re-rotated (approximate; blend recomputes some) */
+    RP_PLAN_NEW = 2,      /* computed from scratch */
+} rp_plan_kind;
+
+/* A chunk's place in the plan (rp_chunk_label_name: the words `reprise plan` prints). The prefix's exact part is
+ * its head: exactly what a plain prefill computes; after it, chunks an approximate run (full, or blend at r < 1)
+ * wrote. */
+typedef enum rp_chunk_label {
+    RP_CHUNK_PREFIX_EXACT = 0,       /* "prefix (exact)": inside the prefix's exact head */
+    RP_CHUNK_PREFIX_APPROX,          /* "prefix (approx.)": inside the prefix, after its exact head */
+    RP_CHUNK_PREFIX_PART_EXACT,      /* "prefix (part exact)": inside the prefix; the exact head ends inside it */
+    RP_CHUNK_PARTIAL_EXACT,          /* "partial prefix (exact)": the prefix ends inside it, its head exact */
+    RP_CHUNK_PARTIAL_APPROX,         /* "partial prefix (approx.)": the prefix ends inside it, its head approximate */
+    RP_CHUNK_REUSED,                 /* "reused (re-rotated)": found cached elsewhere */
+    RP_CHUNK_NEW,                    /* "new" */
+} rp_chunk_label;
+
+/* Thread-safe; a static string ("?" for a value out of range). */
+RP_API const char *rp_chunk_label_name(rp_chunk_label l);
+
+typedef struct rp_plan_chunk {
+    int32_t begin, len;        /* tokens [begin, begin + len) */
+    uint64_t hash;             /* its key in the cache (its tokens and everything before them, salted) */
+    rp_chunk_label label;
+} rp_plan_chunk;
+
+typedef struct rp_plan_segment {   /* a maximal run of tokens of one kind, in prompt order */
+    rp_plan_kind kind;
+    int32_t begin, len;
+} rp_plan_segment;
+
+typedef struct rp_plan_call {      /* one call of a static schedule: tokens [begin, end), padded to its shape */
+    bool recompute;            /* a selective-recompute call (L_S rows) rather than a prefill call (L_P rows) */
+    int32_t begin, end;
+    int32_t n_new, n_reuse;    /* its tokens of each kind */
+    int32_t padding;           /* padding rows up to the shape */
+} rp_plan_call;
+
+typedef struct rp_plan_desc {
+    int32_t n_tokens;
+    /* what rp_gen_stats would count */
+    int32_t reused_prefix, reused_prefix_exact, reused_nonprefix, computed;
+    int32_t recompute_dynamic;        /* reused tokens a (dynamic) blend prefill recomputes past its check layer:
+                                         ceil(r * reused_nonprefix); every new token and the last one besides */
+    const uint8_t *token_kind;        /* [n_tokens] each token's rp_plan_kind */
+    const rp_plan_chunk *chunks;
+    int32_t n_chunks;
+    const rp_plan_segment *segments;
+    int32_t n_segments;
+    rp_static_shapes shapes;          /* what the calls are sized by (rp_engine_static_shapes) */
+    const rp_plan_call *dp_calls;     /* static mode's plan (the DP scheduler) */
+    int32_t n_dp_calls;
+    double dp_cost;                   /* its predicted latency in ms when shapes.calibrated; otherwise a cost in
+                                         placeholder units (the default per-call latencies), not a time */
+    const rp_plan_call *naive_calls;  /* one call type per segment, for comparison */
+    int32_t n_naive_calls;
+    double naive_cost;
+} rp_plan_desc;
+
+typedef struct rp_plan rp_plan;
+
+/* Plans the prompt with the call's reuse options (o: reuse, recompute_ratio, select, cache_namespace; NULL: the
+ * engine's). A prompt prefilled on one of the engine's sequences and not yet cached is cached first (as a prefill
+ * on another sequence does). RP_ERR_RANGE for a prompt longer than the engine's context. As the engine: one thread
+ * at a time; the plan itself is immutable (any thread) and independent of the engine once made. */
+RP_API rp_status rp_engine_plan(rp_engine *e, const rp_prompt *p, const rp_gen_opts *o, rp_plan **out);
+RP_API void rp_plan_free(rp_plan *pl);
+/* The plan's figures; the arrays live as long as the plan. */
+RP_API rp_plan_desc rp_plan_describe(const rp_plan *pl);
+
+/* Calibration of static mode: the latency of prefill calls and of selective-recompute calls over a range of sizes,
+ * measured on this machine, and the two call shapes chosen from them (L_P, L_S: among the sizes near the per-token
+ * turning point, the pair whose DP plans cost least over doc-QA / chat / agent-skill layouts). Engines in static
+ * mode look it up (rp_engine_params.load_calibration) by model, CPU, kernel level and thread count. */
+typedef struct rp_calibrate_params {
+    const int32_t *sizes;      /* call sizes, increasing multiples of 32, at most 64 of them (default: 32, 64, 96,
+                                  128, 192, 256, 384, 512, 768, 1024); the array must outlive the call */
+    int32_t n_sizes;
+    int32_t reps;              /* runs per size, the fastest kept (default 3) */
+} rp_calibrate_params;
+
+RP_API rp_calibrate_params rp_calibrate_default_params(void);
+
+typedef struct rp_calibration {
+    int32_t n_points;
+    int32_t sizes[64];
+    double prefill_ms[64];     /* a plain prefill call of sizes[i] tokens */
+    double recompute_ms[64];   /* a selective-recompute call over sizes[i] reused tokens */
+    rp_static_shapes shapes;   /* the chosen L_P / L_S and their measured latencies (calibrated: true) */
+    float recompute_ratio;     /* the r the shapes were chosen for */
+    int n_threads;             /* the threads it was measured with */
+} rp_calibration;
+
+/* Measures with an engine's settings (p: n_threads, kv_type, recompute_ratio, check_layer, select; NULL: the
+ * defaults; no cache is opened) on a context of its own; seconds on a large model. Changes nothing stored: see
+ * rp_calibration_save. Thread-safe (the model is only read). */
+RP_API rp_status rp_calibrate(const rp_model *m, const rp_engine_params *p, const rp_calibrate_params *cp,
+                              rp_calibration *out);
+/* Stores a calibration where engines look it up: DIR/calib-<model fingerprint>-<machine key hash>.txt with DIR =
+ * cache_dir, else $XDG_CACHE_HOME/reprise, else ~/.cache/reprise (made, private, when missing); one file per
+ * model, CPU, kernel level and thread count (c->n_threads), replacing an earlier one. Its path goes to path (cap
+ * bytes, NUL-terminated; NULL for none). Thread-safe (one writer per file). */
+RP_API rp_status rp_calibration_save(const rp_model *m, const rp_calibration *c, const char *cache_dir, char *path,
+                                     size_t cap);
+/* The stored shapes for this model, machine and thread count (calibrated: true), or false (and *out untouched)
+ * when none matches; cache_dir as for rp_calibration_save. Thread-safe. */
+RP_API bool rp_calibration_lookup(const rp_model *m, const char *cache_dir, int n_threads, rp_static_shapes *out);
+
+/* Random-weight models with real architectures' shapes and metadata (`reprise synth`): for speed work without
+ * downloading weights, and for tests. */
+typedef struct rp_model_synth_params {
+    const char *arch;          /* "llama" (default) or "qwen3" */
+    const char *preset;        /* shapes: "tiny" (default; both architectures), "tiny-llama3", "small" (llama),
+                                  "llama-3.2-1b", "llama-3.2-3b", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b" */
+    const char *type;          /* weights: "f32", "f16", "bf16", "q8_0" (default), "q4_0", "q4_k", "q6_k",
+                                  "q4_k_m" (Q4_K, with Q6_K for the sensitive tensors) */
+    const char *vocab_path;    /* a GGUF whose tokenizer is copied, or NULL: a built-in byte-level vocabulary */
+    uint64_t seed;             /* default 1 */
+    int n_threads;             /* default 2 (the file does not depend on it) */
+    rp_progress_fn progress;   /* NULL, or called as tensor data is made (units: bytes); false cancels the write */
+    void *progress_user;
+} rp_model_synth_params;
+
+RP_API rp_model_synth_params rp_model_synth_default_params(void);
+/* Writes the model to `path` through a temp file renamed at the end: on any failure or a cancel nothing is left
+ * behind. The same parameters give byte-identical files. RP_ERR_INVALID_ARG naming an unknown architecture,
+ * preset (or one of the other architecture) or type. Thread-safe. */
+RP_API rp_status rp_model_synth(const rp_model_synth_params *p, const char *path);
+
+/* A GGUF file's contents as stored, without loading a model (`reprise inspect`): the header, metadata and tensor
+ * table, validated at open (errors name the field and byte offset). Read-only after open: any number of threads. */
+typedef struct rp_model_file rp_model_file;
+
+RP_API rp_status rp_model_file_open(const char *path, rp_model_file **out);
+RP_API void rp_model_file_close(rp_model_file *f);
+
+typedef struct rp_model_file_desc {
+    uint32_t version;          /* GGUF version */
+    uint32_t alignment;        /* of tensor data */
+    uint64_t file_size;
+    uint64_t data_offset;      /* where tensor data starts */
+    int64_t n_meta;            /* metadata keys */
+    int64_t n_tensors;
+    uint64_t tensor_bytes;     /* every tensor's data */
+} rp_model_file_desc;
+
+RP_API rp_model_file_desc rp_model_file_describe(const rp_model_file *f);
+
+/* Metadata value types (GGUF's ids). */
+typedef enum rp_meta_type {
+    RP_META_U8 = 0, RP_META_I8, RP_META_U16, RP_META_I16, RP_META_U32, RP_META_I32, RP_META_F32, RP_META_BOOL,
+    RP_META_STR, RP_META_ARRAY, RP_META_U64, RP_META_I64, RP_META_F64,
+} rp_meta_type;
+
+typedef struct rp_meta_entry {
+    const char *key;           /* NUL-terminated; lives as long as the file handle */
+    rp_meta_type type;
+    const char *type_name;     /* GGUF's name of it ("u32", "str", "arr", ...) */
+    /* the value, by type: unsigned integers in u (and i when it fits), signed ones in i, bool in b (and u, i),
+     * f32 / f64 in f, a string in str / str_len (its bytes in the file, not NUL-terminated), an array's element
+     * type and count in elem_type / n_elems (the elements: rp_model_file_meta_text) */
+    uint64_t u;
+    int64_t i;
+    double f;
+    bool b;
+    const char *str;
+    uint64_t str_len;
+    rp_meta_type elem_type;
+    uint64_t n_elems;
+} rp_meta_entry;
+
+/* Key i (0 <= i < n_meta) in file order; RP_ERR_RANGE otherwise. */
+RP_API rp_status rp_model_file_meta(const rp_model_file *f, int64_t i, rp_meta_entry *out);
+/* The index of a key, or -1. */
+RP_API int64_t rp_model_file_find_meta(const rp_model_file *f, const char *key);
+/* Key i's value for display: numbers in decimal, strings quoted with escapes and long ones shortened, arrays as
+ * "[type x n] [first elements, ...]"; NUL-terminated, cut to fit cap at a UTF-8 boundary. RP_ERR_RANGE for a bad
+ * index. */
+RP_API rp_status rp_model_file_meta_text(const rp_model_file *f, int64_t i, char *buf, size_t cap);
+
+typedef struct rp_tensor_desc {
+    const char *name;          /* NUL-terminated; lives as long as the file handle */
+    int type;                  /* ggml's type id */
+    const char *type_name;     /* "f32", "q8_0", "q4_K", ... */
+    int32_t n_dims;
+    int64_t ne[4];             /* ne[0] is the contiguous (row) dimension; unused ones are 1 */
+    uint64_t offset;           /* from the start of the data section */
+    uint64_t bytes;
+} rp_tensor_desc;
+
+/* Tensor i (0 <= i < n_tensors) in file order; RP_ERR_RANGE otherwise. */
+RP_API rp_status rp_model_file_tensor(const rp_model_file *f, int64_t i, rp_tensor_desc *out);
+
+typedef struct rp_type_share {
+    int type;                  /* ggml's type id */
+    const char *type_name;
+    int64_t n_tensors;
+    uint64_t bytes;
+} rp_type_share;
+
+/* The file's weight types: one entry per type its tensors use, most bytes first (ties: lower type id first).
+ * Writes min(count, cap) entries and returns the count. */
+RP_API int32_t rp_model_file_type_mix(const rp_model_file *f, rp_type_share *out, int32_t cap);
+
+/* This machine as the kernels see it (`reprise inspect --system`). Thread-safe. */
+typedef struct rp_cpu_desc {
+    const char *brand;
+    bool avx2, fma, f16c;
+    bool avx512f, avx512bw, avx512dq, avx512vl, avx512vnni, avx512bf16, avx512fp16, avxvnni;
+    bool amx_tile, amx_int8, amx_bf16;
+    bool os_avx, os_avx512, os_amx;   /* the OS saves these register states */
+    bool amx_permitted;               /* Linux granted the AMX tile state */
+    bool amx_opt_in;                  /* AMX is usable but its kernels stay off until RP_ENABLE_AMX=1 */
+    const char *best;                 /* the best kernel level this CPU and OS allow */
+    const char *active;               /* the level loads pack weights for (rp_cpu_active) */
+    char thp[32];                     /* transparent huge pages' mode ("always", "madvise", "never", "unknown") */
+    bool huge_pages;                  /* packed weights may ask for 2 MiB pages (false under RP_NO_HUGEPAGES) */
+} rp_cpu_desc;
+
+RP_API void rp_cpu_describe(rp_cpu_desc *out);
+
+typedef struct rp_kernel_desc {
+    const char *op;            /* "matmul" (over weights of `type`) or "attention" (over a KV cache of `type`) */
+    const char *type;          /* the type's name */
+    const char *kernel;        /* the kernel the active level uses, or NULL when it has none */
+} rp_kernel_desc;
+
+/* The kernels the active level dispatches to, one entry per operation and type: matmul over f32, f16, bf16,
+ * q8_0, q4_0, q4_K, q6_K weights, then attention over f16, q8_0, f32 KV caches. Writes min(count, cap) entries
+ * and returns the count. Thread-safe. */
+RP_API int32_t rp_kernel_table(rp_kernel_desc *out, int32_t cap);
 
 #ifdef __cplusplus
 }

@@ -61,6 +61,14 @@ class ModelDesc:
     fingerprint: int
     has_weights: bool
     has_tokenizer: bool
+    n_rot: int
+    rope_neox: bool
+    rope_llama3: bool
+    rope_base: float
+    rms_eps: float
+    tied_output: bool
+    tokenizer: str
+    n_tokens: int
 
 
 #: the first buffer size the text / token calls try (they retry with what the library says it needs); tests

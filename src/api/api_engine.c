@@ -37,6 +37,8 @@ rp_engine_params rp_engine_default_params(void) {
         .cache_disk_bytes = 0,
         .cache_dir_optional = false,
         .load_calibration = true,
+        .cache_read_only = false,
+        .n_ctx_over_train = false,
     };
     return p;
 }
@@ -59,6 +61,7 @@ static rp_status check_params(const rp_model *m, const rp_engine_params *p) {
 /* The flash tier: the store in cache_dir, bound to the engine's salt, as the chunk cache's pool. */
 static rp_status attach_store(rp_engine *e) {
     rp_store_params sp = rp_store_default_params();
+    sp.read_only = e->p.cache_read_only;   /* a reader: no lock, no writes (the cache pool reads only) */
     rp_store *store = NULL;
     RP_TRY(rp_store_open(e->cache_dir, &sp, &store));
     snprintf(e->notice, sizeof e->notice, "%s", rp_store_notice(store));
@@ -93,7 +96,8 @@ rp_status rp_engine_create(rp_model *m, const rp_engine_params *p, rp_engine **o
     if (p->static_mode && p->load_calibration)
         e->calibrated = rp_calib_lookup(m->fingerprint, p->cache_dir, p->n_threads, &rp.static_cfg);
     const int32_t n_train = m->hp.n_ctx_train > 0 ? m->hp.n_ctx_train : 1 << 24;
-    e->n_ctx = p->n_ctx > 0 ? (p->n_ctx < n_train ? p->n_ctx : n_train) : (4096 < n_train ? 4096 : n_train);
+    e->n_ctx = p->n_ctx > 0 ? (p->n_ctx < n_train || p->n_ctx_over_train ? p->n_ctx : n_train)
+                            : (4096 < n_train ? 4096 : n_train);
     /* static calls' padding rows sit in cells past the context: scratch no real row attends */
     const int32_t pad = p->static_mode ? (rp.static_cfg.L_S > rp.static_cfg.L_P ? rp.static_cfg.L_S : rp.static_cfg.L_P) : 0;
     e->n_cells = e->n_ctx + pad;
@@ -305,8 +309,10 @@ rp_status rp_seq_prefill(rp_seq *s, const rp_prompt *p, const rp_gen_opts *o, rp
     s->fresh_prefill = false;
     s->smp_restart = true;   /* a new generation: the sampler starts from its seed */
     const double t0 = now_ms();
+    rp_reuse_trace_selection(e->reuse, o->recompute_marks);
     rp_status rs = rp_reuse_prefill_opts(e->reuse, &ro, e->ctx, rp_session_kv(s->s), p->toks, p->n, p->bounds,
                                          p->n_bounds, e->logits, &rst);
+    rp_reuse_trace_selection(e->reuse, NULL);
     if (rs == RP_OK) rs = rp_session_adopt(s->s, p->toks, p->n, e->logits);
     if (rs != RP_OK) {
         rp_session_reset(s->s);

@@ -57,6 +57,14 @@ rp_model_desc rp_model_describe(const rp_model *m) {
     d.fingerprint = m->fingerprint;
     d.has_weights = m->layers != NULL;
     d.has_tokenizer = m->tok != NULL;
+    d.n_rot = h->n_rot;
+    d.rope_neox = h->rope_kind == RP_ROPE_NEOX;
+    d.rope_llama3 = h->rope_llama3;
+    d.rope_base = h->rope_base;
+    d.rms_eps = h->rms_eps;
+    d.tied_output = m->tied_output;
+    d.tokenizer = !m->tok ? "" : rp_tokenizer_kind(m->tok) == RP_TOK_SPM ? "spm" : "bpe";
+    d.n_tokens = m->tok ? rp_tokenizer_n_vocab(m->tok) : 0;
     return d;
 }
 

@@ -11,6 +11,7 @@ FILES="
 cli/cmd_run.c cli/cmd_chat.c cli/cmd_tokenize.c cli/cmd_cache.c
 cli/args.c cli/cli.h cli/gen_args.c cli/gen_args.h cli/progress.c cli/progress.h cli/prompt.c cli/prompt.h
 cli/calib.c cli/calib.h
+cli/cmd_plan.c cli/cmd_inspect.c cli/cmd_synth.c cli/cmd_demo.c cli/synth_write.c cli/synth_write.h
 "
 
 # violations ROOT FILE [DEPTH]: prints "FILE: #include X" for each include of FILE (relative to ROOT) that breaks
