@@ -14,17 +14,31 @@ trap 'rm -rf "$TMP"' EXIT
 "$BIN" run --bogus >/dev/null 2>&1; check "unknown option exits 2" '[ $? -eq 2 ]'
 "$BIN" run -m x.gguf -p hi -n notanumber >/dev/null 2>&1; check "bad number exits 2" '[ $? -eq 2 ]'
 
-# --help lists every command main.c dispatches and every bench subcommand cmd_bench.c dispatches
+# --help lists every command main.c dispatches and every benchmark reprise-bench (bench/main.c) dispatches
 HERE="$(cd "$(dirname "$0")/../.." && pwd)"
 "$BIN" --help > "$TMP/help" 2>&1
 missing=""
 for c in $(grep -o 'strcmp(c, "[a-z]*")' "$HERE/cli/main.c" | sed 's/.*"\(.*\)".*/\1/'); do
   grep -q "^  $c " "$TMP/help" || missing="$missing $c"
 done
-for b in $(grep -o 'strcmp(argv\[1\], "[a-z]*")' "$HERE/cli/cmd_bench.c" | sed 's/.*"\(.*\)".*/\1/'); do
+for b in $(grep -o 'strcmp(argv\[1\], "[a-z]*")' "$HERE/bench/main.c" | sed 's/.*"\(.*\)".*/\1/'); do
   grep -q "^    bench $b " "$TMP/help" || missing="$missing bench-$b"
 done
 check "--help lists every command and bench subcommand (missing:${missing:- none})" '[ -z "$missing" ] && [ "$(grep -c "strcmp(c, " "$HERE/cli/main.c")" -ge 10 ]'
+
+# `reprise bench` forwards to reprise-bench: the one beside the binary, else PATH's, else a clear error
+BENCH_HELP="$("$BIN" bench --help 2>&1)"; rc=$?
+check "bench --help: reprise-bench's benchmark list, through the forwarder" '[ $rc -eq 0 ] && grep -q "^  ablation " <<<"$BENCH_HELP"'
+"$BIN" bench frobnicate >/dev/null 2>"$TMP/e"; rc=$?
+check "bench frobnicate: reprise-bench's exit 2 and message come through" '[ $rc -eq 2 ] && grep -q "unknown benchmark .frobnicate." "$TMP/e"'
+mkdir -p "$TMP/alone" "$TMP/onpath"
+cp "$BIN" "$TMP/alone/reprise"
+PATH="$TMP/onpath" "$TMP/alone/reprise" bench model --help >/dev/null 2>"$TMP/e"; rc=$?
+check "bench without reprise-bench beside it or on PATH: exit 127, says what is missing" \
+  '[ $rc -eq 127 ] && grep -q "reprise-bench. is not installed" "$TMP/e"'
+printf '#!/bin/sh\necho "path-bench $*"\n' > "$TMP/onpath/reprise-bench"; chmod +x "$TMP/onpath/reprise-bench"
+out="$(PATH="$TMP/onpath" "$TMP/alone/reprise" bench model -r 1 2>&1)"
+check "bench falls back to reprise-bench on PATH, with the same arguments" '[ "$out" = "path-bench model -r 1" ]'
 
 # unknown options: the closest known option of that command
 "$BIN" run --top_k 5 >/dev/null 2>"$TMP/e"; rc=$?

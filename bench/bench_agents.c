@@ -13,8 +13,8 @@
 #include "model/session.h"
 #include "sched/sched.h"
 #include "report.h"
-#include "sched/svg.h"
-#include "sched/trace.h"
+#include "svg.h"
+#include "trace.h"
 
 #define MAX_LIST 16
 

@@ -1,5 +1,5 @@
 /* svg.c — recording agent timelines and rendering them as one self-contained SVG (state lanes + draft-budget charts). */
-#include "sched/svg.h"
+#include "svg.h"
 
 #include <math.h>
 #include <stdlib.h>

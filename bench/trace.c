@@ -1,5 +1,5 @@
 /* trace.c — building multi-agent workload traces from MuSiQue, MBPP and ToolBench: prompts, turn lengths, stalls, arrivals. */
-#include "sched/trace.h"
+#include "trace.h"
 
 #include <dirent.h>
 #include <jansson.h>
