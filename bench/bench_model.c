@@ -4,56 +4,29 @@
 #include <string.h>
 
 #include "bandwidth.h"
+#include "bench.h"
 #include "cli.h"
 #include "gen_args.h"
 #include "progress.h"
-#include "kernels/cpu.h"
-#include "kernels/types.h"
-#include "model/forward.h"
-#include "model/model.h"
-#include "model/sampler.h"
+#include "reprise.h"
 
 #define MAX_LIST 16
 #define MAX_TEMPS 8
 
-/* The weight type holding most bytes ("q4_0", "q4_k", ...). */
-static const char *main_type(const rp_model *m) {
-    uint64_t bytes[RP_TYPE_COUNT] = {0};
-    for (uint64_t i = 0; i < rp_gguf_n_tensors(m->gguf); i++) {
-        const rp_gguf_tensor *t = rp_gguf_tensor_at(m->gguf, i);
-        if ((unsigned)t->type < RP_TYPE_COUNT) bytes[t->type] += t->nbytes;
-    }
-    int best = 0;
-    for (int t = 1; t < RP_TYPE_COUNT; t++)
-        if (bytes[t] > bytes[best]) best = t;
-    const rp_type_traits *tr = rp_type_get_traits(best);
-    return tr ? tr->name : "?";
-}
-
-/* One measurement: N prompt tokens in batches of n_batch (pp), or N single
- * tokens one after another (tg): the fixed tokens, or with a sampler each
- * token drawn from the previous one's logits (decode as generation runs it).
- * Returns tokens per second. */
-static double measure(rp_ctx *ctx, rp_kv *kv, rp_batch *b, const rp_token *toks, int n, bool pp, int n_batch, rp_sampler *smp) {
-    rp_kv_clear(kv);
+/* One measurement on an emptied sequence: N prompt tokens fed at once, in batches of the engine's n_batch (pp),
+ * or N single tokens one after another (tg): the fixed tokens, or with sampling params each token drawn from
+ * the previous one's logits (decode as generation runs it). Returns tokens per second, -1 on failure. */
+static double measure(rp_seq *s, const rp_token *toks, int n, bool pp, const rp_sampler_params *smp) {
+    rp_seq_reset(s);
     double t0 = cli_now();
     if (pp) {
-        for (int off = 0; off < n; off += n_batch) {
-            int cnt = n - off < n_batch ? n - off : n_batch;
-            rp_batch_clear(b);
-            for (int i = 0; i < cnt; i++) rp_batch_add(b, toks[off + i], 0, off + i, off + i, off + i == n - 1);
-            if (rp_forward(ctx, b, &kv, 1) != RP_OK) return -1;
-        }
+        if (rp_seq_feed(s, toks, n) != RP_OK) return -1;
     } else {
-        if (smp) rp_sampler_reset(smp);
         rp_token t = toks[0];
         for (int i = 0; i < n; i++) {
-            rp_batch_clear(b);
-            rp_batch_add(b, t, 0, i, i, true);
-            if (rp_forward(ctx, b, &kv, 1) != RP_OK) return -1;
+            if (rp_seq_feed(s, &t, 1) != RP_OK) return -1;
             if (smp) {
-                t = rp_sampler_sample(smp, rp_ctx_logits(ctx, 0));
-                rp_sampler_accept(smp, t);
+                if (rp_seq_sample(s, smp, &t) != RP_OK) return -1;
             } else if (i + 1 < n) {
                 t = toks[i + 1];
             }
@@ -129,8 +102,8 @@ int bench_model(int argc, char **argv) {
         }
         if (ntemp == 0) { fprintf(stderr, "reprise bench model: --temp is empty\n"); return 2; }
     }
-    int kv_type = rp_type_from_name(kv_name);
-    if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_Q8_0 && kv_type != RP_TYPE_F32) {
+    const int kv_type = rp_kv_type_parse(kv_name);
+    if (kv_type < 0) {
         fprintf(stderr, "reprise bench model: --kv-type must be f16, q8_0 or f32\n");
         return 2;
     }
@@ -146,36 +119,37 @@ int bench_model(int argc, char **argv) {
     rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
     const char *mname = strrchr(model_path, '/') ? strrchr(model_path, '/') + 1 : model_path;
-    const char *mtype = main_type(m);
+    rp_model_perf perf;
+    rp_model_perf_get(m, &perf);
+    const char *mtype = perf.main_type;
+    const int32_t n_vocab = rp_model_describe(m).n_vocab;
     rp_token *toks = malloc(sizeof *toks * (size_t)max_tok);
     double *samples = malloc(sizeof(double) * MAX_TEMPS * (size_t)reps), *ratios = malloc(sizeof(double) * MAX_TEMPS * (size_t)reps);
     double *ceils = malloc(sizeof(double) * (size_t)reps), *fracs = malloc(sizeof(double) * MAX_TEMPS * (size_t)reps);
-    rp_sampler *smps[MAX_TEMPS] = {0};
-    bool smp_ok = true;
+    rp_sampler_params smps[MAX_TEMPS];
     for (int v = 0; v < ntemp; v++) {
-        rp_sampler_params p = sp;
-        p.temp = (float)temps[v];
-        if (rp_sampler_create(p, m->hp.n_vocab, &smps[v]) != RP_OK) smp_ok = false;
+        smps[v] = sp;
+        smps[v].temp = (float)temps[v];
     }
     /* the probe's buffer is made once, so every probe reads the same (warm) pages, as decode reads the weights */
     cli_bw_probe *bw = ceiling && ntg > 0 ? cli_bw_create((size_t)512 << 20) : NULL;
-    const double bytes_tok = cli_decode_bytes_per_token(m);
-    if (!toks || !samples || !ratios || !ceils || !fracs || (ceiling && ntg > 0 && !bw) || !smp_ok) {
-        fprintf(stderr, "reprise bench model: %s\n", smp_ok ? "out of memory" : rp_last_error());
+    const double bytes_tok = perf.decode_bytes_per_token;
+    if (!toks || !samples || !ratios || !ceils || !fracs || (ceiling && ntg > 0 && !bw)) {
+        fprintf(stderr, "reprise bench model: out of memory\n");
         free(toks); free(samples); free(ratios); free(ceils); free(fracs); cli_bw_free(bw);
-        for (int v = 0; v < ntemp; v++) rp_sampler_free(smps[v]);
         rp_model_free(m);
         return 1;
     }
     uint64_t x = 0x9e3779b97f4a7c15ULL;
     for (long i = 0; i < max_tok; i++) {   /* fixed pseudo-random prompt */
         x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-        toks[i] = (rp_token)(x % (uint64_t)m->hp.n_vocab);
+        toks[i] = (rp_token)(x % (uint64_t)n_vocab);
     }
     if (json) printf("[");
     else {
-        fprintf(stderr, "cpu: %s (%s), weights packed for %s\n", rp_cpu_info_get()->brand,
-                rp_cpu_level_name(rp_cpu_info_get()->best), rp_cpu_level_name((rp_cpu_level)m->cpu_level));
+        rp_cpu_desc cpu;
+        rp_cpu_describe(&cpu);
+        fprintf(stderr, "cpu: %s (%s), weights packed for %s\n", cpu.brand, cpu.best, perf.cpu_level);
         printf("| %-28s | %-6s | %7s | %8s | %12s | %10s | %10s |\n", "model", "type", "threads", "test", "tok/s median",
                "min", "max");
         printf("|%s|%s|%s|%s|%s|%s|%s|\n", "------------------------------", "--------", "---------", "----------",
@@ -183,17 +157,22 @@ int bench_model(int argc, char **argv) {
     }
     int rc = 0, first = 1;
     for (int ti = 0; ti < nth && rc == 0; ti++) {
-        rp_ctx *ctx = NULL;
-        rp_kv *kv = NULL;
-        rp_batch b = {0};
-        rp_ctx_params cp = rp_ctx_default_params();
-        cp.n_threads = (int)ths[ti];
-        cp.n_batch = (int32_t)(n_batch < max_tok ? n_batch : max_tok);
-        cp.n_outputs = 1;
-        cp.n_ctx_max = (int32_t)max_tok;
-        if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK || (st = rp_kv_create(m, (int32_t)max_tok, (rp_type)kv_type, &kv)) != RP_OK ||
-            (st = rp_batch_init(&b, cp.n_batch)) != RP_OK) {
+        /* an engine that only runs the model: no reuse, no calibration */
+        rp_engine *eng = NULL;
+        rp_seq *seq = NULL;
+        rp_engine_params ep = rp_engine_default_params();
+        ep.n_threads = (int)ths[ti];
+        ep.n_batch = (int32_t)(n_batch < max_tok ? n_batch : max_tok);
+        ep.n_ctx = (int32_t)max_tok;
+        ep.kv_type = (rp_kv_type)kv_type;
+        ep.reuse = RP_REUSE_NONE;
+        ep.load_calibration = false;
+        if ((st = rp_engine_create(m, &ep, &eng)) != RP_OK || (st = rp_seq_create(eng, &seq)) != RP_OK) {
             rc = cli_fail(a.cmd, "setup", st);
+        } else if (rp_engine_n_ctx(eng) < max_tok) {
+            fprintf(stderr, "reprise bench model: %ld tokens exceed the model's context of %d\n", max_tok,
+                    rp_engine_n_ctx(eng));
+            rc = 2;
         }
         for (int kind = 0; kind < 2 && rc == 0; kind++) {
             int cnt = kind == 0 ? npp : ntg;
@@ -201,13 +180,13 @@ int bench_model(int argc, char **argv) {
                 int n = (int)(kind == 0 ? pps[k] : tgs[k]);
                 /* variants: tg once per temperature (the fixed tokens without --temp), pp once */
                 const int nv = kind == 1 && ntemp > 0 ? ntemp : 1;
-                rp_sampler *const *smp = kind == 1 && ntemp > 0 ? smps : NULL;
-                if (measure(ctx, kv, &b, toks, n, kind == 0, cp.n_batch, smp ? smp[0] : NULL) < 0) { rc = cli_fail(a.cmd, "forward", 1); break; }
+                const rp_sampler_params *smp = kind == 1 && ntemp > 0 ? smps : NULL;
+                if (measure(seq, toks, n, kind == 0, smp) < 0) { rc = cli_fail(a.cmd, "forward", 1); break; }
                 const bool with_ceiling = bw && kind == 1;
                 for (long r = 0; r < reps; r++) {
                     if (with_ceiling) ceils[r] = cli_bw_measure(bw, (int)ths[ti], 1, NULL) * 1e9 / bytes_tok;
                     for (int v = 0; v < nv; v++) {   /* alternating, so drift hits every variant alike */
-                        samples[v * reps + r] = measure(ctx, kv, &b, toks, n, kind == 0, cp.n_batch, smp ? smp[v] : NULL);
+                        samples[v * reps + r] = measure(seq, toks, n, kind == 0, smp ? &smp[v] : NULL);
                         if (with_ceiling) fracs[v * reps + r] = samples[v * reps + r] / ceils[r];
                         ratios[v * reps + r] = samples[v * reps + r] / samples[r];   /* paired with the first variant */
                     }
@@ -232,8 +211,7 @@ int bench_model(int argc, char **argv) {
                     if (json) {
                         printf("%s\n  {\"model\": \"%s\", \"type\": \"%s\", \"test\": \"%s\", \"threads\": %ld, "
                                "\"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f, \"cpu\": \"%s\"",
-                               first ? "" : ",", mname, mtype, test, ths[ti], med, sv[0], sv[reps - 1],
-                               rp_cpu_level_name((rp_cpu_level)m->cpu_level));
+                               first ? "" : ",", mname, mtype, test, ths[ti], med, sv[0], sv[reps - 1], perf.cpu_level);
                         if (smp)
                             printf(", \"temp\": %g, \"top_k\": %d, \"top_p\": %g, \"min_p\": %g, \"vs_first_median\": %.4f",
                                    temps[v], sp.top_k, sp.top_p, sp.min_p, cli_pct_sorted(rv, (int)reps, 0.5));
@@ -258,9 +236,8 @@ int bench_model(int argc, char **argv) {
                 fflush(stdout);
             }
         }
-        rp_batch_free(&b);
-        rp_kv_free(kv);
-        rp_ctx_free(ctx);
+        rp_seq_free(seq);
+        rp_engine_free(eng);
     }
     if (json) printf("\n]\n");
     free(toks);
@@ -269,7 +246,6 @@ int bench_model(int argc, char **argv) {
     free(ceils);
     free(fracs);
     cli_bw_free(bw);
-    for (int v = 0; v < ntemp; v++) rp_sampler_free(smps[v]);
     rp_model_free(m);
     return rc;
 }

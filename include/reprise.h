@@ -291,6 +291,8 @@ typedef struct rp_engine_params {
                                   rp_engine_stats.has_store is false (default false: rp_engine_create fails) */
     bool load_calibration;     /* static mode: the stored calibration for this model, machine and n_threads
                                   (in cache_dir, else $XDG_CACHE_HOME/reprise) sets L_P / L_S (default true) */
+    int32_t deviation;         /* blend's deviation measure at the check layer: an rp_deviation (benchmark
+                                  support, below; default RP_DEVIATION_KV) */
 } rp_engine_params;
 
 RP_API rp_engine_params rp_engine_default_params(void);
@@ -612,6 +614,46 @@ RP_API rp_status rp_cache_evict(rp_cache *c, uint64_t target_bytes, bool lru, in
 RP_API rp_status rp_cache_compact(rp_cache *c, uint64_t *removed);
 /* Deletes every chunk the handle sees (all, or the bound model's). */
 RP_API rp_status rp_cache_clear(rp_cache *c, uint64_t *n_deleted);
+
+/* ---- benchmark support ----
+ * What the benchmarks (reprise-bench) need beyond serving calls: the machine's and a model's figures for
+ * throughput reports, blend's deviation measure (an ablation), and sampling a sequence's logits token by token
+ * (decode loops timed without text). */
+
+/* The CPU: its brand string ("" if unknown), the best kernel level it and the OS allow, and the active one
+ * (rp_cpu_select). Thread-safe; static strings. */
+typedef struct rp_cpu_desc {
+    const char *brand;
+    const char *best;
+    const char *active;
+} rp_cpu_desc;
+
+RP_API void rp_cpu_describe(rp_cpu_desc *out);
+
+/* A model's figures for throughput reports. Thread-safe; static strings. */
+typedef struct rp_model_perf {
+    const char *main_type;           /* the GGUF weight type holding most bytes ("q4_0", "q8_0", "f32", ...) */
+    const char *cpu_level;           /* the kernel level its weights were packed for ("avx512", ...) */
+    double decode_bytes_per_token;   /* weight bytes one decode step streams: every layer matrix and the output
+                                        matrix, as packed (as mapped where a kernel reads GGUF rows); 0 for a
+                                        vocab-only load. Over a memory bandwidth: the decode ceiling. */
+} rp_model_perf;
+
+RP_API void rp_model_perf_get(const rp_model *m, rp_model_perf *out);
+
+/* Blend's deviation measure at the check layer (rp_engine_params.deviation): which of the recomputed vs cached
+ * K and V rank the tokens to recompute. */
+typedef enum rp_deviation {
+    RP_DEVIATION_KV = 0,   /* both (default) */
+    RP_DEVIATION_K = 1,
+    RP_DEVIATION_V = 2,
+} rp_deviation;
+
+/* Samples the next token from the sequence's last logits with its sampler — rp_seq_generate's, under the same
+ * rules (it starts from p's seed after a prefill or reset, or when p differs from the last call's; otherwise it
+ * goes on) — without adding the token: rp_seq_feed it to go on (feeding takes it into the penalty window).
+ * RP_ERR_INVALID_ARG when the sequence has no logits yet. As the engine: one thread at a time. */
+RP_API rp_status rp_seq_sample(rp_seq *s, const rp_sampler_params *p, rp_token *out);
 
 #ifdef __cplusplus
 }
