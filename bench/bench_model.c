@@ -167,6 +167,7 @@ int bench_model(int argc, char **argv) {
         ep.kv_type = (rp_kv_type)kv_type;
         ep.reuse = RP_REUSE_NONE;
         ep.load_calibration = false;
+        ep.ctx_past_train = true;   /* as llama-bench: any -p / -n, whatever the model was trained on */
         if ((st = rp_engine_create(m, &ep, &eng)) != RP_OK || (st = rp_seq_create(eng, &seq)) != RP_OK) {
             rc = cli_fail(a.cmd, "setup", st);
         } else if (rp_engine_n_ctx(eng) < max_tok) {

@@ -293,6 +293,9 @@ typedef struct rp_engine_params {
                                   (in cache_dir, else $XDG_CACHE_HOME/reprise) sets L_P / L_S (default true) */
     int32_t deviation;         /* blend's deviation measure at the check layer: an rp_deviation (benchmark
                                   support, below; default RP_DEVIATION_KV) */
+    bool ctx_past_train;       /* n_ctx may exceed the model's training context, which otherwise caps it: for
+                                  benchmarks of long prompts on small models (the model's quality past its
+                                  training context is not what it was trained for) (default false) */
 } rp_engine_params;
 
 RP_API rp_engine_params rp_engine_default_params(void);

@@ -115,7 +115,8 @@ class rp_engine_params(Structure):
                 ("reuse", c_int), ("recompute_ratio", c_float), ("select", c_int), ("check_layer", c_int32),
                 ("static_mode", c_bool), ("naive_schedule", c_bool), ("cache_ram_bytes", c_size_t),
                 ("cache_dir", c_char_p), ("cache_disk_bytes", c_uint64), ("cache_dir_optional", c_bool),
-                ("load_calibration", c_bool), ("deviation", c_int32)]
+                ("load_calibration", c_bool), ("deviation", c_int32),
+                ("ctx_past_train", c_bool)]
 
 
 class rp_static_shapes(Structure):

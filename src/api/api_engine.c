@@ -95,7 +95,8 @@ rp_status rp_engine_create(rp_model *m, const rp_engine_params *p, rp_engine **o
     if (p->static_mode && p->load_calibration)
         e->calibrated = rp_calib_lookup(m->fingerprint, p->cache_dir, p->n_threads, &rp.static_cfg);
     const int32_t n_train = m->hp.n_ctx_train > 0 ? m->hp.n_ctx_train : 1 << 24;
-    e->n_ctx = p->n_ctx > 0 ? (p->n_ctx < n_train ? p->n_ctx : n_train) : (4096 < n_train ? 4096 : n_train);
+    e->n_ctx = p->n_ctx > 0 ? (p->n_ctx < n_train || p->ctx_past_train ? p->n_ctx : n_train)
+                            : (4096 < n_train ? 4096 : n_train);
     /* static calls' padding rows sit in cells past the context: scratch no real row attends */
     const int32_t pad = p->static_mode ? (rp.static_cfg.L_S > rp.static_cfg.L_P ? rp.static_cfg.L_S : rp.static_cfg.L_P) : 0;
     e->n_cells = e->n_ctx + pad;
