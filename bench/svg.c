@@ -1,3 +1,4 @@
+/* TODO(issue 15): moves to the public API with bench_agents (includes internals: rp_errorf). */
 /* svg.c — recording agent timelines and rendering them as one self-contained SVG (state lanes + draft-budget charts). */
 #include "svg.h"
 

@@ -193,10 +193,20 @@ cache_list_fn = CFUNCTYPE(c_bool, c_void_p, POINTER(rp_cache_entry))
 cache_models_fn = CFUNCTYPE(c_bool, c_void_p, POINTER(rp_cache_model))
 cache_bad_fn = CFUNCTYPE(None, c_void_p, c_uint64, c_char_p)
 
+# benchmark support
+class rp_cpu_desc(Structure):
+    _fields_ = [("brand", c_char_p), ("best", c_char_p), ("active", c_char_p)]
+
+
+class rp_model_perf(Structure):
+    _fields_ = [("main_type", c_char_p), ("cpu_level", c_char_p), ("decode_bytes_per_token", c_double)]
+
+
 #: every struct above, for the layout test
 STRUCTS = [rp_logit_bias, rp_sampler_params, rp_model_params, rp_model_desc, rp_chat_message, rp_engine_params,
            rp_static_shapes, rp_engine_stats, rp_gen_opts, rp_gen_stats, rp_agents_params, rp_turn_opts,
-           rp_agent_info, rp_agents_stats, rp_cache_info, rp_cache_model, rp_cache_entry]
+           rp_agent_info, rp_agents_stats, rp_cache_info, rp_cache_model, rp_cache_entry, rp_cpu_desc,
+           rp_model_perf]
 
 # ---------------------------------------------------------------------------------------------------------
 # functions: name -> (restype, argtypes)
@@ -302,6 +312,10 @@ PROTOTYPES = {
     "rp_cache_evict": (ST, [H, c_uint64, c_bool, P_I32, P_U64]),
     "rp_cache_compact": (ST, [H, P_U64]),
     "rp_cache_clear": (ST, [H, P_U64]),
+    # benchmark support
+    "rp_cpu_describe": (None, [POINTER(rp_cpu_desc)]),
+    "rp_model_perf_get": (None, [H, POINTER(rp_model_perf)]),
+    "rp_seq_sample": (ST, [H, POINTER(rp_sampler_params), P_TOK]),
 }
 
 
