@@ -296,6 +296,9 @@ typedef struct rp_engine_params {
     bool ctx_past_train;       /* n_ctx may exceed the model's training context, which otherwise caps it: for
                                   benchmarks of long prompts on small models (the model's quality past its
                                   training context is not what it was trained for) (default false) */
+    int32_t n_seq_max;         /* sequences expected to fill their context at once (default 1): rp_engine_create
+                                  refuses (RP_ERR_NOMEM, naming the bytes) when their KV cache would not fit in
+                                  the memory available (rp_system_mem_available); 0 skips the check */
 } rp_engine_params;
 
 RP_API rp_engine_params rp_engine_default_params(void);
@@ -657,6 +660,29 @@ typedef enum rp_deviation {
  * goes on) — without adding the token: rp_seq_feed it to go on (feeding takes it into the penalty window).
  * RP_ERR_INVALID_ARG when the sequence has no logits yet. As the engine: one thread at a time. */
 RP_API rp_status rp_seq_sample(rp_seq *s, const rp_sampler_params *p, rp_token *out);
+/* ===========================================================================
+ * Long contexts
+ * ========================================================================= */
+
+/* Bytes of one sequence's KV cache (K and V, every layer) at n_ctx cells of
+ * kv_type, allocated when the sequence fills (pages are touched lazily).
+ * Thread-safe. */
+RP_API rp_status rp_kv_estimate(const rp_model *m, int32_t n_ctx, rp_kv_type kv_type, uint64_t *bytes);
+/* What rp_kv_estimate gives for one of the engine's sequences. Thread-safe. */
+RP_API uint64_t rp_engine_kv_bytes(const rp_engine *e);
+/* Memory the system can give without swapping (Linux: MemAvailable), 0 if
+ * unknown. Thread-safe. */
+RP_API uint64_t rp_system_mem_available(void);
+
+/* Context shift: drops tokens [keep, keep + n_drop) of the sequence and moves
+ * the ones after them down, their K re-rotated to the new positions, instead
+ * of recomputing them (a conversation that filled its context drops its
+ * oldest turns and goes on). The moved tokens' KV attended to the dropped
+ * ones when it was computed: it is approximate from `keep` on, as with
+ * llama.cpp's context shift. The last token's logits are computed again by
+ * the next generate. RP_ERR_RANGE unless keep >= 0, n_drop >= 1 and
+ * keep + n_drop <= rp_seq_n_past. One thread at a time per sequence. */
+RP_API rp_status rp_seq_shift(rp_seq *s, int32_t keep, int32_t n_drop);
 
 #ifdef __cplusplus
 }

@@ -37,6 +37,7 @@ rp_engine_params rp_engine_default_params(void) {
         .cache_disk_bytes = 0,
         .cache_dir_optional = false,
         .load_calibration = true,
+        .n_seq_max = 1,
     };
     return p;
 }
@@ -54,6 +55,7 @@ static rp_status check_params(const rp_model *m, const rp_engine_params *p) {
     if ((unsigned)p->select > RP_SELECT_ATTN) return rp_errorf(RP_ERR_INVALID_ARG, "engine: selection rule %d", (int)p->select);
     if (p->check_layer < 0) return rp_errorf(RP_ERR_INVALID_ARG, "engine: check layer %d is negative", p->check_layer);
     if ((unsigned)p->deviation > RP_DEVIATION_V) return rp_errorf(RP_ERR_INVALID_ARG, "engine: deviation %d", (int)p->deviation);
+    if (p->n_seq_max < 0) return rp_errorf(RP_ERR_INVALID_ARG, "engine: n_seq_max %d is negative", p->n_seq_max);
     return RP_OK;
 }
 
@@ -100,6 +102,7 @@ rp_status rp_engine_create(rp_model *m, const rp_engine_params *p, rp_engine **o
     /* static calls' padding rows sit in cells past the context: scratch no real row attends */
     const int32_t pad = p->static_mode ? (rp.static_cfg.L_S > rp.static_cfg.L_P ? rp.static_cfg.L_S : rp.static_cfg.L_P) : 0;
     e->n_cells = e->n_ctx + pad;
+    if (st == RP_OK && p->n_seq_max > 0) st = rp_api_check_kv_fits(e);
     rp_ctx_params cp = rp_ctx_default_params();
     cp.n_threads = p->n_threads;
     cp.n_batch = p->n_batch;
