@@ -235,4 +235,17 @@ if [ -f "$G" ]; then
   check "unknown architecture is a clear error" '[ $rc -eq 1 ] && grep -q "unknown architecture .gpt2." "$TMP/e"'
 fi
 
+M="$SHARED/models/stories260K.gguf"
+if [ -f "$M" ]; then
+  # bench model -d (depth) and --busy (a competing process): rows, paired ratios and JSON fields
+  out=$("$BIN" bench model -m "$M" -p 8 -n 4 -d 0,32 -r 2 -t 2 --busy 1 2>/dev/null); rc=$?
+  check "bench model -d 0,32 --busy 1: quiet and busy rows at each depth" '[ $rc -eq 0 ] && echo "$out" | grep -q "| *pp8 |" && echo "$out" | grep -q "tg4 @ d32 busy=1" && echo "$out" | grep -q "busy=1 / quiet: "'
+  js=$("$BIN" bench model -m "$M" -p 0 -n 4 -d 16 -r 2 --busy 2 --ceiling --json 2>/dev/null)
+  check "bench model --json: depth, busy, vs_quiet and the KV-counting ceiling" 'echo "$js" | python3 -c "import json,sys; r=json.load(sys.stdin); assert len(r)==2 and r[0][\"depth\"]==16 and \"busy\" not in r[0] and r[1][\"busy\"]==2 and r[1][\"vs_quiet_median\"]>0 and r[0][\"bytes_per_token\"]>0"'
+  "$BIN" bench model -m "$M" -d -5 >/dev/null 2>"$TMP/e"; rc=$?
+  check "bench model -d -5 is an error naming -d" '[ $rc -eq 2 ] && grep -q "\-d expects" "$TMP/e"'
+  # no busy process survives the benchmark
+  check "bench model --busy leaves no spinning process behind" '! pgrep -f "reprise-bench model -m $M -p 0 -n 4 -d 16" >/dev/null'
+fi
+
 finish
