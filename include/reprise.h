@@ -305,6 +305,11 @@ typedef struct rp_engine_params {
                                   directory holding no store is an error (default false) */
     bool n_ctx_over_train;     /* n_ctx may exceed the model's training context (positions past it extrapolate
                                   RoPE: quality degrades, as in llama.cpp); default false: n_ctx is capped at it */
+    int32_t deviation;         /* blend's deviation measure at the check layer: an rp_deviation (benchmark
+                                  support, below; default RP_DEVIATION_KV) */
+    int32_t n_seq_max;         /* sequences expected to fill their context at once (default 1): rp_engine_create
+                                  refuses (RP_ERR_NOMEM, naming the bytes) when their KV cache would not fit in
+                                  the memory available (rp_system_mem_available); 0 skips the check */
 } rp_engine_params;
 
 RP_API rp_engine_params rp_engine_default_params(void);
@@ -865,10 +870,63 @@ typedef struct rp_kernel_desc {
     const char *kernel;        /* the kernel the active level uses, or NULL when it has none */
 } rp_kernel_desc;
 
-/* The kernels the active level dispatches to, one entry per operation and type: matmul over f32, f16, bf16,
- * q8_0, q4_0, q4_K, q6_K weights, then attention over f16, q8_0, f32 KV caches. Writes min(count, cap) entries
+/* The kernels the active level dispatches to, one entry per operation and type: matmul over every weight type
+ * with kernels (type id order), then attention over f16, q8_0, f32 KV caches. Writes min(count, cap) entries
  * and returns the count. Thread-safe. */
 RP_API int32_t rp_kernel_table(rp_kernel_desc *out, int32_t cap);
+/* ---- benchmark support ----
+ * What the benchmarks (reprise-bench) need beyond serving calls: a model's figures for throughput reports,
+ * blend's deviation measure (an ablation), and sampling a sequence's logits token by token (decode loops timed
+ * without text). The machine's figures: rp_cpu_describe above. */
+
+/* A model's figures for throughput reports. Thread-safe; static strings. */
+typedef struct rp_model_perf {
+    const char *main_type;           /* the GGUF weight type holding most bytes ("q4_0", "q8_0", "f32", ...) */
+    const char *cpu_level;           /* the kernel level its weights were packed for ("avx512", ...) */
+    double decode_bytes_per_token;   /* weight bytes one decode step streams: every layer matrix and the output
+                                        matrix, as packed (as mapped where a kernel reads GGUF rows); 0 for a
+                                        vocab-only load. Over a memory bandwidth: the decode ceiling. */
+} rp_model_perf;
+
+RP_API void rp_model_perf_get(const rp_model *m, rp_model_perf *out);
+
+/* Blend's deviation measure at the check layer (rp_engine_params.deviation): which of the recomputed vs cached
+ * K and V rank the tokens to recompute. */
+typedef enum rp_deviation {
+    RP_DEVIATION_KV = 0,   /* both (default) */
+    RP_DEVIATION_K = 1,
+    RP_DEVIATION_V = 2,
+} rp_deviation;
+
+/* Samples the next token from the sequence's last logits with its sampler — rp_seq_generate's, under the same
+ * rules (it starts from p's seed after a prefill or reset, or when p differs from the last call's; otherwise it
+ * goes on) — without adding the token: rp_seq_feed it to go on (feeding takes it into the penalty window).
+ * RP_ERR_INVALID_ARG when the sequence has no logits yet. As the engine: one thread at a time. */
+RP_API rp_status rp_seq_sample(rp_seq *s, const rp_sampler_params *p, rp_token *out);
+
+/* ===========================================================================
+ * Long contexts
+ * ========================================================================= */
+
+/* Bytes of one sequence's KV cache (K and V, every layer) at n_ctx cells of
+ * kv_type, allocated when the sequence fills (pages are touched lazily).
+ * Thread-safe. */
+RP_API rp_status rp_kv_estimate(const rp_model *m, int32_t n_ctx, rp_kv_type kv_type, uint64_t *bytes);
+/* What rp_kv_estimate gives for one of the engine's sequences. Thread-safe. */
+RP_API uint64_t rp_engine_kv_bytes(const rp_engine *e);
+/* Memory the system can give without swapping (Linux: MemAvailable), 0 if
+ * unknown. Thread-safe. */
+RP_API uint64_t rp_system_mem_available(void);
+
+/* Context shift: drops tokens [keep, keep + n_drop) of the sequence and moves
+ * the ones after them down, their K re-rotated to the new positions, instead
+ * of recomputing them (a conversation that filled its context drops its
+ * oldest turns and goes on). The moved tokens' KV attended to the dropped
+ * ones when it was computed: it is approximate from `keep` on, as with
+ * llama.cpp's context shift. The last token's logits are computed again by
+ * the next generate. RP_ERR_RANGE unless keep >= 0, n_drop >= 1 and
+ * keep + n_drop <= rp_seq_n_past. One thread at a time per sequence. */
+RP_API rp_status rp_seq_shift(rp_seq *s, int32_t keep, int32_t n_drop);
 
 #ifdef __cplusplus
 }

@@ -761,6 +761,63 @@ static void test_system(void **state) {
     assert_string_not_equal(rp_version(), "");
 }
 
+/* Long contexts: KV estimates, the refusal before allocating, and the context shift. */
+static void test_long_context(void **state) {
+    (void)state;
+    OPEN_MODEL(m);
+    const rp_model_desc md = rp_model_describe(m);
+    uint64_t b = 0;
+    assert_int_equal(rp_kv_estimate(m, 1000, RP_KV_F32, &b), RP_OK);
+    assert_int_equal(b, 2ull * (uint64_t)md.n_layer * 1000u * (uint64_t)md.n_head_kv * (uint64_t)md.head_dim * 4u);
+    assert_int_equal(rp_kv_estimate(m, 1000, RP_KV_F16, &b), RP_OK);
+    assert_int_equal(b, 2ull * (uint64_t)md.n_layer * 1000u * (uint64_t)md.n_head_kv * (uint64_t)md.head_dim * 2u);
+    assert_int_equal(rp_kv_estimate(m, 0, RP_KV_F16, &b), RP_ERR_RANGE);
+    assert_true(rp_system_mem_available() > 0);   /* Linux: MemAvailable */
+    rp_engine_params ep = rp_engine_default_params();
+    ep.n_threads = 1;
+    ep.reuse = RP_REUSE_NONE;
+    ep.n_seq_max = 1 << 30;   /* a billion full sequences do not fit anywhere */
+    rp_engine *e = NULL;
+    assert_int_equal(rp_engine_create(m, &ep, &e), RP_ERR_NOMEM);
+    assert_null(e);
+    print_message("  refused: %s\n", rp_last_error());
+    assert_non_null(strstr(rp_last_error(), "KV cache"));
+    assert_non_null(strstr(rp_last_error(), "available"));
+    ep.n_seq_max = 1;
+    assert_int_equal(rp_engine_create(m, &ep, &e), RP_OK);
+    assert_int_equal(rp_kv_estimate(m, rp_engine_n_ctx(e), RP_KV_F16, &b), RP_OK);
+    assert_int_equal(rp_engine_kv_bytes(e), b);
+    rp_seq *s = NULL;
+    assert_int_equal(rp_seq_create(e, &s), RP_OK);
+    rp_token t[60];
+    for (int i = 0; i < 60; i++) t[i] = 1 + (i * 13 + 7) % (md.n_vocab - 1);
+    assert_int_equal(rp_seq_feed(s, t, 60), RP_OK);
+    assert_int_equal(rp_seq_shift(s, 10, 0), RP_ERR_RANGE);
+    assert_int_equal(rp_seq_shift(s, 50, 11), RP_ERR_RANGE);
+    assert_int_equal(rp_seq_shift(s, 10, 20), RP_OK);
+    assert_int_equal(rp_seq_n_past(s), 40);
+    const rp_token *h = rp_seq_tokens(s);
+    assert_memory_equal(h, t, sizeof *t * 10);
+    assert_memory_equal(h + 10, t + 30, sizeof *t * 30);
+    assert_null(rp_seq_logits(s));   /* the last token is decoded again by the next generate */
+    rp_gen_opts o = greedy(6);
+    char out[256];
+    size_t len = 0;
+    rp_gen_stats st;
+    assert_int_equal(rp_seq_generate(s, &o, out, sizeof out, &len, &st), RP_OK);
+    assert_int_equal(st.generated, 6);
+    assert_int_equal(rp_seq_n_past(s), 46);   /* 40 + 6, the last one pending */
+    /* the pending token has no cell yet: a shift may not drop it, but moves it down */
+    assert_int_equal(rp_seq_shift(s, 40, 6), RP_ERR_RANGE);
+    assert_int_equal(rp_seq_shift(s, 0, 5), RP_OK);
+    assert_int_equal(rp_seq_n_past(s), 41);
+    assert_int_equal(rp_seq_generate(s, &o, out, sizeof out, &len, &st), RP_OK);
+    assert_int_equal(rp_seq_n_past(s), 47);
+    rp_seq_free(s);
+    rp_engine_free(e);
+    rp_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_system),
@@ -775,6 +832,7 @@ int main(void) {
         cmocka_unit_test(test_agents),
         cmocka_unit_test(test_two_sequences),
         cmocka_unit_test(test_separator_and_pieces),
+        cmocka_unit_test(test_long_context),
     };
     return rp_test_main(tests, NULL, NULL);
 }

@@ -1235,6 +1235,51 @@ static void test_namespaces(void **state) {
     fixture_close(&f);
 }
 
+/* Context shift: after dropping tokens [20, 60) of a 120-token cache, the
+ * moved cells' layer-0 K (re-rotated) and V equal what a plain prefill of the
+ * remaining 80 tokens computes (layer 0 sees only its own token and
+ * position), positions run 0..79, and the cache holds 80 cells. */
+static void test_context_shift(void **state) {
+    (void)state;
+    OPEN_STORIES(f, RP_TYPE_F32);
+    rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false);
+    rp_token all[120], kept[80];
+    for (int i = 0; i < 120; i++) all[i] = 1 + (i * 37 + 11) % (f.V - 1);
+    for (int i = 0; i < 20; i++) kept[i] = all[i];
+    for (int i = 60; i < 120; i++) kept[i - 40] = all[i];
+    rp_reuse_stats st;
+    assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, all, 120, NULL, 0, f.lg_a, &st), RP_OK);
+    assert_int_equal(rp_rerotate_shift(f.m, f.kv, 20, 0), RP_ERR_RANGE);
+    assert_int_equal(rp_rerotate_shift(f.m, f.kv, 100, 21), RP_ERR_RANGE);
+    assert_int_equal(rp_rerotate_shift(f.m, f.kv, 20, 40), RP_OK);
+    assert_int_equal(f.kv->n, 80);
+    for (int i = 0; i < 80; i++) assert_int_equal(f.kv->pos[i], i);
+    assert_int_equal(f.kv->pos[80], -1);
+    const int32_t kd = f.kv->kv_dim;
+    float *k = malloc(sizeof(float) * (size_t)kd * 80), *v = malloc(sizeof(float) * (size_t)kd * 80);
+    for (int t = 0; t < 80; t++) {
+        memcpy(k + t * kd, rp_kv_k_row(f.kv, 0, t), sizeof(float) * (size_t)kd);
+        memcpy(v + t * kd, rp_kv_v_row(f.kv, 0, t), sizeof(float) * (size_t)kd);
+    }
+    assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, kept, 80, NULL, 0, f.lg_b, &st), RP_OK);
+    double worst_k = 0, worst_v = 0;
+    for (int t = 0; t < 80; t++) {
+        const float *ek = (const float *)rp_kv_k_row(f.kv, 0, t), *ev = (const float *)rp_kv_v_row(f.kv, 0, t);
+        for (int i = 0; i < kd; i++) {
+            const double dk = fabs(k[t * kd + i] - ek[i]), dv = fabs(v[t * kd + i] - ev[i]);
+            if (dk > worst_k) worst_k = dk;
+            if (dv > worst_v) worst_v = dv;
+        }
+    }
+    print_message("  shift: layer-0 K max |diff| %.2e, V %.2e\n", worst_k, worst_v);
+    assert_true(worst_k < 1e-4);
+    assert_true(worst_v == 0);   /* V moves as is */
+    free(k);
+    free(v);
+    rp_reuse_free(none);
+    fixture_close(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_namespaces),
@@ -1252,6 +1297,7 @@ int main(void) {
         cmocka_unit_test(test_pipeline_equivalence),
         cmocka_unit_test(test_subchunk_reuse),
         cmocka_unit_test(test_salt),
+        cmocka_unit_test(test_context_shift),
     };
     return rp_test_main(tests, NULL, NULL);
 }

@@ -14,8 +14,8 @@
 #include "model/synth.h"
 #include "sched/sched.h"
 #include "sched/sched_internal.h"
-#include "sched/svg.h"
-#include "sched/trace.h"
+#include "svg.h"
+#include "trace.h"
 
 /* Counting allocator (glibc): the step must not allocate. Not under ASan or TSan,
  * which own malloc. */

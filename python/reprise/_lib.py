@@ -117,7 +117,8 @@ class rp_engine_params(Structure):
                 ("reuse", c_int), ("recompute_ratio", c_float), ("select", c_int), ("check_layer", c_int32),
                 ("static_mode", c_bool), ("naive_schedule", c_bool), ("cache_ram_bytes", c_size_t),
                 ("cache_dir", c_char_p), ("cache_disk_bytes", c_uint64), ("cache_dir_optional", c_bool),
-                ("load_calibration", c_bool), ("cache_read_only", c_bool), ("n_ctx_over_train", c_bool)]
+                ("load_calibration", c_bool), ("cache_read_only", c_bool), ("n_ctx_over_train", c_bool),
+                ("deviation", c_int32), ("n_seq_max", c_int32)]
 
 
 class rp_static_shapes(Structure):
@@ -263,12 +264,18 @@ cache_list_fn = CFUNCTYPE(c_bool, c_void_p, POINTER(rp_cache_entry))
 cache_models_fn = CFUNCTYPE(c_bool, c_void_p, POINTER(rp_cache_model))
 cache_bad_fn = CFUNCTYPE(None, c_void_p, c_uint64, c_char_p)
 
+# benchmark support
+class rp_model_perf(Structure):
+    _fields_ = [("main_type", c_char_p), ("cpu_level", c_char_p), ("decode_bytes_per_token", c_double)]
+
+
 #: every struct above, for the layout test
 STRUCTS = [rp_logit_bias, rp_sampler_params, rp_model_params, rp_model_desc, rp_chat_message, rp_engine_params,
            rp_static_shapes, rp_engine_stats, rp_gen_opts, rp_gen_stats, rp_agents_params, rp_turn_opts,
            rp_agent_info, rp_agents_stats, rp_cache_info, rp_cache_model, rp_cache_entry, rp_plan_chunk,
            rp_plan_segment, rp_plan_call, rp_plan_desc, rp_calibrate_params, rp_calibration, rp_model_synth_params,
-           rp_model_file_desc, rp_meta_entry, rp_tensor_desc, rp_type_share, rp_cpu_desc, rp_kernel_desc]
+           rp_model_file_desc, rp_meta_entry, rp_tensor_desc, rp_type_share, rp_cpu_desc, rp_kernel_desc,
+           rp_model_perf]
 
 # ---------------------------------------------------------------------------------------------------------
 # functions: name -> (restype, argtypes)
@@ -395,6 +402,14 @@ PROTOTYPES = {
     "rp_model_file_type_mix": (c_int32, [H, POINTER(rp_type_share), c_int32]),
     "rp_cpu_describe": (None, [POINTER(rp_cpu_desc)]),
     "rp_kernel_table": (c_int32, [POINTER(rp_kernel_desc), c_int32]),
+    # benchmark support
+    "rp_model_perf_get": (None, [H, POINTER(rp_model_perf)]),
+    "rp_seq_sample": (ST, [H, POINTER(rp_sampler_params), P_TOK]),
+    # long contexts
+    "rp_kv_estimate": (ST, [H, c_int32, c_int, P_U64]),
+    "rp_engine_kv_bytes": (c_uint64, [H]),
+    "rp_system_mem_available": (c_uint64, []),
+    "rp_seq_shift": (ST, [H, c_int32, c_int32]),
 }
 
 

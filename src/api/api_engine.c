@@ -39,6 +39,7 @@ rp_engine_params rp_engine_default_params(void) {
         .load_calibration = true,
         .cache_read_only = false,
         .n_ctx_over_train = false,
+        .n_seq_max = 1,
     };
     return p;
 }
@@ -55,6 +56,8 @@ static rp_status check_params(const rp_model *m, const rp_engine_params *p) {
         return rp_errorf(RP_ERR_INVALID_ARG, "engine: recompute ratio %g not in [0, 1]", (double)p->recompute_ratio);
     if ((unsigned)p->select > RP_SELECT_ATTN) return rp_errorf(RP_ERR_INVALID_ARG, "engine: selection rule %d", (int)p->select);
     if (p->check_layer < 0) return rp_errorf(RP_ERR_INVALID_ARG, "engine: check layer %d is negative", p->check_layer);
+    if ((unsigned)p->deviation > RP_DEVIATION_V) return rp_errorf(RP_ERR_INVALID_ARG, "engine: deviation %d", (int)p->deviation);
+    if (p->n_seq_max < 0) return rp_errorf(RP_ERR_INVALID_ARG, "engine: n_seq_max %d is negative", p->n_seq_max);
     return RP_OK;
 }
 
@@ -90,6 +93,7 @@ rp_status rp_engine_create(rp_model *m, const rp_engine_params *p, rp_engine **o
     rp.ratio = p->recompute_ratio;
     rp.blend.check_layer = p->check_layer;
     rp.blend.select = p->select;
+    rp.blend.dev = p->deviation == RP_DEVIATION_K ? RP_DEV_K : p->deviation == RP_DEVIATION_V ? RP_DEV_V : RP_DEV_KV;
     rp.static_mode = p->static_mode;
     rp.naive_schedule = p->naive_schedule;
     rp.cache_bytes = p->cache_ram_bytes;
@@ -101,6 +105,7 @@ rp_status rp_engine_create(rp_model *m, const rp_engine_params *p, rp_engine **o
     /* static calls' padding rows sit in cells past the context: scratch no real row attends */
     const int32_t pad = p->static_mode ? (rp.static_cfg.L_S > rp.static_cfg.L_P ? rp.static_cfg.L_S : rp.static_cfg.L_P) : 0;
     e->n_cells = e->n_ctx + pad;
+    if (st == RP_OK && p->n_seq_max > 0) st = rp_api_check_kv_fits(e);
     rp_ctx_params cp = rp_ctx_default_params();
     cp.n_threads = p->n_threads;
     cp.n_batch = p->n_batch;
@@ -463,6 +468,8 @@ static rp_status seq_sampler(rp_seq *s, const rp_sampler_params *sp) {
     for (int32_t i = w > 0 && s->n_hist > w ? s->n_hist - w : 0; i < s->n_hist; i++) rp_sampler_accept(smp, s->hist[i]);
     return RP_OK;
 }
+
+rp_status rp_api_seq_sampler(rp_seq *s, const rp_sampler_params *sp) { return seq_sampler(s, sp); }
 
 rp_status rp_seq_generate(rp_seq *s, const rp_gen_opts *o, char *buf, size_t cap, size_t *len, rp_gen_stats *st) {
     rp_gen_stats tmp;

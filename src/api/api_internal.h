@@ -48,7 +48,14 @@ struct rp_seq {
     size_t text_cap;
 };
 
+/* RP_ERR_NOMEM naming the bytes when n_seq_max sequences' KV at n_cells would not fit in available memory
+ * (api_ctx.c). */
+rp_status rp_api_check_kv_fits(const rp_engine *e);
+
 /* The reuse engine's options for a call. */
 rp_reuse_opts rp_api_reuse_opts(const rp_gen_opts *o);
+/* The sequence's sampler for these params (rp_seq_generate's: kept while the generation goes on, else made
+ * anew from the seed), in s->smp. */
+rp_status rp_api_seq_sampler(rp_seq *s, const rp_sampler_params *sp);
 
 #endif /* RP_API_INTERNAL_H */

@@ -5,17 +5,13 @@
 #include <string.h>
 
 #include "answer_score.h"
+#include "bench.h"
 #include "calib.h"
-#include "calib_store.h"
 #include "cli.h"
 #include "progress.h"
-#include "model/forward.h"
-#include "model/model.h"
 #include "prompt.h"
 #include "report.h"
-#include "reuse/engine.h"
-#include "store/store.h"
-#include "tokenizer/tokenizer.h"
+#include "reprise.h"
 #include "workload.h"
 
 typedef struct mode_run {
@@ -35,34 +31,17 @@ typedef struct mode_run {
 
 static int32_t argmax(const float *v, int32_t n);
 
-/* Greedy answer after a prefill of n tokens whose last logits are `first`:
- * stops at an end-of-generation token, a newline, or max_new tokens. */
-static rp_status generate_answer(rp_ctx *ctx, rp_kv *kv, rp_batch *b, const rp_model *m, int32_t n, int max_new,
-                                 const float *first, char *out, size_t cap) {
-    rp_detok dt;
-    rp_detok_init(&dt, m->tok, false);
-    dt.at_start = false;
-    size_t w = 0;
-    out[0] = 0;
-    const float *cur = first;
-    char piece[4096];
-    for (int j = 0; j < max_new; j++) {
-        rp_token t = argmax(cur, m->hp.n_vocab);
-        if (rp_tokenizer_is_eog(m->tok, t)) break;
-        int k = rp_detok_push(&dt, t, piece, sizeof piece);
-        if (k < 0) break;
-        bool nl = memchr(piece, '\n', (size_t)k) != NULL;
-        for (int i = 0; i < k && piece[i] != '\n' && w + 1 < cap; i++) out[w++] = piece[i];
-        out[w] = 0;
-        if (nl) break;
-        rp_batch_clear(b);
-        rp_batch_add(b, t, 0, n + j, n + j, true);
-        rp_kv *kvs[1] = {kv};
-        rp_status st = rp_forward(ctx, b, kvs, 1);
-        if (st != RP_OK) return st;
-        cur = rp_ctx_logits(ctx, 0);
-    }
-    return RP_OK;
+/* Greedy answer from the sequence's prefilled prompt: stops at an end-of-generation token, a newline, or max_new
+ * tokens; the text before the newline into out. */
+static rp_status generate_answer(rp_seq *s, int max_new, char *out, size_t cap) {
+    static const char *const nl[] = {"\n"};
+    rp_gen_opts o = rp_gen_default_opts();
+    o.sampling.temp = 0;
+    o.max_tokens = max_new;
+    o.stop = nl;
+    o.n_stop = 1;
+    size_t len = 0;
+    return rp_seq_generate(s, &o, out, cap, &len, NULL);
 }
 
 /* KL(p || q) of two logit vectors' softmax distributions (nats). */
@@ -94,20 +73,16 @@ static int32_t argmax(const float *v, int32_t n) {
 }
 
 /* Teacher-forced continuation after a prefill of n tokens: step 0 scores the
- * prefill's logits, step j > 0 feeds ref_tok[j-1] at position n+j-1. With
+ * prefill's logits (`first`), step j > 0 feeds ref_tok[j-1] at position n+j-1. With
  * ref == NULL (the exact run) it records greedy tokens and logits instead. */
-static rp_status continue_and_score(rp_ctx *ctx, rp_kv *kv, rp_batch *b, int32_t n, int gen, int32_t n_vocab,
-                                    const float *first, float *ref_logits, rp_token *ref_tok, bool record,
-                                    mode_run *mr) {
+static rp_status continue_and_score(rp_seq *s, int gen, int32_t n_vocab, const float *first, float *ref_logits,
+                                    rp_token *ref_tok, bool record, mode_run *mr) {
     const float *cur = first;
     for (int j = 0; j < gen; j++) {
         if (j > 0) {
-            rp_batch_clear(b);
-            rp_batch_add(b, ref_tok[j - 1], 0, n + j - 1, n + j - 1, true);
-            rp_kv *kvs[1] = {kv};
-            rp_status fs = rp_forward(ctx, b, kvs, 1);
+            rp_status fs = rp_seq_feed(s, &ref_tok[j - 1], 1);
             if (fs != RP_OK) return fs;
-            cur = rp_ctx_logits(ctx, 0);
+            cur = rp_seq_logits(s);
         }
         float *ref = ref_logits + (size_t)j * n_vocab;
         if (record) {
@@ -236,8 +211,8 @@ int bench_reuse(int argc, char **argv) {
         else return cli_unknown(&a);
     }
     if (!model_path) { fprintf(stderr, "reprise bench reuse: -m MODEL.gguf is required\n"); return 2; }
-    int kv_type = rp_type_from_name(kv_name);
-    if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_F32 && kv_type != RP_TYPE_Q8_0) {
+    const int kv_type = rp_kv_type_parse(kv_name);
+    if (kv_type < 0) {
         fprintf(stderr, "reprise bench reuse: --kv-type must be f16, f32 or q8_0\n");
         return 2;
     }
@@ -271,7 +246,11 @@ int bench_reuse(int argc, char **argv) {
     mp.n_threads = (int)threads;
     rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
-    if (!m->tok) { fprintf(stderr, "reprise bench reuse: the model has no tokenizer\n"); rp_model_free(m); return 1; }
+    if (!rp_model_describe(m).has_tokenizer) {
+        fprintf(stderr, "reprise bench reuse: the model has no tokenizer\n");
+        rp_model_free(m);
+        return 1;
+    }
     wp.seed = (uint64_t)seed;
     wp.n_queries = (int)n_queries;
     rp_workload *w = NULL;
@@ -287,41 +266,24 @@ int bench_reuse(int argc, char **argv) {
         fprintf(stderr, "wrote %s (per query: its warm-up prompt(s), then the timed one)\n", export_path);
         if (!modes_given) { rp_workload_free(w); rp_model_free(m); return 0; }
     }
-    rp_static_cfg scfg = rp_static_default_cfg();
-    rp_static_cfg ccfg = scfg;   /* a stored calibration may use larger shapes: size for both */
-    bool any_static = false;
-    for (int r = 0; r < n_runs; r++) any_static |= runs[r].stat;
-    if (cli_load_calib(m, NULL, (int)threads, &ccfg)) {
-        if (ccfg.L_S > scfg.L_S) scfg.L_S = ccfg.L_S;
-        if (ccfg.L_P > scfg.L_P) scfg.L_P = ccfg.L_P;
-    } else if (any_static) {
-        const rp_static_shapes sh = cli_static_shapes(&scfg);
-        cli_calib_warn(a.cmd, &sh, model_path, NULL, (int)threads);
-    }
-    const int32_t n_ctx = max_tok + (scfg.L_S > scfg.L_P ? scfg.L_S : scfg.L_P) + 8 +
-                          (int32_t)(gen > answer_len ? gen : answer_len);
-    rp_ctx_params cp = rp_ctx_default_params();
-    cp.n_threads = (int)threads;
-    cp.n_batch = max_tok > 512 ? 1024 : 512;
-    if (cp.n_batch < scfg.L_S) cp.n_batch = scfg.L_S;
-    cp.n_outputs = 1;
-    cp.n_ctx_max = n_ctx;
-    rp_ctx *ctx = NULL;
-    rp_kv *kv = NULL;
-    float *lg = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+    /* the engines add static mode's padding cells themselves */
+    const int32_t n_ctx = max_tok + 8 + (int32_t)(gen > answer_len ? gen : answer_len);
+    const int32_t n_vocab = rp_model_describe(m).n_vocab;
+    float *lg = malloc(sizeof(float) * (size_t)n_vocab);
     const int nq0 = rp_workload_n_queries(w);
-    const int32_t n_vocab = m->hp.n_vocab;
     /* reference logits and tokens of the exact run, per query and step */
     float *ref_logits = scored ? malloc(sizeof(float) * (size_t)nq0 * (size_t)gen * (size_t)n_vocab) : NULL;
     rp_token *ref_tok = scored ? malloc(sizeof(rp_token) * (size_t)nq0 * (size_t)gen) : NULL;
-    rp_batch fb = {0};
+    rp_prompt *pr = NULL;
+    rp_engine *e = NULL;
+    rp_seq *sq = NULL;
+    bool warned = false;
     int rc = 1;
-    if ((scored || answer_len > 0) && rp_batch_init(&fb, 1) != RP_OK) goto out;
     if (scored && (!ref_logits || !ref_tok)) {
         fprintf(stderr, "reprise bench reuse: out of memory for the fidelity reference (%d queries x %ld steps)\n", nq0, gen);
         goto out;
     }
-    if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK || (st = rp_kv_create(m, n_ctx, (rp_type)kv_type, &kv)) != RP_OK || !lg) {
+    if (!lg || (st = rp_prompt_create(&pr)) != RP_OK) {
         rc = cli_fail(a.cmd, "setup", st);
         goto out;
     }
@@ -332,27 +294,33 @@ int bench_reuse(int argc, char **argv) {
     for (int r = 0; r < n_runs; r++) {
         mode_run *mr = &runs[r];
         mr->ttft = calloc((size_t)nq, sizeof(double));
-        rp_reuse_params rp = rp_reuse_default_params();
-        rp.mode = mr->mode;
-        rp.ratio = (float)ratio;
-        rp.blend.select = (rp_select_kind)select;
-        rp.static_mode = mr->stat;
-        rp.naive_schedule = mr->naive;
-        rp_reuse *e = NULL;
-        if (!mr->ttft || (st = rp_reuse_create(m, (rp_type)kv_type, max_tok, rp, &e)) != RP_OK) { rc = cli_fail(a.cmd, "engine", st); goto out; }
-        if (mr->stat) mr->calibrated = cli_apply_calib(e, m, NULL, (int)threads);
-        if (cache_dir && mr->mode != RP_REUSE_NONE) {
-            rp_store_params stp = rp_store_default_params();
-            rp_pool_params pp = rp_pool_default_params();
-            pp.async_load = true;   /* as run and serve: flash reads overlap compute */
-            rp_store *store = NULL;
-            if ((st = rp_store_open(cache_dir, &stp, &store)) != RP_OK ||
-                (st = rp_chunk_cache_attach_store(rp_reuse_cache(e), store, rp_reuse_salt(e), m->name, &pp)) != RP_OK) {
-                rc = cli_fail(a.cmd, cache_dir, st);
-                rp_reuse_free(e);
-                goto out;
+        rp_engine_params ep = rp_engine_default_params();
+        ep.n_threads = (int)threads;
+        ep.n_ctx = n_ctx;
+        ep.n_batch = max_tok > 512 ? 1024 : 512;
+        ep.kv_type = (rp_kv_type)kv_type;
+        ep.reuse = mr->mode;
+        ep.recompute_ratio = (float)ratio;
+        ep.select = (rp_select_kind)select;
+        ep.static_mode = mr->stat;
+        ep.naive_schedule = mr->naive;
+        ep.n_ctx_over_train = true;   /* the workloads' prompts, whatever the model was trained on */
+        /* with a store: flash reads overlap compute, as in run and serve; the store is opened the way they open it */
+        ep.cache_dir = mr->mode != RP_REUSE_NONE ? cache_dir : NULL;
+        if (!mr->ttft) { rc = cli_fail(a.cmd, "engine", RP_ERR_NOMEM); goto out; }
+        if ((st = rp_engine_create(m, &ep, &e)) != RP_OK) { rc = cli_fail(a.cmd, ep.cache_dir ? ep.cache_dir : "engine", st); goto out; }
+        if ((st = rp_seq_create(e, &sq)) != RP_OK) { rc = cli_fail(a.cmd, "engine", st); goto out; }
+        if (mr->stat) {
+            mr->calibrated = rp_engine_calibrated(e);
+            if (!mr->calibrated && !warned) {   /* once: the shapes are defaults, the plan latencies placeholders */
+                rp_static_shapes sh;
+                rp_engine_static_shapes(e, &sh);
+                cli_calib_warn(a.cmd, &sh, model_path, ep.cache_dir, (int)threads);
+                warned = true;
             }
         }
+        rp_gen_opts timed = rp_gen_default_opts();
+        timed.persist = !no_commit;
         for (int pass = 0; pass < passes; pass++) {
         if (pass > 0) {   /* report the last pass: reset the accumulators */
             double s = 0;
@@ -367,38 +335,30 @@ int bench_reuse(int argc, char **argv) {
         }
         for (int q = 0; q < nq; q++) {
             const rp_query *qq = rp_workload_query(w, q);
-            rp_reuse_stats rs;
+            rp_gen_stats rs;
             /* warm-up prompts: compute and cache the reusable pieces (not timed) */
             for (int k = 0; k < qq->n_warm && mr->mode != RP_REUSE_NONE && !cold && pass == 0; k++) {
-                if ((st = rp_reuse_prefill(e, ctx, kv, qq->warm[k].toks, qq->warm[k].n, qq->warm[k].bounds,
-                                           qq->warm[k].n_bounds, lg, &rs)) != RP_OK ||
-                    (st = rp_reuse_commit(e, kv)) != RP_OK) {
+                const rp_wprompt *wq = &qq->warm[k];
+                if ((st = rp_wprompt_fill(pr, wq->toks, wq->n, wq->bounds, wq->n_bounds)) != RP_OK ||
+                    (st = rp_seq_prefill(sq, pr, NULL, &rs)) != RP_OK || (st = rp_seq_commit(sq)) != RP_OK) {
                     rc = cli_fail(a.cmd, "warm-up", st);
-                    rp_reuse_free(e);
                     goto out;
                 }
             }
-            if ((st = rp_reuse_prefill(e, ctx, kv, qq->prompt.toks, qq->prompt.n, qq->prompt.bounds, qq->prompt.n_bounds, lg,
-                                       &rs)) != RP_OK) {
+            if ((st = rp_wprompt_fill(pr, qq->prompt.toks, qq->prompt.n, qq->prompt.bounds, qq->prompt.n_bounds)) != RP_OK ||
+                (st = rp_seq_prefill(sq, pr, &timed, &rs)) != RP_OK) {
                 rc = cli_fail(a.cmd, mr->name, st);
-                rp_reuse_free(e);
                 goto out;
             }
-            if (mr->mode != RP_REUSE_NONE && !no_commit) rp_reuse_commit(e, kv);
+            if (mr->mode != RP_REUSE_NONE && !no_commit) (void)rp_seq_commit(sq);   /* a failure only loses cache */
             mr->ttft[q] = rs.ttft_ms;
-            if (scored && (st = continue_and_score(ctx, kv, &fb, qq->prompt.n, (int)gen, n_vocab, lg,
-                                                   ref_logits + (size_t)q * gen * n_vocab, ref_tok + (size_t)q * gen,
-                                                   r == 0, mr)) != RP_OK) {
-                rc = cli_fail(a.cmd, "fidelity", st);
-                rp_reuse_free(e);
-                goto out;
-            }
-            if (answer_len > 0 && qq->answer && m->tok) {
+            memcpy(lg, rp_seq_logits(sq), sizeof(float) * (size_t)n_vocab);   /* the scoring's step 0 */
+            /* the answer first, from the prefill's own logits; then the teacher-forced steps after the prompt */
+            if (answer_len > 0 && qq->answer) {
                 char pred[1024];
-                rp_kv_truncate(kv, qq->prompt.n);   /* drop the teacher-forced steps */
-                if ((st = generate_answer(ctx, kv, &fb, m, qq->prompt.n, (int)answer_len, lg, pred, sizeof pred)) != RP_OK) {
+                if ((st = generate_answer(sq, (int)answer_len, pred, sizeof pred)) != RP_OK ||
+                    (st = rp_seq_truncate(sq, qq->prompt.n)) != RP_OK) {
                     rc = cli_fail(a.cmd, "answer", st);
-                    rp_reuse_free(e);
                     goto out;
                 }
                 bool ex = false;
@@ -406,10 +366,15 @@ int bench_reuse(int argc, char **argv) {
                 mr->n_exact += ex;
                 mr->n_answered++;
             }
-            mr->reused_prefix += rs.n_prefix;
-            mr->reused_nonprefix += rs.n_nonprefix;
-            mr->recomputed += rs.n_recomputed;
-            mr->computed_rows += rs.n_computed_rows;
+            if (scored && (st = continue_and_score(sq, (int)gen, n_vocab, lg, ref_logits + (size_t)q * gen * n_vocab,
+                                                   ref_tok + (size_t)q * gen, r == 0, mr)) != RP_OK) {
+                rc = cli_fail(a.cmd, "fidelity", st);
+                goto out;
+            }
+            mr->reused_prefix += rs.reused_prefix;
+            mr->reused_nonprefix += rs.reused_nonprefix;
+            mr->recomputed += rs.recomputed;
+            mr->computed_rows += rs.computed_rows;
             mr->load_ms += rs.load_ms;
             mr->exposed_ms += rs.load_exposed_ms;
             mr->bytes_loaded += rs.bytes_loaded;
@@ -424,14 +389,18 @@ int bench_reuse(int argc, char **argv) {
         }
         fprintf(stderr, "\n");
         if (cache_dir && mr->mode != RP_REUSE_NONE) {
-            rp_cache_stats cs = rp_chunk_cache_stats(rp_reuse_cache(e));
+            rp_engine_stats cs;
+            rp_engine_stats_get(e, &cs);
             fprintf(stderr, "  %-18s pool: %llu prefix + %llu content hits, %llu from flash, %llu prefetched (%llu used), "
                             "%llu chunks written\n", mr->name, (unsigned long long)cs.prefix_hits,
                     (unsigned long long)cs.content_hits, (unsigned long long)cs.flash_hits,
                     (unsigned long long)cs.prefetched, (unsigned long long)cs.prefetch_used,
                     (unsigned long long)cs.written);
         }
-        rp_reuse_free(e);   /* with a store: flushes and closes it */
+        rp_seq_free(sq);
+        sq = NULL;
+        rp_engine_free(e);   /* with a store: flushes and closes it */
+        e = NULL;
     }
     /* report */
     double base_none = 0, base_prefix = 0;
@@ -568,10 +537,10 @@ out:
     for (int r = 0; r < n_runs; r++) free(runs[r].ttft);
     free(ref_logits);
     free(ref_tok);
-    rp_batch_free(&fb);
+    rp_seq_free(sq);
+    rp_engine_free(e);
+    rp_prompt_free(pr);
     free(lg);
-    rp_kv_free(kv);
-    rp_ctx_free(ctx);
     rp_workload_free(w);
     rp_model_free(m);
     return rc;

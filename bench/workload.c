@@ -9,8 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli.h"
-#include "tokenizer/chat.h"
+#include "reprise.h"
 
 struct rp_workload {
     rp_query *q;
@@ -72,23 +71,43 @@ static rp_query *new_query(rp_workload *w, int n_warm) {
     return q->warm ? q : NULL;
 }
 
+rp_status rp_wprompt_fill(rp_prompt *p, const rp_token *toks, int32_t n, const int32_t *bounds, int32_t n_bounds) {
+    rp_prompt_clear(p);
+    int32_t at = 0;
+    for (int32_t i = 0; i <= n_bounds; i++) {
+        const int32_t end = i < n_bounds ? bounds[i] : n;
+        if (end <= at || end > n) continue;
+        const rp_status st = rp_prompt_add_tokens(p, toks + at, end - at, true);
+        if (st != RP_OK) return st;
+        at = end;
+    }
+    return RP_OK;
+}
+
 static void note_len(rp_workload *w, const rp_wprompt *p) {
     if (p->n > w->max_tokens) w->max_tokens = p->n;
 }
 
 /* Tokens of a text (no BOS; special-token texts parsed only in template text we render: data is data). */
-static bool tokenize_ex(const rp_tokenizer *tok, const char *text, bool special, rp_token **out, int32_t *n) {
-    size_t len = strlen(text), cap = len + 8, got = 0;
+static bool tokenize_ex(const rp_model *m, const char *text, bool special, rp_token **out, int32_t *n) {
+    size_t len = strlen(text), cap = len + 8;
+    int32_t got = 0;
     *out = malloc(sizeof(rp_token) * cap);
     if (!*out) return false;
-    rp_tokenize_opts o = {.add_bos = false, .parse_special = special};
-    if (rp_tokenizer_encode(tok, text, len, o, *out, cap, &got) != RP_OK) return false;
-    *n = (int32_t)got;
+    if (rp_tokenize(m, text, len, false, special, *out, (int32_t)cap, &got) != RP_OK) return false;
+    *n = got;
     return true;
 }
 
-static bool tokenize(const rp_tokenizer *tok, const char *text, rp_token **out, int32_t *n) {
-    return tokenize_ex(tok, text, false, out, n);
+static bool tokenize(const rp_model *m, const char *text, rp_token **out, int32_t *n) {
+    return tokenize_ex(m, text, false, out, n);
+}
+
+/* Whether the vocabulary asks for BOS at the start of a prompt (what rp_tokenize's add_bos then adds). */
+static bool adds_bos(const rp_model *m) {
+    rp_token t[2];
+    int32_t n = 0;
+    return rp_tokenize(m, "", 0, true, false, t, 2, &n) == RP_OK && n == 1;
 }
 
 /* ---- synthetic: random-token documents, reused in a new order ---- */
@@ -101,14 +120,14 @@ void rp_workload_token_range(int32_t V, int32_t *lo, int32_t *hi) {
 static bool build_synthetic(rp_workload *w, const rp_model *m, const rp_workload_params *p, bool repeat) {
     uint64_t s = p->seed * 0x9e3779b97f4a7c15ULL + 1;
     const int pool = p->n_docs * 4;
-    const int32_t V = m->hp.n_vocab;
+    const int32_t V = rp_model_describe(m).n_vocab;
     int32_t lo, hi;
     rp_workload_token_range(V, &lo, &hi);
     rp_token **docs = calloc((size_t)pool, sizeof *docs);
     rp_token *tail = malloc(sizeof(rp_token) * (size_t)p->tail_len);
     /* new text before each document of the timed prompt (--between) */
     rp_token *between = malloc(sizeof(rp_token) * (size_t)(p->between_len * p->n_docs + 1));
-    rp_token bos = rp_tokenizer_bos(m->tok);
+    rp_token bos = rp_token_bos(m);
     if (!docs || !tail || !between) return false;
     for (int d = 0; d < pool; d++) {
         docs[d] = malloc(sizeof(rp_token) * (size_t)p->doc_len);
@@ -318,16 +337,21 @@ static void note_text(json_t *texts, json_t *seen, const char *t) {
 static bool prompt_texts(const rp_model *m, const rp_workload_params *p, const char *system, const char *question,
                          char **head, char **tail, bool *special) {
     *special = false;
-    if (!p->plain && (m->chat == RP_CHAT_LLAMA3 || m->chat == RP_CHAT_CHATML)) {
+    const char *fmt = rp_model_describe(m).chat_format;
+    if (!p->plain && (!strcmp(fmt, "llama3") || !strcmp(fmt, "chatml"))) {
         /* render with a marker where the passages go, then cut there */
         static const char mark[] = "\x1f\x1f";
         size_t n = strlen(system) + strlen(question) + 64;
         char *content = malloc(n), *out = NULL;
         if (!content) return false;
         snprintf(content, n, "%s%s\n\nQuestion: %s", system, mark, question);
-        rp_chat_msg msg = {.role = "user", .content = content};
-        rp_chat_opts o = {.add_generation_prompt = true, .enable_thinking = false};
-        rp_status st = rp_chat_apply(m->chat, &msg, 1, &o, &out);
+        const rp_chat_message msg = {.role = "user", .content = content};
+        size_t len = 0;
+        rp_status st = rp_chat_render(m, &msg, 1, NULL, true, NULL, 0, &len);
+        if (st == RP_ERR_FULL) {   /* the size it needs */
+            out = malloc(len + 1);
+            st = out ? rp_chat_render(m, &msg, 1, NULL, true, out, len + 1, &len) : RP_ERR_NOMEM;
+        }
         free(content);
         char *at = st == RP_OK ? strstr(out, mark) : NULL;
         if (at) {
@@ -362,18 +386,18 @@ static bool add_retrieval_query(rp_workload *w, const rp_model *m, const rp_work
         for (int i = 0; i < n_chunks; i++) note_text(w->texts, w->seen, chunks[i]);
     }
     if (!warm) n_warm = k;   /* cache just the retrieved chunks */
-    rp_token bos = rp_tokenizer_bos(m->tok);
-    bool use_bos = bos >= 0 && rp_tokenizer_add_bos(m->tok);
+    rp_token bos = rp_token_bos(m);
+    bool use_bos = bos >= 0 && adds_bos(m);
     rp_token *sys_t = NULL, *q_t = NULL, *c_t[64] = {0};
     int32_t sys_n = 0, q_n = 0, c_n[64] = {0};
     char *head_s = NULL, *tail_s = NULL;
     bool special = false;
     bool ok = k <= 64 && n_warm <= 64 && prompt_texts(m, p, system, question, &head_s, &tail_s, &special) &&
-              tokenize_ex(m->tok, head_s, special, &sys_t, &sys_n) && tokenize_ex(m->tok, tail_s, special, &q_t, &q_n);
+              tokenize_ex(m, head_s, special, &sys_t, &sys_n) && tokenize_ex(m, tail_s, special, &q_t, &q_n);
     free(head_s);
     free(tail_s);
     /* c_t[0..k) are the retrieved chunks' tokens; the warm-ups' come next when they differ */
-    for (int i = 0; ok && i < k; i++) ok = tokenize(m->tok, chunks[order[i]], &c_t[i], &c_n[i]);
+    for (int i = 0; ok && i < k; i++) ok = tokenize(m, chunks[order[i]], &c_t[i], &c_n[i]);
     rp_query *q = ok ? new_query(w, n_warm) : NULL;
     if (q) {
         q->retrieved = order;
@@ -393,7 +417,7 @@ static bool add_retrieval_query(rp_workload *w, const rp_model *m, const rp_work
             for (int i = 0; ok && i < n_warm; i++) {
                 rp_token *t = NULL;
                 int32_t tn = 0;
-                if (warm) ok = tokenize(m->tok, chunks[warm[i]], &t, &tn);
+                if (warm) ok = tokenize(m, chunks[warm[i]], &t, &tn);
                 int ns = 0;
                 segs[ns++] = (seg){head, hn};
                 segs[ns++] = warm ? (seg){t, tn} : (seg){c_t[i], c_n[i]};
@@ -579,8 +603,8 @@ static bool build_skills(const char *cmd, rp_workload *w, const rp_model *m, con
         return false;
     }
     const char *system = "You are an agent. Use the skills below to complete the task.\n\n";
-    rp_token bos = rp_tokenizer_bos(m->tok);
-    bool use_bos = bos >= 0 && rp_tokenizer_add_bos(m->tok);
+    rp_token bos = rp_token_bos(m);
+    bool use_bos = bos >= 0 && adds_bos(m);
     char *line = NULL;
     size_t lcap = 0;
     bool ok = true;
@@ -595,7 +619,7 @@ static bool build_skills(const char *cmd, rp_workload *w, const rp_model *m, con
         for (size_t k = 0; ok && k < json_array_size(skills) && nsk < 8; k++) {
             const char *md = json_string_value(json_object_get(json_array_get(skills, k), "skill_md"));
             if (!md) continue;
-            ok = tokenize(m->tok, md, &seg_t[nsk], &seg_n[nsk]);
+            ok = tokenize(m, md, &seg_t[nsk], &seg_n[nsk]);
             nsk++;
         }
         /* long skill files are cut evenly so system + skills + task fit in max_tokens */
@@ -606,8 +630,8 @@ static bool build_skills(const char *cmd, rp_workload *w, const rp_model *m, con
         int32_t sys_n = 0, in_n = 0, alt_n = 0;
         char ibuf[8192];
         snprintf(ibuf, sizeof ibuf, "\n\nTask: %s\n", instr ? instr : "");
-        if (ok && nsk > 0 && tokenize(m->tok, system, &sys_t, &sys_n) && tokenize(m->tok, ibuf, &in_t, &in_n) &&
-            tokenize(m->tok, "\n\nTask: list the steps you would take.\n", &alt_t, &alt_n)) {
+        if (ok && nsk > 0 && tokenize(m, system, &sys_t, &sys_n) && tokenize(m, ibuf, &in_t, &in_n) &&
+            tokenize(m, "\n\nTask: list the steps you would take.\n", &alt_t, &alt_n)) {
             rp_token *head = malloc(sizeof(rp_token) * (size_t)(sys_n + 1));
             int32_t hn = 0;
             rp_query *q = head ? new_query(w, 1) : NULL;

@@ -1,3 +1,5 @@
+/* TODO(issue 15): moves to rp_engine_create per arm once the public API exposes the chunk cache's pool and
+ * store parameters and stats (includes internals: it wires model, context, reuse engine, store and calibration). */
 /* bench_ablation.c — `reprise bench ablation`: TTFT of the KV reuse system with each component switched off in turn. */
 #define _GNU_SOURCE
 #include <errno.h>

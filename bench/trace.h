@@ -1,3 +1,4 @@
+/* TODO(issue 15): moves to the public API with bench_agents (includes internals: the tokenizer). */
 /* trace.h — synthetic multi-agent workload traces (EdgeAgent §4.1): reasoning / code / tool agents from shared datasets. */
 #ifndef RP_SCHED_TRACE_H
 #define RP_SCHED_TRACE_H

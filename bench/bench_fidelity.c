@@ -4,12 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench.h"
 #include "cli.h"
 #include "progress.h"
-#include "model/forward.h"
-#include "model/model.h"
-#include "model/sampler.h"
-#include "reuse/engine.h"
+#include "reprise.h"
+#include "workload.h"
 
 #define MAX_DOCS 64
 #define MAX_DOC_TOK 256
@@ -56,12 +55,15 @@ typedef struct mode_spec {
     long reused, recomputed;
 } mode_spec;
 
-/* Feeds one token at position/cell `pos` and returns its logits. */
-static const float *step(rp_ctx *ctx, rp_kv *kv, rp_batch *b, rp_token t, int32_t pos) {
-    rp_batch_clear(b);
-    rp_batch_add(b, t, 0, pos, pos, true);
-    if (rp_forward(ctx, b, &kv, 1) != RP_OK) return NULL;
-    return rp_ctx_logits(ctx, 0);
+/* Appends one token to the sequence and returns its logits (NULL on failure). */
+static const float *step(rp_seq *s, rp_token t) {
+    return rp_seq_feed(s, &t, 1) == RP_OK ? rp_seq_logits(s) : NULL;
+}
+
+/* An engine of one reuse mode with its sequence. */
+static rp_status make_engine(rp_model *m, const rp_engine_params *ep, rp_engine **e, rp_seq **s) {
+    rp_status st = rp_engine_create(m, ep, e);
+    return st == RP_OK ? rp_seq_create(*e, s) : st;
 }
 
 int bench_fidelity(int argc, char **argv) {
@@ -97,10 +99,11 @@ int bench_fidelity(int argc, char **argv) {
         else return cli_unknown(&a);
     }
     if (!model_path) { fprintf(stderr, "reprise bench fidelity: -m MODEL.gguf is required\n"); return 2; }
-    rp_dev_kind dev = !strcmp(dev_name, "k") ? RP_DEV_K : !strcmp(dev_name, "v") ? RP_DEV_V : !strcmp(dev_name, "kv") ? RP_DEV_KV : 0;
-    if (!dev) { fprintf(stderr, "reprise bench fidelity: --dev must be k, v or kv\n"); return 2; }
-    int kv_type = rp_type_from_name(kv_name);
-    if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_F32 && kv_type != RP_TYPE_Q8_0) {
+    const int dev = !strcmp(dev_name, "k") ? RP_DEVIATION_K : !strcmp(dev_name, "v") ? RP_DEVIATION_V
+                    : !strcmp(dev_name, "kv") ? RP_DEVIATION_KV : -1;
+    if (dev < 0) { fprintf(stderr, "reprise bench fidelity: --dev must be k, v or kv\n"); return 2; }
+    const int kv_type = rp_kv_type_parse(kv_name);
+    if (kv_type < 0) {
         fprintf(stderr, "reprise bench fidelity: --kv-type must be f16, f32 or q8_0\n");
         return 2;
     }
@@ -109,53 +112,53 @@ int bench_fidelity(int argc, char **argv) {
     mp.n_threads = (int)threads;
     rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
-    const int32_t V = m->hp.n_vocab;
+    const rp_model_desc md = rp_model_describe(m);
+    const int32_t V = md.n_vocab;
     const int32_t max_prompt = 1 + 6 * (int32_t)doc_len + 8;
     const int32_t n_ctx = max_prompt + (int32_t)n_gen + 8;
-    if (n_ctx > m->hp.n_ctx_train)
+    if (n_ctx > md.n_ctx_train)
         fprintf(stderr, "reprise bench fidelity: note: %d cells exceed the model's training context %d\n", n_ctx,
-                m->hp.n_ctx_train);
-    rp_ctx_params cp = rp_ctx_default_params();
-    cp.n_threads = (int)threads;
-    cp.n_batch = n_ctx;
-    cp.n_outputs = 1;
-    cp.n_ctx_max = n_ctx;
-    rp_ctx *ctx = NULL;
-    rp_kv *kv = NULL;
-    rp_batch b = {0};
-    rp_sampler *smp = NULL;
-    rp_reuse *eng[4] = {NULL}, *exact = NULL;
+                md.n_ctx_train);
+    rp_engine_params ep = rp_engine_default_params();
+    ep.n_threads = (int)threads;
+    ep.n_batch = n_ctx;
+    ep.n_ctx = n_ctx;
+    ep.kv_type = (rp_kv_type)kv_type;
+    ep.reuse = RP_REUSE_NONE;
+    ep.load_calibration = false;
+    ep.n_ctx_over_train = true;   /* noted below when the prompts need it */
+    rp_engine *exact = NULL, *eng[4] = {NULL};
+    rp_seq *xs = NULL, *es[4] = {NULL};
+    rp_prompt *pr = NULL;
     doc *docs = calloc((size_t)n_docs, sizeof *docs);
     rp_token *prompt = malloc(sizeof(rp_token) * (size_t)max_prompt);
     rp_token *ref = malloc(sizeof(rp_token) * (size_t)n_gen);
     float *ref_logits = malloc(sizeof(float) * (size_t)V * (size_t)n_gen);
-    float *lg0 = malloc(sizeof(float) * (size_t)V);
     double *lp = malloc(sizeof(double) * (size_t)V), *lq = malloc(sizeof(double) * (size_t)V);
     int rc = 1;
-    if (!docs || !prompt || !ref || !ref_logits || !lg0 || !lp || !lq) { fprintf(stderr, "out of memory\n"); goto out; }
-    if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK || (st = rp_kv_create(m, n_ctx, (rp_type)kv_type, &kv)) != RP_OK ||
-        (st = rp_batch_init(&b, n_ctx)) != RP_OK) {
+    if (!docs || !prompt || !ref || !ref_logits || !lp || !lq) { fprintf(stderr, "out of memory\n"); goto out; }
+    if ((st = rp_prompt_create(&pr)) != RP_OK || (st = make_engine(m, &ep, &exact, &xs)) != RP_OK) {
         rc = cli_fail(a.cmd, "setup", st);
         goto out;
     }
-    /* 1. the model writes the documents */
+    /* 1. the model writes the documents: one sampler all along (a truncate keeps it; a reset would restart it) */
     rp_sampler_params sp = rp_sampler_default_params();
     sp.temp = 0.8f;
     sp.seed = (uint64_t)seed;
-    if ((st = rp_sampler_create(sp, V, &smp)) != RP_OK) { rc = cli_fail(a.cmd, "sampler", st); goto out; }
-    const rp_token bos = m->tok ? rp_tokenizer_bos(m->tok) : 1;
+    const rp_token bos = md.has_tokenizer ? rp_token_bos(m) : 1;
     for (long d = 0; d < n_docs; d++) {
-        rp_kv_clear(kv);
-        const float *lg = step(ctx, kv, &b, bos, 0);
+        (void)rp_seq_truncate(xs, 0);
+        const float *lg = step(xs, bos);
         int32_t n = 0;
         while (lg && n < doc_len) {
-            rp_token t = rp_sampler_sample(smp, lg);
-            if (m->tok && rp_tokenizer_is_eog(m->tok, t)) {
+            rp_token t;
+            if ((st = rp_seq_sample(xs, &sp, &t)) != RP_OK) { rc = cli_fail(a.cmd, "sampler", st); goto out; }
+            if (md.has_tokenizer && rp_token_is_eog(m, t)) {
                 if (n >= doc_len / 2) break;
                 continue;   /* resample: keep documents long enough */
             }
             docs[d].t[n++] = t;
-            lg = step(ctx, kv, &b, t, n);
+            lg = step(xs, t);
         }
         docs[d].n = n;
     }
@@ -167,27 +170,26 @@ int bench_fidelity(int argc, char **argv) {
         {"blend r=0.25", RP_REUSE_BLEND, 0.25f, 0, 0, 0, 0, 0, 0},
         {"blend r=0.50", RP_REUSE_BLEND, 0.50f, 0, 0, 0, 0, 0, 0},
     };
-    rp_reuse_params ep = rp_reuse_default_params();
-    ep.mode = RP_REUSE_NONE;
-    if ((st = rp_reuse_create(m, (rp_type)kv_type, max_prompt, ep, &exact)) != RP_OK) { rc = cli_fail(a.cmd, "engine", st); goto out; }
+    rp_gen_opts warm = rp_gen_default_opts();
+    warm.reuse = RP_REUSE_PREFIX;   /* warm-up computes exactly */
+    rp_gen_opts timed = rp_gen_default_opts();
+    timed.persist = false;          /* only the documents are cached */
+    rp_gen_stats gs;
     for (int k = 0; k < 4; k++) {
-        rp_reuse_params pp = rp_reuse_default_params();
-        pp.mode = modes[k + 1].mode;
-        pp.ratio = modes[k + 1].ratio;
-        pp.blend.check_layer = (int32_t)check_layer;
-        pp.blend.dev = dev;
-        pp.blend.select = (rp_select_kind)select;
-        if ((st = rp_reuse_create(m, (rp_type)kv_type, max_prompt, pp, &eng[k])) != RP_OK) { rc = cli_fail(a.cmd, "engine", st); goto out; }
+        rp_engine_params pp = ep;
+        pp.reuse = modes[k + 1].mode;
+        pp.recompute_ratio = modes[k + 1].ratio;
+        pp.check_layer = (int32_t)check_layer;
+        pp.deviation = dev;
+        pp.select = (rp_select_kind)select;
+        if ((st = make_engine(m, &pp, &eng[k], &es[k])) != RP_OK) { rc = cli_fail(a.cmd, "engine", st); goto out; }
         for (long d = 0; d < n_docs; d++) {   /* [BOS][doc]: the document is its own chunk */
             prompt[0] = bos;
             memcpy(prompt + 1, docs[d].t, sizeof(rp_token) * (size_t)docs[d].n);
             int32_t bnd = 1;
-            rp_reuse_stats rs;
-            rp_reuse_params save = *rp_reuse_get_params(eng[k]);
-            rp_reuse_get_params(eng[k])->mode = RP_REUSE_PREFIX;   /* warm-up computes exactly */
-            st = rp_reuse_prefill(eng[k], ctx, kv, prompt, 1 + docs[d].n, &bnd, 1, lg0, &rs);
-            *rp_reuse_get_params(eng[k]) = save;
-            if (st == RP_OK) st = rp_reuse_commit(eng[k], kv);
+            st = rp_wprompt_fill(pr, prompt, 1 + docs[d].n, &bnd, 1);
+            if (st == RP_OK) st = rp_seq_prefill(es[k], pr, &warm, &gs);
+            if (st == RP_OK) st = rp_seq_commit(es[k]);
             if (st != RP_OK) { rc = cli_fail(a.cmd, "warm-up", st); goto out; }
         }
     }
@@ -216,30 +218,30 @@ int bench_fidelity(int argc, char **argv) {
         const doc *td = &docs[rng_next(&rs_state) % (uint64_t)n_docs];
         for (int32_t i = 0; i < 4 && i < td->n; i++) prompt[n++] = td->t[i];
         /* exact run: greedy reference and its logits */
-        rp_reuse_stats rs;
-        if ((st = rp_reuse_prefill(exact, ctx, kv, prompt, n, bounds, nb, lg0, &rs)) != RP_OK) { rc = cli_fail(a.cmd, "exact", st); goto out; }
-        modes[0].ttft_sum += rs.ttft_ms;
-        const float *lg = lg0;
+        if ((st = rp_wprompt_fill(pr, prompt, n, bounds, nb)) != RP_OK ||
+            (st = rp_seq_prefill(xs, pr, &timed, &gs)) != RP_OK) { rc = cli_fail(a.cmd, "exact", st); goto out; }
+        modes[0].ttft_sum += gs.ttft_ms;
+        const float *lg = rp_seq_logits(xs);
         for (long g = 0; g < n_gen; g++) {
             memcpy(ref_logits + (size_t)g * V, lg, sizeof(float) * (size_t)V);
             ref[g] = argmax(lg, V);
-            if (g + 1 < n_gen) lg = step(ctx, kv, &b, ref[g], n + (int32_t)g);
+            if (g + 1 < n_gen) lg = step(xs, ref[g]);
             if (!lg) { rc = cli_fail(a.cmd, "decode", 1); goto out; }
         }
         for (int k = 0; k < 4; k++) {
             mode_spec *ms = &modes[k + 1];
-            if ((st = rp_reuse_prefill(eng[k], ctx, kv, prompt, n, bounds, nb, lg0, &rs)) != RP_OK) { rc = cli_fail(a.cmd, ms->name, st); goto out; }
-            ms->ttft_sum += rs.ttft_ms;
-            ms->reused += rs.n_prefix + rs.n_nonprefix;
-            ms->recomputed += rs.n_recomputed;
-            lg = lg0;
+            if ((st = rp_seq_prefill(es[k], pr, &timed, &gs)) != RP_OK) { rc = cli_fail(a.cmd, ms->name, st); goto out; }
+            ms->ttft_sum += gs.ttft_ms;
+            ms->reused += gs.reused_prefix + gs.reused_nonprefix;
+            ms->recomputed += gs.recomputed;
+            lg = rp_seq_logits(es[k]);
             for (long g = 0; g < n_gen; g++) {
                 log_softmax(ref_logits + (size_t)g * V, V, lp);
                 log_softmax(lg, V, lq);
                 ms->kl_sum += kl_div(lp, lq, V);
                 ms->agree += argmax(lg, V) == ref[g];
                 ms->steps++;
-                if (g + 1 < n_gen) lg = step(ctx, kv, &b, ref[g], n + (int32_t)g);   /* teacher forcing */
+                if (g + 1 < n_gen) lg = step(es[k], ref[g]);   /* teacher forcing */
                 if (!lg) { rc = cli_fail(a.cmd, "decode", 1); goto out; }
             }
         }
@@ -271,13 +273,14 @@ int bench_fidelity(int argc, char **argv) {
     }
     rc = 0;
 out:
-    rp_reuse_free(exact);
-    for (int k = 0; k < 4; k++) rp_reuse_free(eng[k]);
-    rp_sampler_free(smp);
-    rp_batch_free(&b);
-    rp_kv_free(kv);
-    rp_ctx_free(ctx);
+    rp_seq_free(xs);
+    rp_engine_free(exact);
+    for (int k = 0; k < 4; k++) {
+        rp_seq_free(es[k]);
+        rp_engine_free(eng[k]);
+    }
+    rp_prompt_free(pr);
     rp_model_free(m);
-    free(docs); free(prompt); free(ref); free(ref_logits); free(lg0); free(lp); free(lq);
+    free(docs); free(prompt); free(ref); free(ref_logits); free(lp); free(lq);
     return rc;
 }

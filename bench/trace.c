@@ -1,5 +1,7 @@
+/* TODO(issue 15): moves to the public API with bench_agents (includes internals: the tokenizer of the
+ * scheduler's sessions, rp_errorf). */
 /* trace.c — building multi-agent workload traces from MuSiQue, MBPP and ToolBench: prompts, turn lengths, stalls, arrivals. */
-#include "sched/trace.h"
+#include "trace.h"
 
 #include <dirent.h>
 #include <jansson.h>

@@ -1,3 +1,5 @@
+/* TODO(issue 15): moves to the public rp_agents once it exposes drafter/kv-limit/trace (includes internals: the
+ * scheduler's policies, drafter, KV limit and timeline). */
 /* bench_agents.c — `reprise bench agents`: trace-driven multi-agent workload over the scheduler, policies compared. */
 #include <errno.h>
 #include <math.h>
@@ -13,8 +15,8 @@
 #include "model/session.h"
 #include "sched/sched.h"
 #include "report.h"
-#include "sched/svg.h"
-#include "sched/trace.h"
+#include "svg.h"
+#include "trace.h"
 
 #define MAX_LIST 16
 

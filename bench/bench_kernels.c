@@ -1,4 +1,5 @@
-/* bench_kernels.c — `reprise bench kernels`: matmul/attention kernel throughput and the memory-bandwidth decode ceiling. */
+/* bench_kernels.c — includes internals (kernel micro-benchmarks: it times the matmul / attention kernels themselves,
+ * below the public API). `reprise bench kernels`: their throughput and the memory-bandwidth decode ceiling. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 #include <sys/mman.h>
 
 #include "bandwidth.h"
+#include "bench.h"
 #include "cli.h"
 #include "progress.h"
 #include "core/threadpool.h"
@@ -250,7 +252,9 @@ int bench_kernels(int argc, char **argv) {
         rp_model_params mp = rp_model_default_params();
         rp_status st = cli_model_load(model_path, mp, &m);
         if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
-        const double bytes = cli_decode_bytes_per_token(m);
+        rp_model_perf perf;
+        rp_model_perf_get(m, &perf);
+        const double bytes = perf.decode_bytes_per_token;
         double ceil = bw_max * 1e9 / bytes;
         if (json)
             printf(", \"model\": {\"path\": \"%s\", \"bytes_per_token\": %.0f, \"bandwidth_gb_s\": %.2f, "

@@ -3,12 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench.h"
 #include "cli.h"
 #include "progress.h"
-#include "model/forward.h"
-#include "model/model.h"
 #include "report.h"
-#include "reuse/engine.h"
+#include "reprise.h"
 #include "workload.h"
 
 #define MAX_PTS 16
@@ -24,21 +23,33 @@ static void fill(rp_token *t, int32_t n, uint64_t *s, int32_t V) {
     for (int32_t i = 0; i < n; i++) t[i] = lo + (rp_token)(rng(s) % (uint64_t)(hi - lo));
 }
 
-/* One timed prompt after a warm-up prompt in a fresh engine of `mode`. */
-static double timed(const rp_model *m, rp_ctx *c, rp_kv *kv, rp_reuse_mode mode, int32_t max_tok, const rp_token *warm,
-                    int32_t nw, const int32_t *wb, int32_t nwb, const rp_token *p, int32_t np, const int32_t *pb, int32_t npb,
-                    float *lg, rp_reuse_stats *out) {
-    rp_reuse_params rp = rp_reuse_default_params();
-    rp.mode = mode;
-    rp_reuse *e = NULL;
-    if (rp_reuse_create(m, kv->type, max_tok, rp, &e) != RP_OK) return -1;
-    rp_reuse_stats st;
-    if (nw > 0 && (rp_reuse_prefill(e, c, kv, warm, nw, wb, nwb, lg, &st) != RP_OK || rp_reuse_commit(e, kv) != RP_OK)) {
-        rp_reuse_free(e);
-        return -1;
-    }
-    double r = rp_reuse_prefill(e, c, kv, p, np, pb, npb, lg, out) == RP_OK ? out->ttft_ms : -1;
-    rp_reuse_free(e);
+/* One timed prompt after a warm-up prompt (cached) in a fresh engine of `mode` (an empty chunk cache). With no
+ * warm-up prompt the timed one runs once untimed first, so every mode meets warm buffers. Returns the TTFT. */
+static double timed(rp_model *m, int threads, rp_reuse_mode mode, int32_t max_tok, const rp_token *warm, int32_t nw,
+                    const int32_t *wb, int32_t nwb, const rp_token *p, int32_t np, const int32_t *pb, int32_t npb,
+                    rp_prompt *pr) {
+    rp_engine_params ep = rp_engine_default_params();
+    ep.n_threads = threads;
+    ep.n_batch = 1024;
+    ep.n_ctx = max_tok + 1;
+    ep.reuse = mode;
+    ep.load_calibration = false;
+    ep.n_ctx_over_train = true;
+    rp_engine *e = NULL;
+    rp_seq *s = NULL;
+    double r = -1;
+    rp_gen_stats st;
+    if (rp_engine_create(m, &ep, &e) != RP_OK || rp_seq_create(e, &s) != RP_OK) goto out;
+    if (nw > 0 ? rp_wprompt_fill(pr, warm, nw, wb, nwb) != RP_OK || rp_seq_prefill(s, pr, NULL, &st) != RP_OK ||
+                     rp_seq_commit(s) != RP_OK
+               : rp_wprompt_fill(pr, p, np, pb, npb) != RP_OK || rp_seq_prefill(s, pr, NULL, &st) != RP_OK)
+        goto out;
+    rp_gen_opts o = rp_gen_default_opts();
+    o.persist = false;   /* the timed prompt is not cached (nothing comes after it) */
+    if (rp_wprompt_fill(pr, p, np, pb, npb) == RP_OK && rp_seq_prefill(s, pr, &o, &st) == RP_OK) r = st.ttft_ms;
+out:
+    rp_seq_free(s);
+    rp_engine_free(e);
     return r;
 }
 
@@ -86,30 +97,25 @@ int bench_sweep(int argc, char **argv) {
     mp.n_threads = (int)threads;
     rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
-    rp_ctx_params cp = rp_ctx_default_params();
-    cp.n_threads = (int)threads;
-    cp.n_batch = 1024;
-    cp.n_outputs = 1;
-    cp.n_ctx_max = (int32_t)max_len + 32;   /* the non-prefix warm-up prompt has 16 extra tokens */
-    rp_ctx *c = NULL;
-    rp_kv *kv = NULL;
     int rc = 1;
+    /* the non-prefix warm-up prompt has 16 extra tokens */
     rp_token *p = malloc(sizeof(rp_token) * (size_t)(max_len + 32)), *w = malloc(sizeof(rp_token) * (size_t)(max_len + 32));
-    float *lg = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+    rp_prompt *pr = NULL;
     double none[MAX_PTS], pre[MAX_PTS][MAX_PTS], npre[MAX_PTS][MAX_PTS];
-    if (!p || !w || !lg || (st = rp_ctx_create(m, cp, &c)) != RP_OK || (st = rp_kv_create(m, (int32_t)max_len + 32, RP_TYPE_F16, &kv)) != RP_OK) {
+    const int tt = (int)threads;
+    if (!p || !w || (st = rp_prompt_create(&pr)) != RP_OK) {
         rc = cli_fail(a.cmd, "setup", st);
         goto out;
     }
+    const rp_model_desc md = rp_model_describe(m);
     uint64_t s = (uint64_t)seed * 0x9e3779b97f4a7c15ULL + 7;
-    const int32_t V = m->hp.n_vocab, DOC = 256;
+    const int32_t V = md.n_vocab, DOC = 256;
     for (int li = 0; li < nl; li++) {
         int32_t L = (int32_t)lens[li];
-        rp_reuse_stats rs;
         fill(p, L, &s, V);
         int32_t b0 = 1;
-        if (li == 0) timed(m, c, kv, RP_REUSE_NONE, L, NULL, 0, NULL, 0, p, L, &b0, 1, lg, &rs);   /* warm caches and pages */
-        none[li] = timed(m, c, kv, RP_REUSE_NONE, L, NULL, 0, NULL, 0, p, L, &b0, 1, lg, &rs);
+        if (li == 0) timed(m, tt, RP_REUSE_NONE, L, NULL, 0, NULL, 0, p, L, &b0, 1, pr);   /* warm caches and pages */
+        none[li] = timed(m, tt, RP_REUSE_NONE, L, NULL, 0, NULL, 0, p, L, &b0, 1, pr);
         for (int ri = 0; ri < nr; ri++) {
             int32_t R = (int32_t)(L * rat[ri] / 100);
             /* prefix: warm prompt shares the first R tokens (cut on chunk boundaries: bounds every DOC tokens) */
@@ -117,7 +123,7 @@ int bench_sweep(int argc, char **argv) {
             for (int32_t b = DOC; b < L && nb < 64; b += DOC) bounds[nb++] = b;
             memcpy(w, p, sizeof(rp_token) * (size_t)L);
             if (R < L) fill(w + R, L - R, &s, V);
-            pre[li][ri] = timed(m, c, kv, RP_REUSE_PREFIX, L, w, L, bounds, nb, p, L, bounds, nb, lg, &rs);
+            pre[li][ri] = timed(m, tt, RP_REUSE_PREFIX, L, w, L, bounds, nb, p, L, bounds, nb, pr);
             /* non-prefix: [new head (L - R)] [R tokens of cached documents]; documents cached by an earlier
              * prompt in which they were preceded by other text */
             int32_t head = L - R;
@@ -135,7 +141,7 @@ int bench_sweep(int argc, char **argv) {
                 memcpy(w + wn, p + head + b, sizeof(rp_token) * (size_t)k);
                 wn += k;
             }
-            npre[li][ri] = timed(m, c, kv, RP_REUSE_BLEND, L + 16, w, wn, wb, nwb, p, L, bounds, nb, lg, &rs);
+            npre[li][ri] = timed(m, tt, RP_REUSE_BLEND, L + 16, w, wn, wb, nwb, p, L, bounds, nb, pr);
             fprintf(stderr, "\r  L=%d ratio %ld%%: none %.0f ms, prefix %.0f ms, non-prefix blend %.0f ms   ", L, rat[ri],
                     none[li], pre[li][ri], npre[li][ri]);
         }
@@ -185,9 +191,7 @@ int bench_sweep(int argc, char **argv) {
 out:
     free(p);
     free(w);
-    free(lg);
-    rp_kv_free(kv);
-    rp_ctx_free(c);
+    rp_prompt_free(pr);
     rp_model_free(m);
     return rc;
 }

@@ -1,4 +1,5 @@
-/* bandwidth.c — the memory-bandwidth probe (four read patterns over a huge-page buffer) and a model's decode bytes per token. */
+/* bandwidth.c — includes internals (a kernel micro-benchmark): the probe reads from rp_bigmem pages, as the packed
+ * weights sit on, with the kernels' vector width. The memory-bandwidth probe: four read patterns over that buffer. */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -130,17 +131,4 @@ double cli_bw_measure(cli_bw_probe *p, int threads, int reps, double *gbs) {
         if (best > best_all) best_all = best;
     }
     return best_all;
-}
-
-double cli_decode_bytes_per_token(const rp_model *m) {
-    double bytes = 0;
-    for (int l = 0; l < m->hp.n_layer; l++) {
-        const rp_layer *L = &m->layers[l];
-        const rp_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int k = 0; k < 7; k++)
-            bytes += (double)(ws[k]->packed_bytes ? ws[k]->packed_bytes : ws[k]->row_bytes * (size_t)ws[k]->rows);
-    }
-    const rp_weight *o = &m->output;
-    bytes += (double)(o->packed_bytes ? o->packed_bytes : o->row_bytes * (size_t)o->rows);
-    return bytes;
 }

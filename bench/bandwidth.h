@@ -4,8 +4,6 @@
 
 #include <stddef.h>
 
-#include "model/model.h"
-
 /* Access patterns the probe reads (the ceiling is the best of them). */
 enum { CLI_BW_SINGLE, CLI_BW_FOUR, CLI_BW_PREFETCH, CLI_BW_WIDE, CLI_BW_PATTERNS };
 const char *cli_bw_pattern_name(int pattern);
@@ -21,8 +19,7 @@ void cli_bw_free(cli_bw_probe *p);
  * the CPU cannot run); returns the best. */
 double cli_bw_measure(cli_bw_probe *p, int threads, int reps, double *gbs);
 
-/* Bytes one decode step must stream: every layer matrix plus the output
- * matrix, as packed (or as mapped when the kernel reads GGUF rows). */
-double cli_decode_bytes_per_token(const rp_model *m);
+/* The bytes one decode step streams, over which a bandwidth gives the decode ceiling, are
+ * rp_model_perf.decode_bytes_per_token (reprise.h). */
 
 #endif /* RP_CLI_BANDWIDTH_H */

@@ -1,5 +1,6 @@
+/* TODO(issue 15): moves to the public API with bench_agents (includes internals: rp_errorf). */
 /* svg.c — recording agent timelines and rendering them as one self-contained SVG (state lanes + draft-budget charts). */
-#include "sched/svg.h"
+#include "svg.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -5,8 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "model/model.h"
-#include "tokenizer/tokenizer.h"
+#include "reprise.h"
 
 /* A prompt as token ids with caller chunk boundaries (segment starts). */
 typedef struct rp_wprompt {
@@ -15,6 +14,10 @@ typedef struct rp_wprompt {
     int32_t *bounds;
     int32_t n_bounds;
 } rp_wprompt;
+
+/* Fills p (cleared first) with n tokens cut into segments at bounds (segment starts; those not past the last
+ * one and inside (0, n) are skipped), the way the reuse engine chunks them. */
+rp_status rp_wprompt_fill(rp_prompt *p, const rp_token *toks, int32_t n, const int32_t *bounds, int32_t n_bounds);
 
 /* One query: warm-up prompts that compute and cache its reusable content
  * (untimed), then the timed prompt. */
