@@ -329,6 +329,7 @@ typedef struct rp_engine_stats {
     bool has_store;                           /* a store (cache_dir) is attached */
     uint64_t store_bytes;                     /* the store on disk (0 without one) */
     bool store_damaged;                       /* SQLite called its database corrupt: nothing more is written */
+    uint64_t store_evictions;                 /* chunks evicted from the store to keep its disk budget */
 } rp_engine_stats;
 
 RP_API void rp_engine_stats_get(rp_engine *e, rp_engine_stats *out);
@@ -360,6 +361,11 @@ RP_API rp_status rp_seq_truncate(rp_seq *s, int32_t n);
  * generation ends with RP_STOP_CANCELLED. Runs on the caller's thread. */
 typedef bool (*rp_token_fn)(void *user, rp_token tok, const char *text, size_t len);
 
+/* A logits processor: called before each token is sampled with a writable copy of that token's logits
+ * ([n_vocab]) and the sequence so far (hist[0..n_hist)); it may change them (-INFINITY forbids a token: a
+ * grammar, a JSON constraint). Runs on the caller's thread. */
+typedef void (*rp_logits_fn)(void *user, const rp_token *hist, int32_t n_hist, float *logits, int32_t n_vocab);
+
 /* Per-call options: nothing here changes the engine's defaults. */
 typedef struct rp_gen_opts {
     rp_sampler_params sampling;   /* default: rp_sampler_default_params() */
@@ -377,6 +383,10 @@ typedef struct rp_gen_opts {
     bool persist;                 /* cache the prompt's chunks (default true) */
     rp_token_fn on_token;         /* NULL: no streaming */
     void *user;
+    rp_logits_fn on_logits;       /* NULL: sample the model's logits as they are */
+    void *logits_user;
+    bool reseed;                  /* the sampler starts from sampling.seed even when the generation goes on (each
+                                     request of a server independent of the last, on a continued sequence) */
 } rp_gen_opts;
 
 RP_API rp_gen_opts rp_gen_default_opts(void);
@@ -419,6 +429,8 @@ typedef struct rp_gen_stats {
     rp_status commit_status;      /* caching the prompt's chunks at the first generated token: RP_OK, or why they
                                      were not cached (the generation went on; after a generate that returned RP_OK,
                                      rp_last_error() has the detail) */
+    rp_token last_token;          /* the last token sampled, -1 if none: with RP_STOP_EOG the end-of-generation
+                                     token (which neither joins the sequence nor reaches on_token) */
 } rp_gen_stats;
 
 /* The stats as one JSON object, the `stats: {json}` line of `reprise run`: the prompt's reuse (prompt_tokens,
@@ -612,6 +624,24 @@ RP_API rp_status rp_cache_evict(rp_cache *c, uint64_t target_bytes, bool lru, in
 RP_API rp_status rp_cache_compact(rp_cache *c, uint64_t *removed);
 /* Deletes every chunk the handle sees (all, or the bound model's). */
 RP_API rp_status rp_cache_clear(rp_cache *c, uint64_t *n_deleted);
+
+/* ===========================================================================
+ * ---- server support ----
+ * What a front end serving many independent requests over one model needs
+ * beside the calls above (src/server, the HTTP server, is built on them).
+ * Thread safety is stated per call.
+ * ========================================================================= */
+
+/* Tokens at the start of the sequence whose KV is exactly what a plain
+ * prefill of them computes (the rest was written after approximate reuse:
+ * full, or blend at r < 1, in this or an earlier call): prefix reuse of a
+ * continued conversation may keep only these. Feeding or generating on an
+ * exact sequence keeps it exact. As the engine: one thread at a time. */
+RP_API int32_t rp_seq_n_exact(const rp_seq *s);
+
+/* KV bytes one token of a sequence takes (K and V, every layer) with KV type t; 0 for a model without weights.
+ * Thread-safe. */
+RP_API uint64_t rp_kv_bytes_per_token(const rp_model *m, rp_kv_type t);
 
 #ifdef __cplusplus
 }

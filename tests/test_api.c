@@ -1,5 +1,6 @@
 /* test_api.c — the public API (reprise.h) end to end on stories260K: model, tokenizer, chat, prompts, engine and
  * sequences (reuse, stop strings, streaming, cancel, limits), the cache directory, the agents scheduler. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -749,6 +750,104 @@ static void test_separator_and_pieces(void **state) {
     rp_model_free(m);
 }
 
+/* ---- server support ---- */
+
+typedef struct only_digits {
+    const rp_model *m;
+    int calls;
+    int32_t n_hist_first;
+} only_digits;
+
+/* A logits processor allowing only tokens whose text is all digits (and end-of-generation). */
+static void digits_only(void *user, const rp_token *hist, int32_t n_hist, float *logits, int32_t n_vocab) {
+    only_digits *d = user;
+    if (d->calls++ == 0) d->n_hist_first = n_hist;
+    assert_non_null(hist);
+    for (int32_t id = 0; id < n_vocab; id++) {
+        char piece[64];
+        const int32_t w = rp_token_to_piece(d->m, id, false, piece, (int32_t)sizeof piece);
+        bool ok = w > 0 && w <= (int32_t)sizeof piece;
+        for (int32_t k = 0; ok && k < w; k++) ok = piece[k] >= '0' && piece[k] <= '9';
+        if (!ok) logits[id] = -INFINITY;
+    }
+}
+
+/* The logits hook constrains what is sampled; reseed restarts the sampler on a continued sequence; the stats
+ * name the last token (the end-of-generation one too); a sequence knows its exact head; KV bytes per token. */
+static void test_server_support(void **state) {
+    (void)state;
+    OPEN_MODEL(m);
+    rp_engine_params ep = rp_engine_default_params();
+    ep.n_threads = 1;
+    rp_engine *e = NULL;
+    assert_int_equal(rp_engine_create(m, &ep, &e), RP_OK);
+    rp_seq *s = NULL;
+    assert_int_equal(rp_seq_create(e, &s), RP_OK);
+    rp_prompt *p = NULL;
+    assert_int_equal(rp_prompt_create(&p), RP_OK);
+    const char *prompt = "Once upon a time, there was a little girl named Lily.";
+    assert_int_equal(rp_prompt_add_text(p, m, prompt, strlen(prompt)), RP_OK);
+    const int32_t n = rp_prompt_n_tokens(p);
+    /* without the hook the story goes on in words; with it, every sampled token is digits */
+    rp_gen_opts o = greedy(12);
+    rp_gen_stats st;
+    char out[1024];
+    size_t len = 0;
+    assert_int_equal(rp_seq_prefill(s, p, &o, &st), RP_OK);
+    assert_int_equal(rp_seq_n_exact(s), n);   /* computed from scratch: exact */
+    assert_int_equal(rp_seq_generate(s, &o, out, sizeof out, &len, &st), RP_OK);
+    assert_true(strpbrk(out, "abcdefghijklmnopqrstuvwxyz") != NULL);
+    assert_int_equal(st.last_token, rp_seq_tokens(s)[rp_seq_n_past(s) - 1]);
+    assert_int_equal(rp_seq_n_exact(s), rp_seq_n_past(s));   /* generated on exact KV: exact */
+    only_digits d = {.m = m};
+    o.on_logits = digits_only;
+    o.logits_user = &d;
+    assert_int_equal(rp_seq_prefill(s, p, &o, &st), RP_OK);
+    assert_int_equal(rp_seq_generate(s, &o, out, sizeof out, &len, &st), RP_OK);
+    print_message("  digits only: \"%s\" (%d calls)\n", out, d.calls);
+    assert_true(d.calls >= 1);
+    assert_int_equal(d.n_hist_first, n);   /* the first call sees the prompt */
+    assert_true(len > 0);
+    for (size_t i = 0; i < len; i++) assert_true((out[i] >= '0' && out[i] <= '9') || out[i] == ' ');
+    /* reseed: the same seeded sampling on a continued sequence draws the same tokens again */
+    rp_gen_opts t = rp_gen_default_opts();
+    t.sampling.temp = 1.0f;
+    t.sampling.seed = 42;
+    t.max_tokens = 8;
+    char a[512], b[512], c[512];
+    assert_int_equal(rp_seq_prefill(s, p, &t, &st), RP_OK);
+    assert_int_equal(rp_seq_generate(s, &t, a, sizeof a, &len, &st), RP_OK);
+    assert_int_equal(rp_seq_truncate(s, n), RP_OK);   /* back to the prompt, then a continued generation */
+    assert_int_equal(rp_seq_generate(s, &t, b, sizeof b, &len, &st), RP_OK);
+    assert_int_equal(rp_seq_truncate(s, n), RP_OK);
+    t.reseed = true;
+    assert_int_equal(rp_seq_generate(s, &t, c, sizeof c, &len, &st), RP_OK);
+    print_message("  seeded: \"%s\" / continued: \"%s\" / reseeded: \"%s\"\n", a, b, c);
+    assert_string_equal(c, a);
+    assert_string_not_equal(b, a);
+    /* an end-of-generation token: in the stats, not in the sequence */
+    o = greedy(-1);
+    o.on_logits = NULL;
+    assert_int_equal(rp_seq_prefill(s, p, &o, &st), RP_OK);
+    assert_int_equal(rp_seq_generate(s, &o, out, sizeof out, &len, &st), RP_OK);
+    if (st.stop == RP_STOP_EOG) {
+        assert_true(rp_token_is_eog(m, st.last_token));
+        assert_false(rp_token_is_eog(m, rp_seq_tokens(s)[rp_seq_n_past(s) - 1]));
+    }
+    /* truncating keeps the exact head within the sequence */
+    assert_int_equal(rp_seq_truncate(s, 5), RP_OK);
+    assert_int_equal(rp_seq_n_exact(s), 5);
+    /* K and V of every layer: 2 x n_layer x n_head_kv x head_dim elements */
+    const rp_model_desc md = rp_model_describe(m);
+    assert_int_equal(rp_kv_bytes_per_token(m, RP_KV_F32), 2ull * md.n_layer * md.n_head_kv * md.head_dim * 4);
+    assert_int_equal(rp_kv_bytes_per_token(m, RP_KV_F16), 2ull * md.n_layer * md.n_head_kv * md.head_dim * 2);
+    assert_int_equal(rp_kv_bytes_per_token(NULL, RP_KV_F16), 0);
+    rp_prompt_free(p);
+    rp_seq_free(s);
+    rp_engine_free(e);
+    rp_model_free(m);
+}
+
 static void test_system(void **state) {
     (void)state;
     char line[512];
@@ -775,6 +874,7 @@ int main(void) {
         cmocka_unit_test(test_agents),
         cmocka_unit_test(test_two_sequences),
         cmocka_unit_test(test_separator_and_pieces),
+        cmocka_unit_test(test_server_support),
     };
     return rp_test_main(tests, NULL, NULL);
 }

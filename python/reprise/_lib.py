@@ -80,6 +80,7 @@ c_token = c_int32
 progress_fn = CFUNCTYPE(c_bool, c_void_p, c_uint64, c_uint64)
 token_fn = CFUNCTYPE(c_bool, c_void_p, c_token, c_void_p, c_size_t)          # text as a pointer: not NUL-ended
 agent_token_fn = CFUNCTYPE(c_bool, c_void_p, c_int64, c_token)
+logits_fn = CFUNCTYPE(None, c_void_p, POINTER(c_token), c_int32, POINTER(c_float), c_int32)
 
 
 class rp_logit_bias(Structure):
@@ -127,14 +128,16 @@ class rp_engine_stats(Structure):
     _fields_ = [(n, c_uint64) for n in ("cache_chunks", "cache_bytes", "inserts", "evictions", "prefix_hits",
                                         "content_hits", "misses", "flash_hits", "loads", "load_failures",
                                         "prefetched", "prefetch_used", "written", "write_failures")] + \
-               [("has_store", c_bool), ("store_bytes", c_uint64), ("store_damaged", c_bool)]
+               [("has_store", c_bool), ("store_bytes", c_uint64), ("store_damaged", c_bool),
+                ("store_evictions", c_uint64)]
 
 
 class rp_gen_opts(Structure):
     _fields_ = [("sampling", rp_sampler_params), ("max_tokens", c_int32), ("ignore_eos", c_bool),
                 ("stop", POINTER(c_char_p)), ("n_stop", c_int32), ("reuse", c_int), ("recompute_ratio", c_float),
                 ("select", c_int), ("static_mode", c_int), ("cache_namespace", c_uint64), ("persist", c_bool),
-                ("on_token", token_fn), ("user", c_void_p)]
+                ("on_token", token_fn), ("user", c_void_p), ("on_logits", logits_fn), ("logits_user", c_void_p),
+                ("reseed", c_bool)]
 
 
 class rp_gen_stats(Structure):
@@ -146,7 +149,7 @@ class rp_gen_stats(Structure):
                [(n, c_int32) for n in ("chunks", "subchunk", "computed_rows", "calls", "pad_rows", "attempts")] + \
                [(n, c_double) for n in ("match_ms", "load_ms", "load_exposed_ms", "compute_ms", "plan_ms")] + \
                [("bytes_loaded", c_uint64), ("static_shapes", c_bool), ("calibrated", c_bool),
-                ("commit_status", c_int)]
+                ("commit_status", c_int), ("last_token", c_token)]
 
 
 class rp_agents_params(Structure):
@@ -301,6 +304,9 @@ PROTOTYPES = {
     "rp_cache_evict": (ST, [H, c_uint64, c_bool, P_I32, P_U64]),
     "rp_cache_compact": (ST, [H, P_U64]),
     "rp_cache_clear": (ST, [H, P_U64]),
+    # server support
+    "rp_seq_n_exact": (c_int32, [H]),
+    "rp_kv_bytes_per_token": (c_uint64, [H, c_int]),
 }
 
 

@@ -86,6 +86,12 @@ rp_status rp_backend_reuse_open(const rp_backend *b, rp_reuse **out);
 void rp_backend_reuse_close(rp_reuse *e);
 void rp_backend_reuse_snapshot(rp_reuse *e, rp_backend_stats *st);
 rp_status rp_backend_reuse_flush(rp_reuse *e);
+/* The core backend's public engine: the backend's threads, context, KV type, reuse defaults and RAM budget,
+ * and the flash store when cfg.cache_dir is set (its notice printed). close flushes (a failure printed) and frees;
+ * snapshot copies the cache figures as they are now (any thread; a no-op without an engine). */
+rp_status rp_backend_engine_open(const rp_backend *b, rp_engine **out);
+void rp_backend_engine_close(rp_engine *e);
+void rp_backend_engine_snapshot(rp_engine *e, rp_backend_stats *st);
 /* A job's options for the engine's *_opts calls: its reprise_cache mode and
  * recompute ratio over the engine's defaults, and its cache namespace. */
 rp_reuse_opts rp_backend_reuse_opts(const rp_job *j);
