@@ -148,7 +148,7 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "reprise serve: --kv-type must be f16, q8_0 or f32, got '%s'\n", kv_name);
         return 2;
     }
-    cfg.backend.kv_type = (rp_type)kv_type;
+    cfg.backend.kv_type = (rp_kv_type)kv_type;
 
     /* every thread started from here on inherits the mask: the signals wait for sigwait below */
     sigset_t set;

@@ -643,6 +643,56 @@ RP_API int32_t rp_seq_n_exact(const rp_seq *s);
  * Thread-safe. */
 RP_API uint64_t rp_kv_bytes_per_token(const rp_model *m, rp_kv_type t);
 
+/* ---- chat formats and tool calls ----
+ * The chat-template families (what rp_model_desc.chat_format names), rendering by family without a model (a
+ * front end that prepares prompts before, or apart from, a model), and parsing tool calls out of a reply.
+ * Thread-safe. */
+typedef enum rp_chat_format {
+    RP_CHAT_UNKNOWN = 0,  /* no template: a plain transcript is the front end's choice */
+    RP_CHAT_LLAMA3 = 1,   /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
+    RP_CHAT_CHATML = 2,   /* Qwen 2/3: <|im_start|>role\n...<|im_end|>, <tool_call> JSON </tool_call> */
+    RP_CHAT_LLAMA2 = 3,   /* [INST] ... [/INST] (stories / Llama 2 SPM models without a template) */
+} rp_chat_format;
+
+/* "llama3", "chatml", "llama2", "unknown". */
+RP_API const char *rp_chat_format_name(rp_chat_format f);
+/* The model's chat format (RP_CHAT_UNKNOWN for NULL or a model without a template). */
+RP_API rp_chat_format rp_model_chat_format(const rp_model *m);
+/* rp_chat_render with the template of format f (RP_CHAT_UNKNOWN is RP_ERR_UNSUPPORTED). */
+RP_API rp_status rp_chat_render_format(rp_chat_format f, const rp_chat_message *msgs, int32_t n,
+                                       const char *tools_json, bool add_generation_prompt, char *buf, size_t cap,
+                                       size_t *len);
+
+/* One tool call of an assistant reply. */
+typedef struct rp_tool_call {
+    char *id;          /* "call_..." (may be NULL) */
+    char *name;
+    char *arguments;   /* JSON object text */
+} rp_tool_call;
+
+/* Parses the tool calls out of generated assistant text in format f: *calls gets a malloc'd array of *n_calls
+ * (free with rp_tool_calls_free), *content (malloc'd, free()) the text without them. Text without calls gives
+ * no calls and the text as content; a call whose JSON is malformed stays in the content. */
+RP_API rp_status rp_chat_parse_tool_calls(rp_chat_format f, const char *text, rp_tool_call **calls, size_t *n_calls,
+                                          char **content);
+RP_API void rp_tool_calls_free(rp_tool_call *calls, size_t n);
+
+/* ---- streaming detokenizer ----
+ * Text of tokens fed one at a time, as complete UTF-8 only: bytes of a character split across tokens are held
+ * until its last byte comes (rp_detokenize does the same for a whole array). One thread at a time per handle. */
+typedef struct rp_detokenizer rp_detokenizer;
+
+/* render_special: control tokens as their text; at_start: the text starts here (an SPM vocabulary's leading
+ * space of the first piece is dropped; false for a continuation, which keeps it). */
+RP_API rp_status rp_detokenizer_create(const rp_model *m, bool render_special, bool at_start, rp_detokenizer **out);
+RP_API void rp_detokenizer_free(rp_detokenizer *d);
+/* Writes the bytes token t completes into buf and returns their count; a cap of rp_detokenizer_bound always
+ * suffices, a smaller one that cannot hold them returns -(bytes needed) and changes nothing (retry). */
+RP_API int32_t rp_detokenizer_push(rp_detokenizer *d, rp_token t, char *buf, int32_t cap);
+/* At the end: the held bytes (an incomplete character as U+FFFD); the same return convention. */
+RP_API int32_t rp_detokenizer_flush(rp_detokenizer *d, char *buf, int32_t cap);
+RP_API int32_t rp_detokenizer_bound(const rp_detokenizer *d);
+
 #ifdef __cplusplus
 }
 #endif

@@ -848,6 +848,70 @@ static void test_server_support(void **state) {
     rp_model_free(m);
 }
 
+/* Chat formats by name, rendering without a model, tool-call parsing, the streaming detokenizer. */
+static void test_chat_formats_and_detokenizer(void **state) {
+    (void)state;
+    assert_string_equal(rp_chat_format_name(RP_CHAT_CHATML), "chatml");
+    assert_string_equal(rp_chat_format_name(RP_CHAT_UNKNOWN), "unknown");
+    assert_int_equal(rp_model_chat_format(NULL), RP_CHAT_UNKNOWN);
+    const rp_chat_message msgs[] = {
+        {.role = "user", .content = "Weather in Paris?"},
+        {.role = "assistant", .tool_calls = "[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+                                            "\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}}]"},
+        {.role = "tool", .content = "sunny", .tool_call_id = "c1"},
+    };
+    char buf[2048];
+    size_t len = 0;
+    assert_int_equal(rp_chat_render_format(RP_CHAT_CHATML, msgs, 3, NULL, true, buf, sizeof buf, &len), RP_OK);
+    assert_int_equal(strlen(buf), len);
+    assert_non_null(strstr(buf, "<|im_start|>user\nWeather in Paris?<|im_end|>"));
+    assert_non_null(strstr(buf, "\"get_weather\""));
+    assert_non_null(strstr(buf, "Paris\"}"));
+    const char *sunny = strstr(buf, "sunny");   /* the tool's result, then the assistant's header */
+    assert_non_null(sunny);
+    assert_non_null(strstr(sunny, "<|im_start|>assistant\n"));
+    char small[8];
+    assert_int_equal(rp_chat_render_format(RP_CHAT_CHATML, msgs, 3, NULL, true, small, sizeof small, &len), RP_ERR_FULL);
+    assert_true(len > sizeof small);
+    /* a reply with a call: parsed out of the content */
+    const char *reply = "Let me look.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>";
+    rp_tool_call *calls = NULL;
+    size_t n = 0;
+    char *content = NULL;
+    assert_int_equal(rp_chat_parse_tool_calls(RP_CHAT_CHATML, reply, &calls, &n, &content), RP_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(calls[0].name, "get_weather");
+    assert_non_null(strstr(calls[0].arguments, "Rome"));
+    assert_string_equal(content, "Let me look.");
+    rp_tool_calls_free(calls, n);
+    free(content);
+    /* the streaming detokenizer gives rp_detokenize's text, piece by piece */
+    OPEN_MODEL(m);
+    rp_token toks[128];
+    int32_t nt = 0;
+    const char *text = "Lily saw a big dog. \xe2\x80\x9cHello!\xe2\x80\x9d she said.";
+    assert_int_equal(rp_tokenize(m, text, strlen(text), false, false, toks, 128, &nt), RP_OK);
+    char whole[512], pieces[512];
+    assert_int_equal(rp_detokenize(m, toks, nt, false, whole, sizeof whole, &len), RP_OK);
+    rp_detokenizer *d = NULL;
+    assert_int_equal(rp_detokenizer_create(m, false, true, &d), RP_OK);
+    assert_true(rp_detokenizer_bound(d) > 0);
+    size_t w = 0;
+    for (int32_t i = 0; i < nt; i++) {
+        const int32_t k = rp_detokenizer_push(d, toks[i], pieces + w, (int32_t)(sizeof pieces - w));
+        assert_true(k >= 0);
+        w += (size_t)k;
+    }
+    w += (size_t)rp_detokenizer_flush(d, pieces + w, (int32_t)(sizeof pieces - w));
+    pieces[w] = 0;
+    assert_string_equal(pieces, whole);
+    assert_string_equal(pieces, text);
+    rp_detokenizer_free(d);
+    assert_int_equal(rp_detokenizer_create(NULL, false, true, &d), RP_ERR_INVALID_ARG);
+    assert_int_equal(rp_model_chat_format(m), RP_CHAT_LLAMA2);   /* stories: an SPM vocabulary without a template */
+    rp_model_free(m);
+}
+
 static void test_system(void **state) {
     (void)state;
     char line[512];
@@ -875,6 +939,7 @@ int main(void) {
         cmocka_unit_test(test_two_sequences),
         cmocka_unit_test(test_separator_and_pieces),
         cmocka_unit_test(test_server_support),
+        cmocka_unit_test(test_chat_formats_and_detokenizer),
     };
     return rp_test_main(tests, NULL, NULL);
 }

@@ -191,6 +191,10 @@ class rp_cache_model(Structure):
                 ("row_bytes", c_uint64), ("chunks", c_uint64), ("bytes", c_uint64)]
 
 
+class rp_tool_call(Structure):
+    _fields_ = [("id", c_char_p), ("name", c_char_p), ("arguments", c_char_p)]
+
+
 cache_list_fn = CFUNCTYPE(c_bool, c_void_p, POINTER(rp_cache_entry))
 cache_models_fn = CFUNCTYPE(c_bool, c_void_p, POINTER(rp_cache_model))
 cache_bad_fn = CFUNCTYPE(None, c_void_p, c_uint64, c_char_p)
@@ -198,7 +202,7 @@ cache_bad_fn = CFUNCTYPE(None, c_void_p, c_uint64, c_char_p)
 #: every struct above, for the layout test
 STRUCTS = [rp_logit_bias, rp_sampler_params, rp_model_params, rp_model_desc, rp_chat_message, rp_engine_params,
            rp_static_shapes, rp_engine_stats, rp_gen_opts, rp_gen_stats, rp_agents_params, rp_turn_opts,
-           rp_agent_info, rp_agents_stats, rp_cache_info, rp_cache_model, rp_cache_entry]
+           rp_agent_info, rp_agents_stats, rp_cache_info, rp_cache_model, rp_cache_entry, rp_tool_call]
 
 # ---------------------------------------------------------------------------------------------------------
 # functions: name -> (restype, argtypes)
@@ -307,6 +311,17 @@ PROTOTYPES = {
     # server support
     "rp_seq_n_exact": (c_int32, [H]),
     "rp_kv_bytes_per_token": (c_uint64, [H, c_int]),
+    "rp_chat_format_name": (c_char_p, [c_int]),
+    "rp_model_chat_format": (c_int, [H]),
+    "rp_chat_render_format": (ST, [c_int, POINTER(rp_chat_message), c_int32, c_char_p, c_bool, c_char_p, c_size_t,
+                                   P_SIZE]),
+    "rp_chat_parse_tool_calls": (ST, [c_int, c_char_p, POINTER(POINTER(rp_tool_call)), P_SIZE, POINTER(c_void_p)]),
+    "rp_tool_calls_free": (None, [POINTER(rp_tool_call), c_size_t]),
+    "rp_detokenizer_create": (ST, [H, c_bool, c_bool, OUT_H]),
+    "rp_detokenizer_free": (None, [H]),
+    "rp_detokenizer_push": (c_int32, [H, c_token, c_char_p, c_int32]),
+    "rp_detokenizer_flush": (c_int32, [H, c_char_p, c_int32]),
+    "rp_detokenizer_bound": (c_int32, [H]),
 }
 
 

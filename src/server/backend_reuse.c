@@ -13,7 +13,7 @@ rp_status rp_backend_reuse_open(const rp_backend *b, rp_reuse **out) {
     rp.ratio = b->cfg.recompute_ratio;
     rp.cache_bytes = b->cfg.cache_ram_mb << 20;
     rp_reuse *e = NULL;
-    rp_status st = rp_reuse_create(b->m, b->cfg.kv_type, b->n_ctx, rp, &e);
+    rp_status st = rp_reuse_create(b->m, (rp_type)b->cfg.kv_type, b->n_ctx, rp, &e);
     if (st == RP_OK && b->cfg.cache_dir) {
         /* the flash tier: bound to this model's salt, so a store never serves another model */
         rp_store *store = NULL;

@@ -386,7 +386,7 @@ static rp_status sb_start(rp_backend *b) {
     p.max_active = b->cfg.parallel;
     p.n_ctx = b->n_ctx;
     p.n_batch = 512 < b->cfg.parallel ? b->cfg.parallel : 512;
-    p.kv_type = b->cfg.kv_type;
+    p.kv_type = (rp_type)b->cfg.kv_type;
     p.n_threads = b->cfg.n_threads;
     p.kv_resident_limit = rp_sched_kv_limit_bytes(b->cfg.kv_limit_mb);
     if (!b->cfg.speculate) {

@@ -496,7 +496,7 @@ rp_status rp_server_start(const rp_server_config *cfg, rp_server **out) {
     } else {
         model_id_from_path(cfg->backend.model_path, s->model_id, sizeof s->model_id);
     }
-    snprintf(s->fingerprint, sizeof s->fingerprint, "fp_%016llx", (unsigned long long)m->fingerprint);
+    snprintf(s->fingerprint, sizeof s->fingerprint, "fp_%016llx", (unsigned long long)rp_model_describe(m).fingerprint);
     s->created = (int64_t)time(NULL);
     s->lim = rp_srv_default_limits(rp_backend_n_ctx(s->b));
     s->lim.max_body = cfg->max_body;
