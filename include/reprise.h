@@ -693,6 +693,74 @@ RP_API int32_t rp_detokenizer_push(rp_detokenizer *d, rp_token t, char *buf, int
 RP_API int32_t rp_detokenizer_flush(rp_detokenizer *d, char *buf, int32_t cap);
 RP_API int32_t rp_detokenizer_bound(const rp_detokenizer *d);
 
+/* ---- the OpenAI-compatible HTTP server ----
+ * `reprise serve` as a library call (docs/server.md describes the HTTP API): the server loads the model, runs
+ * generation on the engine (one sequence at a time, --parallel 1) or on the agents scheduler (parallel > 1),
+ * and answers on its own threads until drained and freed. Every call is thread-safe; rp_server_free waits for
+ * the server's threads. */
+typedef struct rp_server rp_server;
+
+/* Whose cached KV a request may reuse. PER_KEY: only KV computed for requests of the same API key (no client
+ * can confirm another's prompt from cached_tokens or timing); SHARED: one cache for everyone; AUTO: PER_KEY with
+ * more than one key, else SHARED. */
+typedef enum rp_server_cache_ns { RP_SERVER_NS_AUTO = 0, RP_SERVER_NS_SHARED = 1, RP_SERVER_NS_PER_KEY = 2 } rp_server_cache_ns;
+
+typedef struct rp_server_params {
+    /* the model and its generation */
+    const char *model_path;
+    const char *draft_path;      /* draft model for speculative decoding (parallel > 1), or NULL */
+    rp_progress_fn load_progress;   /* NULL, or the model loads' progress */
+    void *load_progress_user;
+    int32_t n_ctx;               /* tokens per sequence (0: min(4096, the model's)) */
+    int n_threads;               /* default 2 */
+    int parallel;                /* sequences decoded together (default 1; 1..64) */
+    int queue_max;               /* requests waiting beyond the running ones; more get 429 (default 64) */
+    int max_sessions;            /* reprise_session sessions kept (default 16) */
+    const char *cache_dir;       /* persistent KV chunk store, or NULL (RAM only) */
+    size_t cache_ram_mb;         /* RAM budget of the chunk cache (default 512) */
+    double cache_disk_gb;        /* disk budget of the store (0: unlimited) */
+    rp_reuse_mode reuse;         /* default reuse of requests (default RP_REUSE_BLEND) */
+    float recompute_ratio;       /* default blend ratio (0.25) */
+    rp_kv_type kv_type;          /* default RP_KV_F16 */
+    bool speculate;              /* parallel > 1: speculative decoding (default true) */
+    double kv_limit_mb;          /* parallel > 1: KV in use above which sessions waiting on a tool result are
+                                    demoted until resumed (0: never) */
+    /* HTTP */
+    const char *host;            /* bind address (default "127.0.0.1") */
+    uint16_t port;               /* default 8080; 0: an ephemeral port (rp_server_port) */
+    const char *api_key;         /* one key (named "default"), or NULL; an empty key is an error */
+    const char *api_key_file;    /* keys, one per line (NAME:KEY or KEY), mode 600; or NULL */
+    rp_server_cache_ns cache_namespace;
+    int key_max_sessions;        /* sessions one key may hold (0: max(1, sessions / keys) with several keys) */
+    double key_kv_mb;            /* KV one key's sessions may hold (0: no limit) */
+    const char *model_id;        /* the name /v1/models reports (NULL: the file's base name) */
+    size_t max_body;             /* request body bytes (default 1 MiB) */
+    int max_depth;               /* JSON nesting (64) */
+    int max_messages;            /* 1024 */
+    int32_t default_max_tokens;  /* chat replies without max_tokens (2048, capped by the context) */
+    double timeout_s;            /* per request, queueing included (600) */
+    double session_ttl_s;        /* idle session lifetime (1800) */
+    int max_connections;         /* open connections in all (256) */
+    int max_connections_per_ip;  /* from one address (64; 0: no cap) */
+    double header_timeout_s, body_timeout_s, idle_timeout_s;   /* 10, 30, 15 */
+    bool quiet;                  /* no access log on stderr */
+} rp_server_params;
+
+RP_API rp_server_params rp_server_default_params(void);
+/* Loads the model(s), starts the backend and the HTTP daemon. Errors name what was wrong (a file, a key file's
+ * mode, the port). */
+RP_API rp_status rp_server_create(const rp_server_params *p, rp_server **out);
+RP_API uint16_t rp_server_port(const rp_server *s);          /* the port bound */
+RP_API int rp_server_n_keys(const rp_server *s);              /* API keys configured (0: no authentication) */
+RP_API bool rp_server_cache_per_key(const rp_server *s);      /* the namespace in effect is per key */
+RP_API const char *rp_server_backend_kind(const rp_server *s);   /* "core" (parallel 1) or "sched" */
+RP_API int32_t rp_server_n_ctx(const rp_server *s);           /* tokens per sequence */
+/* Graceful shutdown: stops accepting connections, answers new requests with 503, lets requests in flight finish
+ * for up to deadline_s, cancels the rest (finish_reason "length") and flushes the store. Idempotent. */
+RP_API void rp_server_drain(rp_server *s, double deadline_s);
+/* Stops the daemon (closing connections) and frees everything. */
+RP_API void rp_server_free(rp_server *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,7 +11,7 @@ import ctypes.util
 import glob
 import os
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char_p, c_double, c_float, c_int, c_int32, c_int64,
-                    c_long, c_size_t, c_uint64, c_void_p)
+                    c_long, c_size_t, c_uint16, c_uint64, c_void_p)
 
 #: the library's major version these declarations are written for (its SONAME is libreprise.so.MAJOR)
 ABI_MAJOR = 0
@@ -195,6 +195,20 @@ class rp_tool_call(Structure):
     _fields_ = [("id", c_char_p), ("name", c_char_p), ("arguments", c_char_p)]
 
 
+class rp_server_params(Structure):
+    _fields_ = [("model_path", c_char_p), ("draft_path", c_char_p), ("load_progress", progress_fn),
+                ("load_progress_user", c_void_p), ("n_ctx", c_int32), ("n_threads", c_int), ("parallel", c_int),
+                ("queue_max", c_int), ("max_sessions", c_int), ("cache_dir", c_char_p), ("cache_ram_mb", c_size_t),
+                ("cache_disk_gb", c_double), ("reuse", c_int), ("recompute_ratio", c_float), ("kv_type", c_int),
+                ("speculate", c_bool), ("kv_limit_mb", c_double), ("host", c_char_p), ("port", c_uint16),
+                ("api_key", c_char_p), ("api_key_file", c_char_p), ("cache_namespace", c_int),
+                ("key_max_sessions", c_int), ("key_kv_mb", c_double), ("model_id", c_char_p), ("max_body", c_size_t),
+                ("max_depth", c_int), ("max_messages", c_int), ("default_max_tokens", c_int32),
+                ("timeout_s", c_double), ("session_ttl_s", c_double), ("max_connections", c_int),
+                ("max_connections_per_ip", c_int), ("header_timeout_s", c_double), ("body_timeout_s", c_double),
+                ("idle_timeout_s", c_double), ("quiet", c_bool)]
+
+
 cache_list_fn = CFUNCTYPE(c_bool, c_void_p, POINTER(rp_cache_entry))
 cache_models_fn = CFUNCTYPE(c_bool, c_void_p, POINTER(rp_cache_model))
 cache_bad_fn = CFUNCTYPE(None, c_void_p, c_uint64, c_char_p)
@@ -202,7 +216,8 @@ cache_bad_fn = CFUNCTYPE(None, c_void_p, c_uint64, c_char_p)
 #: every struct above, for the layout test
 STRUCTS = [rp_logit_bias, rp_sampler_params, rp_model_params, rp_model_desc, rp_chat_message, rp_engine_params,
            rp_static_shapes, rp_engine_stats, rp_gen_opts, rp_gen_stats, rp_agents_params, rp_turn_opts,
-           rp_agent_info, rp_agents_stats, rp_cache_info, rp_cache_model, rp_cache_entry, rp_tool_call]
+           rp_agent_info, rp_agents_stats, rp_cache_info, rp_cache_model, rp_cache_entry, rp_tool_call,
+           rp_server_params]
 
 # ---------------------------------------------------------------------------------------------------------
 # functions: name -> (restype, argtypes)
@@ -322,6 +337,15 @@ PROTOTYPES = {
     "rp_detokenizer_push": (c_int32, [H, c_token, c_char_p, c_int32]),
     "rp_detokenizer_flush": (c_int32, [H, c_char_p, c_int32]),
     "rp_detokenizer_bound": (c_int32, [H]),
+    "rp_server_default_params": (rp_server_params, []),
+    "rp_server_create": (ST, [POINTER(rp_server_params), OUT_H]),
+    "rp_server_port": (c_uint16, [H]),
+    "rp_server_n_keys": (c_int, [H]),
+    "rp_server_cache_per_key": (c_bool, [H]),
+    "rp_server_backend_kind": (c_char_p, [H]),
+    "rp_server_n_ctx": (c_int32, [H]),
+    "rp_server_drain": (None, [H, c_double]),
+    "rp_server_free": (None, [H]),
 }
 
 

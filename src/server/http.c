@@ -541,9 +541,9 @@ fail:
     return st;
 }
 
-uint16_t rp_server_port(const rp_server *s) { return s->port; }
-int rp_server_n_keys(const rp_server *s) { return s->keys.n; }
-bool rp_server_cache_per_key(const rp_server *s) { return s->ns_per_key; }
+uint16_t rp_server_port(const rp_server *s) { return s ? s->port : 0; }
+int rp_server_n_keys(const rp_server *s) { return s ? s->keys.n : 0; }
+bool rp_server_cache_per_key(const rp_server *s) { return s && s->ns_per_key; }
 rp_backend *rp_server_backend(rp_server *s) { return s->b; }
 
 void rp_server_drain(rp_server *s, double deadline_s) {
