@@ -486,6 +486,15 @@ typedef enum rp_agents_policy {
     RP_AGENTS_UNIFORM = 5,     /* HAL's budget split evenly */
 } rp_agents_policy;
 
+/* Who proposes the draft tokens a speculative step verifies. */
+typedef enum rp_draft_kind {
+    RP_DRAFT_AUTO = 0,    /* none for RP_AGENTS_BATCH_AR, the draft model when given, else n-grams (default) */
+    RP_DRAFT_NONE = 1,    /* no speculation (only with RP_AGENTS_BATCH_AR) */
+    RP_DRAFT_NGRAM = 2,   /* prompt lookup in the agent's own history */
+    RP_DRAFT_SELF = 3,    /* the target's first layers and its output head */
+    RP_DRAFT_MODEL = 4,   /* rp_agents_params.draft */
+} rp_draft_kind;
+
 typedef struct rp_agents_params {
     int32_t max_agents;        /* sequences that may exist at once (default 8) */
     int32_t max_active;        /* admitted to the batch at once (<= 0: max_agents) */
@@ -495,6 +504,9 @@ typedef struct rp_agents_params {
     int n_threads;
     rp_agents_policy policy;
     const rp_model *draft;     /* a draft model with the same vocabulary, or NULL (n-gram drafts from history) */
+    rp_draft_kind drafter;     /* default RP_DRAFT_AUTO */
+    double kv_limit_mb;        /* KV in use above which agents waiting on a tool result are demoted (compressed
+                                  in memory) until resumed (0: never; default) */
 } rp_agents_params;
 
 RP_API rp_agents_params rp_agents_default_params(void);
@@ -540,6 +552,10 @@ typedef struct rp_agent_info {
     int32_t generated;         /* tokens of the current / last turn */
     uint64_t drafted, accepted;
     rp_stop_reason stop;       /* how the last turn ended (RP_STOP_NONE while running or waiting) */
+    int32_t n_cached;          /* KV cells filled */
+    bool has_slot;             /* admitted to the batch */
+    bool demoted;              /* its KV is demoted (kv_limit_mb) */
+    uint64_t demotions, restores;
 } rp_agent_info;
 
 RP_API rp_status rp_agents_info(rp_agents *a, rp_agent_id id, rp_agent_info *out);
@@ -549,6 +565,11 @@ RP_API rp_status rp_agents_tokens(rp_agents *a, rp_agent_id id, int32_t from, rp
 typedef struct rp_agents_stats {
     uint64_t steps, rows, generated, drafted, accepted;
     int32_t agents, active, waiting;
+    int32_t demoted;                  /* agents whose KV is demoted now */
+    uint64_t kv_bytes;                /* KV resident in memory */
+    uint64_t demotions, restores;     /* since creation */
+    uint64_t prefill_rows;
+    double draft_s, target_s, total_s;   /* time in draft / target forwards and in steps */
 } rp_agents_stats;
 
 RP_API void rp_agents_stats_get(rp_agents *a, rp_agents_stats *out);
@@ -760,6 +781,33 @@ RP_API int32_t rp_server_n_ctx(const rp_server *s);           /* tokens per sequ
 RP_API void rp_server_drain(rp_server *s, double deadline_s);
 /* Stops the daemon (closing connections) and frees everything. */
 RP_API void rp_server_free(rp_server *s);
+
+/* ---- scheduler control ----
+ * What a loop serving agents from other threads needs (the server's --parallel N). Thread-safe, except
+ * rp_agents_last_step (the stepping thread). */
+
+/* Drops an idle or waiting agent's history back to n tokens (its KV with it): the next submit continues from
+ * there. RP_ERR_INVALID_ARG while it runs. */
+RP_API rp_status rp_agents_truncate(rp_agents *a, rp_agent_id id, int32_t n);
+/* The agent's turn ends waiting for a tool result at the next step boundary (RP_AGENT_WAITING; its KV stays);
+ * rp_agents_resume continues it. */
+RP_API rp_status rp_agents_suspend(rp_agents *a, rp_agent_id id);
+/* Blocks until a submit / resume / suspend / remove happened since the last step began, or timeout_s passed
+ * (a loop with nothing to do; keep it short: a cancel only nudges it). True when woken by one. */
+RP_API bool rp_agents_wait(rp_agents *a, double timeout_s);
+/* Wakes rp_agents_wait (work arrived from outside the scheduler). */
+RP_API void rp_agents_wake(rp_agents *a);
+
+/* What the last rp_agents_step did. */
+typedef struct rp_agents_step_info {
+    bool ran;                  /* a target forward ran */
+    bool blocked;              /* a policy without yield: an admitted agent waits on a tool, nothing ran */
+    bool idle;                 /* nothing to do */
+    int32_t rows, prefill_rows, decoding, drafted, accepted, generated, active, waiting;
+    double draft_s, target_s, total_s;
+} rp_agents_step_info;
+
+RP_API void rp_agents_last_step(const rp_agents *a, rp_agents_step_info *out);
 
 #ifdef __cplusplus
 }

@@ -912,6 +912,72 @@ static void test_chat_formats_and_detokenizer(void **state) {
     rp_model_free(m);
 }
 
+/* Scheduler control: a kv limit demotes a waiting agent (restored on resume), suspend / truncate, the drafter
+ * kind, the step's report. */
+static void test_agents_control(void **state) {
+    (void)state;
+    OPEN_MODEL(m);
+    rp_agents_params ap = rp_agents_default_params();
+    ap.n_threads = 1;
+    ap.n_ctx = 256;
+    ap.max_agents = 2;
+    ap.kv_limit_mb = 1e-6;   /* any waiting agent's KV is over it */
+    ap.drafter = RP_DRAFT_MODEL;   /* without a draft model: refused */
+    rp_agents *a = NULL;
+    assert_int_equal(rp_agents_create(m, &ap, &a), RP_ERR_INVALID_ARG);
+    ap.drafter = RP_DRAFT_NGRAM;
+    assert_int_equal(rp_agents_create(m, &ap, &a), RP_OK);
+    rp_agent_id id;
+    assert_int_equal(rp_agents_add(a, &id), RP_OK);
+    const char *prompt = "Once upon a time, there was a dog";
+    rp_token t[64];
+    int32_t n = 0;
+    assert_int_equal(rp_tokenize(m, prompt, strlen(prompt), true, false, t, 64, &n), RP_OK);
+    rp_turn_opts to = rp_turn_default_opts();
+    to.sampling.temp = 0;
+    to.max_tokens = 8;
+    to.wait_after = true;   /* the turn ends waiting for a "tool" */
+    assert_int_equal(rp_agents_submit(a, id, t, n, &to), RP_OK);
+    bool ran = false;
+    assert_int_equal(rp_agents_step(a, &ran), RP_OK);
+    rp_agents_step_info si;
+    rp_agents_last_step(a, &si);
+    assert_true(ran && si.ran);
+    assert_int_equal(si.prefill_rows, n);
+    assert_int_equal(rp_agents_run(a), RP_OK);
+    for (int i = 0; i < 4; i++) assert_int_equal(rp_agents_step(a, &ran), RP_OK);   /* demotion at a step boundary */
+    rp_agent_info info;
+    assert_int_equal(rp_agents_info(a, id, &info), RP_OK);
+    assert_int_equal(info.state, RP_AGENT_WAITING);
+    rp_agents_stats as;
+    rp_agents_stats_get(a, &as);
+    print_message("  waiting agent: demoted %d, %llu demotions, kv %llu B\n", info.demoted,
+                  (unsigned long long)as.demotions, (unsigned long long)as.kv_bytes);
+    assert_true(info.demoted && info.demotions == 1);
+    assert_true(as.demotions == 1 && as.demoted == 1);
+    /* resumed: restored, and the turn goes on */
+    to.wait_after = false;
+    assert_int_equal(rp_agents_resume(a, id, t, 2, &to), RP_OK);
+    assert_int_equal(rp_agents_run(a), RP_OK);
+    assert_int_equal(rp_agents_info(a, id, &info), RP_OK);
+    assert_int_equal(info.state, RP_AGENT_IDLE);
+    assert_true(info.restores == 1 && !info.demoted);
+    assert_int_equal(info.n_tokens, n + 8 + 2 + 8);
+    /* truncate back to the prompt; a suspended turn waits */
+    assert_int_equal(rp_agents_truncate(a, id, n), RP_OK);
+    assert_int_equal(rp_agents_info(a, id, &info), RP_OK);
+    assert_int_equal(info.n_tokens, n);
+    assert_int_equal(rp_agents_submit(a, id, t, 1, &to), RP_OK);
+    assert_int_equal(rp_agents_suspend(a, id), RP_OK);
+    rp_agents_wake(a);
+    assert_int_equal(rp_agents_run(a), RP_OK);
+    assert_int_equal(rp_agents_info(a, id, &info), RP_OK);
+    assert_int_equal(info.state, RP_AGENT_WAITING);
+    assert_false(rp_agents_wait(a, 0.001));   /* nothing happened since */
+    rp_agents_free(a);
+    rp_model_free(m);
+}
+
 static void test_system(void **state) {
     (void)state;
     char line[512];
@@ -940,6 +1006,7 @@ int main(void) {
         cmocka_unit_test(test_separator_and_pieces),
         cmocka_unit_test(test_server_support),
         cmocka_unit_test(test_chat_formats_and_detokenizer),
+        cmocka_unit_test(test_agents_control),
     };
     return rp_test_main(tests, NULL, NULL);
 }

@@ -154,7 +154,8 @@ class rp_gen_stats(Structure):
 
 class rp_agents_params(Structure):
     _fields_ = [("max_agents", c_int32), ("max_active", c_int32), ("n_ctx", c_int32), ("n_batch", c_int32),
-                ("kv_type", c_int), ("n_threads", c_int), ("policy", c_int), ("draft", c_void_p)]
+                ("kv_type", c_int), ("n_threads", c_int), ("policy", c_int), ("draft", c_void_p), ("drafter", c_int),
+                ("kv_limit_mb", c_double)]
 
 
 class rp_turn_opts(Structure):
@@ -165,12 +166,15 @@ class rp_turn_opts(Structure):
 
 class rp_agent_info(Structure):
     _fields_ = [("state", c_int), ("n_tokens", c_int32), ("generated", c_int32), ("drafted", c_uint64),
-                ("accepted", c_uint64), ("stop", c_int)]
+                ("accepted", c_uint64), ("stop", c_int), ("n_cached", c_int32), ("has_slot", c_bool),
+                ("demoted", c_bool), ("demotions", c_uint64), ("restores", c_uint64)]
 
 
 class rp_agents_stats(Structure):
     _fields_ = [(n, c_uint64) for n in ("steps", "rows", "generated", "drafted", "accepted")] + \
-               [(n, c_int32) for n in ("agents", "active", "waiting")]
+               [(n, c_int32) for n in ("agents", "active", "waiting", "demoted")] + \
+               [(n, c_uint64) for n in ("kv_bytes", "demotions", "restores", "prefill_rows")] + \
+               [(n, c_double) for n in ("draft_s", "target_s", "total_s")]
 
 
 class rp_cache_info(Structure):
@@ -209,6 +213,13 @@ class rp_server_params(Structure):
                 ("idle_timeout_s", c_double), ("quiet", c_bool)]
 
 
+class rp_agents_step_info(Structure):
+    _fields_ = [(n, c_bool) for n in ("ran", "blocked", "idle")] + \
+               [(n, c_int32) for n in ("rows", "prefill_rows", "decoding", "drafted", "accepted", "generated",
+                                       "active", "waiting")] + \
+               [(n, c_double) for n in ("draft_s", "target_s", "total_s")]
+
+
 cache_list_fn = CFUNCTYPE(c_bool, c_void_p, POINTER(rp_cache_entry))
 cache_models_fn = CFUNCTYPE(c_bool, c_void_p, POINTER(rp_cache_model))
 cache_bad_fn = CFUNCTYPE(None, c_void_p, c_uint64, c_char_p)
@@ -217,7 +228,7 @@ cache_bad_fn = CFUNCTYPE(None, c_void_p, c_uint64, c_char_p)
 STRUCTS = [rp_logit_bias, rp_sampler_params, rp_model_params, rp_model_desc, rp_chat_message, rp_engine_params,
            rp_static_shapes, rp_engine_stats, rp_gen_opts, rp_gen_stats, rp_agents_params, rp_turn_opts,
            rp_agent_info, rp_agents_stats, rp_cache_info, rp_cache_model, rp_cache_entry, rp_tool_call,
-           rp_server_params]
+           rp_server_params, rp_agents_step_info]
 
 # ---------------------------------------------------------------------------------------------------------
 # functions: name -> (restype, argtypes)
@@ -337,6 +348,11 @@ PROTOTYPES = {
     "rp_detokenizer_push": (c_int32, [H, c_token, c_char_p, c_int32]),
     "rp_detokenizer_flush": (c_int32, [H, c_char_p, c_int32]),
     "rp_detokenizer_bound": (c_int32, [H]),
+    "rp_agents_truncate": (ST, [H, c_int64, c_int32]),
+    "rp_agents_suspend": (ST, [H, c_int64]),
+    "rp_agents_wait": (c_bool, [H, c_double]),
+    "rp_agents_wake": (None, [H]),
+    "rp_agents_last_step": (None, [H, POINTER(rp_agents_step_info)]),
     "rp_server_default_params": (rp_server_params, []),
     "rp_server_create": (ST, [POINTER(rp_server_params), OUT_H]),
     "rp_server_port": (c_uint16, [H]),

@@ -9,6 +9,7 @@
 
 struct rp_agents {
     rp_sched *s;
+    rp_agents_step_info last;   /* the stepping thread's */
 };
 
 rp_agents_params rp_agents_default_params(void) {
@@ -22,6 +23,8 @@ rp_agents_params rp_agents_default_params(void) {
         .n_threads = sp.n_threads,
         .policy = (rp_agents_policy)sp.policy,
         .draft = NULL,
+        .drafter = RP_DRAFT_AUTO,
+        .kv_limit_mb = 0,
     };
     return p;
 }
@@ -30,6 +33,9 @@ rp_status rp_agents_create(const rp_model *m, const rp_agents_params *p, rp_agen
     *out = NULL;
     if (!m || !p) return rp_errorf(RP_ERR_INVALID_ARG, "agents: NULL model or params");
     if ((unsigned)p->policy > RP_AGENTS_UNIFORM) return rp_errorf(RP_ERR_INVALID_ARG, "agents: policy %d", (int)p->policy);
+    if ((unsigned)p->drafter > RP_DRAFT_MODEL) return rp_errorf(RP_ERR_INVALID_ARG, "agents: drafter %d", (int)p->drafter);
+    if (p->drafter == RP_DRAFT_MODEL && !p->draft) return rp_errorf(RP_ERR_INVALID_ARG, "agents: the model drafter needs a draft model");
+    if (!(p->kv_limit_mb >= 0)) return rp_errorf(RP_ERR_INVALID_ARG, "agents: kv_limit_mb %g", p->kv_limit_mb);
     rp_sched_params sp = rp_sched_default_params();
     sp.max_sessions = p->max_agents;
     sp.max_active = p->max_active;
@@ -38,7 +44,13 @@ rp_status rp_agents_create(const rp_model *m, const rp_agents_params *p, rp_agen
     sp.kv_type = (rp_type)p->kv_type;
     sp.n_threads = p->n_threads;
     sp.policy = (rp_sched_policy)p->policy;
-    sp.drafter = p->policy == RP_AGENTS_BATCH_AR ? RP_DRAFTER_NONE : p->draft ? RP_DRAFTER_MODEL : RP_DRAFTER_NGRAM;
+    static const rp_drafter_kind kinds[] = {
+        [RP_DRAFT_NONE] = RP_DRAFTER_NONE, [RP_DRAFT_NGRAM] = RP_DRAFTER_NGRAM,
+        [RP_DRAFT_SELF] = RP_DRAFTER_SELF, [RP_DRAFT_MODEL] = RP_DRAFTER_MODEL,
+    };
+    sp.drafter = p->drafter != RP_DRAFT_AUTO ? kinds[p->drafter]
+                 : p->policy == RP_AGENTS_BATCH_AR ? RP_DRAFTER_NONE : p->draft ? RP_DRAFTER_MODEL : RP_DRAFTER_NGRAM;
+    sp.kv_resident_limit = rp_sched_kv_limit_bytes(p->kv_limit_mb);
     rp_agents *a = calloc(1, sizeof *a);
     if (!a) return rp_errorf(RP_ERR_NOMEM, "agents: out of memory");
     rp_status st = rp_sched_create(m, p->draft, sp, &a->s);
@@ -100,8 +112,25 @@ rp_status rp_agents_step(rp_agents *a, bool *ran) {
     memset(&info, 0, sizeof info);
     const rp_status st = rp_sched_step(a->s, &info);
     if (ran) *ran = st == RP_OK && info.ran;
+    a->last = (rp_agents_step_info){
+        .ran = st == RP_OK && info.ran, .blocked = info.blocked, .idle = info.idle,
+        .rows = info.n_rows, .prefill_rows = info.n_prefill_rows, .decoding = info.n_decode,
+        .drafted = info.n_drafted, .accepted = info.n_accepted, .generated = info.n_emitted,
+        .active = info.n_admitted, .waiting = info.n_waiting,
+        .draft_s = info.t_draft, .target_s = info.t_target, .total_s = info.t_total,
+    };
     return st;
 }
+
+void rp_agents_last_step(const rp_agents *a, rp_agents_step_info *out) {
+    if (!a) memset(out, 0, sizeof *out);
+    else *out = a->last;
+}
+
+rp_status rp_agents_truncate(rp_agents *a, rp_agent_id id, int32_t n) { return rp_sched_truncate(a->s, id, n); }
+rp_status rp_agents_suspend(rp_agents *a, rp_agent_id id) { return rp_sched_mark_waiting(a->s, id); }
+bool rp_agents_wait(rp_agents *a, double timeout_s) { return rp_sched_wait_event(a->s, timeout_s); }
+void rp_agents_wake(rp_agents *a) { rp_sched_wake(a->s); }
 
 rp_status rp_agents_run(rp_agents *a) {
     for (;;) {
@@ -134,6 +163,11 @@ rp_status rp_agents_info(rp_agents *a, rp_agent_id id, rp_agent_info *out) {
     out->drafted = si.drafted;
     out->accepted = si.accepted;
     out->stop = si.state == RP_SESS_IDLE ? stop_of(si.finish) : RP_STOP_NONE;
+    out->n_cached = si.n_cached;
+    out->has_slot = si.has_slot;
+    out->demoted = si.demoted;
+    out->demotions = si.demotions;
+    out->restores = si.restores;
     return RP_OK;
 }
 
@@ -154,4 +188,12 @@ void rp_agents_stats_get(rp_agents *a, rp_agents_stats *out) {
     out->agents = ss.n_sessions;
     out->active = ss.n_admitted;
     out->waiting = ss.n_waiting;
+    out->demoted = ss.n_demoted;
+    out->kv_bytes = ss.kv_resident;
+    out->demotions = ss.demotions;
+    out->restores = ss.restores;
+    out->prefill_rows = ss.prefill_rows;
+    out->draft_s = ss.t_draft;
+    out->target_s = ss.t_target;
+    out->total_s = ss.t_total;
 }
