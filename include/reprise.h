@@ -556,6 +556,8 @@ typedef struct rp_agent_info {
     bool has_slot;             /* admitted to the batch */
     bool demoted;              /* its KV is demoted (kv_limit_mb) */
     uint64_t demotions, restores;
+    int64_t last_step;         /* the step it last took part in (-1: none yet) */
+    rp_stop_reason turn_stop;  /* how the latest turn ended, also while it waits (RP_STOP_NONE while it runs) */
 } rp_agent_info;
 
 RP_API rp_status rp_agents_info(rp_agents *a, rp_agent_id id, rp_agent_info *out);
@@ -808,6 +810,45 @@ typedef struct rp_agents_step_info {
 } rp_agents_step_info;
 
 RP_API void rp_agents_last_step(const rp_agents *a, rp_agents_step_info *out);
+
+/* The most agents a scheduler holds (rp_agents_params.max_agents). */
+#define RP_AGENTS_MAX 256
+
+/* ---- reuse in the scheduler ----
+ * An engine's chunk cache (prefix and non-prefix reuse, blend, the store) feeding agents' prompts: the
+ * hand-off from a prefill engine to continuous batching. The engine (same model and KV type, a context of at
+ * least the agents') is used on the calling thread: call these from the stepping thread, between steps (they
+ * compute on the same cores), and use the engine for nothing else meanwhile (rp_engine_stats_get and
+ * rp_engine_flush excepted). */
+
+/* What a reuse submit did. */
+typedef struct rp_agents_fill {
+    int32_t filled;               /* prompt tokens whose KV the engine put in place (the batch computes the rest) */
+    int32_t reused_prefix;        /* of those, from the cache's prefix tree */
+    int32_t reused_prefix_exact;  /* ... exactly what a plain prefill computes */
+    int32_t reused_nonprefix;     /* chunks cached elsewhere, re-rotated */
+    int32_t recomputed;           /* of those, recomputed past blend's check layer */
+    int32_t exact_head;           /* after the turn, the agent's first exact_head tokens hold exact KV (INT32_MAX:
+                                     all of them) */
+    bool commit_after;            /* the batch computes part of the prompt: cache it after the turn
+                                     (rp_agents_commit_prompt with commit_exact) */
+    bool commit_exact;            /* ... as exact KV (nothing before it was reused approximately) */
+    rp_status fill_status;        /* the engine's prefill: RP_OK, or why it failed (then nothing was filled) */
+    rp_status cache_status;       /* caching the filled chunks: RP_OK, or why they were not cached */
+} rp_agents_fill;
+
+/* Starts a fresh (empty) agent's turn on prompt p: the engine fills its KV up to the end of the prompt's last
+ * reusable chunk (reuse per the options: mode, ratio, rule, namespace; with persist, those chunks are cached at
+ * once) and the batch computes the rest beside the other agents, as rp_agents_submit. A prompt with nothing to
+ * reuse is not filled; a fill that fails is discarded (the batch computes everything; out->fill_status says
+ * why). */
+RP_API rp_status rp_agents_submit_reuse(rp_agents *a, rp_agent_id id, rp_engine *e, const rp_prompt *p,
+                                        const rp_gen_opts *reuse, const rp_turn_opts *o, rp_agents_fill *out);
+/* Caches the chunks of an idle or waiting agent's prompt p (its history starts with p) from its KV, in the
+ * options' namespace; exact: its KV is exactly a plain prefill's. A history that does not start with p (a turn
+ * cancelled before its prompt was computed) caches nothing and is RP_OK. */
+RP_API rp_status rp_agents_commit_prompt(rp_agents *a, rp_agent_id id, rp_engine *e, const rp_prompt *p,
+                                         const rp_gen_opts *reuse, bool exact);
 
 #ifdef __cplusplus
 }

@@ -167,7 +167,8 @@ class rp_turn_opts(Structure):
 class rp_agent_info(Structure):
     _fields_ = [("state", c_int), ("n_tokens", c_int32), ("generated", c_int32), ("drafted", c_uint64),
                 ("accepted", c_uint64), ("stop", c_int), ("n_cached", c_int32), ("has_slot", c_bool),
-                ("demoted", c_bool), ("demotions", c_uint64), ("restores", c_uint64)]
+                ("demoted", c_bool), ("demotions", c_uint64), ("restores", c_uint64), ("last_step", c_int64),
+                ("turn_stop", c_int)]
 
 
 class rp_agents_stats(Structure):
@@ -213,6 +214,12 @@ class rp_server_params(Structure):
                 ("idle_timeout_s", c_double), ("quiet", c_bool)]
 
 
+class rp_agents_fill(Structure):
+    _fields_ = [(n, c_int32) for n in ("filled", "reused_prefix", "reused_prefix_exact", "reused_nonprefix",
+                                       "recomputed", "exact_head")] + \
+               [("commit_after", c_bool), ("commit_exact", c_bool), ("fill_status", c_int), ("cache_status", c_int)]
+
+
 class rp_agents_step_info(Structure):
     _fields_ = [(n, c_bool) for n in ("ran", "blocked", "idle")] + \
                [(n, c_int32) for n in ("rows", "prefill_rows", "decoding", "drafted", "accepted", "generated",
@@ -228,7 +235,7 @@ cache_bad_fn = CFUNCTYPE(None, c_void_p, c_uint64, c_char_p)
 STRUCTS = [rp_logit_bias, rp_sampler_params, rp_model_params, rp_model_desc, rp_chat_message, rp_engine_params,
            rp_static_shapes, rp_engine_stats, rp_gen_opts, rp_gen_stats, rp_agents_params, rp_turn_opts,
            rp_agent_info, rp_agents_stats, rp_cache_info, rp_cache_model, rp_cache_entry, rp_tool_call,
-           rp_server_params, rp_agents_step_info]
+           rp_server_params, rp_agents_step_info, rp_agents_fill]
 
 # ---------------------------------------------------------------------------------------------------------
 # functions: name -> (restype, argtypes)
@@ -353,6 +360,9 @@ PROTOTYPES = {
     "rp_agents_wait": (c_bool, [H, c_double]),
     "rp_agents_wake": (None, [H]),
     "rp_agents_last_step": (None, [H, POINTER(rp_agents_step_info)]),
+    "rp_agents_submit_reuse": (ST, [H, c_int64, H, H, POINTER(rp_gen_opts), POINTER(rp_turn_opts),
+                                    POINTER(rp_agents_fill)]),
+    "rp_agents_commit_prompt": (ST, [H, c_int64, H, H, POINTER(rp_gen_opts), c_bool]),
     "rp_server_default_params": (rp_server_params, []),
     "rp_server_create": (ST, [POINTER(rp_server_params), OUT_H]),
     "rp_server_port": (c_uint16, [H]),

@@ -108,6 +108,7 @@ static void job_free(rp_job *j) {
     free(j->bounds);
     free(j->bias);
     free(j->gen);
+    rp_prompt_free(j->prompt);
     free(j);
 }
 

@@ -39,10 +39,8 @@ violations() {
 # The server (src/server) is a front end too: its files include "reprise.h", system headers, its own headers
 # ("server/NAME.h") and, for rp_errorf (the library's thread-local error, which the public API only reads), core/error.h;
 # auth.c also core/fsperm.h (the owner / mode check of the key file, shared with the store; no model or engine state).
-# SERVER_EXEMPT: files still on internal headers, each with the reason (empty when none are).
-# backend_sched.c (--parallel N) still drives src/sched and fills sequences from the reuse engine directly (the
-# reuse hand-off has no public form yet), with backend_reuse.c / backend_internal.h's reuse part for it.
-SERVER_EXEMPT="${SERVER_EXEMPT-src/server/backend_sched.c src/server/backend_reuse.c src/server/backend_internal.h}"
+# SERVER_EXEMPT: files still on internal headers, each with the reason (none are).
+SERVER_EXEMPT="${SERVER_EXEMPT-}"
 
 # server_violations ROOT FILE: prints "FILE: #include X" for each include of FILE that breaks the server's rule
 server_violations() {
