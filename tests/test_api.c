@@ -978,6 +978,67 @@ static void test_agents_control(void **state) {
     rp_model_free(m);
 }
 
+/* The reuse hand-off: an agent's prompt cached after its turn fills a fresh agent's in the same namespace, never
+ * another's; the filled agent generates what an unfilled one does (greedy). */
+static void test_agents_reuse(void **state) {
+    (void)state;
+    OPEN_MODEL(m);
+    rp_engine_params ep = rp_engine_default_params();
+    ep.n_threads = 1;
+    ep.n_ctx = 256;
+    rp_engine *e = NULL;
+    assert_int_equal(rp_engine_create(m, &ep, &e), RP_OK);
+    rp_agents_params ap = rp_agents_default_params();
+    ap.n_threads = 1;
+    ap.n_ctx = 256;
+    ap.max_agents = 4;
+    ap.policy = RP_AGENTS_BATCH_AR;
+    rp_agents *a = NULL;
+    assert_int_equal(rp_agents_create(m, &ap, &a), RP_OK);
+    rp_prompt *p = NULL;
+    assert_int_equal(rp_prompt_create(&p), RP_OK);
+    const char *doc = "Lily had a red ball and she liked to play with it in the park every day after lunch. ";
+    assert_int_equal(rp_prompt_add_text(p, m, doc, strlen(doc)), RP_OK);
+    assert_int_equal(rp_prompt_add_text(p, m, "Who is Lily?", 12), RP_OK);
+    rp_turn_opts to = rp_turn_default_opts();
+    to.sampling.temp = 0;
+    to.max_tokens = 8;
+    rp_gen_opts ro = rp_gen_default_opts();
+    ro.cache_namespace = 7;
+    rp_agent_id id[3];
+    rp_agents_fill f[3];
+    rp_token out[3][64];
+    int32_t n_out[3];
+    const uint64_t ns[3] = {7, 7, 8};
+    for (int i = 0; i < 3; i++) {
+        ro.cache_namespace = ns[i];
+        assert_int_equal(rp_agents_add(a, &id[i]), RP_OK);
+        assert_int_equal(rp_agents_submit_reuse(a, id[i], e, p, &ro, &to, &f[i]), RP_OK);
+        assert_int_equal(rp_agents_run(a), RP_OK);
+        if (f[i].commit_after)
+            assert_int_equal(rp_agents_commit_prompt(a, id[i], e, p, &ro, f[i].commit_exact), RP_OK);
+        assert_int_equal(rp_agents_tokens(a, id[i], 0, out[i], 64, &n_out[i]), RP_OK);
+        print_message("  agent %d (namespace %llu): filled %d, reused prefix %d, commit after %d\n", i,
+                      (unsigned long long)ns[i], f[i].filled, f[i].reused_prefix, f[i].commit_after);
+    }
+    assert_int_equal(f[0].filled, 0);   /* nothing cached yet: the batch computed the prompt, cached after */
+    assert_true(f[0].commit_after);
+    assert_true(f[1].filled > 0 && f[1].reused_prefix > 0 && f[1].reused_prefix == f[1].reused_prefix_exact);
+    assert_int_equal(f[2].filled, 0);   /* another namespace: nothing of namespace 7 */
+    assert_int_equal(f[2].reused_prefix + f[2].reused_nonprefix, 0);
+    for (int i = 1; i < 3; i++) {
+        assert_int_equal(n_out[i], n_out[0]);
+        assert_memory_equal(out[i], out[0], sizeof out[0][0] * (size_t)n_out[0]);
+    }
+    rp_engine_stats es;
+    rp_engine_stats_get(e, &es);
+    assert_true(es.inserts > 0);
+    rp_prompt_free(p);
+    rp_agents_free(a);
+    rp_engine_free(e);
+    rp_model_free(m);
+}
+
 static void test_system(void **state) {
     (void)state;
     char line[512];
@@ -1007,6 +1068,7 @@ int main(void) {
         cmocka_unit_test(test_server_support),
         cmocka_unit_test(test_chat_formats_and_detokenizer),
         cmocka_unit_test(test_agents_control),
+        cmocka_unit_test(test_agents_reuse),
     };
     return rp_test_main(tests, NULL, NULL);
 }
