@@ -266,7 +266,8 @@ RP_API int32_t rp_prompt_n_segments(const rp_prompt *p);
 
 /* ===========================================================================
  * Engine (one thread at a time: calls on an engine and its sequences must be
- * serialized by the caller; rp_engine_stats may be called from any thread)
+ * serialized by the caller; rp_engine_stats_get and rp_engine_flush may be
+ * called from any thread)
  * ========================================================================= */
 typedef struct rp_engine rp_engine;
 
@@ -319,7 +320,7 @@ typedef struct rp_static_shapes {
 } rp_static_shapes;
 
 RP_API void rp_engine_static_shapes(const rp_engine *e, rp_static_shapes *out);
-/* Waits until everything cached so far is on flash (no-op without a store). */
+/* Waits until everything cached so far is on flash (no-op without a store). Thread-safe. */
 RP_API rp_status rp_engine_flush(rp_engine *e);
 
 typedef struct rp_engine_stats {

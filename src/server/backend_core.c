@@ -172,8 +172,8 @@ static void run_job(core *c, rp_job *j) {
     o.persist = j->p.persist;
     const double t0 = rp_srv_now();
     if (common == 0) {   /* through the reuse engine */
-        rp_gen_stats gs;
-        memset(&gs, 0, sizeof gs);
+        rp_gen_stats ps;
+        memset(&ps, 0, sizeof ps);
         rp_prompt_clear(c->prompt);
         for (int32_t i = 0, from = 0; rs == RP_OK && i <= j->p.n_bounds; i++) {   /* its pieces as segments */
             const int32_t to = i < j->p.n_bounds ? j->bounds[i] : j->p.n;
@@ -182,12 +182,12 @@ static void run_job(core *c, rp_job *j) {
                 from = to;
             }
         }
-        if (rs == RP_OK) rs = rp_seq_prefill(s, c->prompt, &o, &gs);
-        st.n_prefix = gs.reused_prefix;
-        st.n_prefix_exact = gs.reused_prefix_exact;
-        st.n_nonprefix = gs.reused_nonprefix;
-        st.n_recomputed = gs.recomputed;
-        st.n_computed = j->p.n - gs.reused_prefix - gs.reused_nonprefix;
+        if (rs == RP_OK) rs = rp_seq_prefill(s, c->prompt, &o, &ps);
+        st.n_prefix = ps.reused_prefix;
+        st.n_prefix_exact = ps.reused_prefix_exact;
+        st.n_nonprefix = ps.reused_nonprefix;
+        st.n_recomputed = ps.recomputed;
+        st.n_computed = j->p.n - ps.reused_prefix - ps.reused_nonprefix;
     } else {   /* a session continued from the common prefix of its tokens and the prompt */
         rs = rp_seq_truncate(s, common);
         if (rs == RP_OK) rs = rp_seq_feed(s, j->toks + common, j->p.n - common);
