@@ -169,6 +169,19 @@ rp_status rp_backend_submit(rp_backend *b, const rp_job_params *p, rp_job **out)
     return RP_OK;
 }
 
+rp_status rp_job_prompt(const rp_job *j, rp_prompt *p) {
+    rp_prompt_clear(p);
+    rp_status st = RP_OK;
+    for (int32_t i = 0, from = 0; st == RP_OK && i <= j->p.n_bounds; i++) {
+        const int32_t to = i < j->p.n_bounds ? j->bounds[i] : j->p.n;
+        if (to > from && to <= j->p.n) {
+            st = rp_prompt_add_tokens(p, j->toks + from, to - from, true);
+            from = to;
+        }
+    }
+    return st;
+}
+
 static void deadline_in(struct timespec *ts, double s) {
     clock_gettime(CLOCK_MONOTONIC, ts);
     if (s < 0) s = 0;

@@ -174,14 +174,7 @@ static void run_job(core *c, rp_job *j) {
     if (common == 0) {   /* through the reuse engine */
         rp_gen_stats ps;
         memset(&ps, 0, sizeof ps);
-        rp_prompt_clear(c->prompt);
-        for (int32_t i = 0, from = 0; rs == RP_OK && i <= j->p.n_bounds; i++) {   /* its pieces as segments */
-            const int32_t to = i < j->p.n_bounds ? j->bounds[i] : j->p.n;
-            if (to > from && to <= j->p.n) {
-                rs = rp_prompt_add_tokens(c->prompt, j->toks + from, to - from, true);
-                from = to;
-            }
-        }
+        rs = rp_job_prompt(j, c->prompt);
         if (rs == RP_OK) rs = rp_seq_prefill(s, c->prompt, &o, &ps);
         st.n_prefix = ps.reused_prefix;
         st.n_prefix_exact = ps.reused_prefix_exact;

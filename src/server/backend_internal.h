@@ -78,6 +78,9 @@ bool rp_job_push(rp_job *j, rp_token t);
 void rp_job_complete(rp_job *j, rp_job_finish why, const rp_job_stats *st, const char *err);
 void rp_job_unref(rp_job *j);
 
+/* Replaces p with the job's prompt, each of its pieces (bounds) a segment: the engine chunks at them. */
+rp_status rp_job_prompt(const rp_job *j, rp_prompt *p);
+
 /* The backends' public engine: the backend's threads, context, KV type, reuse defaults and RAM budget,
  * and the flash store when cfg.cache_dir is set (its notice printed). close flushes (a failure printed) and frees;
  * snapshot copies the cache figures as they are now (any thread; a no-op without an engine). */

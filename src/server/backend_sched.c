@@ -138,19 +138,11 @@ static rp_gen_opts job_reuse_opts(const rp_job *j) {
     return o;
 }
 
-/* The job's prompt with its pieces as segments (the engine chunks at them), built once (loop thread). */
+/* The job's prompt with its pieces as segments, built once (loop thread). */
 static rp_status job_prompt(rp_job *j) {
     if (j->prompt) return RP_OK;
     RP_TRY(rp_prompt_create(&j->prompt));
-    rp_status st = RP_OK;
-    for (int32_t i = 0, from = 0; st == RP_OK && i <= j->p.n_bounds; i++) {
-        const int32_t to = i < j->p.n_bounds ? j->bounds[i] : j->p.n;
-        if (to > from && to <= j->p.n) {
-            st = rp_prompt_add_tokens(j->prompt, j->toks + from, to - from, true);
-            from = to;
-        }
-    }
-    return st;
+    return rp_job_prompt(j, j->prompt);
 }
 
 /* The job's reuse mode: its reprise_cache.mode, else the server's --reuse. */
