@@ -275,7 +275,8 @@ RP_API int32_t rp_prompt_n_segments(const rp_prompt *p);
 
 /* ===========================================================================
  * Engine (one thread at a time: calls on an engine and its sequences must be
- * serialized by the caller; rp_engine_stats may be called from any thread)
+ * serialized by the caller; rp_engine_stats_get and rp_engine_flush may be
+ * called from any thread)
  * ========================================================================= */
 typedef struct rp_engine rp_engine;
 
@@ -338,7 +339,7 @@ typedef struct rp_static_shapes {
 } rp_static_shapes;
 
 RP_API void rp_engine_static_shapes(const rp_engine *e, rp_static_shapes *out);
-/* Waits until everything cached so far is on flash (no-op without a store). */
+/* Waits until everything cached so far is on flash (no-op without a store). Thread-safe. */
 RP_API rp_status rp_engine_flush(rp_engine *e);
 
 typedef struct rp_engine_stats {
@@ -348,6 +349,7 @@ typedef struct rp_engine_stats {
     bool has_store;                           /* a store (cache_dir) is attached */
     uint64_t store_bytes;                     /* the store on disk (0 without one) */
     bool store_damaged;                       /* SQLite called its database corrupt: nothing more is written */
+    uint64_t store_evictions;                 /* chunks evicted from the store to keep its disk budget */
 } rp_engine_stats;
 
 RP_API void rp_engine_stats_get(rp_engine *e, rp_engine_stats *out);
@@ -379,6 +381,11 @@ RP_API rp_status rp_seq_truncate(rp_seq *s, int32_t n);
  * generation ends with RP_STOP_CANCELLED. Runs on the caller's thread. */
 typedef bool (*rp_token_fn)(void *user, rp_token tok, const char *text, size_t len);
 
+/* A logits processor: called before each token is sampled with a writable copy of that token's logits
+ * ([n_vocab]) and the sequence so far (hist[0..n_hist)); it may change them (-INFINITY forbids a token: a
+ * grammar, a JSON constraint). Runs on the caller's thread. */
+typedef void (*rp_logits_fn)(void *user, const rp_token *hist, int32_t n_hist, float *logits, int32_t n_vocab);
+
 /* Per-call options: nothing here changes the engine's defaults. */
 typedef struct rp_gen_opts {
     rp_sampler_params sampling;   /* default: rp_sampler_default_params() */
@@ -399,6 +406,10 @@ typedef struct rp_gen_opts {
     uint8_t *recompute_marks;     /* NULL, or [the prompt's tokens] bytes that rp_seq_prefill sets to 1 for each
                                      reused (non-prefix) token blend's selection recomputed past its check layer,
                                      0 for every other token (which tokens a prompt's recompute chose) */
+    rp_logits_fn on_logits;       /* NULL: sample the model's logits as they are */
+    void *logits_user;
+    bool reseed;                  /* the sampler starts from sampling.seed even when the generation goes on (each
+                                     request of a server independent of the last, on a continued sequence) */
 } rp_gen_opts;
 
 RP_API rp_gen_opts rp_gen_default_opts(void);
@@ -441,6 +452,8 @@ typedef struct rp_gen_stats {
     rp_status commit_status;      /* caching the prompt's chunks at the first generated token: RP_OK, or why they
                                      were not cached (the generation went on; after a generate that returned RP_OK,
                                      rp_last_error() has the detail) */
+    rp_token last_token;          /* the last token sampled, -1 if none: with RP_STOP_EOG the end-of-generation
+                                     token (which neither joins the sequence nor reaches on_token) */
 } rp_gen_stats;
 
 /* The stats as one JSON object, the `stats: {json}` line of `reprise run`: the prompt's reuse (prompt_tokens,
@@ -496,6 +509,15 @@ typedef enum rp_agents_policy {
     RP_AGENTS_UNIFORM = 5,     /* HAL's budget split evenly */
 } rp_agents_policy;
 
+/* Who proposes the draft tokens a speculative step verifies. */
+typedef enum rp_draft_kind {
+    RP_DRAFT_AUTO = 0,    /* none for RP_AGENTS_BATCH_AR, the draft model when given, else n-grams (default) */
+    RP_DRAFT_NONE = 1,    /* no speculation (only with RP_AGENTS_BATCH_AR) */
+    RP_DRAFT_NGRAM = 2,   /* prompt lookup in the agent's own history */
+    RP_DRAFT_SELF = 3,    /* the target's first layers and its output head */
+    RP_DRAFT_MODEL = 4,   /* rp_agents_params.draft */
+} rp_draft_kind;
+
 typedef struct rp_agents_params {
     int32_t max_agents;        /* sequences that may exist at once (default 8) */
     int32_t max_active;        /* admitted to the batch at once (<= 0: max_agents) */
@@ -505,6 +527,9 @@ typedef struct rp_agents_params {
     int n_threads;
     rp_agents_policy policy;
     const rp_model *draft;     /* a draft model with the same vocabulary, or NULL (n-gram drafts from history) */
+    rp_draft_kind drafter;     /* default RP_DRAFT_AUTO */
+    double kv_limit_mb;        /* KV in use above which agents waiting on a tool result are demoted (compressed
+                                  in memory) until resumed (0: never; default) */
 } rp_agents_params;
 
 RP_API rp_agents_params rp_agents_default_params(void);
@@ -550,6 +575,12 @@ typedef struct rp_agent_info {
     int32_t generated;         /* tokens of the current / last turn */
     uint64_t drafted, accepted;
     rp_stop_reason stop;       /* how the last turn ended (RP_STOP_NONE while running or waiting) */
+    int32_t n_cached;          /* KV cells filled */
+    bool has_slot;             /* admitted to the batch */
+    bool demoted;              /* its KV is demoted (kv_limit_mb) */
+    uint64_t demotions, restores;
+    int64_t last_step;         /* the step it last took part in (-1: none yet) */
+    rp_stop_reason turn_stop;  /* how the latest turn ended, also while it waits (RP_STOP_NONE while it runs) */
 } rp_agent_info;
 
 RP_API rp_status rp_agents_info(rp_agents *a, rp_agent_id id, rp_agent_info *out);
@@ -559,6 +590,11 @@ RP_API rp_status rp_agents_tokens(rp_agents *a, rp_agent_id id, int32_t from, rp
 typedef struct rp_agents_stats {
     uint64_t steps, rows, generated, drafted, accepted;
     int32_t agents, active, waiting;
+    int32_t demoted;                  /* agents whose KV is demoted now */
+    uint64_t kv_bytes;                /* KV resident in memory */
+    uint64_t demotions, restores;     /* since creation */
+    uint64_t prefill_rows;
+    double draft_s, target_s, total_s;   /* time in draft / target forwards and in steps */
 } rp_agents_stats;
 
 RP_API void rp_agents_stats_get(rp_agents *a, rp_agents_stats *out);
@@ -927,6 +963,207 @@ RP_API uint64_t rp_system_mem_available(void);
  * the next generate. RP_ERR_RANGE unless keep >= 0, n_drop >= 1 and
  * keep + n_drop <= rp_seq_n_past. One thread at a time per sequence. */
 RP_API rp_status rp_seq_shift(rp_seq *s, int32_t keep, int32_t n_drop);
+/* ===========================================================================
+ * ---- server support ----
+ * What a front end serving many independent requests over one model needs
+ * beside the calls above (src/server, the HTTP server, is built on them).
+ * Thread safety is stated per call.
+ * ========================================================================= */
+
+/* Tokens at the start of the sequence whose KV is exactly what a plain
+ * prefill of them computes (the rest was written after approximate reuse:
+ * full, or blend at r < 1, in this or an earlier call): prefix reuse of a
+ * continued conversation may keep only these. Feeding or generating on an
+ * exact sequence keeps it exact. As the engine: one thread at a time. */
+RP_API int32_t rp_seq_n_exact(const rp_seq *s);
+
+/* KV bytes one token of a sequence takes (K and V, every layer) with KV type t; 0 for a model without weights.
+ * Thread-safe. */
+RP_API uint64_t rp_kv_bytes_per_token(const rp_model *m, rp_kv_type t);
+
+/* ---- chat formats and tool calls ----
+ * The chat-template families (what rp_model_desc.chat_format names), rendering by family without a model (a
+ * front end that prepares prompts before, or apart from, a model), and parsing tool calls out of a reply.
+ * Thread-safe. */
+typedef enum rp_chat_format {
+    RP_CHAT_UNKNOWN = 0,  /* no template: a plain transcript is the front end's choice */
+    RP_CHAT_LLAMA3 = 1,   /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
+    RP_CHAT_CHATML = 2,   /* Qwen 2/3: <|im_start|>role\n...<|im_end|>, <tool_call> JSON </tool_call> */
+    RP_CHAT_LLAMA2 = 3,   /* [INST] ... [/INST] (stories / Llama 2 SPM models without a template) */
+} rp_chat_format;
+
+/* "llama3", "chatml", "llama2", "unknown". */
+RP_API const char *rp_chat_format_name(rp_chat_format f);
+/* The model's chat format (RP_CHAT_UNKNOWN for NULL or a model without a template). */
+RP_API rp_chat_format rp_model_chat_format(const rp_model *m);
+/* rp_chat_render with the template of format f (RP_CHAT_UNKNOWN is RP_ERR_UNSUPPORTED). */
+RP_API rp_status rp_chat_render_format(rp_chat_format f, const rp_chat_message *msgs, int32_t n,
+                                       const char *tools_json, bool add_generation_prompt, char *buf, size_t cap,
+                                       size_t *len);
+
+/* One tool call of an assistant reply. */
+typedef struct rp_tool_call {
+    char *id;          /* "call_..." (may be NULL) */
+    char *name;
+    char *arguments;   /* JSON object text */
+} rp_tool_call;
+
+/* Parses the tool calls out of generated assistant text in format f: *calls gets a malloc'd array of *n_calls
+ * (free with rp_tool_calls_free), *content (malloc'd, free()) the text without them. Text without calls gives
+ * no calls and the text as content; a call whose JSON is malformed stays in the content. */
+RP_API rp_status rp_chat_parse_tool_calls(rp_chat_format f, const char *text, rp_tool_call **calls, size_t *n_calls,
+                                          char **content);
+RP_API void rp_tool_calls_free(rp_tool_call *calls, size_t n);
+
+/* ---- streaming detokenizer ----
+ * Text of tokens fed one at a time, as complete UTF-8 only: bytes of a character split across tokens are held
+ * until its last byte comes (rp_detokenize does the same for a whole array). One thread at a time per handle. */
+typedef struct rp_detokenizer rp_detokenizer;
+
+/* render_special: control tokens as their text; at_start: the text starts here (an SPM vocabulary's leading
+ * space of the first piece is dropped; false for a continuation, which keeps it). */
+RP_API rp_status rp_detokenizer_create(const rp_model *m, bool render_special, bool at_start, rp_detokenizer **out);
+RP_API void rp_detokenizer_free(rp_detokenizer *d);
+/* Writes the bytes token t completes into buf and returns their count; a cap of rp_detokenizer_bound always
+ * suffices, a smaller one that cannot hold them returns -(bytes needed) and changes nothing (retry). */
+RP_API int32_t rp_detokenizer_push(rp_detokenizer *d, rp_token t, char *buf, int32_t cap);
+/* At the end: the held bytes (an incomplete character as U+FFFD); the same return convention. */
+RP_API int32_t rp_detokenizer_flush(rp_detokenizer *d, char *buf, int32_t cap);
+RP_API int32_t rp_detokenizer_bound(const rp_detokenizer *d);
+
+/* ---- the OpenAI-compatible HTTP server ----
+ * `reprise serve` as a library call (docs/server.md describes the HTTP API): the server loads the model, runs
+ * generation on the engine (one sequence at a time, --parallel 1) or on the agents scheduler (parallel > 1),
+ * and answers on its own threads until drained and freed. Every call is thread-safe; rp_server_free waits for
+ * the server's threads. */
+typedef struct rp_server rp_server;
+
+/* Whose cached KV a request may reuse. PER_KEY: only KV computed for requests of the same API key (no client
+ * can confirm another's prompt from cached_tokens or timing); SHARED: one cache for everyone; AUTO: PER_KEY with
+ * more than one key, else SHARED. */
+typedef enum rp_server_cache_ns { RP_SERVER_NS_AUTO = 0, RP_SERVER_NS_SHARED = 1, RP_SERVER_NS_PER_KEY = 2 } rp_server_cache_ns;
+
+typedef struct rp_server_params {
+    /* the model and its generation */
+    const char *model_path;
+    const char *draft_path;      /* draft model for speculative decoding (parallel > 1), or NULL */
+    rp_progress_fn load_progress;   /* NULL, or the model loads' progress */
+    void *load_progress_user;
+    int32_t n_ctx;               /* tokens per sequence (0: min(4096, the model's)) */
+    int n_threads;               /* default 2 */
+    int parallel;                /* sequences decoded together (default 1; 1..64) */
+    int queue_max;               /* requests waiting beyond the running ones; more get 429 (default 64) */
+    int max_sessions;            /* reprise_session sessions kept (default 16) */
+    const char *cache_dir;       /* persistent KV chunk store, or NULL (RAM only) */
+    size_t cache_ram_mb;         /* RAM budget of the chunk cache (default 512) */
+    double cache_disk_gb;        /* disk budget of the store (0: unlimited) */
+    rp_reuse_mode reuse;         /* default reuse of requests (default RP_REUSE_BLEND) */
+    float recompute_ratio;       /* default blend ratio (0.25) */
+    rp_kv_type kv_type;          /* default RP_KV_F16 */
+    bool speculate;              /* parallel > 1: speculative decoding (default true) */
+    double kv_limit_mb;          /* parallel > 1: KV in use above which sessions waiting on a tool result are
+                                    demoted until resumed (0: never) */
+    /* HTTP */
+    const char *host;            /* bind address (default "127.0.0.1") */
+    uint16_t port;               /* default 8080; 0: an ephemeral port (rp_server_port) */
+    const char *api_key;         /* one key (named "default"), or NULL; an empty key is an error */
+    const char *api_key_file;    /* keys, one per line (NAME:KEY or KEY), mode 600; or NULL */
+    rp_server_cache_ns cache_namespace;
+    int key_max_sessions;        /* sessions one key may hold (0: max(1, sessions / keys) with several keys) */
+    double key_kv_mb;            /* KV one key's sessions may hold (0: no limit) */
+    const char *model_id;        /* the name /v1/models reports (NULL: the file's base name) */
+    size_t max_body;             /* request body bytes (default 1 MiB) */
+    int max_depth;               /* JSON nesting (64) */
+    int max_messages;            /* 1024 */
+    int32_t default_max_tokens;  /* chat replies without max_tokens (2048, capped by the context) */
+    double timeout_s;            /* per request, queueing included (600) */
+    double session_ttl_s;        /* idle session lifetime (1800) */
+    int max_connections;         /* open connections in all (256) */
+    int max_connections_per_ip;  /* from one address (64; 0: no cap) */
+    double header_timeout_s, body_timeout_s, idle_timeout_s;   /* 10, 30, 15 */
+    bool quiet;                  /* no access log on stderr */
+} rp_server_params;
+
+RP_API rp_server_params rp_server_default_params(void);
+/* Loads the model(s), starts the backend and the HTTP daemon. Errors name what was wrong (a file, a key file's
+ * mode, the port). */
+RP_API rp_status rp_server_create(const rp_server_params *p, rp_server **out);
+RP_API uint16_t rp_server_port(const rp_server *s);          /* the port bound */
+RP_API int rp_server_n_keys(const rp_server *s);              /* API keys configured (0: no authentication) */
+RP_API bool rp_server_cache_per_key(const rp_server *s);      /* the namespace in effect is per key */
+RP_API const char *rp_server_backend_kind(const rp_server *s);   /* "core" (parallel 1) or "sched" */
+RP_API int32_t rp_server_n_ctx(const rp_server *s);           /* tokens per sequence */
+/* Graceful shutdown: stops accepting connections, answers new requests with 503, lets requests in flight finish
+ * for up to deadline_s, cancels the rest (finish_reason "length") and flushes the store. Idempotent. */
+RP_API void rp_server_drain(rp_server *s, double deadline_s);
+/* Stops the daemon (closing connections) and frees everything. */
+RP_API void rp_server_free(rp_server *s);
+
+/* ---- scheduler control ----
+ * What a loop serving agents from other threads needs (the server's --parallel N). Thread-safe, except
+ * rp_agents_last_step (the stepping thread). */
+
+/* Drops an idle or waiting agent's history back to n tokens (its KV with it): the next submit continues from
+ * there. RP_ERR_INVALID_ARG while it runs. */
+RP_API rp_status rp_agents_truncate(rp_agents *a, rp_agent_id id, int32_t n);
+/* The agent's turn ends waiting for a tool result at the next step boundary (RP_AGENT_WAITING; its KV stays);
+ * rp_agents_resume continues it. */
+RP_API rp_status rp_agents_suspend(rp_agents *a, rp_agent_id id);
+/* Blocks until a submit / resume / suspend / remove happened since the last step began, or timeout_s passed
+ * (a loop with nothing to do; keep it short: a cancel only nudges it). True when woken by one. */
+RP_API bool rp_agents_wait(rp_agents *a, double timeout_s);
+/* Wakes rp_agents_wait (work arrived from outside the scheduler). */
+RP_API void rp_agents_wake(rp_agents *a);
+
+/* What the last rp_agents_step did. */
+typedef struct rp_agents_step_info {
+    bool ran;                  /* a target forward ran */
+    bool blocked;              /* a policy without yield: an admitted agent waits on a tool, nothing ran */
+    bool idle;                 /* nothing to do */
+    int32_t rows, prefill_rows, decoding, drafted, accepted, generated, active, waiting;
+    double draft_s, target_s, total_s;
+} rp_agents_step_info;
+
+RP_API void rp_agents_last_step(const rp_agents *a, rp_agents_step_info *out);
+
+/* The most agents a scheduler holds (rp_agents_params.max_agents). */
+#define RP_AGENTS_MAX 256
+
+/* ---- reuse in the scheduler ----
+ * An engine's chunk cache (prefix and non-prefix reuse, blend, the store) feeding agents' prompts: the
+ * hand-off from a prefill engine to continuous batching. The engine (same model and KV type, a context of at
+ * least the agents') is used on the calling thread: call these from the stepping thread, between steps (they
+ * compute on the same cores), and use the engine for nothing else meanwhile (rp_engine_stats_get and
+ * rp_engine_flush excepted). */
+
+/* What a reuse submit did. */
+typedef struct rp_agents_fill {
+    int32_t filled;               /* prompt tokens whose KV the engine put in place (the batch computes the rest) */
+    int32_t reused_prefix;        /* of those, from the cache's prefix tree */
+    int32_t reused_prefix_exact;  /* ... exactly what a plain prefill computes */
+    int32_t reused_nonprefix;     /* chunks cached elsewhere, re-rotated */
+    int32_t recomputed;           /* of those, recomputed past blend's check layer */
+    int32_t exact_head;           /* after the turn, the agent's first exact_head tokens hold exact KV (INT32_MAX:
+                                     all of them) */
+    bool commit_after;            /* the batch computes part of the prompt: cache it after the turn
+                                     (rp_agents_commit_prompt with commit_exact) */
+    bool commit_exact;            /* ... as exact KV (nothing before it was reused approximately) */
+    rp_status fill_status;        /* the engine's prefill: RP_OK, or why it failed (then nothing was filled) */
+    rp_status cache_status;       /* caching the filled chunks: RP_OK, or why they were not cached */
+} rp_agents_fill;
+
+/* Starts a fresh (empty) agent's turn on prompt p: the engine fills its KV up to the end of the prompt's last
+ * reusable chunk (reuse per the options: mode, ratio, rule, namespace; with persist, those chunks are cached at
+ * once) and the batch computes the rest beside the other agents, as rp_agents_submit. A prompt with nothing to
+ * reuse is not filled; a fill that fails is discarded (the batch computes everything; out->fill_status says
+ * why). */
+RP_API rp_status rp_agents_submit_reuse(rp_agents *a, rp_agent_id id, rp_engine *e, const rp_prompt *p,
+                                        const rp_gen_opts *reuse, const rp_turn_opts *o, rp_agents_fill *out);
+/* Caches the chunks of an idle or waiting agent's prompt p (its history starts with p) from its KV, in the
+ * options' namespace; exact: its KV is exactly a plain prefill's. A history that does not start with p (a turn
+ * cancelled before its prompt was computed) caches nothing and is RP_OK. */
+RP_API rp_status rp_agents_commit_prompt(rp_agents *a, rp_agent_id id, rp_engine *e, const rp_prompt *p,
+                                         const rp_gen_opts *reuse, bool exact);
 
 #ifdef __cplusplus
 }

@@ -11,7 +11,7 @@ import ctypes.util
 import glob
 import os
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char, c_char_p, c_double, c_float, c_int, c_int32,
-                    c_int64, c_long, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p)
+                    c_int64, c_long, c_size_t, c_uint8, c_uint16, c_uint32, c_uint64, c_void_p)
 
 #: the library's major version these declarations are written for (its SONAME is libreprise.so.MAJOR)
 ABI_MAJOR = 0
@@ -80,6 +80,7 @@ c_token = c_int32
 progress_fn = CFUNCTYPE(c_bool, c_void_p, c_uint64, c_uint64)
 token_fn = CFUNCTYPE(c_bool, c_void_p, c_token, c_void_p, c_size_t)          # text as a pointer: not NUL-ended
 agent_token_fn = CFUNCTYPE(c_bool, c_void_p, c_int64, c_token)
+logits_fn = CFUNCTYPE(None, c_void_p, POINTER(c_token), c_int32, POINTER(c_float), c_int32)
 
 
 class rp_logit_bias(Structure):
@@ -130,14 +131,16 @@ class rp_engine_stats(Structure):
     _fields_ = [(n, c_uint64) for n in ("cache_chunks", "cache_bytes", "inserts", "evictions", "prefix_hits",
                                         "content_hits", "misses", "flash_hits", "loads", "load_failures",
                                         "prefetched", "prefetch_used", "written", "write_failures")] + \
-               [("has_store", c_bool), ("store_bytes", c_uint64), ("store_damaged", c_bool)]
+               [("has_store", c_bool), ("store_bytes", c_uint64), ("store_damaged", c_bool),
+                ("store_evictions", c_uint64)]
 
 
 class rp_gen_opts(Structure):
     _fields_ = [("sampling", rp_sampler_params), ("max_tokens", c_int32), ("ignore_eos", c_bool),
                 ("stop", POINTER(c_char_p)), ("n_stop", c_int32), ("reuse", c_int), ("recompute_ratio", c_float),
                 ("select", c_int), ("static_mode", c_int), ("cache_namespace", c_uint64), ("persist", c_bool),
-                ("on_token", token_fn), ("user", c_void_p), ("recompute_marks", POINTER(c_uint8))]
+                ("on_token", token_fn), ("user", c_void_p), ("recompute_marks", POINTER(c_uint8)),
+                ("on_logits", logits_fn), ("logits_user", c_void_p), ("reseed", c_bool)]
 
 
 class rp_gen_stats(Structure):
@@ -149,12 +152,13 @@ class rp_gen_stats(Structure):
                [(n, c_int32) for n in ("chunks", "subchunk", "computed_rows", "calls", "pad_rows", "attempts")] + \
                [(n, c_double) for n in ("match_ms", "load_ms", "load_exposed_ms", "compute_ms", "plan_ms")] + \
                [("bytes_loaded", c_uint64), ("static_shapes", c_bool), ("calibrated", c_bool),
-                ("commit_status", c_int)]
+                ("commit_status", c_int), ("last_token", c_token)]
 
 
 class rp_agents_params(Structure):
     _fields_ = [("max_agents", c_int32), ("max_active", c_int32), ("n_ctx", c_int32), ("n_batch", c_int32),
-                ("kv_type", c_int), ("n_threads", c_int), ("policy", c_int), ("draft", c_void_p)]
+                ("kv_type", c_int), ("n_threads", c_int), ("policy", c_int), ("draft", c_void_p), ("drafter", c_int),
+                ("kv_limit_mb", c_double)]
 
 
 class rp_turn_opts(Structure):
@@ -165,12 +169,16 @@ class rp_turn_opts(Structure):
 
 class rp_agent_info(Structure):
     _fields_ = [("state", c_int), ("n_tokens", c_int32), ("generated", c_int32), ("drafted", c_uint64),
-                ("accepted", c_uint64), ("stop", c_int)]
+                ("accepted", c_uint64), ("stop", c_int), ("n_cached", c_int32), ("has_slot", c_bool),
+                ("demoted", c_bool), ("demotions", c_uint64), ("restores", c_uint64), ("last_step", c_int64),
+                ("turn_stop", c_int)]
 
 
 class rp_agents_stats(Structure):
     _fields_ = [(n, c_uint64) for n in ("steps", "rows", "generated", "drafted", "accepted")] + \
-               [(n, c_int32) for n in ("agents", "active", "waiting")]
+               [(n, c_int32) for n in ("agents", "active", "waiting", "demoted")] + \
+               [(n, c_uint64) for n in ("kv_bytes", "demotions", "restores", "prefill_rows")] + \
+               [(n, c_double) for n in ("draft_s", "target_s", "total_s")]
 
 
 class rp_cache_info(Structure):
@@ -258,6 +266,35 @@ class rp_cpu_desc(Structure):
 
 class rp_kernel_desc(Structure):
     _fields_ = [("op", c_char_p), ("type", c_char_p), ("kernel", c_char_p)]
+class rp_tool_call(Structure):
+    _fields_ = [("id", c_char_p), ("name", c_char_p), ("arguments", c_char_p)]
+
+
+class rp_server_params(Structure):
+    _fields_ = [("model_path", c_char_p), ("draft_path", c_char_p), ("load_progress", progress_fn),
+                ("load_progress_user", c_void_p), ("n_ctx", c_int32), ("n_threads", c_int), ("parallel", c_int),
+                ("queue_max", c_int), ("max_sessions", c_int), ("cache_dir", c_char_p), ("cache_ram_mb", c_size_t),
+                ("cache_disk_gb", c_double), ("reuse", c_int), ("recompute_ratio", c_float), ("kv_type", c_int),
+                ("speculate", c_bool), ("kv_limit_mb", c_double), ("host", c_char_p), ("port", c_uint16),
+                ("api_key", c_char_p), ("api_key_file", c_char_p), ("cache_namespace", c_int),
+                ("key_max_sessions", c_int), ("key_kv_mb", c_double), ("model_id", c_char_p), ("max_body", c_size_t),
+                ("max_depth", c_int), ("max_messages", c_int), ("default_max_tokens", c_int32),
+                ("timeout_s", c_double), ("session_ttl_s", c_double), ("max_connections", c_int),
+                ("max_connections_per_ip", c_int), ("header_timeout_s", c_double), ("body_timeout_s", c_double),
+                ("idle_timeout_s", c_double), ("quiet", c_bool)]
+
+
+class rp_agents_fill(Structure):
+    _fields_ = [(n, c_int32) for n in ("filled", "reused_prefix", "reused_prefix_exact", "reused_nonprefix",
+                                       "recomputed", "exact_head")] + \
+               [("commit_after", c_bool), ("commit_exact", c_bool), ("fill_status", c_int), ("cache_status", c_int)]
+
+
+class rp_agents_step_info(Structure):
+    _fields_ = [(n, c_bool) for n in ("ran", "blocked", "idle")] + \
+               [(n, c_int32) for n in ("rows", "prefill_rows", "decoding", "drafted", "accepted", "generated",
+                                       "active", "waiting")] + \
+               [(n, c_double) for n in ("draft_s", "target_s", "total_s")]
 
 
 cache_list_fn = CFUNCTYPE(c_bool, c_void_p, POINTER(rp_cache_entry))
@@ -275,7 +312,7 @@ STRUCTS = [rp_logit_bias, rp_sampler_params, rp_model_params, rp_model_desc, rp_
            rp_agent_info, rp_agents_stats, rp_cache_info, rp_cache_model, rp_cache_entry, rp_plan_chunk,
            rp_plan_segment, rp_plan_call, rp_plan_desc, rp_calibrate_params, rp_calibration, rp_model_synth_params,
            rp_model_file_desc, rp_meta_entry, rp_tensor_desc, rp_type_share, rp_cpu_desc, rp_kernel_desc,
-           rp_model_perf]
+           rp_model_perf, rp_tool_call, rp_server_params, rp_agents_step_info, rp_agents_fill]
 
 # ---------------------------------------------------------------------------------------------------------
 # functions: name -> (restype, argtypes)
@@ -410,6 +447,37 @@ PROTOTYPES = {
     "rp_engine_kv_bytes": (c_uint64, [H]),
     "rp_system_mem_available": (c_uint64, []),
     "rp_seq_shift": (ST, [H, c_int32, c_int32]),
+    # server support
+    "rp_seq_n_exact": (c_int32, [H]),
+    "rp_kv_bytes_per_token": (c_uint64, [H, c_int]),
+    "rp_chat_format_name": (c_char_p, [c_int]),
+    "rp_model_chat_format": (c_int, [H]),
+    "rp_chat_render_format": (ST, [c_int, POINTER(rp_chat_message), c_int32, c_char_p, c_bool, c_char_p, c_size_t,
+                                   P_SIZE]),
+    "rp_chat_parse_tool_calls": (ST, [c_int, c_char_p, POINTER(POINTER(rp_tool_call)), P_SIZE, POINTER(c_void_p)]),
+    "rp_tool_calls_free": (None, [POINTER(rp_tool_call), c_size_t]),
+    "rp_detokenizer_create": (ST, [H, c_bool, c_bool, OUT_H]),
+    "rp_detokenizer_free": (None, [H]),
+    "rp_detokenizer_push": (c_int32, [H, c_token, c_char_p, c_int32]),
+    "rp_detokenizer_flush": (c_int32, [H, c_char_p, c_int32]),
+    "rp_detokenizer_bound": (c_int32, [H]),
+    "rp_agents_truncate": (ST, [H, c_int64, c_int32]),
+    "rp_agents_suspend": (ST, [H, c_int64]),
+    "rp_agents_wait": (c_bool, [H, c_double]),
+    "rp_agents_wake": (None, [H]),
+    "rp_agents_last_step": (None, [H, POINTER(rp_agents_step_info)]),
+    "rp_agents_submit_reuse": (ST, [H, c_int64, H, H, POINTER(rp_gen_opts), POINTER(rp_turn_opts),
+                                    POINTER(rp_agents_fill)]),
+    "rp_agents_commit_prompt": (ST, [H, c_int64, H, H, POINTER(rp_gen_opts), c_bool]),
+    "rp_server_default_params": (rp_server_params, []),
+    "rp_server_create": (ST, [POINTER(rp_server_params), OUT_H]),
+    "rp_server_port": (c_uint16, [H]),
+    "rp_server_n_keys": (c_int, [H]),
+    "rp_server_cache_per_key": (c_bool, [H]),
+    "rp_server_backend_kind": (c_char_p, [H]),
+    "rp_server_n_ctx": (c_int32, [H]),
+    "rp_server_drain": (None, [H, c_double]),
+    "rp_server_free": (None, [H]),
 }
 
 

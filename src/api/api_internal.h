@@ -36,6 +36,7 @@ struct rp_seq {
     rp_token *hist;             /* [n_cells] the sequence's tokens: its KV cache's, then a pending one */
     int32_t n_hist;
     int32_t n_prompt;           /* tokens of the last prefilled prompt (its commit needs their cells) */
+    int32_t n_exact;            /* hist[0..n_exact) hold exactly what a plain prefill computes (rp_seq_n_exact) */
     bool pending_tok;           /* hist[n_hist - 1] was generated and is not decoded yet */
     bool logits_ok;             /* the session's logits are hist[n_hist - 1]'s (false after a truncate) */
     rp_gen_stats prefill;       /* the last prefill's figures, handed to the generate after it */

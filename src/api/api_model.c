@@ -231,10 +231,18 @@ static rp_status parse_calls(const char *json, size_t msg, rp_tool_call **out, s
     return RP_OK;
 }
 
+rp_chat_format rp_model_chat_format(const rp_model *m) { return m ? m->chat : RP_CHAT_UNKNOWN; }
+
 rp_status rp_chat_render(const rp_model *m, const rp_chat_message *msgs, int32_t n, const char *tools_json,
                          bool add_generation_prompt, char *buf, size_t cap, size_t *len) {
     *len = 0;
     if (!m) return rp_errorf(RP_ERR_INVALID_ARG, "chat: no model");
+    return rp_chat_render_format(m->chat, msgs, n, tools_json, add_generation_prompt, buf, cap, len);
+}
+
+rp_status rp_chat_render_format(rp_chat_format f, const rp_chat_message *msgs, int32_t n, const char *tools_json,
+                                bool add_generation_prompt, char *buf, size_t cap, size_t *len) {
+    *len = 0;
     if (n < 0 || (n > 0 && !msgs)) return rp_errorf(RP_ERR_INVALID_ARG, "chat: %d messages", n);
     rp_chat_msg *cm = calloc((size_t)(n > 0 ? n : 1), sizeof *cm);
     rp_tool_call **calls = calloc((size_t)(n > 0 ? n : 1), sizeof *calls);
@@ -251,7 +259,7 @@ rp_status rp_chat_render(const rp_model *m, const rp_chat_message *msgs, int32_t
     if (st == RP_OK) {
         /* no BOS text: tokenizing the result adds BOS where the vocabulary wants one (rp_prompt_add_text) */
         const rp_chat_opts o = {.tools_json = tools_json, .add_generation_prompt = add_generation_prompt};
-        st = rp_chat_apply(m->chat, cm, (size_t)n, &o, &text);
+        st = rp_chat_apply(f, cm, (size_t)n, &o, &text);
     }
     if (st == RP_OK) {
         const size_t l = strlen(text);

@@ -7,9 +7,6 @@
 #include <stdint.h>
 
 #include "reprise.h"
-#include "kernels/types.h"
-#include "model/model.h"
-#include "model/sampler.h"
 
 /* Two implementations sit behind this interface:
  *   core  (--parallel 1): one generation at a time on a worker thread over
@@ -39,7 +36,7 @@ typedef struct rp_backend_config {
     double cache_disk_gb;       /* flash budget of the store (0: unlimited) */
     int reuse_mode;             /* default rp_reuse_mode for requests (blend) */
     float recompute_ratio;      /* default blend ratio */
-    rp_type kv_type;
+    rp_kv_type kv_type;
     bool speculate;             /* sched: speculative decoding (n-gram drafter, or the draft model) */
     double kv_limit_mb;         /* sched: KV in use above which sessions waiting on a tool result are
                                    demoted (compressed in memory) until resumed (0: never) */
