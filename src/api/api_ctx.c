@@ -14,8 +14,7 @@
 #include "reuse/rerotate.h"
 
 static uint64_t kv_bytes(const rp_model *m, int64_t n_cells, rp_kv_type t) {
-    const int64_t kd = (int64_t)m->hp.n_head_kv * m->hp.head_dim;
-    return 2 * (uint64_t)m->hp.n_layer * (uint64_t)n_cells * (uint64_t)rp_type_row_size((rp_type)t, kd);
+    return rp_kv_bytes_per_token(m, t) * (uint64_t)n_cells;
 }
 
 rp_status rp_kv_estimate(const rp_model *m, int32_t n_ctx, rp_kv_type kv_type, uint64_t *bytes) {

@@ -474,7 +474,7 @@ static rp_status seq_sampler(rp_seq *s, const rp_sampler_params *sp, bool reseed
     return RP_OK;
 }
 
-rp_status rp_api_seq_sampler(rp_seq *s, const rp_sampler_params *sp) { return seq_sampler(s, sp); }
+rp_status rp_api_seq_sampler(rp_seq *s, const rp_sampler_params *sp) { return seq_sampler(s, sp, false); }
 
 rp_status rp_seq_generate(rp_seq *s, const rp_gen_opts *o, char *buf, size_t cap, size_t *len, rp_gen_stats *st) {
     rp_gen_stats tmp;
