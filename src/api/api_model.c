@@ -241,9 +241,9 @@ rp_status rp_chat_render(const rp_model *m, const rp_chat_message *msgs, int32_t
     }
     char *text = NULL;
     if (st == RP_OK) {
-        /* no BOS text: tokenizing the result adds BOS where the vocabulary wants one (rp_prompt_add_text) */
+        /* no leading BOS text: tokenizing the result adds BOS where the vocabulary wants one (rp_prompt_add_text) */
         const rp_chat_opts o = {.tools_json = tools_json, .add_generation_prompt = add_generation_prompt};
-        st = rp_chat_apply(m->chat, cm, (size_t)n, &o, &text);
+        st = rp_model_render_chat(m, cm, (size_t)n, &o, &text);
     }
     if (st == RP_OK) {
         const size_t l = strlen(text);

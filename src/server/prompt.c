@@ -8,6 +8,7 @@
 #include <sys/random.h>
 
 #include "core/error.h"
+#include "model/model.h"
 
 /* A growable string; `oom` sticks. */
 typedef struct sbuf {
@@ -209,7 +210,8 @@ static rp_status place_documents(const rp_srv_request *r, char *rendered, const 
     return RP_OK;
 }
 
-rp_status rp_srv_render_chat(rp_chat_format fmt, const rp_srv_request *r, rp_srv_text *t, rp_api_error *err) {
+rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_text *t, rp_api_error *err) {
+    const rp_chat_format fmt = m->chat;
     memset(t, 0, sizeof *t);
     if (r->ep != RP_EP_CHAT || r->n_msgs == 0)
         return rp_api_errorf(err, RP_ERR_INVALID_ARG, 400, NULL, "messages", "'messages' is required");
@@ -272,7 +274,7 @@ rp_status rp_srv_render_chat(rp_chat_format fmt, const rp_srv_request *r, rp_srv
         free(extra.p);
     }
 
-    if (fmt == RP_CHAT_UNKNOWN) {
+    if (!m->tmpl && !m->tmpl_error) {   /* no chat template at all */
         sbuf b = {0};
         plain_transcript(msgs, n, &b);
         if (b.oom || !b.p) {
@@ -287,7 +289,7 @@ rp_status rp_srv_render_chat(rp_chat_format fmt, const rp_srv_request *r, rp_srv
             .add_generation_prompt = true,
             .enable_thinking = false,
         };
-        st = rp_chat_apply(fmt, msgs, n, &co, &rendered);
+        st = rp_model_render_chat(m, msgs, n, &co, &rendered);
         if (st != RP_OK) {
             st = rp_api_errorf(err, st == RP_ERR_NOMEM ? RP_ERR_NOMEM : RP_ERR_INVALID_ARG, st == RP_ERR_NOMEM ? 500 : 400,
                                st == RP_ERR_UNSUPPORTED ? "unsupported_value" : NULL, "messages", "%s", rp_last_error());

@@ -579,7 +579,7 @@ rp_chat_format rp_chat_detect(const char *template_str) {
     return RP_CHAT_UNKNOWN;
 }
 
-static rp_status check_messages(const rp_chat_msg *m, size_t n) {
+rp_status rp_chat_check_messages(const rp_chat_msg *m, size_t n) {
     static const char *const roles[] = {"system", "user", "assistant", "tool"};
     for (size_t i = 0; i < n; i++) {
         if (!m[i].role) return rp_errorf(RP_ERR_INVALID_ARG, "chat: message %zu has no role", i);
@@ -617,7 +617,7 @@ rp_status rp_chat_apply(rp_chat_format f, const rp_chat_msg *msgs, size_t n_msgs
         return rp_errorf(RP_ERR_INVALID_ARG, "chat: format %d out of range", (int)f);
     static const rp_chat_opts k_defaults = {0};
     const rp_chat_opts *o = opts ? opts : &k_defaults;
-    RP_TRY(check_messages(msgs, n_msgs));
+    RP_TRY(rp_chat_check_messages(msgs, n_msgs));
 
     json_t *tools = NULL;
     if (o->tools_json) {
