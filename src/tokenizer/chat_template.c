@@ -113,7 +113,8 @@ static rp_status render_jinja(const rp_chat_tmpl *t, const rp_chat_msg *msgs, si
         json_t *ctx = rp_chat_context(msgs, n, o, tools, shape);
         if (!ctx) return rp_errorf(RP_ERR_NOMEM, "chat: out of memory");
         size_t len;
-        rp_status st = rp_tmpl_render(t->jinja, ctx, NULL, out, &len);
+        const rp_tmpl_opts to = {.now = (time_t)o->now};
+        rp_status st = rp_tmpl_render(t->jinja, ctx, &to, out, &len);
         json_decref(ctx);
         if (st == RP_OK) return RP_OK;
         if (st == RP_ERR_NOMEM) return st;
