@@ -183,7 +183,7 @@ static tnode *parse_filter(ps *p, tnode *operand) {
 }
 
 static tnode *parse_call(ps *p, tnode *callee) {
-    tnode *c = mk(p, N_CALL, cur(p)->off);
+    tnode *c = mk(p, N_CALL, callee->off);
     c->a = callee;
     parse_call_args(p, c);
     return c;

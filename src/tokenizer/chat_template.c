@@ -157,10 +157,12 @@ rp_status rp_chat_tmpl_from_source(const char *src, size_t len, const char *orig
     rp_chat_tmpl *t = calloc(1, sizeof *t);
     if (!t) return rp_errorf(RP_ERR_NOMEM, "chat template: out of memory");
     snprintf(t->name, sizeof t->name, "jinja");
+    char why[512];
     rp_status st = rp_tmpl_compile(src, len, &t->jinja);
     if (st != RP_OK) {
         free(t);
-        return rp_errorf(st, "%s: %s", origin, rp_last_error());
+        snprintf(why, sizeof why, "%s", rp_last_error());   /* rp_errorf overwrites the text it would read */
+        return rp_errorf(st, "%s: %s", origin, why);
     }
     char *s = strndup(src, len);
     t->family = s ? rp_chat_detect(s) : RP_CHAT_UNKNOWN;
@@ -177,7 +179,10 @@ rp_status rp_chat_tmpl_from_source(const char *src, size_t len, const char *orig
         st = rp_chat_tmpl_render(t, probe + 1, 1, &po, &text);
     }
     free(text);
-    if (st != RP_OK && st != RP_ERR_NOMEM) st = rp_errorf(RP_ERR_FORMAT, "%s fails on a one-message conversation: %s", origin, rp_last_error());
+    if (st != RP_OK && st != RP_ERR_NOMEM) {
+        snprintf(why, sizeof why, "%s", rp_last_error());
+        st = rp_errorf(RP_ERR_FORMAT, "%s fails on a one-message conversation: %s", origin, why);
+    }
     if (st != RP_OK) {
         rp_chat_tmpl_free(t);
         return st;
