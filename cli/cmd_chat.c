@@ -14,7 +14,7 @@
 
 #define MAX_MSGS 4096
 
-/* Plain transcript for models without a recognized template (e.g. TinyStories). */
+/* Plain transcript for models without any chat template (chat says so at start-up). */
 static char *plain_transcript(const rp_chat_message *msgs, size_t n) {
     size_t cap = 64;
     for (size_t i = 0; i < n; i++) cap += strlen(msgs[i].content ? msgs[i].content : "") + 32;
@@ -28,11 +28,16 @@ static char *plain_transcript(const rp_chat_message *msgs, size_t n) {
     return s;
 }
 
-/* The conversation as prompt text: the model's chat template, else a plain transcript. */
+/* The conversation as prompt text: the chat template, else (the model has none) a plain transcript. A template
+ * that fails on the conversation is an error, not a fallback. */
 static char *render(const rp_model *m, const rp_chat_message *msgs, size_t n) {
     size_t need = 0;
     rp_status st = rp_chat_render(m, msgs, (int32_t)n, NULL, true, NULL, 0, &need);
-    if (st != RP_OK && st != RP_ERR_FULL) return plain_transcript(msgs, n);
+    if (st == RP_ERR_UNSUPPORTED) return plain_transcript(msgs, n);
+    if (st != RP_OK && st != RP_ERR_FULL) {
+        fprintf(stderr, "reprise chat: %s\n", rp_last_error());
+        return NULL;
+    }
     char *text = malloc(need + 1);
     if (text && rp_chat_render(m, msgs, (int32_t)n, NULL, true, text, need + 1, &need) != RP_OK) {
         free(text);
@@ -150,6 +155,7 @@ int cmd_chat(int argc, char **argv) {
     if (!msgs || !owned) goto done;
     const rp_model_desc md = rp_model_describe(m);
     if (!md.has_tokenizer) { fprintf(stderr, "reprise chat: model has no tokenizer\n"); goto done; }
+    if (cli_gen_chat_template("chat", m, &g)) goto done;
     if (md.n_ctx_train > 0 && n_ctx > md.n_ctx_train) {
         if (ctx_given)
             fprintf(stderr, "reprise chat: note: -c %ld is more than the model's training context; using %d\n", n_ctx,
@@ -173,8 +179,11 @@ int cmd_chat(int argc, char **argv) {
     o.on_token = on_piece;
     size_t n_msgs = 0;
     if (system) msgs[n_msgs++] = (rp_chat_message){.role = "system", .content = system};
-    fprintf(stderr, "reprise chat: %s, template %s. /exit or Ctrl-D quits; Ctrl-C stops a reply.\n", md.name,
-            md.chat_format);
+    if (rp_chat_template_check(m) == RP_ERR_UNSUPPORTED)
+        fprintf(stderr, "reprise chat: note: the model has no chat template; turns are a plain \"User: ...\" transcript "
+                        "(give one with --chat-template NAME|FILE)\n");
+    fprintf(stderr, "reprise chat: %s, template %s (%s). /exit or Ctrl-D quits; Ctrl-C stops a reply.\n", md.name,
+            rp_chat_template_name(m), rp_model_describe(m).chat_format);
     rc = 0;
     catch_sigint();
     for (;;) {
