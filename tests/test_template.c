@@ -226,6 +226,32 @@ static void test_builtins_and_files(void **state) {
     rp_chat_tmpl_free(t);
 }
 
+/* Whether a template shows the tools it is given decides the server's tool prompt (a template that ignores
+ * them gets the generic tool instructions instead). */
+static void test_tool_support(void **state) {
+    (void)state;
+    static const struct { const char *file; bool tools; rp_chat_format family; } cases[] = {
+        {"qwen25-style", true, RP_CHAT_UNKNOWN}, {"mistral-style", true, RP_CHAT_LLAMA2},   /* [INST]: the family rp_chat_detect names */
+        {"gemma-style", false, RP_CHAT_UNKNOWN}, {"phi3-style", false, RP_CHAT_UNKNOWN},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tests/data/templates/%s.jinja", RP_SOURCE_DIR, cases[i].file);
+        rp_chat_tmpl *t = NULL;
+        assert_int_equal(rp_chat_tmpl_open(path, &t), RP_OK);
+        assert_int_equal(rp_chat_tmpl_supports_tools(t), cases[i].tools);
+        assert_int_equal(rp_chat_tmpl_family(t), cases[i].family);
+        rp_chat_tmpl_free(t);
+    }
+    rp_chat_tmpl *t = NULL;
+    assert_int_equal(rp_chat_tmpl_builtin("llama3", &t), RP_OK);
+    assert_true(rp_chat_tmpl_supports_tools(t));
+    rp_chat_tmpl_free(t);
+    assert_int_equal(rp_chat_tmpl_builtin("llama2", &t), RP_OK);
+    assert_false(rp_chat_tmpl_supports_tools(t));
+    rp_chat_tmpl_free(t);
+}
+
 /* The public API: a vocab model's own template (Qwen3's real one) renders as the jinja2 reference did; a
  * --chat-template file replaces it; a bad one is refused and the old template kept. Before this change an
  * unrecognized template could not be used at all (a silent "User: ... Assistant:" fallback in chat). */
@@ -294,6 +320,7 @@ int main(void) {
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_garbage_never_crashes),
         cmocka_unit_test(test_builtins_and_files),
+        cmocka_unit_test(test_tool_support),
         cmocka_unit_test(test_model_template),
         cmocka_unit_test(test_model_template_bos),
     };

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "model/model.h"
+#include "tokenizer/chat_template.h"
 
 /* A growable string; `oom` sticks. */
 typedef struct sbuf {
@@ -219,7 +220,8 @@ rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_
     bool has_tool_msgs = false;
     for (size_t i = 0; i < r->n_msgs; i++)
         has_tool_msgs |= r->msgs[i].n_tool_calls > 0 || !strcmp(r->msgs[i].role, "tool");
-    const bool native = fmt == RP_CHAT_LLAMA3 || fmt == RP_CHAT_CHATML;
+    /* a template of a known tool syntax that shows the tools (the plain Llama 3 one does not) */
+    const bool native = (fmt == RP_CHAT_LLAMA3 || fmt == RP_CHAT_CHATML) && m->tmpl && rp_chat_tmpl_supports_tools(m->tmpl);
     const bool generic = !native && (tools_active || has_tool_msgs);
     t->tools_active = tools_active;
     t->parse_fmt = !tools_active ? RP_CHAT_UNKNOWN : native ? fmt : RP_CHAT_CHATML;

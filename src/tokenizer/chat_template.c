@@ -14,6 +14,7 @@ struct rp_chat_tmpl {
     rp_tmpl *jinja;          /* NULL: a built-in */
     rp_chat_format builtin;  /* the built-in's renderer */
     rp_chat_format family;   /* tool-call syntax */
+    bool tools;              /* renders tool definitions (a template may ignore `tools`) */
     char name[16];
 };
 
@@ -35,6 +36,7 @@ rp_status rp_chat_tmpl_builtin(const char *name, rp_chat_tmpl **out) {
             rp_chat_tmpl *t = calloc(1, sizeof *t);
             if (!t) return rp_errorf(RP_ERR_NOMEM, "chat template: out of memory");
             t->builtin = t->family = k_builtins[i].f;
+            t->tools = t->builtin != RP_CHAT_LLAMA2;
             snprintf(t->name, sizeof t->name, "%s", name);
             *out = t;
             return RP_OK;
@@ -51,6 +53,7 @@ void rp_chat_tmpl_free(rp_chat_tmpl *t) {
 
 const char *rp_chat_tmpl_name(const rp_chat_tmpl *t) { return t->name; }
 rp_chat_format rp_chat_tmpl_family(const rp_chat_tmpl *t) { return t->family; }
+bool rp_chat_tmpl_supports_tools(const rp_chat_tmpl *t) { return t->tools; }
 
 /* ---- the context ---- */
 
@@ -179,6 +182,15 @@ rp_status rp_chat_tmpl_from_source(const char *src, size_t len, const char *orig
         st = rp_chat_tmpl_render(t, probe + 1, 1, &po, &text);
     }
     free(text);
+    text = NULL;
+    if (st == RP_OK) {   /* does it show the tools it is given? */
+        rp_chat_opts to = po;
+        to.tools_json = "[{\"type\": \"function\", \"function\": {\"name\": \"rp_probe_tool\", \"description\": \"d\", "
+                        "\"parameters\": {\"type\": \"object\", \"properties\": {}}}}]";
+        t->tools = rp_chat_tmpl_render(t, probe + 1, 1, &to, &text) == RP_OK && strstr(text, "rp_probe_tool");
+        free(text);
+        rp_error_clear();
+    }
     if (st != RP_OK && st != RP_ERR_NOMEM) {
         snprintf(why, sizeof why, "%s", rp_last_error());
         st = rp_errorf(RP_ERR_FORMAT, "%s fails on a one-message conversation: %s", origin, why);

@@ -26,6 +26,7 @@ void rp_chat_tmpl_free(rp_chat_tmpl *t);
 
 const char *rp_chat_tmpl_name(const rp_chat_tmpl *t);       /* built-in name, or "jinja" */
 rp_chat_format rp_chat_tmpl_family(const rp_chat_tmpl *t);   /* tool-call syntax of its replies */
+bool rp_chat_tmpl_supports_tools(const rp_chat_tmpl *t);     /* it renders the tool definitions it is given */
 
 /* Renders messages (rp_chat_apply's contract). Jinja templates see the variables HF transformers passes:
  * messages (tool_calls with arguments as JSON values, tool results), tools (only when given), bos_token,
