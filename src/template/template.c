@@ -78,6 +78,27 @@ static void render_body(render_state *rs, const rp_tmpl *t, const json_t *contex
     te_run(&rs->e);
 }
 
+rp_status rp_tmpl_json_dumps(const json_t *v, int indent, const char *item_sep, const char *key_sep, char **out) {
+    *out = NULL;
+    render_state *rs = calloc(1, sizeof *rs);
+    if (!rs) return rp_errorf(RP_ERR_NOMEM, "json: out of memory");
+    jmp_buf jb;
+    ta_init(&rs->a, (size_t)1 << 30, &jb, rs->err);
+    if (setjmp(jb)) {
+        rp_status st = rp_errorf(RP_ERR_NOMEM, "json: %s", rs->err);
+        ta_free(&rs->a);
+        free(rs);
+        return st;
+    }
+    const tjson_opts o = {.indent = indent < 0 ? -1 : indent, .item_sep = item_sep, .key_sep = key_sep};
+    tsb_init(&rs->out, &rs->a, (size_t)1 << 30);
+    tv_put_json(&rs->out, tv_from_json(&rs->a, v, 0), &o, 0);
+    *out = strndup(rs->out.p ? rs->out.p : "", rs->out.n);
+    ta_free(&rs->a);
+    free(rs);
+    return *out ? RP_OK : rp_errorf(RP_ERR_NOMEM, "json: out of memory");
+}
+
 rp_status rp_tmpl_render(const rp_tmpl *t, const json_t *context, const rp_tmpl_opts *opts, char **out, size_t *len) {
     *out = NULL;
     if (len) *len = 0;

@@ -34,4 +34,9 @@ void rp_tmpl_free(rp_tmpl *t);
  * value, a limit) -> RP_ERR_INVALID_ARG "chat template: line L column C (construct): ...". opts may be NULL. */
 rp_status rp_tmpl_render(const rp_tmpl *t, const json_t *context, const rp_tmpl_opts *opts, char **out, size_t *len);
 
+/* json.dumps(v, ensure_ascii=False, indent=..., separators=...) of a JSON value, as the templates' tojson prints
+ * it: keys in their order, UTF-8 kept, floats as Python's repr. indent < 0: one line; item_sep / key_sep NULL:
+ * Python's defaults for the indent. *out is malloc'd. */
+rp_status rp_tmpl_json_dumps(const json_t *v, int indent, const char *item_sep, const char *key_sep, char **out);
+
 #endif /* RP_TEMPLATE_TEMPLATE_H */

@@ -602,26 +602,3 @@ tval tv_from_json(tarena *a, const json_t *j, int depth) {
     }
     return tv_none();
 }
-
-json_t *tv_to_json(tval v) {
-    switch ((tkind)v.k) {
-    case TV_NONE: return json_null();
-    case TV_BOOL: return json_boolean(v.u.b);
-    case TV_INT: return json_integer(v.u.i);
-    case TV_FLOAT: return json_real(v.u.f);
-    case TV_STR: return json_stringn(v.u.s.p, v.u.s.n);
-    case TV_LIST: {
-        json_t *a = json_array();
-        for (size_t i = 0; a && i < v.u.l->n; i++) json_array_append_new(a, tv_to_json(v.u.l->v[i]));
-        return a;
-    }
-    case TV_DICT: {
-        json_t *o = json_object();
-        for (size_t i = 0; o && i < v.u.d->n; i++)
-            if (v.u.d->e[i].k.k == TV_STR)
-                json_object_setn_new(o, v.u.d->e[i].k.u.s.p, v.u.d->e[i].k.u.s.n, tv_to_json(v.u.d->e[i].v));
-        return o;
-    }
-    default: return NULL;
-    }
-}

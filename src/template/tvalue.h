@@ -102,9 +102,8 @@ typedef struct tjson_opts {
 } tjson_opts;
 void tv_put_json(tsb *b, tval v, const tjson_opts *o, int depth);   /* json.dumps; fails on Undefined etc. */
 
-/* jansson -> value (objects keep their key order); value -> jansson (NULL for what JSON cannot hold) */
+/* jansson -> value (objects keep their key order) */
 tval tv_from_json(tarena *a, const json_t *j, int depth);
-json_t *tv_to_json(tval v);
 
 /* ---- Python str helpers over UTF-8 ---- */
 size_t tu_len(const char *p, size_t n);                    /* code points */
