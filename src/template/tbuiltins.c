@@ -239,6 +239,7 @@ bool tb_has_method(tval self, tval name) {
 
 static tval dict_items(tev *e, tval d) {
     tval l = tv_list_new(e->a, d.u.d->n);
+    l.flags = TVF_ITEMS;
     for (size_t i = 0; i < d.u.d->n; i++) {
         tval t = tv_list_new(e->a, 2);
         t.flags = TVF_TUPLE;
@@ -370,9 +371,15 @@ tval tb_method(tev *e, tval self, tval name, tval *args, size_t na, tval *kwn, t
             return v ? *v : na > 1 ? args[1] : none;
         }
         if (NAME_IS(name, "items")) return dict_items(e, self);
-        if (NAME_IS(name, "keys")) return te_iter_list(e, self);
+        if (NAME_IS(name, "keys")) {
+            tval l = tv_list_new(e->a, self.u.d->n);
+            l.flags = TVF_KEYS;
+            for (size_t i = 0; i < self.u.d->n; i++) tv_list_push(e->a, l, self.u.d->e[i].k);
+            return l;
+        }
         if (NAME_IS(name, "values")) {
             tval l = tv_list_new(e->a, self.u.d->n);
+            l.flags = TVF_VALUES;
             for (size_t i = 0; i < self.u.d->n; i++) tv_list_push(e->a, l, self.u.d->e[i].v);
             return l;
         }
@@ -406,7 +413,8 @@ static bool do_test(tev *e, tval name, tval v, tval *args, size_t na) {
     if (NAME_IS(name, "string")) return v.k == TV_STR;
     if (NAME_IS(name, "mapping")) return v.k == TV_DICT && !(v.flags & TVF_NS);
     if (NAME_IS(name, "iterable")) return v.k == TV_UNDEF || v.k == TV_STR || v.k == TV_LIST || (v.k == TV_DICT && !(v.flags & TVF_NS));
-    if (NAME_IS(name, "sequence")) return v.k == TV_UNDEF || v.k == TV_STR || v.k == TV_LIST || (v.k == TV_DICT && !(v.flags & TVF_NS));
+    if (NAME_IS(name, "sequence"))
+        return v.k == TV_UNDEF || v.k == TV_STR || (v.k == TV_LIST && !(v.flags & TVF_NOINDEX)) || (v.k == TV_DICT && !(v.flags & TVF_NS));
     if (NAME_IS(name, "callable")) return v.k == TV_FUNC;
     if (NAME_IS(name, "sameas")) {
         if (v.k != a0.k) return false;
@@ -472,7 +480,10 @@ static tval get_path(tev *e, tval item, tval path) {
 static tval filter_items(tev *e, tval name, tval v, tval *args, size_t na, tval *kwn, tval *kwv, size_t nk);
 
 static tval select_like(tev *e, tval v, tval *args, size_t na, bool by_attr, bool keep) {
-    tval l = te_iter_list(e, v), r = tv_list_new(e->a, l.u.l->n);
+    tval r = tv_list_new(e->a, 0);
+    r.flags = TVF_GEN;   /* a generator, over nothing when the input is false (None, undefined, empty) */
+    if (!tv_truthy(v)) return r;
+    tval l = te_iter_list(e, v);
     size_t first = by_attr ? 1 : 0;
     if (by_attr && na < 1) argfail(e, "selectattr/rejectattr", "missing the attribute");
     for (size_t i = 0; i < l.u.l->n; i++) {
@@ -593,22 +604,10 @@ static tval do_float(tev *e, tval v, tval dflt) {
     }
 }
 
-static tval do_escape(tev *e, tval v) {
-    v = tv_to_str(e->a, v);
-    tsb b;
-    tsb_init(&b, e->a, e->max_output);
-    for (size_t i = 0; i < v.u.s.n; i++) {
-        char c = v.u.s.p[i];
-        switch (c) {
-        case '&': tsb_puts(&b, "&amp;"); break;
-        case '<': tsb_puts(&b, "&lt;"); break;
-        case '>': tsb_puts(&b, "&gt;"); break;
-        case '"': tsb_puts(&b, "&#34;"); break;
-        case '\'': tsb_puts(&b, "&#39;"); break;
-        default: tsb_putc(&b, c);
-        }
-    }
-    return tsb_val(&b);
+/* filters on a Markup give a Markup (markupsafe's str methods do) */
+static tval keep_markup(tval src, tval r) {
+    if (src.k == TV_STR && (src.flags & TVF_MARKUP) && r.k == TV_STR) r.flags |= TVF_MARKUP;
+    return r;
 }
 
 static tval filter_items(tev *e, tval name, tval v, tval *args, size_t na, tval *kwn, tval *kwv, size_t nk) {
@@ -623,7 +622,9 @@ static tval filter_items(tev *e, tval name, tval v, tval *args, size_t na, tval 
         switch ((tkind)v.k) {
         case TV_UNDEF: return tv_int(0);
         case TV_STR: return tv_int((int64_t)tu_len(v.u.s.p, v.u.s.n));
-        case TV_LIST: return tv_int((int64_t)v.u.l->n);
+        case TV_LIST:
+            if (v.flags & TVF_GEN) break;
+            return tv_int((int64_t)v.u.l->n);
         case TV_DICT: if (!(v.flags & TVF_NS)) return tv_int((int64_t)v.u.d->n); break;
         case TV_LOOP: break;
         default: break;
@@ -631,25 +632,33 @@ static tval filter_items(tev *e, tval name, tval v, tval *args, size_t na, tval 
         ta_fail(e->a, "TypeError: object of type '%s' has no len()", tv_type_name(v));
     }
     if (NAME_IS(name, "string")) return tv_to_str(e->a, v);
-    if (NAME_IS(name, "safe")) return tv_to_str(e->a, v);
+    if (NAME_IS(name, "safe")) {
+        tval s = tv_to_str(e->a, v);
+        s.flags |= TVF_MARKUP;
+        return s;
+    }
     if (NAME_IS(name, "trim")) {
         tval chars = arg(args, na, kwn, kwv, nk, 0, "chars", none);
-        return do_strip(e, tv_to_str(e->a, v), chars, true, true);
+        return keep_markup(v, do_strip(e, tv_to_str(e->a, v), chars, true, true));
     }
-    if (NAME_IS(name, "upper")) return recase(e, tv_to_str(e->a, v), CASE_UPPER);
-    if (NAME_IS(name, "lower")) return recase(e, tv_to_str(e->a, v), CASE_LOWER);
-    if (NAME_IS(name, "capitalize")) return recase(e, tv_to_str(e->a, v), CASE_CAPITALIZE);
-    if (NAME_IS(name, "title")) return recase(e, tv_to_str(e->a, v), CASE_JTITLE);
+    if (NAME_IS(name, "upper")) return keep_markup(v, recase(e, tv_to_str(e->a, v), CASE_UPPER));
+    if (NAME_IS(name, "lower")) return keep_markup(v, recase(e, tv_to_str(e->a, v), CASE_LOWER));
+    if (NAME_IS(name, "capitalize")) return keep_markup(v, recase(e, tv_to_str(e->a, v), CASE_CAPITALIZE));
+    if (NAME_IS(name, "title")) return keep_markup(v, recase(e, tv_to_str(e->a, v), CASE_JTITLE));
     if (NAME_IS(name, "replace")) {
         if (na < 2) argfail(e, "replace", "takes at least 2 arguments");
         tval cnt = arg(args, na, kwn, kwv, nk, 2, "count", none);
-        return do_replace(e, tv_to_str(e->a, v), tv_to_str(e->a, args[0]), tv_to_str(e->a, args[1]),
-                          cnt.k == TV_NONE ? -1 : to_int(e, cnt, "replace count"));
+        return keep_markup(v, do_replace(e, tv_to_str(e->a, v), tv_to_str(e->a, args[0]), tv_to_str(e->a, args[1]),
+                                         cnt.k == TV_NONE ? -1 : to_int(e, cnt, "replace count")));
     }
     if (NAME_IS(name, "items")) {
-        if (v.k == TV_UNDEF) return tv_list_new(e->a, 0);
+        tval r = tv_list_new(e->a, 0);
+        r.flags = TVF_GEN;
+        if (v.k == TV_UNDEF) return r;
         if (v.k != TV_DICT || (v.flags & TVF_NS)) ta_fail(e->a, "TypeError: can only get item pairs from a mapping");
-        return dict_items(e, v);
+        r = dict_items(e, v);
+        r.flags = TVF_GEN;
+        return r;
     }
     if (NAME_IS(name, "list")) {
         tval l = te_iter_list(e, v), r = tv_list_new(e->a, l.u.l->n);
@@ -670,6 +679,8 @@ static tval filter_items(tev *e, tval name, tval v, tval *args, size_t na, tval 
         return tsb_val(&b);
     }
     if (NAME_IS(name, "first") || NAME_IS(name, "last")) {
+        if (NAME_IS(name, "last") && v.k == TV_LIST && (v.flags & TVF_GEN))
+            ta_fail(e->a, "TypeError: 'generator' object is not reversible");
         tval l = te_iter_list(e, v);
         if (l.u.l->n == 0) return tv_undef_named(NULL, 0);
         return l.u.l->v[NAME_IS(name, "first") ? 0 : l.u.l->n - 1];
@@ -684,6 +695,7 @@ static tval filter_items(tev *e, tval name, tval v, tval *args, size_t na, tval 
         }
         tval l = te_iter_list(e, v), r = tv_list_new(e->a, l.u.l->n);
         for (size_t i = l.u.l->n; i-- > 0;) tv_list_push(e->a, r, l.u.l->v[i]);
+        r.flags = TVF_GEN;   /* reversed(): an iterator */
         return r;
     }
     if (NAME_IS(name, "int")) return do_int(e, v, arg(args, na, kwn, kwv, nk, 0, "default", tv_int(0)));
@@ -709,7 +721,10 @@ static tval filter_items(tev *e, tval name, tval v, tval *args, size_t na, tval 
         return select_like(e, v, args, na, true, NAME_IS(name, "selectattr"));
     if (NAME_IS(name, "select") || NAME_IS(name, "reject")) return select_like(e, v, args, na, false, NAME_IS(name, "select"));
     if (NAME_IS(name, "map")) {
-        tval l = te_iter_list(e, v), r = tv_list_new(e->a, l.u.l->n);
+        tval r = tv_list_new(e->a, 0);
+        r.flags = TVF_GEN;
+        if (!tv_truthy(v)) return r;
+        tval l = te_iter_list(e, v);
         tval attr = arg(NULL, 0, kwn, kwv, nk, 0, "attribute", tv_undef());
         tval dflt = arg(NULL, 0, kwn, kwv, nk, 0, "default", tv_undef());
         for (size_t i = 0; i < l.u.l->n; i++) {
@@ -726,7 +741,7 @@ static tval filter_items(tev *e, tval name, tval v, tval *args, size_t na, tval 
         }
         return r;
     }
-    if (NAME_IS(name, "indent")) return do_indent(e, v, args, na, kwn, kwv, nk);
+    if (NAME_IS(name, "indent")) return keep_markup(v, do_indent(e, v, args, na, kwn, kwv, nk));
     if (NAME_IS(name, "unique")) {
         bool cs = tv_truthy(arg(args, na, kwn, kwv, nk, 0, "case_sensitive", tv_bool(false)));
         tval attr = arg(args, na, kwn, kwv, nk, 1, "attribute", none);
@@ -739,6 +754,7 @@ static tval filter_items(tev *e, tval name, tval v, tval *args, size_t na, tval 
             for (size_t j = 0; j < seen.u.l->n && !dup; j++) dup = tv_equal(seen.u.l->v[j], key);
             if (!dup) { tv_list_push(e->a, seen, key); tv_list_push(e->a, r, l.u.l->v[i]); }
         }
+        r.flags = TVF_GEN;
         return r;
     }
     if (NAME_IS(name, "sort") || NAME_IS(name, "dictsort")) {
@@ -751,6 +767,7 @@ static tval filter_items(tev *e, tval name, tval v, tval *args, size_t na, tval 
         if (dictsort) {
             if (v.k != TV_DICT || (v.flags & TVF_NS)) ta_fail(e->a, "TypeError: dictsort needs a mapping");
             l = dict_items(e, v);
+            l.flags = 0;   /* sorted(): a list */
         } else {
             tval src = te_iter_list(e, v);
             l = tv_list_new(e->a, src.u.l->n);
@@ -789,7 +806,10 @@ static tval filter_items(tev *e, tval name, tval v, tval *args, size_t na, tval 
         return acc;
     }
     if (NAME_IS(name, "attr")) return te_getattr(e, v, need_str(e, a0, "attr"));
-    if (NAME_IS(name, "escape") || NAME_IS(name, "e") || NAME_IS(name, "forceescape")) return do_escape(e, v);
+    if (NAME_IS(name, "escape") || NAME_IS(name, "e") || NAME_IS(name, "forceescape")) {
+        if (v.k == TV_STR && (v.flags & TVF_MARKUP) && !NAME_IS(name, "forceescape")) return v;
+        return tv_html_escape(e->a, tv_to_str(e->a, v));
+    }
     ta_fail(e->a, "TemplateAssertionError: no filter named '%.*s'", (int)name.u.s.n, name.u.s.p);
 }
 
@@ -813,6 +833,7 @@ tval tb_global(tev *e, int id, tval *args, size_t na, tval *kwn, tval *kwv, size
         if (na == 3) st = to_int(e, args[2], "range");
         if (st == 0) ta_fail(e->a, "ValueError: range() arg 3 must not be zero");
         tval l = tv_list_new(e->a, 0);
+        l.flags = TVF_RANGE;
         for (int64_t i = a; st > 0 ? i < b : i > b; i += st) {
             te_count_iters(e, 1);
             tv_list_push(e->a, l, tv_int(i));

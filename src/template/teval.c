@@ -150,7 +150,7 @@ static void slice_indices(tev *e, tval *sv, size_t n, int64_t *start, int64_t *s
 
 static tval do_slice(tev *e, tval obj, tval *sv) {
     if (obj.k == TV_UNDEF) te_undefined_fail(e, obj);
-    if (obj.k == TV_LIST) {
+    if (obj.k == TV_LIST && !(obj.flags & TVF_NOINDEX)) {
         int64_t a, b, st;
         slice_indices(e, sv, obj.u.l->n, &a, &b, &st);
         tval r = tv_list_new(e->a, 0);
@@ -180,6 +180,7 @@ static tval do_slice(tev *e, tval obj, tval *sv) {
         for (int64_t i = a; st > 0 ? i < b : i > b; i += st) tsb_putn(&b2, p + offs[i], offs[i + 1] - offs[i]);
         return tsb_val(&b2);
     }
+    /* jinja2 slices directly (not through its getitem), so the TypeError stands */
     ta_fail(e->a, "TypeError: '%s' object is not subscriptable", tv_type_name(obj));
 }
 
@@ -194,6 +195,7 @@ tval te_getitem(tev *e, tval obj, tval key) {
         break;
     case TV_LIST:
         if (key.k == TV_INT || key.k == TV_BOOL) {
+            if (obj.flags & TVF_NOINDEX) return tv_undef_named(NULL, 0);   /* jinja2: a TypeError reads as undefined */
             size_t i;
             if (norm_index(key.k == TV_INT ? key.u.i : key.u.b, obj.u.l->n, &i)) return obj.u.l->v[i];
             return tv_undef_named(NULL, 0);
@@ -338,21 +340,26 @@ static tval binop(tev *e, uint8_t op, tval x, tval y) {
         }
     }
     if (op == OP_ADD && x.k == TV_STR && y.k == TV_STR) {
+        const bool markup = (x.flags | y.flags) & TVF_MARKUP;   /* Markup + str escapes the str */
+        if (markup && !(x.flags & TVF_MARKUP)) x = tv_html_escape(e->a, x);
+        if (markup && !(y.flags & TVF_MARKUP)) y = tv_html_escape(e->a, y);
         tsb b;
         tsb_init(&b, e->a, e->max_output);
         tsb_putn(&b, x.u.s.p, x.u.s.n);
         tsb_putn(&b, y.u.s.p, y.u.s.n);
-        return tsb_val(&b);
+        tval r = tsb_val(&b);
+        if (markup) r.flags = TVF_MARKUP;
+        return r;
     }
-    if (op == OP_ADD && x.k == TV_LIST && y.k == TV_LIST && (x.flags & TVF_TUPLE) == (y.flags & TVF_TUPLE)) {
+    if (op == OP_ADD && x.k == TV_LIST && y.k == TV_LIST && x.flags == y.flags && !(x.flags & TVF_LAZY)) {
         tval r = tv_list_new(e->a, x.u.l->n + y.u.l->n);
         r.flags = x.flags & TVF_TUPLE;
         for (size_t i = 0; i < x.u.l->n; i++) tv_list_push(e->a, r, x.u.l->v[i]);
         for (size_t i = 0; i < y.u.l->n; i++) tv_list_push(e->a, r, y.u.l->v[i]);
         return r;
     }
-    if (op == OP_MUL && (x.k == TV_STR || x.k == TV_LIST) && is_intlike(y)) return repeat(e, x, as_int(y));
-    if (op == OP_MUL && (y.k == TV_STR || y.k == TV_LIST) && is_intlike(x)) return repeat(e, y, as_int(x));
+    if (op == OP_MUL && (x.k == TV_STR || (x.k == TV_LIST && !(x.flags & TVF_LAZY))) && is_intlike(y)) return repeat(e, x, as_int(y));
+    if (op == OP_MUL && (y.k == TV_STR || (y.k == TV_LIST && !(y.flags & TVF_LAZY))) && is_intlike(x)) return repeat(e, y, as_int(x));
     ta_fail(e->a, "TypeError: unsupported operand type(s) for %s: '%s' and '%s'", op_sym(op), tv_type_name(x),
             tv_type_name(y));
 ovf:

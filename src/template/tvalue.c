@@ -158,7 +158,9 @@ const char *tv_type_name(tval v) {
     case TV_INT: return "int";
     case TV_FLOAT: return "float";
     case TV_STR: return "str";
-    case TV_LIST: return v.flags & TVF_TUPLE ? "tuple" : "list";
+    case TV_LIST:
+        return v.flags & TVF_GEN ? "generator" : v.flags & TVF_ITEMS ? "dict_items" : v.flags & TVF_KEYS ? "dict_keys"
+             : v.flags & TVF_VALUES ? "dict_values" : v.flags & TVF_RANGE ? "range" : v.flags & TVF_TUPLE ? "tuple" : "list";
     case TV_DICT: return v.flags & TVF_NS ? "Namespace" : "dict";
     case TV_FUNC: return "function";
     case TV_LOOP: return "LoopContext";
@@ -173,7 +175,7 @@ bool tv_truthy(tval v) {
     case TV_INT: return v.u.i != 0;
     case TV_FLOAT: return v.u.f != 0.0;
     case TV_STR: return v.u.s.n != 0;
-    case TV_LIST: return v.u.l->n != 0;
+    case TV_LIST: return (v.flags & TVF_GEN) || v.u.l->n != 0;
     case TV_DICT: return (v.flags & TVF_NS) || v.u.d->n != 0;
     case TV_FUNC: case TV_LOOP: return true;
     }
@@ -199,7 +201,8 @@ bool tv_equal(tval a, tval b) {
     case TV_UNDEF: case TV_NONE: return true;
     case TV_STR: return a.u.s.n == b.u.s.n && memcmp(a.u.s.p, b.u.s.p, a.u.s.n) == 0;
     case TV_LIST:
-        if ((a.flags & TVF_TUPLE) != (b.flags & TVF_TUPLE) || a.u.l->n != b.u.l->n) return false;
+        if ((a.flags & TVF_GEN) || (b.flags & TVF_GEN)) return a.u.l == b.u.l;
+        if (a.flags != b.flags || a.u.l->n != b.u.l->n) return false;
         for (size_t i = 0; i < a.u.l->n; i++)
             if (!tv_equal(a.u.l->v[i], b.u.l->v[i])) return false;
         return true;
@@ -232,7 +235,7 @@ int tv_compare(tarena *a, tval x, tval y) {
         if (c) return c < 0 ? -1 : 1;
         return x.u.s.n < y.u.s.n ? -1 : x.u.s.n > y.u.s.n ? 1 : 0;
     }
-    if (x.k == TV_LIST && y.k == TV_LIST && (x.flags & TVF_TUPLE) == (y.flags & TVF_TUPLE)) {
+    if (x.k == TV_LIST && y.k == TV_LIST && x.flags == y.flags && !(x.flags & TVF_LAZY)) {
         size_t n = x.u.l->n < y.u.l->n ? x.u.l->n : y.u.l->n;
         for (size_t i = 0; i < n; i++)
             if (!tv_equal(x.u.l->v[i], y.u.l->v[i])) return tv_compare(a, x.u.l->v[i], y.u.l->v[i]);
@@ -408,6 +411,20 @@ static void put_str_repr(tsb *b, const char *p, size_t n) {
 
 static void put_seq(tsb *b, tval v, bool repr_top) {
     (void)repr_top;
+    if (v.k == TV_LIST && (v.flags & TVF_GEN)) {
+        tsb_puts(b, "<generator object>");
+        return;
+    }
+    if (v.k == TV_LIST && (v.flags & (TVF_ITEMS | TVF_KEYS | TVF_VALUES))) {
+        tsb_puts(b, tv_type_name(v));
+        tsb_puts(b, "([");
+        for (size_t i = 0; i < v.u.l->n; i++) {
+            if (i) tsb_puts(b, ", ");
+            tv_put_repr(b, v.u.l->v[i]);
+        }
+        tsb_puts(b, "])");
+        return;
+    }
     if (v.k == TV_LIST) {
         bool tup = v.flags & TVF_TUPLE;
         tsb_putc(b, tup ? '(' : '[');
@@ -457,6 +474,25 @@ tval tv_to_str(tarena *a, tval v) {
     tsb_init(&b, a, a->cap);
     tv_put_str(&b, v);
     return tsb_val(&b);
+}
+
+tval tv_html_escape(tarena *a, tval v) {
+    tsb b;
+    tsb_init(&b, a, a->cap);
+    for (size_t i = 0; i < v.u.s.n; i++) {
+        char c = v.u.s.p[i];
+        switch (c) {
+        case '&': tsb_puts(&b, "&amp;"); break;
+        case '<': tsb_puts(&b, "&lt;"); break;
+        case '>': tsb_puts(&b, "&gt;"); break;
+        case '"': tsb_puts(&b, "&#34;"); break;
+        case '\'': tsb_puts(&b, "&#39;"); break;
+        default: tsb_putc(&b, c);
+        }
+    }
+    tval r = tsb_val(&b);
+    r.flags = TVF_MARKUP;
+    return r;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -534,6 +570,7 @@ void tv_put_json(tsb *b, tval v, const tjson_opts *o, int depth) {
     case TV_FLOAT: tv_put_pyfloat(b, v.u.f, true); return;
     case TV_STR: json_str(b, v.u.s.p, v.u.s.n, o->ensure_ascii); return;
     case TV_LIST: {
+        if (v.flags & TVF_LAZY) break;
         size_t n = v.u.l->n;
         if (n == 0) { tsb_puts(b, "[]"); return; }
         tsb_putc(b, '[');

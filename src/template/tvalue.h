@@ -34,7 +34,13 @@ typedef enum tkind {
     TV_UNDEF = 0, TV_NONE, TV_BOOL, TV_INT, TV_FLOAT, TV_STR, TV_LIST, TV_DICT, TV_FUNC, TV_LOOP
 } tkind;
 
-enum { TVF_TUPLE = 1, TVF_NS = 2 };   /* list printed as a tuple; dict that is a namespace() */
+/* list printed as a tuple; dict that is a namespace(); lists that stand for Python's lazy objects, which
+ * iterate like lists but have no JSON form: a generator (map, select, ...: no len, no index, always true),
+ * dict views (.items() / .keys() / .values(): no index) and range() */
+enum { TVF_TUPLE = 1, TVF_NS = 2, TVF_GEN = 4, TVF_ITEMS = 8, TVF_KEYS = 16, TVF_VALUES = 32, TVF_RANGE = 64 };
+enum { TVF_MARKUP = 128 };   /* a str that is markupsafe's Markup (|safe, |escape): `+` escapes the other side */
+#define TVF_LAZY (TVF_GEN | TVF_ITEMS | TVF_KEYS | TVF_VALUES | TVF_RANGE)
+#define TVF_NOINDEX (TVF_GEN | TVF_ITEMS | TVF_KEYS | TVF_VALUES)
 
 typedef struct tlist tlist;
 typedef struct tdict tdict;
@@ -93,6 +99,7 @@ tval tsb_val(tsb *b);   /* the text as a string value (shares the buffer) */
 void tv_put_str(tsb *b, tval v);    /* str(v) */
 void tv_put_repr(tsb *b, tval v);   /* repr(v) */
 tval tv_to_str(tarena *a, tval v);  /* str(v) as a value */
+tval tv_html_escape(tarena *a, tval s);   /* markupsafe.escape of a str: & < > " ' as entities, a Markup */
 void tv_put_pyfloat(tsb *b, double v, bool json);   /* Python float repr (json: NaN / Infinity spellings) */
 
 typedef struct tjson_opts {
