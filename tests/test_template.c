@@ -226,6 +226,26 @@ static void test_builtins_and_files(void **state) {
     rp_chat_tmpl_free(t);
 }
 
+/* A template without a system role (Gemma 2's raises on one) gets the system prompt in the first user turn. */
+static void test_system_folded(void **state) {
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/templates/gemma2-style.jinja", RP_SOURCE_DIR);
+    rp_chat_tmpl *t = NULL;
+    assert_int_equal(rp_chat_tmpl_open(path, &t), RP_OK);
+    const rp_chat_msg msgs[] = {{.role = "system", .content = "Be brief."}, {.role = "user", .content = "Hi"}};
+    const rp_chat_opts o = {.add_generation_prompt = true, .bos_text = "<s>"};
+    char *out = NULL;
+    assert_int_equal(rp_chat_tmpl_render(t, msgs, 2, &o, &out), RP_OK);
+    assert_string_equal(out, "<s><turn>user\nBe brief.\n\nHi<end_turn>\n<turn>model\n");
+    free(out);
+    /* an error every shape gives is reported as the first one */
+    const rp_chat_msg two[] = {{.role = "user", .content = "a"}, {.role = "user", .content = "b"}};
+    assert_int_equal(rp_chat_tmpl_render(t, two, 2, &o, &out), RP_ERR_INVALID_ARG);
+    assert_non_null(strstr(rp_last_error(), "Roles must alternate"));
+    rp_chat_tmpl_free(t);
+}
+
 /* Whether a template shows the tools it is given decides the server's tool prompt (a template that ignores
  * them gets the generic tool instructions instead). */
 static void test_tool_support(void **state) {
@@ -320,6 +340,7 @@ int main(void) {
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_garbage_never_crashes),
         cmocka_unit_test(test_builtins_and_files),
+        cmocka_unit_test(test_system_folded),
         cmocka_unit_test(test_tool_support),
         cmocka_unit_test(test_model_template),
         cmocka_unit_test(test_model_template_bos),

@@ -133,13 +133,8 @@ static void run_parity(tmpl_case *tc, size_t n_tmpl) {
     for (size_t t = 0; t < n_tmpl; t++)
         for (size_t c = 0; c < n_conv; c++)
             for (int v = 0; v < 4; v++)
-                for (int shape = 0; shape < 4; shape++) {
-                    bool any_calls = false, any_null = false;
-                    for (size_t i = 0; i < cv[c].n; i++) {
-                        any_calls |= cv[c].msgs[i].n_tool_calls > 0;
-                        any_null |= cv[c].msgs[i].content == NULL;
-                    }
-                    if (((shape & 1) && !any_calls) || ((shape & 2) && !any_null)) continue;
+                for (int shape = 0; shape < 8; shape++) {
+                    if (!rp_chat_shape_applies(cv[c].msgs, cv[c].n, shape)) continue;
                     rp_chat_opts o = {.add_generation_prompt = !(v & 1), .enable_thinking = v & 2,
                                       .bos_text = tc[t].bos, .eos_text = tc[t].eos};
                     json_t *ctx = rp_chat_context(cv[c].msgs, cv[c].n, &o, cv[c].tools ? tools : NULL, shape);
@@ -177,7 +172,7 @@ static void run_parity(tmpl_case *tc, size_t n_tmpl) {
         for (size_t c = 0; c < n_conv; c++)
             for (int v = 0; v < 4; v++) {
                 const char *first_ok = NULL;   /* Python's output for the first shape it accepts */
-                for (int shape = 0; shape < 4; shape++) {
+                for (int shape = 0; shape < 8; shape++) {
                     char id[256];
                     snprintf(id, sizeof id, "%s/%s/agp=%d,think=%d/shape=%d", tc[t].name, cv[c].name, !(v & 1), !!(v & 2), shape);
                     const json_t *r = json_object_get(ref, id);

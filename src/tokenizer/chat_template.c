@@ -81,10 +81,16 @@ json_t *rp_chat_context(const rp_chat_msg *msgs, size_t n, const rp_chat_opts *o
         json_decref(ms);
         return NULL;
     }
-    for (size_t i = 0; i < n; i++) {
+    /* shape bit 2: the system prompt joins the first user message (templates without a system role) */
+    const bool fold = (shape & 4) && n >= 2 && !strcmp(msgs[0].role, "system") && !strcmp(msgs[1].role, "user");
+    for (size_t i = fold ? 1 : 0; i < n; i++) {
         const rp_chat_msg *m = &msgs[i];
         json_t *j = json_object();
         json_object_set_new(j, "role", json_string(m->role));
+        if (fold && i == 1) {
+            json_t *c = json_sprintf("%s\n\n%s", msgs[0].content ? msgs[0].content : "", m->content ? m->content : "");
+            json_object_set_new(j, "content", c ? c : json_null());
+        } else
         json_object_set_new(j, "content", m->content ? json_string(m->content) : (shape & 2) ? json_string("") : json_null());
         if (m->n_tool_calls) json_object_set_new(j, "tool_calls", tool_calls_json(m, shape & 1));
         if (m->tool_call_id) json_object_set_new(j, "tool_call_id", json_string(m->tool_call_id));
@@ -100,19 +106,24 @@ json_t *rp_chat_context(const rp_chat_msg *msgs, size_t n, const rp_chat_opts *o
     return ctx;
 }
 
-/* ---- rendering ---- */
-
-static rp_status render_jinja(const rp_chat_tmpl *t, const rp_chat_msg *msgs, size_t n, const rp_chat_opts *o,
-                              const json_t *tools, char **out) {
+bool rp_chat_shape_applies(const rp_chat_msg *msgs, size_t n, int shape) {
     bool any_calls = false, any_null = false;
     for (size_t i = 0; i < n; i++) {
         any_calls |= msgs[i].n_tool_calls > 0;
         any_null |= msgs[i].content == NULL;
     }
+    const bool sys_user = n >= 2 && !strcmp(msgs[0].role, "system") && !strcmp(msgs[1].role, "user");
+    return !((shape & 1) && !any_calls) && !((shape & 2) && !any_null) && !((shape & 4) && !sys_user);
+}
+
+/* ---- rendering ---- */
+
+static rp_status render_jinja(const rp_chat_tmpl *t, const rp_chat_msg *msgs, size_t n, const rp_chat_opts *o,
+                              const json_t *tools, char **out) {
     rp_status first = RP_OK;
     char first_msg[600] = "";
-    for (int shape = 0; shape < 4; shape++) {
-        if (((shape & 1) && !any_calls) || ((shape & 2) && !any_null)) continue;
+    for (int shape = 0; shape < 8; shape++) {
+        if (!rp_chat_shape_applies(msgs, n, shape)) continue;
         json_t *ctx = rp_chat_context(msgs, n, o, tools, shape);
         if (!ctx) return rp_errorf(RP_ERR_NOMEM, "chat: out of memory");
         size_t len;

@@ -31,14 +31,18 @@ bool rp_chat_tmpl_supports_tools(const rp_chat_tmpl *t);     /* it renders the t
 /* Renders messages (rp_chat_apply's contract). Jinja templates see the variables HF transformers passes:
  * messages (tool_calls with arguments as JSON values, tool results), tools (only when given), bos_token,
  * eos_token, add_generation_prompt, enable_thinking. A template that rejects that shape (arguments
- * concatenated as text, content expected to be a string) is retried with arguments as JSON text and null
- * contents as ""; the first error is reported if every shape fails. */
+ * concatenated as text, content expected to be a string, no system role) is retried with arguments as JSON
+ * text, null contents as "", and the system prompt joined to the first user message, in that order (as
+ * llama.cpp's polyfills do); the first error is reported if every shape fails. */
 rp_status rp_chat_tmpl_render(const rp_chat_tmpl *t, const rp_chat_msg *msgs, size_t n, const rp_chat_opts *o,
                               char **out);
 
 /* The context a Jinja template is rendered with (for tests: the parity test feeds the same to Python).
- * shape bit 0: tool-call arguments as JSON text instead of values; bit 1: null contents as "". NULL on
- * out of memory. tools: a JSON array or NULL. */
+ * shape bit 0: tool-call arguments as JSON text instead of values; bit 1: null contents as ""; bit 2: a
+ * leading system message joined to the user message after it ("system\n\nuser"). NULL on out of memory.
+ * tools: a JSON array or NULL. */
 json_t *rp_chat_context(const rp_chat_msg *msgs, size_t n, const rp_chat_opts *o, const json_t *tools, int shape);
+/* Whether a shape changes anything for these messages (the renderer tries only those, shape 0 first). */
+bool rp_chat_shape_applies(const rp_chat_msg *msgs, size_t n, int shape);
 
 #endif /* RP_CHAT_TEMPLATE_H */
