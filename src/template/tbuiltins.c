@@ -2,6 +2,7 @@
  * raise_exception, strftime_now) with jinja2 3.1 and Python 3 semantics, and HF's tojson. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
 
@@ -45,6 +46,24 @@ static bool is_cased(utf8proc_int32_t cp) {
     return c == UTF8PROC_CATEGORY_LU || c == UTF8PROC_CATEGORY_LL || c == UTF8PROC_CATEGORY_LT;
 }
 
+/* Python's full case mappings where they differ from the simple ones utf8proc gives (SpecialCasing.txt's
+ * unconditional entries that templates may meet) */
+static const char *special_case(utf8proc_int32_t cp, bool upper) {
+    if (upper)
+        switch (cp) {
+        case 0xdf: return "SS";
+        case 0xfb00: return "FF";
+        case 0xfb01: return "FI";
+        case 0xfb02: return "FL";
+        case 0xfb03: return "FFI";
+        case 0xfb04: return "FFL";
+        case 0xfb05: case 0xfb06: return "ST";
+        case 0x149: return "\xca\xbcN";
+        default: return NULL;
+        }
+    return cp == 0x130 ? "i\xcc\x87" : NULL;
+}
+
 static tval recase(tev *e, tval s, tcase mode) {
     tsb b;
     tsb_init(&b, e->a, e->max_output);
@@ -68,7 +87,9 @@ static tval recase(tev *e, tval s, tcase mode) {
             break;
         }
         }
-        put_cp(&b, out);
+        const char *sp = mode == CASE_UPPER ? special_case(cp, true) : mode == CASE_LOWER ? special_case(cp, false) : NULL;
+        if (sp) tsb_puts(&b, sp);
+        else put_cp(&b, out);
         first = false;
         i += k;
     }
@@ -132,20 +153,8 @@ static tval do_split(tev *e, tval s, tval sep, int64_t maxsplit) {
         for (;;) {
             while (i < n && tu_space_len(p + i, n - i)) i += tu_space_len(p + i, n - i);
             if (i >= n) break;
-            if (maxsplit >= 0 && (int64_t)l.u.l->n >= maxsplit) {
-                size_t z = n;
-                while (z > i) {   /* rstrip the remainder */
-                    size_t j = i, lastk = 0, last = i;
-                    for (; j < z;) {
-                        size_t k = tu_space_len(p + j, z - j);
-                        if (k) { lastk = k; j += k; }
-                        else { j += tu_offset(p + j, z - j, 1); last = j; lastk = 0; }
-                    }
-                    (void)lastk;
-                    z = last;
-                    break;
-                }
-                tv_list_push(e->a, l, tv_strn(p + i, z - i));
+            if (maxsplit >= 0 && (int64_t)l.u.l->n >= maxsplit) {   /* the rest, trailing whitespace kept */
+                tv_list_push(e->a, l, tv_strn(p + i, n - i));
                 break;
             }
             size_t j = i;
@@ -220,12 +229,86 @@ static int64_t to_int(tev *e, tval v, const char *what) {
     ta_fail(e->a, "TypeError: %s: an integer is required, got %s", what, tv_type_name(v));
 }
 
+/* ---- formatting: str % args and str.format (no format specs) ---- */
+
+static tval fmt_int(tev *e, tval v, const char *what) {
+    if (v.k == TV_FLOAT) {
+        if (isnan(v.u.f) || isinf(v.u.f) || fabs(v.u.f) >= 9.2e18) ta_fail(e->a, "ValueError: %s: cannot convert float", what);
+        return tv_int((int64_t)v.u.f);
+    }
+    if (v.k != TV_INT && v.k != TV_BOOL) ta_fail(e->a, "TypeError: %s: a number is required, not %s", what, tv_type_name(v));
+    return tv_int(v.k == TV_INT ? v.u.i : v.u.b);
+}
+
+tval tb_percent_format(tev *e, tval fmt, tval args) {
+    const bool tuple = args.k == TV_LIST && (args.flags & TVF_TUPLE);
+    size_t next = 0, n = tuple ? args.u.l->n : 1;
+    tsb b;
+    tsb_init(&b, e->a, e->max_output);
+    for (size_t i = 0; i < fmt.u.s.n; i++) {
+        char c = fmt.u.s.p[i];
+        if (c != '%') { tsb_putc(&b, c); continue; }
+        if (++i >= fmt.u.s.n) ta_fail(e->a, "ValueError: incomplete format");
+        char k = fmt.u.s.p[i];
+        if (k == '%') { tsb_putc(&b, '%'); continue; }
+        if (!strchr("srdi", k)) ta_fail(e->a, "'%%%c' formatting is not supported (only %%s %%r %%d %%i)", k);
+        if (next >= n) ta_fail(e->a, "TypeError: not enough arguments for format string");
+        tval v = tuple ? args.u.l->v[next] : args;
+        next++;
+        if (k == 's') tv_put_str(&b, v);
+        else if (k == 'r') tv_put_repr(&b, v);
+        else tv_put_str(&b, fmt_int(e, v, "%d format"));
+    }
+    if (next < n) ta_fail(e->a, "TypeError: not all arguments converted during string formatting");
+    return tsb_val(&b);
+}
+
+static tval str_format(tev *e, tval fmt, tval *args, size_t na, tval *kwn, tval *kwv, size_t nk) {
+    tsb b;
+    tsb_init(&b, e->a, e->max_output);
+    size_t auto_i = 0;
+    bool manual = false;
+    const char *p = fmt.u.s.p;
+    size_t n = fmt.u.s.n;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == '}' ) {
+            if (i + 1 < n && p[i + 1] == '}') { tsb_putc(&b, '}'); i++; continue; }
+            ta_fail(e->a, "ValueError: Single '}' encountered in format string");
+        }
+        if (p[i] != '{') { tsb_putc(&b, p[i]); continue; }
+        if (i + 1 < n && p[i + 1] == '{') { tsb_putc(&b, '{'); i++; continue; }
+        size_t j = i + 1;
+        while (j < n && p[j] != '}' && p[j] != ':' && p[j] != '!') j++;
+        if (j >= n || p[j] != '}') ta_fail(e->a, "str.format: conversions and format specs are not supported");
+        tval field = tv_strn(p + i + 1, j - i - 1), v;
+        if ((field.u.s.n == 0 && manual) || (field.u.s.n && field.u.s.p[0] >= '0' && field.u.s.p[0] <= '9' && auto_i))
+            ta_fail(e->a, "ValueError: cannot switch between manual and automatic field numbering");
+        if (field.u.s.n == 0) {
+            if (auto_i >= na) ta_fail(e->a, "IndexError: Replacement index %zu out of range", auto_i);
+            v = args[auto_i++];
+        } else if (field.u.s.p[0] >= '0' && field.u.s.p[0] <= '9') {
+            size_t k = (size_t)atoi(field.u.s.p);
+            manual = true;
+            if (k >= na) ta_fail(e->a, "IndexError: Replacement index %zu out of range", k);
+            v = args[k];
+        } else {
+            size_t k;
+            for (k = 0; k < nk && !tv_equal(kwn[k], field); k++) {}
+            if (k == nk) ta_fail(e->a, "KeyError: '%.*s'", (int)field.u.s.n, field.u.s.p);
+            v = kwv[k];
+        }
+        tv_put_str(&b, v);
+        i = j;
+    }
+    return tsb_val(&b);
+}
+
 /* ---- methods ---- */
 
 static const char *const k_str_methods[] = {"startswith", "endswith", "split", "rsplit", "strip", "lstrip", "rstrip",
                                             "replace", "upper", "lower", "title", "capitalize", "find", "rfind",
                                             "count", "join", "isdigit", "isalpha", "isspace", "isupper", "islower",
-                                            "isalnum", "splitlines", NULL};
+                                            "isalnum", "splitlines", "format", NULL};
 static const char *const k_dict_methods[] = {"get", "items", "keys", "values", NULL};
 static const char *const k_list_methods[] = {"index", "count", NULL};
 
@@ -364,6 +447,7 @@ tval tb_method(tev *e, tval self, tval name, tval *args, size_t na, tval *kwn, t
         if (NAME_IS(name, "islower")) return tv_bool(all_cp(self, 4));
         if (NAME_IS(name, "isalnum")) return tv_bool(all_cp(self, 5));
         if (NAME_IS(name, "splitlines")) return splitlines(e, self);
+        if (NAME_IS(name, "format")) return str_format(e, self, args, na, kwn, kwv, nk);
     } else if (self.k == TV_DICT) {
         if (NAME_IS(name, "get")) {
             if (na < 1) argfail(e, "dict.get", "takes at least 1 argument");
@@ -577,6 +661,7 @@ static tval do_int(tev *e, tval v, tval dflt) {
         char *end;
         long long i = strtoll(buf, &end, 10);
         if (*end == 0) return tv_int(i);
+        if (strpbrk(buf, "xXpP")) return dflt;   /* C reads hex floats; Python's float() does not */
         double d = strtod(buf, &end);
         if (*end == 0 && !isnan(d) && fabs(d) < 9.2e18) return tv_int((int64_t)d);
         return dflt;
@@ -597,6 +682,7 @@ static tval do_float(tev *e, tval v, tval dflt) {
         memcpy(buf, s.u.s.p, s.u.s.n);
         buf[s.u.s.n] = 0;
         char *end;
+        if (strpbrk(buf, "xXpP")) return dflt;
         double d = strtod(buf, &end);
         return *end == 0 ? tv_float(d) : dflt;
     }
@@ -711,7 +797,15 @@ static tval filter_items(tev *e, tval name, tval v, tval *args, size_t na, tval 
         tval method = arg(args, na, kwn, kwv, nk, 1, "method", tv_str("common"));
         if (v.k != TV_INT && v.k != TV_FLOAT && v.k != TV_BOOL) ta_fail(e->a, "TypeError: round needs a number");
         double x = v.k == TV_FLOAT ? v.u.f : v.k == TV_INT ? (double)v.u.i : v.u.b, m = pow(10, (double)prec);
-        if (NAME_IS(method, "common")) x = round(x * m) / m;
+        if (NAME_IS(method, "common")) {   /* Python's round(): the exact value, half to even (glibc's printf rounds so) */
+            if (prec >= 0 && prec <= 300 && isfinite(x)) {
+                char buf[400];
+                snprintf(buf, sizeof buf, "%.*f", (int)prec, x);
+                x = strtod(buf, NULL);
+            } else {
+                x = nearbyint(x * m) / m;
+            }
+        }
         else if (NAME_IS(method, "floor")) x = floor(x * m) / m;
         else if (NAME_IS(method, "ceil")) x = ceil(x * m) / m;
         else ta_fail(e->a, "FilterArgumentError: method must be common, ceil or floor");
@@ -806,6 +900,19 @@ static tval filter_items(tev *e, tval name, tval v, tval *args, size_t na, tval 
         return acc;
     }
     if (NAME_IS(name, "attr")) return te_getattr(e, v, need_str(e, a0, "attr"));
+    if (NAME_IS(name, "center")) {   /* str.center(width): CPython puts the odd space left when width is odd */
+        tval s = tv_to_str(e->a, v);
+        int64_t w = to_int(e, arg(args, na, kwn, kwv, nk, 0, "width", tv_int(80)), "center"), len = (int64_t)tu_len(s.u.s.p, s.u.s.n);
+        if (w > 4096) w = 4096;
+        if (w <= len) return s;
+        int64_t pad = w - len, left = pad / 2 + (pad & w & 1);
+        tsb b;
+        tsb_init(&b, e->a, e->max_output);
+        for (int64_t i = 0; i < left; i++) tsb_putc(&b, ' ');
+        tsb_putn(&b, s.u.s.p, s.u.s.n);
+        for (int64_t i = 0; i < pad - left; i++) tsb_putc(&b, ' ');
+        return tsb_val(&b);
+    }
     if (NAME_IS(name, "escape") || NAME_IS(name, "e") || NAME_IS(name, "forceescape")) {
         if (v.k == TV_STR && (v.flags & TVF_MARKUP) && !NAME_IS(name, "forceescape")) return v;
         return tv_html_escape(e->a, tv_to_str(e->a, v));

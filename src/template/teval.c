@@ -63,7 +63,7 @@ static tval loop_attr(tev *e, tval obj, tval name) {
     if (tv_is_str(name, "depth0")) return tv_int(0);
     if (tv_is_str(name, "previtem")) return i > 0 ? l->items.u.l->v[i - 1] : tv_undef_named("previtem", 8);
     if (tv_is_str(name, "nextitem")) return i + 1 < n ? l->items.u.l->v[i + 1] : tv_undef_named("nextitem", 8);
-    if (tv_is_str(name, "cycle")) {
+    if (tv_is_str(name, "cycle") || tv_is_str(name, "changed")) {
         tval f = {.k = TV_FUNC};
         f.u.fn = ta_alloc(e->a, sizeof *f.u.fn);
         f.u.fn->kind = F_METHOD;
@@ -358,6 +358,7 @@ static tval binop(tev *e, uint8_t op, tval x, tval y) {
         for (size_t i = 0; i < y.u.l->n; i++) tv_list_push(e->a, r, y.u.l->v[i]);
         return r;
     }
+    if (op == OP_MOD && x.k == TV_STR) return tb_percent_format(e, x, y);
     if (op == OP_MUL && (x.k == TV_STR || (x.k == TV_LIST && !(x.flags & TVF_LAZY))) && is_intlike(y)) return repeat(e, x, as_int(y));
     if (op == OP_MUL && (y.k == TV_STR || (y.k == TV_LIST && !(y.flags & TVF_LAZY))) && is_intlike(x)) return repeat(e, y, as_int(x));
     ta_fail(e->a, "TypeError: unsupported operand type(s) for %s: '%s' and '%s'", op_sym(op), tv_type_name(x),
@@ -438,6 +439,15 @@ tval te_call(tev *e, tval fn, tval *args, size_t na, tval *kwn, tval *kwv, size_
     switch ((tfkind)f->kind) {
     case F_GLOBAL: return tb_global(e, f->id, args, na, kwn, kwv, nk);
     case F_METHOD:
+        if (f->self.k == TV_LOOP && tv_is_str(f->name, "changed")) {   /* loop.changed(*values) */
+            tloop *lp = f->self.u.lp;
+            tval now = tv_list_new(e->a, na);
+            for (size_t i = 0; i < na; i++) tv_list_push(e->a, now, args[i]);
+            bool differs = !lp->seen || !tv_equal(lp->changed, now);
+            lp->changed = now;
+            lp->seen = true;
+            return tv_bool(differs);
+        }
         if (f->self.k == TV_LOOP) {   /* loop.cycle(a, b, ...) */
             if (na == 0) ta_fail(e->a, "TypeError: no items for cycling given");
             return args[f->self.u.lp->index0 % na];

@@ -24,7 +24,9 @@ struct tfunc {
 
 struct tloop {
     size_t index0, length;
-    tval items;   /* list */
+    tval items;      /* list */
+    tval changed;    /* loop.changed(): the last value it saw (TV_UNDEF before the first call) */
+    bool seen;
 };
 
 typedef struct tev {
@@ -56,5 +58,6 @@ tval tb_method(tev *e, tval self, tval name, tval *args, size_t na, tval *kwn, t
 bool tb_has_method(tval self, tval name);
 tval tb_global(tev *e, int id, tval *args, size_t na, tval *kwn, tval *kwv, size_t nk);
 tval tb_py_lower(tev *e, tval s);   /* str.lower() */
+tval tb_percent_format(tev *e, tval fmt, tval args);   /* fmt % args: %s %r %d %i %%, as Python's */
 
 #endif /* RP_TEMPLATE_TEVAL_H */
