@@ -236,6 +236,9 @@ PROTOTYPES = {
     "rp_token_eot": (c_token, [H]),
     "rp_token_is_eog": (c_bool, [H, c_token]),
     "rp_chat_render": (ST, [H, POINTER(rp_chat_message), c_int32, c_char_p, c_bool, c_char_p, c_size_t, P_SIZE]),
+    "rp_chat_template_set": (ST, [H, c_char_p]),
+    "rp_chat_template_check": (ST, [H]),
+    "rp_chat_template_name": (c_char_p, [H]),
     # prompt
     "rp_prompt_create": (ST, [OUT_H]),
     "rp_prompt_free": (None, [H]),
