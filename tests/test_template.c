@@ -146,6 +146,22 @@ static void test_limits(void **state) {
                     &st, err, sizeof err));
     assert_int_equal(st, RP_ERR_INVALID_ARG);
     assert_true(strstr(err, "memory limit") || strstr(err, "output limit"));
+    /* values nested without bound, a namespace inside what it holds, a 50,000-term expression: errors or
+     * output, never a stack overflow */
+    free(render_ctx("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}", NULL, NULL,
+                    &st, err, sizeof err));
+    assert_int_equal(st, RP_ERR_INVALID_ARG);
+    assert_non_null(strstr(err, "nested deeper than"));
+    expect("{% set ns = namespace(a=1) %}{% set ns.l = [ns] %}{{ ns }}|{{ [namespace(b=2)] }}", NULL,
+           "<Namespace {'a': 1, 'l': [<Namespace {...}>]}>|[<Namespace {'b': 2}>]");   /* as Python's repr */
+    char *chain = malloc(50000 * 2 + 16), *w = chain;
+    w += sprintf(w, "{{ 1");
+    for (int i = 0; i < 50000; i++) w += sprintf(w, "+1");
+    sprintf(w, " }}");
+    free(render_ctx(chain, NULL, NULL, &st, err, sizeof err));
+    assert_int_equal(st, RP_ERR_INVALID_ARG);
+    assert_non_null(strstr(err, "expression nested deeper than"));
+    free(chain);
     /* deep nesting in the source is a syntax error, not a stack overflow */
     char deep[4200] = "{{ ";
     for (int i = 0; i < 1000; i++) strcat(deep, "(");

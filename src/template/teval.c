@@ -469,7 +469,21 @@ static tval eval_filter_chain(tev *e, const tnode *f, tval body_val) {
     return tb_filter(e, f, f->lit, v, args, f->args.n, f->names, kwv, f->kwv.n);
 }
 
+#define MAX_EVAL_DEPTH 2000
+
+static tval eval_node(tev *e, const tnode *n);
+
 static tval eval(tev *e, const tnode *n) {
+    if (++e->edepth > MAX_EVAL_DEPTH) {
+        te_at(e, n, NULL);
+        ta_fail(e->a, "expression nested deeper than %d", MAX_EVAL_DEPTH);
+    }
+    tval v = eval_node(e, n);
+    e->edepth--;
+    return v;
+}
+
+static tval eval_node(tev *e, const tnode *n) {
     switch ((tnkind)n->kind) {
     case N_LIT: return n->lit;
     case N_NAME: return lookup(e, n->lit);

@@ -35,6 +35,7 @@ typedef struct tev {
     tsb *out;
     tscope *scope;
     int depth, max_depth;
+    int edepth;   /* expression evaluation depth (a long a+b+c+... chain is a deep tree): bounds the C stack */
     uint64_t iters, max_iters;
     size_t max_output;
     time_t now;   /* strftime_now's clock (UTC) */

@@ -99,8 +99,18 @@ tval tv_list_new(tarena *a, size_t cap) {
     return v;
 }
 
+/* nesting depth of a value, and the check when a container takes a child */
+static int nest_of(tval v) { return v.k == TV_LIST ? v.u.l->depth : v.k == TV_DICT ? v.u.d->depth : 0; }
+static void nest_into(tarena *a, int *depth, tval child, tval key) {
+    int d = nest_of(child) + 1;
+    if (nest_of(key) + 1 > d) d = nest_of(key) + 1;
+    if (d > *depth) *depth = d;
+    if (*depth > TV_MAX_NESTING) ta_fail(a, "values nested deeper than %d", TV_MAX_NESTING);
+}
+
 void tv_list_push(tarena *a, tval list, tval v) {
     tlist *l = list.u.l;
+    nest_into(a, &l->depth, v, tv_none());
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 4;
         tval *nv = ta_alloc(a, cap * sizeof *nv);
@@ -137,6 +147,7 @@ tval *tv_dict_gets(tval dict, const char *key, size_t n) {
 }
 
 void tv_dict_set(tarena *a, tval dict, tval key, tval v) {
+    nest_into(a, &dict.u.d->depth, v, key);
     tval *old = tv_dict_get(dict, key);
     if (old) { *old = v; return; }
     tdict *d = dict.u.d;
@@ -409,8 +420,18 @@ static void put_str_repr(tsb *b, const char *p, size_t n) {
     tsb_putc(b, q);
 }
 
-static void put_seq(tsb *b, tval v, bool repr_top) {
-    (void)repr_top;
+/* the namespaces being printed, outermost first: a namespace can hold what holds it, and Python's repr then
+ * shows {...} for the inner one */
+typedef struct ns_stack { const tdict *d[TV_MAX_NESTING + 2]; int n; } ns_stack;
+
+static void put_seq(tsb *b, tval v, ns_stack *st);
+/* an element inside a container: repr, and containers walked with the same stack */
+static void put_elem(tsb *b, tval v, ns_stack *st) {
+    if (v.k == TV_LIST || v.k == TV_DICT) put_seq(b, v, st);
+    else tv_put_repr(b, v);
+}
+
+static void put_seq(tsb *b, tval v, ns_stack *st) {
     if (v.k == TV_LIST && (v.flags & TVF_GEN)) {
         tsb_puts(b, "<generator object>");
         return;
@@ -420,7 +441,7 @@ static void put_seq(tsb *b, tval v, bool repr_top) {
         tsb_puts(b, "([");
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) tsb_puts(b, ", ");
-            tv_put_repr(b, v.u.l->v[i]);
+            put_elem(b, v.u.l->v[i], st);
         }
         tsb_puts(b, "])");
         return;
@@ -430,22 +451,37 @@ static void put_seq(tsb *b, tval v, bool repr_top) {
         tsb_putc(b, tup ? '(' : '[');
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) tsb_puts(b, ", ");
-            tv_put_repr(b, v.u.l->v[i]);
+            put_elem(b, v.u.l->v[i], st);
         }
         if (tup && v.u.l->n == 1) tsb_putc(b, ',');
         tsb_putc(b, tup ? ')' : ']');
         return;
     }
-    if (v.flags & TVF_NS) tsb_puts(b, "<Namespace ");
+    if (v.flags & TVF_NS) {
+        for (int i = 0; i < st->n; i++)
+            if (st->d[i] == v.u.d) {
+                tsb_puts(b, "<Namespace {...}>");
+                return;
+            }
+        if (st->n == TV_MAX_NESTING + 2) {   /* cannot happen: values nest at most TV_MAX_NESTING deep */
+            tsb_puts(b, "<Namespace {...}>");
+            return;
+        }
+        st->d[st->n++] = v.u.d;
+        tsb_puts(b, "<Namespace ");
+    }
     tsb_putc(b, '{');
     for (size_t i = 0; i < v.u.d->n; i++) {
         if (i) tsb_puts(b, ", ");
-        tv_put_repr(b, v.u.d->e[i].k);
+        put_elem(b, v.u.d->e[i].k, st);
         tsb_puts(b, ": ");
-        tv_put_repr(b, v.u.d->e[i].v);
+        put_elem(b, v.u.d->e[i].v, st);
     }
     tsb_putc(b, '}');
-    if (v.flags & TVF_NS) tsb_putc(b, '>');
+    if (v.flags & TVF_NS) {
+        tsb_putc(b, '>');
+        st->n--;
+    }
 }
 
 void tv_put_str(tsb *b, tval v) {
@@ -456,7 +492,12 @@ void tv_put_str(tsb *b, tval v) {
     case TV_INT: put_int(b, v.u.i); return;
     case TV_FLOAT: tv_put_pyfloat(b, v.u.f, false); return;
     case TV_STR: tsb_putn(b, v.u.s.p, v.u.s.n); return;
-    case TV_LIST: case TV_DICT: put_seq(b, v, false); return;
+    case TV_LIST: case TV_DICT: {
+        ns_stack st;
+        st.n = 0;
+        put_seq(b, v, &st);
+        return;
+    }
     case TV_FUNC: tsb_puts(b, "<function>"); return;
     case TV_LOOP: tsb_puts(b, "<LoopContext>"); return;
     }

@@ -61,9 +61,11 @@ typedef struct tval {
     } u;
 } tval;
 
-struct tlist { tval *v; size_t n, cap; };
+/* depth: how deeply containers nest inside (1: none); bounded so that walking a value never exhausts the stack */
+#define TV_MAX_NESTING 200
+struct tlist { tval *v; size_t n, cap; int depth; };
 typedef struct tkv { tval k, v; } tkv;
-struct tdict { tkv *e; size_t n, cap; };
+struct tdict { tkv *e; size_t n, cap; int depth; };
 
 static inline tval tv_undef(void) { return (tval){.k = TV_UNDEF}; }
 static inline tval tv_none(void) { return (tval){.k = TV_NONE}; }
