@@ -59,7 +59,7 @@ rp_status rp_model_render_chat(const rp_model *m, const rp_chat_msg *msgs, size_
         return rp_errorf(RP_ERR_UNSUPPORTED, "chat: the model has no chat template (give one with --chat-template NAME|FILE; built-ins: %s)",
                          rp_chat_builtin_names);
     rp_chat_opts o = opts ? *opts : (rp_chat_opts){0};
-    const bool jinja = !strcmp(rp_chat_tmpl_name(m->tmpl), "jinja");
+    const bool jinja = rp_chat_tmpl_is_jinja(m->tmpl);
     const char *bos = NULL;
     if (jinja && m->tok) {   /* the template's bos_token / eos_token are the vocabulary's texts */
         rp_token b = rp_tokenizer_bos(m->tok), e = rp_tokenizer_eos(m->tok);

@@ -52,6 +52,7 @@ void rp_chat_tmpl_free(rp_chat_tmpl *t) {
 }
 
 const char *rp_chat_tmpl_name(const rp_chat_tmpl *t) { return t->name; }
+bool rp_chat_tmpl_is_jinja(const rp_chat_tmpl *t) { return t->jinja != NULL; }
 rp_chat_format rp_chat_tmpl_family(const rp_chat_tmpl *t) { return t->family; }
 bool rp_chat_tmpl_supports_tools(const rp_chat_tmpl *t) { return t->tools; }
 

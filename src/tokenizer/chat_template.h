@@ -25,6 +25,7 @@ rp_status rp_chat_tmpl_open(const char *spec, rp_chat_tmpl **out);
 void rp_chat_tmpl_free(rp_chat_tmpl *t);
 
 const char *rp_chat_tmpl_name(const rp_chat_tmpl *t);       /* built-in name, or "jinja" */
+bool rp_chat_tmpl_is_jinja(const rp_chat_tmpl *t);          /* a Jinja template (bos_token / eos_token apply) */
 rp_chat_format rp_chat_tmpl_family(const rp_chat_tmpl *t);   /* tool-call syntax of its replies */
 bool rp_chat_tmpl_supports_tools(const rp_chat_tmpl *t);     /* it renders the tool definitions it is given */
 
