@@ -14,7 +14,7 @@
 
 #define MAX_MSGS 4096
 
-/* Plain transcript for models without a recognized template (e.g. TinyStories). */
+/* Plain transcript for models without any chat template (chat says so at start-up). */
 static char *plain_transcript(const rp_chat_message *msgs, size_t n) {
     size_t cap = 64;
     for (size_t i = 0; i < n; i++) cap += strlen(msgs[i].content ? msgs[i].content : "") + 32;
@@ -28,15 +28,20 @@ static char *plain_transcript(const rp_chat_message *msgs, size_t n) {
     return s;
 }
 
-/* The conversation as prompt text: the model's chat template, else a plain transcript. add_gen ends it with the
- * assistant's header (the prompt of a reply). */
+/* The conversation as prompt text: the chat template, else (the model has none) a plain transcript; add_gen ends it
+ * with the assistant's header (the prompt of a reply). A template that fails on the conversation is an error, not a
+ * fallback. */
 static char *render_as(const rp_model *m, const rp_chat_message *msgs, size_t n, bool add_gen) {
     size_t need = 0;
     rp_status st = rp_chat_render(m, msgs, (int32_t)n, NULL, add_gen, NULL, 0, &need);
-    if (st != RP_OK && st != RP_ERR_FULL) {
+    if (st == RP_ERR_UNSUPPORTED) {
         char *t = plain_transcript(msgs, n);
         if (t && !add_gen) t[strlen(t) - strlen("Assistant:")] = 0;
         return t;
+    }
+    if (st != RP_OK && st != RP_ERR_FULL) {
+        fprintf(stderr, "reprise chat: %s\n", rp_last_error());
+        return NULL;
     }
     char *text = malloc(need + 1);
     if (text && rp_chat_render(m, msgs, (int32_t)n, NULL, add_gen, text, need + 1, &need) != RP_OK) {
@@ -203,6 +208,7 @@ int cmd_chat(int argc, char **argv) {
     if (!msgs || !owned) goto done;
     const rp_model_desc md = rp_model_describe(m);
     if (!md.has_tokenizer) { fprintf(stderr, "reprise chat: model has no tokenizer\n"); goto done; }
+    if (cli_gen_chat_template("chat", m, &g)) goto done;
     if (md.n_ctx_train > 0 && n_ctx > md.n_ctx_train) {
         if (ctx_given)
             fprintf(stderr, "reprise chat: note: -c %ld is more than the model's training context; using %d\n", n_ctx,
@@ -226,9 +232,13 @@ int cmd_chat(int argc, char **argv) {
     o.on_token = on_piece;
     size_t n_msgs = 0;
     if (system) msgs[n_msgs++] = (rp_chat_message){.role = "system", .content = system};
-    fprintf(stderr, "reprise chat: %s, template %s, context %d tokens (KV cache up to %.1f MiB, %s). /exit or Ctrl-D "
-                    "quits; Ctrl-C stops a reply.\n", md.name, md.chat_format, rp_engine_n_ctx(e),
-            (double)rp_engine_kv_bytes(e) / (1024.0 * 1024.0), rp_kv_type_name((rp_kv_type)kv_type));
+    if (rp_chat_template_check(m) == RP_ERR_UNSUPPORTED)
+        fprintf(stderr, "reprise chat: note: the model has no chat template; turns are a plain \"User: ...\" transcript "
+                        "(give one with --chat-template NAME|FILE)\n");
+    fprintf(stderr, "reprise chat: %s, template %s (%s), context %d tokens (KV cache up to %.1f MiB, %s). /exit or "
+                    "Ctrl-D quits; Ctrl-C stops a reply.\n", md.name, rp_chat_template_name(m),
+            rp_model_describe(m).chat_format, rp_engine_n_ctx(e), (double)rp_engine_kv_bytes(e) / (1024.0 * 1024.0),
+            rp_kv_type_name((rp_kv_type)kv_type));
     rc = 0;
     catch_sigint();
     for (;;) {

@@ -16,6 +16,8 @@ static void serve_usage(void) {
            "GET /health, GET /metrics (Prometheus), DELETE /v1/sessions/ID. See docs/server.md.\n"
            "  -m, --model PATH        GGUF model\n"
            "      --draft PATH        draft model for speculative decoding (with --parallel > 1)\n"
+           "      --chat-template T   a built-in (llama3, chatml, qwen3, llama2) or a Jinja file instead of the model's own\n"
+           "                          tokenizer.chat_template (a template that fails is an error at start-up)\n"
            "      --host ADDR         bind address (default 127.0.0.1; 0.0.0.0 exposes the server)\n"
            "      --port N            TCP port (default 8080; 0 picks a free one)\n"
            "      --port-file PATH    write the port actually bound to PATH\n"
@@ -77,6 +79,7 @@ int cmd_serve(int argc, char **argv) {
         if (cli_is(&a, "-h", "--help")) { serve_usage(); return 0; }
         else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &cfg.model_path)) return 2; }
         else if (cli_is(&a, "--draft", NULL)) { if (!cli_str(&a, &cfg.draft_path)) return 2; }
+        else if (cli_is(&a, "--chat-template", NULL)) { if (!cli_str(&a, &cfg.chat_template)) return 2; }
         else if (cli_is(&a, "--host", NULL)) { if (!cli_str(&a, &cfg.host)) return 2; }
         else if (cli_is(&a, "--port", NULL)) { if (!cli_int(&a, 0, 65535, &port)) return 2; }
         else if (cli_is(&a, "--port-file", NULL)) { if (!cli_str(&a, &port_file)) return 2; }

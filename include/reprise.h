@@ -250,6 +250,24 @@ typedef struct rp_chat_message {
 RP_API rp_status rp_chat_render(const rp_model *m, const rp_chat_message *msgs, int32_t n, const char *tools_json,
                                 bool add_generation_prompt, char *buf, size_t cap, size_t *len);
 
+/* The template rp_chat_render (and the server) use: by default the model's own tokenizer.chat_template, run by
+ * a Jinja2 interpreter that renders as Python jinja2 does under HF transformers; for a SentencePiece vocabulary
+ * without one, the "llama2" built-in. rp_chat_template_set replaces it: spec is a built-in's name ("llama3",
+ * "chatml", "qwen3", "llama2") or the path of a Jinja template file (NULL: back to the model's own). The
+ * template is compiled and test-rendered now: an unknown name, an unreadable file or a template that fails is
+ * an error naming line:column, and the model keeps the template it had. Call it before the model is shared
+ * (no render may run meanwhile). */
+RP_API rp_status rp_chat_template_set(rp_model *m, const char *spec);
+/* RP_OK when the model has a chat template that renders; the error of its own tokenizer.chat_template when
+ * that fails to compile or render (RP_ERR_FORMAT), RP_ERR_UNSUPPORTED when it has none. For start-up checks. */
+RP_API rp_status rp_chat_template_check(const rp_model *m);
+/* Where the template comes from: "gguf", a built-in's name, "file", or "none". */
+RP_API const char *rp_chat_template_name(const rp_model *m);
+/* Whether the template renders the tool definitions it is given (a front end that wants the model to see tools
+ * states them itself, e.g. in the system message, when it does not: the plain Llama 3 template ignores them).
+ * Thread-safe. */
+RP_API bool rp_chat_template_shows_tools(const rp_model *m);
+
 /* ===========================================================================
  * Prompts (one thread at a time per prompt)
  * ========================================================================= */
@@ -1082,6 +1100,7 @@ typedef struct rp_server_params {
     int max_connections_per_ip;  /* from one address (64; 0: no cap) */
     double header_timeout_s, body_timeout_s, idle_timeout_s;   /* 10, 30, 15 */
     bool quiet;                  /* no access log on stderr */
+    const char *chat_template;   /* a built-in's name or a Jinja file instead of the model's own template, or NULL */
 } rp_server_params;
 
 RP_API rp_server_params rp_server_default_params(void);

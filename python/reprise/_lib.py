@@ -281,7 +281,7 @@ class rp_server_params(Structure):
                 ("max_depth", c_int), ("max_messages", c_int), ("default_max_tokens", c_int32),
                 ("timeout_s", c_double), ("session_ttl_s", c_double), ("max_connections", c_int),
                 ("max_connections_per_ip", c_int), ("header_timeout_s", c_double), ("body_timeout_s", c_double),
-                ("idle_timeout_s", c_double), ("quiet", c_bool)]
+                ("idle_timeout_s", c_double), ("quiet", c_bool), ("chat_template", c_char_p)]
 
 
 class rp_agents_fill(Structure):
@@ -353,6 +353,10 @@ PROTOTYPES = {
     "rp_token_eot": (c_token, [H]),
     "rp_token_is_eog": (c_bool, [H, c_token]),
     "rp_chat_render": (ST, [H, POINTER(rp_chat_message), c_int32, c_char_p, c_bool, c_char_p, c_size_t, P_SIZE]),
+    "rp_chat_template_set": (ST, [H, c_char_p]),
+    "rp_chat_template_check": (ST, [H]),
+    "rp_chat_template_name": (c_char_p, [H]),
+    "rp_chat_template_shows_tools": (c_bool, [H]),
     # prompt
     "rp_prompt_create": (ST, [OUT_H]),
     "rp_prompt_free": (None, [H]),

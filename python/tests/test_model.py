@@ -94,6 +94,21 @@ class TestModel(unittest.TestCase):
         with self.assertRaises(ValueError):
             m.chat_render([{"role": "user", "contents": "typo"}])
 
+    def test_chat_template(self):
+        m = support.model(self)   # TinyStories: no template in the file, the llama2 built-in
+        self.assertEqual(m.chat_template, "llama2")
+        m.check_chat_template()
+        m.set_chat_template("chatml")
+        self.assertEqual(m.chat_template, "chatml")
+        self.assertIn("<|im_start|>user\nHi<|im_end|>", m.chat_render([("user", "Hi")]))
+        with self.assertRaises(reprise.Error) as cm:
+            m.set_chat_template("no-such-template")
+        self.assertEqual(cm.exception.status, reprise.Status.INVALID_ARG)
+        self.assertIn("not a built-in", str(cm.exception))
+        self.assertEqual(m.chat_template, "chatml")   # kept
+        m.set_chat_template(None)
+        self.assertEqual(m.chat_template, "llama2")
+
     def test_chat_tools(self):
         m = support.model(self)
         tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]

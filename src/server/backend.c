@@ -54,6 +54,10 @@ rp_status rp_backend_create(const rp_backend_config *cfg, rp_backend **out) {
         st = rp_errorf(RP_ERR_UNSUPPORTED, "'%s' has no tokenizer", cfg->model_path);
         goto fail;
     }
+    /* the chat template renders, or the server does not start (a model without one keeps a plain transcript) */
+    st = cfg->chat_template ? rp_chat_template_set(b->m, cfg->chat_template) : rp_chat_template_check(b->m);
+    if (st == RP_ERR_UNSUPPORTED && !cfg->chat_template) st = RP_OK;
+    if (st != RP_OK) goto fail;
     if (cfg->draft_path && (st = rp_model_load(cfg->draft_path, mp, &b->dm)) != RP_OK) goto fail;
     int32_t n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : 4096;
     if (md.n_ctx_train > 0 && n_ctx > md.n_ctx_train) {

@@ -24,6 +24,7 @@
 typedef struct rp_backend_config {
     const char *model_path;
     const char *draft_path;     /* draft model for speculative decoding (sched backend), or NULL */
+    const char *chat_template;  /* --chat-template: a built-in's name or a Jinja file, or NULL (the model's own) */
     rp_progress_fn load_progress;   /* NULL, or the model loads' progress (rp_model_params.progress) */
     void *load_progress_user;
     int32_t n_ctx;              /* tokens per sequence (0: min(4096, the model's)) */

@@ -77,7 +77,7 @@ rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const ch
     rp_status st = rp_srv_parse_request(ep, body, len, &s->lim, &c->req, err);
     if (st != RP_OK) goto fail;
     rp_srv_request *r = &c->req;
-    st = ep == RP_EP_CHAT ? rp_srv_render_chat(rp_model_chat_format(m), r, &c->text, err) : rp_srv_render_completion(r, &c->text, err);
+    st = ep == RP_EP_CHAT ? rp_srv_render_chat(m, r, &c->text, err) : rp_srv_render_completion(r, &c->text, err);
     if (st != RP_OK) goto fail;
     const int32_t reserve = r->max_tokens >= 0 ? r->max_tokens : ep == RP_EP_COMPLETIONS ? 16 : 1;
     const int32_t budget = n_ctx - (reserve > 0 ? reserve : 0);

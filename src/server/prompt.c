@@ -171,7 +171,7 @@ static char *calls_json(const rp_srv_msg *m) {
 }
 
 /* The chat template of `fmt` over the messages (the public renderer: tool calls travel as JSON). *out malloc'd. */
-static rp_status render_template(rp_chat_format fmt, const rp_srv_msg *msgs, size_t n, const char *tools_json,
+static rp_status render_template(const rp_model *m, const rp_srv_msg *msgs, size_t n, const char *tools_json,
                                  char **out) {
     *out = NULL;
     rp_chat_message *cm = calloc(n ? n : 1, sizeof *cm);
@@ -190,7 +190,7 @@ static rp_status render_template(rp_chat_format fmt, const rp_srv_msg *msgs, siz
             st = rp_errorf(RP_ERR_NOMEM, "chat: out of memory");
             break;
         }
-        st = rp_chat_render_format(fmt, cm, (int32_t)n, tools_json, true, buf, cap, &len);
+        st = rp_chat_render(m, cm, (int32_t)n, tools_json, true, buf, cap, &len);
         if (st == RP_OK) {
             *out = buf;
             break;
@@ -265,7 +265,8 @@ static rp_status place_documents(const rp_srv_request *r, char *rendered, const 
     return RP_OK;
 }
 
-rp_status rp_srv_render_chat(rp_chat_format fmt, const rp_srv_request *r, rp_srv_text *t, rp_api_error *err) {
+rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_text *t, rp_api_error *err) {
+    const rp_chat_format fmt = rp_model_chat_format(m);
     memset(t, 0, sizeof *t);
     if (r->ep != RP_EP_CHAT || r->n_msgs == 0)
         return rp_api_errorf(err, RP_ERR_INVALID_ARG, 400, NULL, "messages", "'messages' is required");
@@ -273,7 +274,8 @@ rp_status rp_srv_render_chat(rp_chat_format fmt, const rp_srv_request *r, rp_srv
     bool has_tool_msgs = false;
     for (size_t i = 0; i < r->n_msgs; i++)
         has_tool_msgs |= r->msgs[i].n_tool_calls > 0 || !strcmp(r->msgs[i].role, "tool");
-    const bool native = fmt == RP_CHAT_LLAMA3 || fmt == RP_CHAT_CHATML;
+    /* a template of a known tool syntax that shows the tools (the plain Llama 3 one does not) */
+    const bool native = (fmt == RP_CHAT_LLAMA3 || fmt == RP_CHAT_CHATML) && rp_chat_template_shows_tools(m);
     const bool generic = !native && (tools_active || has_tool_msgs);
     t->tools_active = tools_active;
     t->parse_fmt = !tools_active ? RP_CHAT_UNKNOWN : native ? fmt : RP_CHAT_CHATML;
@@ -328,7 +330,7 @@ rp_status rp_srv_render_chat(rp_chat_format fmt, const rp_srv_request *r, rp_srv
         free(extra.p);
     }
 
-    if (fmt == RP_CHAT_UNKNOWN) {
+    if (rp_chat_template_check(m) == RP_ERR_UNSUPPORTED) {   /* no chat template at all */
         sbuf b = {0};
         plain_transcript(msgs, n, &b);
         if (b.oom || !b.p) {
@@ -338,7 +340,7 @@ rp_status rp_srv_render_chat(rp_chat_format fmt, const rp_srv_request *r, rp_srv
         }
         rendered = b.p;
     } else {
-        st = render_template(fmt, msgs, n, native && tools_active ? r->tools_json : NULL, &rendered);
+        st = render_template(m, msgs, n, native && tools_active ? r->tools_json : NULL, &rendered);
         if (st != RP_OK) {
             st = rp_api_errorf(err, st == RP_ERR_NOMEM ? RP_ERR_NOMEM : RP_ERR_INVALID_ARG, st == RP_ERR_NOMEM ? 500 : 400,
                                st == RP_ERR_UNSUPPORTED ? "unsupported_value" : NULL, "messages", "%s", rp_last_error());

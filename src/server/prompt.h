@@ -39,7 +39,7 @@ typedef struct rp_srv_text {
  * arguments are then constrained to one JSON object). reprise_documents
  * join the system message, each its own piece. Errors are 400s naming the
  * message. */
-rp_status rp_srv_render_chat(rp_chat_format fmt, const rp_srv_request *r, rp_srv_text *out, rp_api_error *err);
+rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_text *out, rp_api_error *err);
 
 /* /v1/completions: documents (each a piece) then the prompt text. */
 rp_status rp_srv_render_completion(const rp_srv_request *r, rp_srv_text *out, rp_api_error *err);

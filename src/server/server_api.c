@@ -47,6 +47,7 @@ rp_status rp_server_create(const rp_server_params *p, rp_server **out) {
     rp_backend_config *b = &c.backend;
     b->model_path = p->model_path;
     b->draft_path = p->draft_path;
+    b->chat_template = p->chat_template;
     b->load_progress = p->load_progress;
     b->load_progress_user = p->load_progress_user;
     b->n_ctx = p->n_ctx;

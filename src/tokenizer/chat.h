@@ -30,8 +30,13 @@ typedef struct rp_chat_opts {
     const char *tools_json;       /* JSON array of OpenAI tool definitions, or NULL */
     bool add_generation_prompt;   /* end with the assistant header so the model answers */
     bool enable_thinking;         /* Qwen3: false adds an empty <think></think> block (as its template does) */
-    const char *bos_text;         /* text of BOS to prefix (Llama 3 "<|begin_of_text|>"), or NULL */
+    const char *bos_text;         /* text of BOS to prefix (Llama 3 "<|begin_of_text|>"), or NULL; Jinja: bos_token */
+    const char *eos_text;         /* Jinja templates' eos_token (built-ins do not use it), or NULL */
+    int64_t now;                  /* Jinja strftime_now's clock, Unix seconds UTC (0: the current time) */
 } rp_chat_opts;
+
+/* Roles known, tool calls only on assistant messages and named: RP_ERR_INVALID_ARG naming the message. */
+rp_status rp_chat_check_messages(const rp_chat_msg *msgs, size_t n);
 
 /* Renders messages into prompt text (with special-token texts, to be tokenized
  * with parse_special). *out is malloc'd; caller frees. Bad input (unknown role,
