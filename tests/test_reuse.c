@@ -284,11 +284,12 @@ static void check_model_rerotation(const char *path) {
     assert_int_equal(st.n_nonprefix, 40);
     const int32_t kd = f.kv->kv_dim;
     float *reused = malloc(sizeof(float) * (size_t)kd * 39);
-    for (int t = 0; t < 39; t++) memcpy(reused + t * kd, rp_kv_k_row(f.kv, 0, 81 + t), sizeof(float) * (size_t)kd);
+    float *exact = malloc(sizeof(float) * (size_t)kd);
+    for (int t = 0; t < 39; t++) rp_kv_load_row(f.kv, RP_KV_K, 0, 81 + t, reused + t * kd);
     assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p, n, bnd, nb, f.lg_b, &st), RP_OK);
     double worst = 0;
     for (int t = 0; t < 39; t++) {   /* the last token is recomputed; compare the others */
-        const float *exact = (const float *)rp_kv_k_row(f.kv, 0, 81 + t);
+        rp_kv_load_row(f.kv, RP_KV_K, 0, 81 + t, exact);
         double num = 0, den = 0;
         for (int i = 0; i < kd; i++) {
             double e = reused[t * kd + i] - exact[i];
@@ -301,6 +302,7 @@ static void check_model_rerotation(const char *path) {
     print_message("  %s: re-rotated vs recomputed layer-0 K, worst relative error %.2e\n", path, worst);
     assert_true(worst < 1e-3);
     free(reused);
+    free(exact);
     rp_reuse_free(none);
     rp_reuse_free(full);
     fixture_close(&f);
@@ -574,16 +576,16 @@ static void test_static_pad_mask(void **state) {
         /* ... except cells 13 and 29, nudged at the check layer (1) */
         const int32_t nudged[2] = {13, 29};
         for (int k = 0; k < 2; k++) {
-            rp_kv_load_row(f.kv, rp_kv_k_row(f.kv, 1, nudged[k]), row);
+            rp_kv_load_row(f.kv, RP_KV_K, 1, nudged[k], row);
             for (int32_t i = 0; i < kd; i++) row[i] += 0.5f * (float)((i % 7) - 3);
-            rp_kv_store_row(f.kv, rp_kv_k_row(f.kv, 1, nudged[k]), row);
+            rp_kv_store_row(f.kv, RP_KV_K, 1, nudged[k], row);
         }
         /* padding cells past the prompt: garbage of huge deviation at every layer */
         for (int32_t c = N; c < N + PADS; c++)
             for (int32_t l = 0; l < nl; l++) {
                 for (int32_t i = 0; i < kd; i++) row[i] = (float)(1000 * ((c + i + l) % 5) - 2000);
-                rp_kv_store_row(f.kv, rp_kv_k_row(f.kv, l, c), row);
-                rp_kv_store_row(f.kv, rp_kv_v_row(f.kv, l, c), row);
+                rp_kv_store_row(f.kv, RP_KV_K, l, c, row);
+                rp_kv_store_row(f.kv, RP_KV_V, l, c, row);
             }
         rp_batch_clear(&b);
         for (int32_t t = A; t < N; t++) {
@@ -740,9 +742,9 @@ static void test_select_fallback(void **state) {
             assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p, N, NULL, 0, f.lg_a, &rst), RP_OK);
             /* stale KV at the check layer: a different, deterministic nudge per cell */
             for (int32_t t = A; t < N; t++) {
-                rp_kv_load_row(f.kv, rp_kv_k_row(f.kv, 1, t), row);
+                rp_kv_load_row(f.kv, RP_KV_K, 1, t, row);
                 for (int32_t i = 0; i < kd; i++) row[i] += 0.05f * (float)(((t * 31 + i * 7) % 11) - 5);
-                rp_kv_store_row(f.kv, rp_kv_k_row(f.kv, 1, t), row);
+                rp_kv_store_row(f.kv, RP_KV_K, 1, t, row);
             }
             rp_batch_clear(&b);
             for (int32_t t = A; t < N; t++) {
@@ -1257,14 +1259,16 @@ static void test_context_shift(void **state) {
     assert_int_equal(f.kv->pos[80], -1);
     const int32_t kd = f.kv->kv_dim;
     float *k = malloc(sizeof(float) * (size_t)kd * 80), *v = malloc(sizeof(float) * (size_t)kd * 80);
+    float *ek = malloc(sizeof(float) * (size_t)kd), *ev = malloc(sizeof(float) * (size_t)kd);
     for (int t = 0; t < 80; t++) {
-        memcpy(k + t * kd, rp_kv_k_row(f.kv, 0, t), sizeof(float) * (size_t)kd);
-        memcpy(v + t * kd, rp_kv_v_row(f.kv, 0, t), sizeof(float) * (size_t)kd);
+        rp_kv_load_row(f.kv, RP_KV_K, 0, t, k + t * kd);
+        rp_kv_load_row(f.kv, RP_KV_V, 0, t, v + t * kd);
     }
     assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, kept, 80, NULL, 0, f.lg_b, &st), RP_OK);
     double worst_k = 0, worst_v = 0;
     for (int t = 0; t < 80; t++) {
-        const float *ek = (const float *)rp_kv_k_row(f.kv, 0, t), *ev = (const float *)rp_kv_v_row(f.kv, 0, t);
+        rp_kv_load_row(f.kv, RP_KV_K, 0, t, ek);
+        rp_kv_load_row(f.kv, RP_KV_V, 0, t, ev);
         for (int i = 0; i < kd; i++) {
             const double dk = fabs(k[t * kd + i] - ek[i]), dv = fabs(v[t * kd + i] - ev[i]);
             if (dk > worst_k) worst_k = dk;
@@ -1276,6 +1280,8 @@ static void test_context_shift(void **state) {
     assert_true(worst_v == 0);   /* V moves as is */
     free(k);
     free(v);
+    free(ek);
+    free(ev);
     rp_reuse_free(none);
     fixture_close(&f);
 }

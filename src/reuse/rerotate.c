@@ -44,14 +44,13 @@ rp_status rp_rerotate_shift(const rp_model *m, rp_kv *kv, int32_t keep, int32_t 
     if (!cs) return rp_errorf(RP_ERR_NOMEM, "kv shift: out of memory");
     float *krow = cs + 2 * (half > 0 ? half : 1);
     rp_rerotate_table(m, -n_drop, cs, cs + half);
-    const size_t rb = kv->row_bytes;
     for (int32_t l = 0; l < kv->n_layer; l++) {
         if (moved > 0) {
-            memmove(rp_kv_v_row(kv, l, keep), rp_kv_v_row(kv, l, keep + n_drop), rb * (size_t)moved);
+            rp_kv_move_cells(kv, RP_KV_V, l, keep, keep + n_drop, moved);
             for (int32_t t = 0; t < moved; t++) {
-                rp_kv_load_row(kv, rp_kv_k_row(kv, l, keep + n_drop + t), krow);
+                rp_kv_load_row(kv, RP_KV_K, l, keep + n_drop + t, krow);
                 rp_rerotate_row(m, krow, cs, cs + half);
-                rp_kv_store_row(kv, rp_kv_k_row(kv, l, keep + t), krow);
+                rp_kv_store_row(kv, RP_KV_K, l, keep + t, krow);
             }
         }
     }
