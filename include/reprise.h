@@ -298,7 +298,7 @@ RP_API int32_t rp_prompt_n_segments(const rp_prompt *p);
  * ========================================================================= */
 typedef struct rp_engine rp_engine;
 
-/* How the chunk cache chooses what to evict, from RAM and from flash. */
+/* How the chunk cache chooses what to evict, from RAM and from flash, when it has a store (without one: LRU). */
 typedef enum rp_cache_policy {
     RP_CACHE_POLICY_COST = 0,  /* locality x the cost of recomputing or reloading it (default) */
     RP_CACHE_POLICY_LRU = 1,   /* least recently used (an ablation) */
@@ -347,7 +347,8 @@ typedef struct rp_engine_params {
                                   the memory available (rp_system_mem_available); 0 skips the check */
     /* ablations: each component of the reuse system switched off alone (`reprise bench ablation`; the defaults
      * have everything on) */
-    rp_cache_policy cache_policy; /* eviction from RAM and from flash (default RP_CACHE_POLICY_COST) */
+    rp_cache_policy cache_policy; /* with a store (cache_dir): eviction from RAM and from flash (default
+                                  RP_CACHE_POLICY_COST); a RAM-only cache evicts least recently used */
     bool cache_prefetch;       /* a thread loads chunks likely to be hit from flash ahead of demand, and warms the
                                   RAM pool at start (default true) */
     bool pipeline;             /* cached KV is placed layer by layer alongside the compute (default true); false:
@@ -377,7 +378,7 @@ RP_API void rp_engine_free(rp_engine *e);
  * database set aside), why an optional store is not used, or "". */
 RP_API const char *rp_engine_notice(const rp_engine *e);
 RP_API int32_t rp_engine_n_ctx(const rp_engine *e);
-/* Static mode: whether a stored calibration set the call shapes. */
+/* Static mode: whether a stored calibration (or static_shapes marked calibrated) set the call shapes. */
 RP_API bool rp_engine_calibrated(const rp_engine *e);
 
 
