@@ -1,6 +1,5 @@
-/* TODO(issue 15): moves to rp_engine_create per arm once the public API exposes the chunk cache's pool and
- * store parameters and stats (includes internals: it wires model, context, reuse engine, store and calibration). */
-/* bench_ablation.c — `reprise bench ablation`: TTFT of the KV reuse system with each component switched off in turn. */
+/* bench_ablation.c — `reprise bench ablation`: TTFT of the KV reuse system with each component switched off in turn
+ * (one rp_engine per variant, its ablation switches in rp_engine_params). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <ftw.h>
@@ -12,20 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "calib.h"
-#include "calib_store.h"
 #include "cli.h"
 #include "progress.h"
-#include "core/bigmem.h"
-#include "core/error.h"
-#include "kernels/types.h"
-#include "model/forward.h"
-#include "model/model.h"
-#include "prompt.h"
+#include "reprise.h"
 #include "report.h"
-#include "reuse/chunk.h"
-#include "reuse/engine.h"
-#include "store/store.h"
 #include "workload.h"
 
 /* ---- variants ---- */
@@ -57,13 +46,13 @@ typedef struct vrun {
     bool ok;
     double *ttft;              /* [n_timed], queue wait included */
     int n;
-    rp_static_cfg cfg;         /* the shapes it ran with (static variants) */
+    rp_static_shapes cfg;      /* the shapes it ran with (static variants) */
     double queue_ms, commit_ms, prefill_ms;
     double n_prefix, n_nonprefix, n_recomputed, n_new, n_pad, n_rows;
     double load_ms, exposed_ms, placed_bytes;
     double ram_hits, flash_hits, misses, flash_bytes, flash_rd_ms;
     double writes_prefill, writes_commit, wms_prefill, wms_commit;
-    rp_cache_stats tot;        /* pool counters over the timed queries (deltas) */
+    rp_engine_stats tot;       /* pool counters over the timed queries (deltas) */
     uint64_t store_bytes;      /* the store directory after the run (flushed) */
     /* budgets, sampled after every query (warm-up included): VmRSS above the
      * baseline taken before the first query (model, context and KV pages
@@ -156,10 +145,10 @@ static bool work_build(const rp_model *m, int D, int32_t doc_len, int K, int32_t
     memset(w, 0, sizeof *w);
     uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 0x51ab1a7e;
     if (!s) s = 1;
-    const int32_t V = m->hp.n_vocab;
+    const int32_t V = rp_model_describe(m).n_vocab;
     int32_t lo, hi;   /* as the synthetic workload */
     rp_workload_token_range(V, &lo, &hi);
-    const rp_token bos = rp_tokenizer_bos(m->tok);
+    const rp_token bos = rp_token_bos(m);
     rp_token *docs = malloc(sizeof(rp_token) * (size_t)D * (size_t)doc_len);
     double *cdf = malloc(sizeof(double) * (size_t)D);
     int *pick = malloc(sizeof(int) * (size_t)K);
@@ -252,8 +241,8 @@ static bool work_build_crafted(const rp_model *m, int H, int32_t hot_len, int S,
     uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 0xc4af7ed;
     if (!s) s = 1;
     int32_t lo, hi;
-    rp_workload_token_range(m->hp.n_vocab, &lo, &hi);
-    const rp_token bos = rp_tokenizer_bos(m->tok);
+    rp_workload_token_range(rp_model_describe(m).n_vocab, &lo, &hi);
+    const rp_token bos = rp_token_bos(m);
     rp_token *hot = malloc(sizeof(rp_token) * (size_t)H * (size_t)hot_len);
     w->q = calloc((size_t)Q, sizeof *w->q);
     bool ok = hot && w->q;
@@ -296,62 +285,25 @@ static bool work_build_crafted(const rp_model *m, int H, int32_t hot_len, int S,
 
 /* VmRSS in bytes (0 if /proc is not there). */
 static uint64_t rss_bytes(void) {
-    const long long b = rp_bigmem_rss_bytes();
-    return b > 0 ? (uint64_t)b : 0;
-}
-
-/* ---- the store: filler rows ---- */
-
-#define FILLER_SALT 0xf111e2f111e2f111ULL
-#define FILLER_TOK 16
-#define FILLER_ROW 16   /* bytes per K / V row of the filler model: 512-byte payloads */
-
-/* N rows of a separate tiny "filler" model (chains of 8, 16 random tokens,
- * 512-byte payloads, cold: heat 0), so the database is as large as a
- * long-lived store's: indexed lookups stay O(log N), a naive store scans them. */
-static rp_status fill_store(const char *dir, const rp_store_params *sp, long n, uint64_t seed) {
-    rp_store *s = NULL;
-    RP_TRY(rp_store_open(dir, sp, &s));
-    rp_status st = rp_store_bind_model(s, FILLER_SALT, RP_TYPE_F16, 1, FILLER_ROW, "ablation-filler", true);
-    const int32_t B = 5000;
-    rp_store_put_item *it = calloc((size_t)B, sizeof *it);
-    rp_token *toks = malloc(sizeof(rp_token) * (size_t)B * FILLER_TOK);
-    static const uint8_t kv[2 * FILLER_TOK * FILLER_ROW];   /* zeros: content is irrelevant */
-    if (st == RP_OK && (!it || !toks)) st = rp_errorf(RP_ERR_NOMEM, "bench ablation: out of memory");
-    uint64_t r = seed * 0x2545f4914f6cdd1dULL + 3, id = st == RP_OK ? rp_store_next_id(s) : 0, chain = 0;
-    for (long base = 0; st == RP_OK && base < n; base += B) {
-        const int32_t cnt = n - base < B ? (int32_t)(n - base) : B;
-        for (int32_t j = 0; j < cnt; j++) {
-            rp_token *t = toks + (size_t)j * FILLER_TOK;
-            for (int k = 0; k < FILLER_TOK; k++) t[k] = (rp_token)(rng(&r) % 32000);
-            const bool root = (base + j) % 8 == 0;
-            const uint64_t h = rp_chunk_hash(t, FILLER_TOK, FILLER_SALT);
-            chain = rp_chunk_chain(root ? 0 : chain, h);
-            it[j] = (rp_store_put_item){0};
-            it[j].meta = (rp_store_chunk){.id = id, .hash = h, .chain = chain, .parent_id = root ? 0 : id - 1,
-                                          .n_tokens = FILLER_TOK, .exact = true, .recompute_ms = 0.01};
-            it[j].tokens = t;
-            it[j].kv = kv;
-            id++;
-        }
-        st = rp_store_put(s, it, cnt, 0);
-        for (int32_t j = 0; st == RP_OK && j < cnt; j++) st = it[j].status;
-    }
-    free(it);
-    free(toks);
-    rp_store_close(s);
-    return st;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    long long kb = -1;
+    while (kb < 0 && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %lld kB", &kb) != 1) kb = -1;
+    fclose(f);
+    return kb > 0 ? (uint64_t)kb * 1024 : 0;
 }
 
 /* ---- one variant ---- */
 
 typedef struct run_cfg {
-    const rp_model *m;
-    rp_ctx *ctx;
-    rp_kv *kv;
-    float *lg;
-    rp_type kv_type;
+    rp_model *m;
+    rp_kv_type kv_type;
+    int threads;
+    int32_t n_batch;
     const abl_work *w;
+    int warm_q;                /* the longest query: prefilled plainly before the first one (see run_variant) */
     int warmup;
     double ratio, gap_ms;
     size_t ram_bytes;
@@ -360,10 +312,11 @@ typedef struct run_cfg {
     uint64_t seed;
     const char *base_dir;
     bool keep, sync_load;
-    rp_static_cfg cal;
+    rp_static_shapes cal;      /* static's shapes (stored or measured); zero: the defaults */
 } run_cfg;
 
-static void stats_sub(rp_cache_stats *d, const rp_cache_stats *a, const rp_cache_stats *b) {
+static void stats_sub(rp_engine_stats *d, const rp_engine_stats *a, const rp_engine_stats *b) {
+    *d = *a;   /* levels (cache_chunks / bytes, transient, dirty) as they are at the end */
     d->inserts = a->inserts - b->inserts;
     d->evictions = a->evictions - b->evictions;
     d->prefix_hits = a->prefix_hits - b->prefix_hits;
@@ -378,16 +331,23 @@ static void stats_sub(rp_cache_stats *d, const rp_cache_stats *a, const rp_cache
     d->prefetch_used = a->prefetch_used - b->prefetch_used;
     d->written = a->written - b->written;
     d->write_bytes = a->write_bytes - b->write_bytes;
-    d->write_batches = a->write_batches - b->write_batches;
     d->write_ms = a->write_ms - b->write_ms;
     d->write_failures = a->write_failures - b->write_failures;
     d->dropped_dirty = a->dropped_dirty - b->dropped_dirty;
-    d->disk_evictions = a->disk_evictions - b->disk_evictions;
-    /* levels, not counters (a difference of levels can go below zero) */
-    d->transient = a->transient;
-    d->n_chunks = a->n_chunks;
-    d->bytes = a->bytes;
-    d->dirty = a->dirty;
+    d->store_evictions = a->store_evictions - b->store_evictions;
+}
+
+/* The query's tokens into p, one segment per document (and the tail). */
+static rp_status prompt_of(const rp_wprompt *q, rp_prompt *p) {
+    rp_prompt_clear(p);
+    int32_t at = 0;
+    for (int32_t b = 0; b <= q->n_bounds; b++) {
+        const int32_t end = b < q->n_bounds ? q->bounds[b] : q->n;
+        const rp_status st = rp_prompt_add_tokens(p, q->toks + at, end - at, true);
+        if (st != RP_OK) return st;
+        at = end;
+    }
+    return RP_OK;
 }
 
 static bool run_variant(const char *cmd, const run_cfg *rc, vrun *out) {
@@ -400,47 +360,60 @@ static bool run_variant(const char *cmd, const run_cfg *rc, vrun *out) {
         return false;
     }
     bool ok = false;
-    rp_reuse *e = NULL;
-    rp_store_params stp = rp_store_default_params();
-    stp.naive = v->naive_store;
+    rp_engine *e = NULL;
+    rp_seq *seq = NULL;
+    rp_prompt *pr = NULL;
     if (rc->filler > 0) {
         double t0 = cli_now();
         fprintf(stderr, "  %-20s adding %ld filler rows to the store...\r", v->name, rc->filler);
-        rp_status fs = fill_store(dir, &stp, rc->filler, rc->seed);
+        rp_status fs = rp_cache_add_filler(dir, v->naive_store, rc->filler, rc->seed);
         out->filler_s = cli_now() - t0;
         if (fs != RP_OK) {
             cli_fail(cmd, "filler rows", fs);
             goto out;
         }
     }
-    rp_reuse_params rp = rp_reuse_default_params();
-    rp.mode = RP_REUSE_BLEND;
-    rp.ratio = (float)rc->ratio;
-    rp.static_mode = v->static_mode;
-    rp.naive_schedule = v->naive_schedule;
-    rp.static_cfg = v->fixed_shapes ? rp_static_default_cfg() : rc->cal;
-    rp.cache_bytes = v->no_ram ? 0 : rc->ram_bytes;
-    rp.pipeline = !v->no_pipeline;
-    rp_status st = rp_reuse_create(rc->m, rc->kv_type, w->max_tokens, rp, &e);
+    rp_engine_params ep = rp_engine_default_params();
+    ep.n_threads = rc->threads;
+    ep.n_ctx = w->max_tokens + 1;   /* a prompt must be shorter than the context */
+    ep.n_ctx_over_train = true;     /* random-token prompts: their length is the workload's, not the model's */
+    ep.n_batch = rc->n_batch;
+    ep.kv_type = rc->kv_type;
+    ep.reuse = RP_REUSE_BLEND;
+    ep.recompute_ratio = (float)rc->ratio;
+    ep.static_mode = v->static_mode;
+    ep.naive_schedule = v->naive_schedule;
+    ep.load_calibration = false;    /* static's shapes come from rc->cal (looked up or measured once, in main) */
+    if (!v->fixed_shapes) ep.static_shapes = rc->cal;
+    ep.cache_ram_bytes = v->no_ram ? 0 : rc->ram_bytes;
+    ep.cache_dir = dir;
+    ep.cache_disk_bytes = rc->disk_bytes;
+    ep.cache_naive_store = v->naive_store;
+    ep.cache_policy = v->lru ? RP_CACHE_POLICY_LRU : RP_CACHE_POLICY_COST;
+    ep.cache_sync_persist = v->sync_persist;
+    ep.cache_prefetch = !v->no_prefetch;
+    /* the layer-wise pipeline has two halves: flash reads (the pool's loader) and placement (the engine's);
+     * no-pipeline switches off both */
+    ep.pipeline = !v->no_pipeline;
+    ep.async_load = !rc->sync_load;
+    rp_status st = rp_engine_create(rc->m, &ep, &e);
     if (st != RP_OK) {
         cli_fail(cmd, "engine", st);
         goto out;
     }
-    out->cfg = rp_reuse_get_params(e)->static_cfg;
-    rp_chunk_cache *pool = rp_reuse_cache(e);
+    rp_engine_static_shapes(e, &out->cfg);
+    if ((st = rp_seq_create(e, &seq)) != RP_OK || (st = rp_prompt_create(&pr)) != RP_OK) {
+        cli_fail(cmd, "sequence", st);
+        goto out;
+    }
     {
-        rp_pool_params pp = rp_pool_default_params();
-        pp.policy = v->lru ? RP_EVICT_LRU : RP_EVICT_COST;
-        pp.sync_persist = v->sync_persist;
-        pp.no_prefetch = v->no_prefetch;
-        /* the layer-wise pipeline has two halves: flash reads (pool loader) and
-         * placement (engine loader); no-pipeline switches off both */
-        pp.async_load = !v->no_pipeline && !rc->sync_load;
-        pp.disk_budget = rc->disk_bytes;
-        rp_store *store = NULL;
-        if ((st = rp_store_open(dir, &stp, &store)) != RP_OK ||
-            (st = rp_chunk_cache_attach_store(pool, store, rp_reuse_salt(e), rc->m->name, &pp)) != RP_OK) {
-            cli_fail(cmd, "store", st);
+        /* one plain prefill of the longest query, cached nowhere: the engine's scratch and the sequence's KV pages
+         * are touched here, so the RSS baseline (taken before the first query) leaves them out */
+        rp_gen_opts plain = rp_gen_default_opts();
+        plain.reuse = RP_REUSE_NONE;
+        plain.persist = false;
+        if ((st = prompt_of(&w->q[rc->warm_q], pr)) != RP_OK || (st = rp_seq_prefill(seq, pr, &plain, NULL)) != RP_OK) {
+            cli_fail(cmd, "warm-up prefill", st);
             goto out;
         }
     }
@@ -449,41 +422,46 @@ static bool run_variant(const char *cmd, const run_cfg *rc, vrun *out) {
         fprintf(stderr, "reprise %s: out of memory\n", cmd);
         goto out;
     }
-    rp_cache_stats cs_warm = rp_chunk_cache_stats(pool);
+    const rp_gen_opts go = rp_gen_default_opts();   /* the engine's reuse settings */
+    rp_engine_stats cs_warm, c0, c1, c2;
+    rp_engine_stats_get(e, &cs_warm);
     double t_first_prev = 0;
     out->rss_base = rss_bytes();
     double sample_ms = 0;   /* the previous query's sampling time: the gap starts after it */
     for (int q = 0; q < w->n_q; q++) {
-        const rp_wprompt *p = &w->q[q];
+        if ((st = prompt_of(&w->q[q], pr)) != RP_OK) {
+            cli_fail(cmd, "prompt", st);
+            goto out;
+        }
         double queue = 0;
         if (q > 0) {   /* arrival: gap_ms after the previous first token */
             const double arrival = t_first_prev + rc->gap_ms + sample_ms, now = now_ms();
             if (now < arrival) sleep_ms(arrival - now);
             else queue = now - arrival;
         }
-        if (q == rc->warmup) cs_warm = rp_chunk_cache_stats(pool);
-        const rp_cache_stats c0 = rp_chunk_cache_stats(pool);
-        rp_reuse_stats rs;
-        st = rp_reuse_prefill(e, rc->ctx, rc->kv, p->toks, p->n, p->bounds, p->n_bounds, rc->lg, &rs);
+        if (q == rc->warmup) rp_engine_stats_get(e, &cs_warm);
+        rp_engine_stats_get(e, &c0);
+        rp_gen_stats rs;
+        st = rp_seq_prefill(seq, pr, &go, &rs);
         t_first_prev = now_ms();
         if (st != RP_OK) {
             fprintf(stderr, "\n");
             cli_fail(cmd, v->name, st);
             goto out;
         }
-        const rp_cache_stats c1 = rp_chunk_cache_stats(pool);
+        rp_engine_stats_get(e, &c1);
         const double tc = now_ms();
-        st = rp_reuse_commit(e, rc->kv);
+        st = rp_seq_commit(seq);
         const double commit_ms = now_ms() - tc;
         if (st != RP_OK) {
             fprintf(stderr, "\n");
             cli_fail(cmd, "commit", st);
             goto out;
         }
-        const rp_cache_stats c2 = rp_chunk_cache_stats(pool);
+        rp_engine_stats_get(e, &c2);
         {
             const double ts = now_ms();
-            const uint64_t rss = rss_bytes(), disk = dir_bytes(dir), pool_b = c2.bytes + c2.transient_bytes;
+            const uint64_t rss = rss_bytes(), disk = dir_bytes(dir), pool_b = c2.cache_bytes + c2.transient_bytes;
             if (rss > out->rss_base && rss - out->rss_base > out->rss_growth_max) out->rss_growth_max = rss - out->rss_base;
             if (disk > out->disk_max) out->disk_max = disk;
             if (pool_b > out->pool_max) out->pool_max = pool_b;
@@ -499,12 +477,12 @@ static bool run_variant(const char *cmd, const run_cfg *rc, vrun *out) {
         out->queue_ms += queue;
         out->prefill_ms += rs.ttft_ms;
         out->commit_ms += commit_ms;
-        out->n_prefix += rs.n_prefix;
-        out->n_nonprefix += rs.n_nonprefix;
-        out->n_recomputed += rs.n_recomputed;
-        out->n_new += rs.n_new;
-        out->n_pad += rs.n_pad;
-        out->n_rows += rs.n_computed_rows;
+        out->n_prefix += rs.reused_prefix;
+        out->n_nonprefix += rs.reused_nonprefix;
+        out->n_recomputed += rs.recomputed;
+        out->n_new += rs.computed;
+        out->n_pad += rs.pad_rows;
+        out->n_rows += rs.computed_rows;
         out->placed_bytes += (double)rs.bytes_loaded;
         /* flash reads on the request thread (sync loads) are load time the compute waited for */
         const double rd = c1.load_ms - c0.load_ms;
@@ -521,12 +499,15 @@ static bool run_variant(const char *cmd, const run_cfg *rc, vrun *out) {
         out->writes_commit += (double)(c2.written - c1.written);
         out->wms_commit += c2.write_ms - c1.write_ms;
     }
-    const rp_cache_stats cs_end = rp_chunk_cache_stats(pool);
+    rp_engine_stats cs_end;
+    rp_engine_stats_get(e, &cs_end);
     stats_sub(&out->tot, &cs_end, &cs_warm);
-    if (rp_chunk_cache_flush(pool) != RP_OK) fprintf(stderr, "\nreprise %s: %s: flush: %s\n", cmd, v->name, rp_last_error());
+    if (rp_engine_flush(e) != RP_OK) fprintf(stderr, "\nreprise %s: %s: flush: %s\n", cmd, v->name, rp_last_error());
     ok = out->n > 0;
 out:
-    rp_reuse_free(e);   /* detaches: flushes and closes the store */
+    rp_prompt_free(pr);
+    rp_seq_free(seq);
+    rp_engine_free(e);   /* flushes and closes the store */
     if (ok) {
         out->store_bytes = dir_bytes(dir);
         double s = 0;
@@ -644,7 +625,7 @@ static void write_json(FILE *f, const char *model, const vrun *runs, int nr, con
                 r->n_prefix / n, r->n_nonprefix / n, r->n_recomputed / n, r->n_new / n, r->n_rows / n, r->n_pad / n);
         fprintf(f, ", \"static\": %s, \"L_P\": %d, \"L_S\": %d", r->v->static_mode ? "true" : "false", r->cfg.L_P,
                 r->cfg.L_S);
-        const rp_cache_stats *t = &r->tot;
+        const rp_engine_stats *t = &r->tot;
         fprintf(f, ", \"pool\": {\"inserts\": %llu, \"evictions\": %llu, \"loads\": %llu, \"load_bytes\": %llu, "
                    "\"prefetched\": %llu, \"prefetch_used\": %llu, \"written\": %llu, \"write_bytes\": %llu, "
                    "\"write_ms\": %.3f, \"write_failures\": %llu, \"dropped_dirty\": %llu, \"transient\": %llu, "
@@ -653,9 +634,9 @@ static void write_json(FILE *f, const char *model, const vrun *runs, int nr, con
                 (unsigned long long)t->load_bytes, (unsigned long long)t->prefetched,
                 (unsigned long long)t->prefetch_used, (unsigned long long)t->written,
                 (unsigned long long)t->write_bytes, t->write_ms, (unsigned long long)t->write_failures,
-                (unsigned long long)t->dropped_dirty, (unsigned long long)t->transient,
-                (unsigned long long)t->disk_evictions, (unsigned long long)t->load_failures,
-                (unsigned long long)t->n_chunks, (unsigned long long)t->bytes);
+                (unsigned long long)t->dropped_dirty, (unsigned long long)t->transient_chunks,
+                (unsigned long long)t->store_evictions, (unsigned long long)t->load_failures,
+                (unsigned long long)t->cache_chunks, (unsigned long long)t->cache_bytes);
         fprintf(f, ", \"reuse_share\": %.4f", reuse_share(r));
         fprintf(f, ", \"lookups\": %.3f, \"hit_rate\": %.4f, \"ram_hit_rate\": %.4f", (r->ram_hits + r->flash_hits + r->misses) / n,
                 hit_rate(r), r->ram_hits + r->flash_hits + r->misses > 0
@@ -759,8 +740,8 @@ static void usage(void) {
            "Variants (--variants a,b,c; default all, in this order):\n"
            "  full                 dynamic blend, RAM pool over the SQLite store, cost-aware eviction, layer-wise\n"
            "                       pipeline (flash reads and placement alongside compute), async persistence, prefetch\n"
-           "                       (--no-async-load: flash reads on the request thread in every variant, as run and\n"
-           "                       serve do today)\n"
+           "                       (--no-async-load: flash reads on the request thread in every variant, the\n"
+           "                       engine's async_load off)\n"
            "  no-ram-pool          RAM budget 0: every hit is a flash load\n"
            "  naive-store          the store as one BLOB table without secondary indexes: lookups scan\n"
            "  lru-eviction         LRU instead of cost-aware eviction, in RAM and on flash\n"
@@ -847,8 +828,11 @@ int bench_ablation(int argc, char **argv) {
         fprintf(stderr, "reprise bench ablation: --warmup %ld leaves no timed query of %ld\n", warmup, n_queries);
         return 2;
     }
-    int kv_type = rp_type_from_name(kv_name);
-    if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_F32 && kv_type != RP_TYPE_Q8_0) {
+    rp_kv_type kv_type;
+    if (!strcmp(kv_name, "f16")) kv_type = RP_KV_F16;
+    else if (!strcmp(kv_name, "f32")) kv_type = RP_KV_F32;
+    else if (!strcmp(kv_name, "q8_0")) kv_type = RP_KV_Q8_0;
+    else {
         fprintf(stderr, "reprise bench ablation: --kv-type must be f16, f32 or q8_0\n");
         return 2;
     }
@@ -893,12 +877,13 @@ int bench_ablation(int argc, char **argv) {
     mp.n_threads = (int)threads;
     rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
-    if (!m->tok) { fprintf(stderr, "reprise bench ablation: the model has no tokenizer\n"); rp_model_free(m); return 1; }
+    if (!rp_model_describe(m).has_tokenizer) {
+        fprintf(stderr, "reprise bench ablation: the model has no tokenizer\n");
+        rp_model_free(m);
+        return 1;
+    }
     int rc = 1;
     abl_work w;
-    rp_ctx *ctx = NULL;
-    rp_kv *kv = NULL;
-    float *lg = NULL;
     if (crafted ? !work_build_crafted(m, (int)n_docs, (int32_t)doc_len, (int)n_short, (int32_t)short_len, (int32_t)tail,
                                       (int)n_queries, hot_share, (uint64_t)seed, &w)
                 : !work_build(m, (int)n_docs, (int32_t)doc_len, (int)per_query, (int32_t)tail, (int)n_queries, zipf,
@@ -907,8 +892,12 @@ int bench_ablation(int argc, char **argv) {
         rp_model_free(m);
         return 1;
     }
-    const int32_t kv_dim = m->hp.n_head_kv * m->hp.head_dim;
-    const double tok_kv = (double)m->hp.n_layer * 2.0 * (double)rp_type_row_size((rp_type)kv_type, kv_dim);
+    uint64_t tok_kv_b = 0;
+    if ((st = rp_kv_estimate(m, 1, kv_type, &tok_kv_b)) != RP_OK) {
+        rc = cli_fail(a.cmd, "KV size", st);
+        goto out;
+    }
+    const double tok_kv = (double)tok_kv_b;
     const double corpus_kv = tok_kv * (double)n_docs * (double)doc_len;
     /* crafted: RAM a third of the hot set, flash three quarters of it (both tiers smaller than the hot set); zipf: RAM a
      * third of the corpus, flash unlimited */
@@ -916,95 +905,52 @@ int bench_ablation(int argc, char **argv) {
     const uint64_t disk_bytes = disk_mb >= 0 ? (uint64_t)(disk_mb * 1048576.0) : crafted ? (uint64_t)(corpus_kv * 0.75) : 0;
 
     /* static shapes: stored calibration, else measured now (--calibrate), else defaults */
-    rp_static_cfg cal = rp_static_default_cfg();
+    rp_static_shapes cal = rp_static_default_shapes(), found = {0};
     const char *cal_src = "default";
     bool want_cal = false;
     for (int i = 0; i < nr; i++) want_cal |= runs[i].v->static_mode && !runs[i].v->fixed_shapes;
     if (want_cal) {
-        rp_reuse *ce = NULL;
-        rp_reuse_params cp0 = rp_reuse_default_params();
-        cp0.pipeline = false;
-        if ((st = rp_reuse_create(m, (rp_type)kv_type, 1100, cp0, &ce)) != RP_OK) { rc = cli_fail(a.cmd, "engine", st); goto out; }
-        if (cli_apply_calib(ce, m, NULL, (int)threads)) {
-            cal = rp_reuse_get_params(ce)->static_cfg;
+        if (rp_calibration_lookup(m, NULL, (int)threads, &found)) {
+            cal = found;
             cal_src = "stored";
         } else if (calibrate) {
             static const int32_t sizes[] = {32, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
-            rp_ctx_params ccp = rp_ctx_default_params();
-            ccp.n_threads = (int)threads;
-            ccp.n_batch = 1024;
-            ccp.n_outputs = 1;
-            ccp.n_ctx_max = 1100;
-            rp_ctx *cc = NULL;
-            rp_kv *ck = NULL;
-            rp_calib cd;
+            rp_engine_params cep = rp_engine_default_params();
+            cep.n_threads = (int)threads;
+            cep.kv_type = kv_type;
+            rp_calibrate_params ccp = rp_calibrate_default_params();
+            ccp.sizes = sizes;
+            ccp.n_sizes = (int32_t)(sizeof sizes / sizeof sizes[0]);
+            ccp.reps = 2;
+            rp_calibration cd;
             fprintf(stderr, "calibrating static shapes (not saved; `reprise plan --calibrate` stores them)...\n");
-            if ((st = rp_ctx_create(m, ccp, &cc)) == RP_OK && (st = rp_kv_create(m, 1100, (rp_type)kv_type, &ck)) == RP_OK &&
-                (st = rp_reuse_calibrate(ce, cc, ck, sizes, (int32_t)(sizeof sizes / sizeof sizes[0]), 2, &cd)) == RP_OK) {
-                cal = cd.cfg;
-                cal_src = "measured";
-            }
-            rp_kv_free(ck);
-            rp_ctx_free(cc);
-            if (st != RP_OK) {
-                rp_reuse_free(ce);
+            if ((st = rp_calibrate(m, &cep, &ccp, &cd)) != RP_OK) {
                 rc = cli_fail(a.cmd, "calibrate", st);
                 goto out;
             }
+            cal = found = cd.shapes;
+            cal_src = "measured";
         } else {
             fprintf(stderr, "no stored calibration for this model and machine (`reprise plan -m MODEL --calibrate`, or "
                             "--calibrate here): static uses the default shapes, as static-fixed-shapes does\n");
         }
-        rp_reuse_free(ce);
     }
-    {
-        const rp_static_cfg dflt = rp_static_default_cfg();
-        int32_t pad = dflt.L_S > dflt.L_P ? dflt.L_S : dflt.L_P;
-        if (cal.L_S > pad) pad = cal.L_S;
-        if (cal.L_P > pad) pad = cal.L_P;
-        const int32_t n_ctx = w.max_tokens + pad + 8;
-        rp_ctx_params cp = rp_ctx_default_params();
-        cp.n_threads = (int)threads;
-        cp.n_batch = w.max_tokens > 512 ? 1024 : 512;
-        if (cp.n_batch < pad) cp.n_batch = pad;   /* a static call is one forward of L_S / L_P rows */
-        cp.n_outputs = 1;
-        cp.n_ctx_max = n_ctx;
-        lg = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
-        if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK || (st = rp_kv_create(m, n_ctx, (rp_type)kv_type, &kv)) != RP_OK ||
-            !lg) {
-            rc = cli_fail(a.cmd, "setup", st);
-            goto out;
-        }
-    }
-    {
-        /* one plain prefill of the longest query before any variant: the context's scratch and the KV pages are
-         * touched here, so each variant's RSS baseline (taken before its first query) leaves them out */
-        int lq = 0;
-        for (int q = 1; q < w.n_q; q++)
-            if (w.q[q].n > w.q[lq].n) lq = q;
-        rp_reuse *te = NULL;
-        rp_reuse_params tp = rp_reuse_default_params();
-        tp.mode = RP_REUSE_NONE;
-        tp.cache_bytes = 0;
-        tp.pipeline = false;
-        rp_reuse_stats trs;
-        if ((st = rp_reuse_create(m, (rp_type)kv_type, w.max_tokens, tp, &te)) != RP_OK ||
-            (st = rp_reuse_prefill(te, ctx, kv, w.q[lq].toks, w.q[lq].n, w.q[lq].bounds, w.q[lq].n_bounds, lg, &trs)) !=
-                RP_OK) {
-            rp_reuse_free(te);
-            rc = cli_fail(a.cmd, "warm-up prefill", st);
-            goto out;
-        }
-        rp_reuse_free(te);
-    }
+    /* rows per forward call: a static call is one forward of L_S / L_P rows (the engine raises n_batch to L_S) */
+    int32_t n_batch = w.max_tokens > 512 ? 1024 : 512;
+    if (n_batch < cal.L_P) n_batch = cal.L_P;
+    if (n_batch < cal.L_S) n_batch = cal.L_S;
+    int warm_q = 0;   /* the longest query */
+    for (int q = 1; q < w.n_q; q++)
+        if (w.q[q].n > w.q[warm_q].n) warm_q = q;
     fprintf(stderr, "ablation: %s workload, %d docs x %ld tokens (KV %.1f MiB), %d queries of %ld docs + %ld new tokens (%d tokens), "
                     "zipf %.2f, %ld warm-up, gap %.0f ms, RAM %.2f MiB, flash %s, filler %ld, L_P/L_S %d/%d (%s)\n",
             workload, (int)n_docs, doc_len, corpus_kv / 1048576.0, w.n_q, per_query, tail, w.max_tokens, zipf, warmup, gap_ms,
             ram_bytes / 1048576.0, disk_bytes ? "bounded" : "unlimited", filler, cal.L_P, cal.L_S, cal_src);
-    run_cfg rcfg = {.m = m, .ctx = ctx, .kv = kv, .lg = lg, .kv_type = (rp_type)kv_type, .w = &w, .warmup = (int)warmup,
+    run_cfg rcfg = {.m = m, .kv_type = kv_type, .threads = (int)threads, .n_batch = n_batch, .w = &w,
+                    .warm_q = warm_q, .warmup = (int)warmup,
                     .ratio = ratio, .gap_ms = gap_ms, .ram_bytes = ram_bytes, .disk_bytes = disk_bytes,
                     .filler = filler, .seed = (uint64_t)seed, .base_dir = base_dir, .keep = keep,
-                    .sync_load = sync_load, .cal = cal};
+                    .sync_load = sync_load, .cal = found};
     int n_failed = 0;
     for (int i = 0; i < nr; i++)
         if (!run_variant(a.cmd, &rcfg, &runs[i])) n_failed++;
@@ -1091,9 +1037,6 @@ int bench_ablation(int argc, char **argv) {
     rc = n_failed ? 1 : 0;
 out:
     for (int i = 0; i < nr; i++) free(runs[i].ttft);
-    free(lg);
-    rp_kv_free(kv);
-    rp_ctx_free(ctx);
     work_free(&w);
     rp_model_free(m);
     return rc;

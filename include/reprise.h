@@ -298,6 +298,22 @@ RP_API int32_t rp_prompt_n_segments(const rp_prompt *p);
  * ========================================================================= */
 typedef struct rp_engine rp_engine;
 
+/* How the chunk cache chooses what to evict, from RAM and from flash, when it has a store (without one: LRU). */
+typedef enum rp_cache_policy {
+    RP_CACHE_POLICY_COST = 0,  /* locality x the cost of recomputing or reloading it (default) */
+    RP_CACHE_POLICY_LRU = 1,   /* least recently used (an ablation) */
+} rp_cache_policy;
+
+/* Static mode's call shapes: rows of a prefill call (L_P) and of a selective-recompute call (L_S), padded to
+ * them, and each call's latency. From the stored calibration when `calibrated`; otherwise defaults, and the
+ * latencies are placeholders (not measured: do not report them as predictions). */
+typedef struct rp_static_shapes {
+    int32_t L_P, L_S;
+    double lat_P_ms, lat_S_ms;
+    bool calibrated;
+} rp_static_shapes;
+
+
 typedef struct rp_engine_params {
     int n_threads;             /* compute threads (default 2) */
     int32_t n_ctx;             /* KV cells per sequence (0: min(4096, the model's training context)) */
@@ -329,6 +345,24 @@ typedef struct rp_engine_params {
     int32_t n_seq_max;         /* sequences expected to fill their context at once (default 1): rp_engine_create
                                   refuses (RP_ERR_NOMEM, naming the bytes) when their KV cache would not fit in
                                   the memory available (rp_system_mem_available); 0 skips the check */
+    /* ablations: each component of the reuse system switched off alone (`reprise bench ablation`; the defaults
+     * have everything on) */
+    rp_cache_policy cache_policy; /* with a store (cache_dir): eviction from RAM and from flash (default
+                                  RP_CACHE_POLICY_COST); a RAM-only cache evicts least recently used */
+    bool cache_prefetch;       /* a thread loads chunks likely to be hit from flash ahead of demand, and warms the
+                                  RAM pool at start (default true) */
+    bool pipeline;             /* cached KV is placed layer by layer alongside the compute (default true); false:
+                                  placed, flash reads included, before the compute starts */
+    bool async_load;           /* with pipeline, flash reads run on a loader thread (default true); false: on the
+                                  calling thread, before the compute */
+    bool cache_sync_persist;   /* chunks are written to flash on the calling thread at commit, not by the
+                                  background writer (default false) */
+    bool cache_naive_store;    /* the store as one table without secondary indexes: lookups scan (default false;
+                                  only for a store made so, e.g. by rp_cache_add_filler with naive) */
+    rp_static_shapes static_shapes;   /* static mode: L_P, L_S (both > 0) and the latencies to plan with, taking
+                                  precedence over a stored calibration (e.g. an rp_calibrate result not stored;
+                                  `calibrated` says whether they were measured); default zero: the stored ones,
+                                  else the defaults */
 } rp_engine_params;
 
 RP_API rp_engine_params rp_engine_default_params(void);
@@ -344,19 +378,14 @@ RP_API void rp_engine_free(rp_engine *e);
  * database set aside), why an optional store is not used, or "". */
 RP_API const char *rp_engine_notice(const rp_engine *e);
 RP_API int32_t rp_engine_n_ctx(const rp_engine *e);
-/* Static mode: whether a stored calibration set the call shapes. */
+/* Static mode: whether a stored calibration (or static_shapes marked calibrated) set the call shapes. */
 RP_API bool rp_engine_calibrated(const rp_engine *e);
 
-/* Static mode's call shapes: rows of a prefill call (L_P) and of a selective-recompute call (L_S), padded to
- * them, and each call's latency. From the stored calibration when `calibrated`; otherwise defaults, and the
- * latencies are placeholders (not measured: do not report them as predictions). */
-typedef struct rp_static_shapes {
-    int32_t L_P, L_S;
-    double lat_P_ms, lat_S_ms;
-    bool calibrated;
-} rp_static_shapes;
 
 RP_API void rp_engine_static_shapes(const rp_engine *e, rp_static_shapes *out);
+/* The shapes static mode uses without a calibration (L_P 128, L_S 512; placeholder latencies, calibrated false).
+ * Thread-safe. */
+RP_API rp_static_shapes rp_static_default_shapes(void);
 /* Waits until everything cached so far is on flash (no-op without a store). Thread-safe. */
 RP_API rp_status rp_engine_flush(rp_engine *e);
 
@@ -368,6 +397,15 @@ typedef struct rp_engine_stats {
     uint64_t store_bytes;                     /* the store on disk (0 without one) */
     bool store_damaged;                       /* SQLite called its database corrupt: nothing more is written */
     uint64_t store_evictions;                 /* chunks evicted from the store to keep its disk budget */
+    uint64_t load_bytes;                      /* payload bytes read from flash (demand and prefetch) */
+    double load_ms;                           /* time in flash reads on the calling thread */
+    uint64_t write_bytes;                     /* payload bytes written to flash */
+    double write_ms;                          /* time in write transactions (the writer's, or the caller's with
+                                                 cache_sync_persist) */
+    uint64_t dropped_dirty;                   /* chunks evicted from RAM before they were written to flash */
+    uint64_t transient_chunks, transient_bytes;   /* chunks held outside the RAM budget now (over-budget loads
+                                                 and inserts, until released) */
+    uint64_t dirty_chunks;                    /* chunks not yet on flash now */
 } rp_engine_stats;
 
 RP_API void rp_engine_stats_get(rp_engine *e, rp_engine_stats *out);
@@ -688,6 +726,12 @@ RP_API rp_status rp_cache_evict(rp_cache *c, uint64_t target_bytes, bool lru, in
 RP_API rp_status rp_cache_compact(rp_cache *c, uint64_t *removed);
 /* Deletes every chunk the handle sees (all, or the bound model's). */
 RP_API rp_status rp_cache_clear(rp_cache *c, uint64_t *n_deleted);
+/* Benchmark support: adds n cold rows of a placeholder model ("ablation-filler": 16-token chunks in chains of 8,
+ * 512-byte zero payloads, seeded token ids) to the store in dir (made, private, when missing), so a fresh store is
+ * as large as a long-lived one: indexed lookups stay O(log n), a naive store (naive: one table without secondary
+ * indexes, as rp_engine_params.cache_naive_store opens it) scans them. No engine ever hits them (another model's
+ * salt). The same seed gives the same rows. One writer at a time per store (it takes the store's lock). */
+RP_API rp_status rp_cache_add_filler(const char *dir, bool naive, int64_t n, uint64_t seed);
 
 /* ---- analysis, calibration, model files ---- */
 

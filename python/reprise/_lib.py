@@ -113,18 +113,20 @@ class rp_chat_message(Structure):
                 ("name", c_char_p)]
 
 
+class rp_static_shapes(Structure):
+    _fields_ = [("L_P", c_int32), ("L_S", c_int32), ("lat_P_ms", c_double), ("lat_S_ms", c_double),
+                ("calibrated", c_bool)]
+
+
 class rp_engine_params(Structure):
     _fields_ = [("n_threads", c_int), ("n_ctx", c_int32), ("n_batch", c_int32), ("kv_type", c_int),
                 ("reuse", c_int), ("recompute_ratio", c_float), ("select", c_int), ("check_layer", c_int32),
                 ("static_mode", c_bool), ("naive_schedule", c_bool), ("cache_ram_bytes", c_size_t),
                 ("cache_dir", c_char_p), ("cache_disk_bytes", c_uint64), ("cache_dir_optional", c_bool),
                 ("load_calibration", c_bool), ("cache_read_only", c_bool), ("n_ctx_over_train", c_bool),
-                ("deviation", c_int32), ("n_seq_max", c_int32)]
-
-
-class rp_static_shapes(Structure):
-    _fields_ = [("L_P", c_int32), ("L_S", c_int32), ("lat_P_ms", c_double), ("lat_S_ms", c_double),
-                ("calibrated", c_bool)]
+                ("deviation", c_int32), ("n_seq_max", c_int32), ("cache_policy", c_int),
+                ("cache_prefetch", c_bool), ("pipeline", c_bool), ("async_load", c_bool),
+                ("cache_sync_persist", c_bool), ("cache_naive_store", c_bool), ("static_shapes", rp_static_shapes)]
 
 
 class rp_engine_stats(Structure):
@@ -132,7 +134,9 @@ class rp_engine_stats(Structure):
                                         "content_hits", "misses", "flash_hits", "loads", "load_failures",
                                         "prefetched", "prefetch_used", "written", "write_failures")] + \
                [("has_store", c_bool), ("store_bytes", c_uint64), ("store_damaged", c_bool),
-                ("store_evictions", c_uint64)]
+                ("store_evictions", c_uint64), ("load_bytes", c_uint64), ("load_ms", c_double),
+                ("write_bytes", c_uint64), ("write_ms", c_double)] + \
+               [(n, c_uint64) for n in ("dropped_dirty", "transient_chunks", "transient_bytes", "dirty_chunks")]
 
 
 class rp_gen_opts(Structure):
@@ -410,6 +414,7 @@ PROTOTYPES = {
     "rp_agents_stats_get": (None, [H, POINTER(rp_agents_stats)]),
     # cache directory
     "rp_cache_open": (ST, [c_char_p, c_bool, OUT_H]),
+    "rp_cache_add_filler": (ST, [c_char_p, c_bool, c_int64, c_uint64]),
     "rp_cache_close": (None, [H]),
     "rp_cache_bind": (ST, [H, H, c_int]),
     "rp_cache_info_get": (ST, [H, POINTER(rp_cache_info)]),
@@ -430,6 +435,7 @@ PROTOTYPES = {
     "rp_calibrate_default_params": (rp_calibrate_params, []),
     "rp_calibrate": (ST, [H, POINTER(rp_engine_params), POINTER(rp_calibrate_params), POINTER(rp_calibration)]),
     "rp_calibration_save": (ST, [H, POINTER(rp_calibration), c_char_p, c_char_p, c_size_t]),
+    "rp_static_default_shapes": (rp_static_shapes, []),
     "rp_calibration_lookup": (c_bool, [H, c_char_p, c_int, POINTER(rp_static_shapes)]),
     "rp_model_synth_default_params": (rp_model_synth_params, []),
     "rp_model_synth": (ST, [POINTER(rp_model_synth_params), c_char_p]),

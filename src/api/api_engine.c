@@ -40,6 +40,10 @@ rp_engine_params rp_engine_default_params(void) {
         .cache_read_only = false,
         .n_ctx_over_train = false,
         .n_seq_max = 1,
+        .cache_policy = RP_CACHE_POLICY_COST,
+        .cache_prefetch = true,
+        .pipeline = true,
+        .async_load = true,
     };
     return p;
 }
@@ -58,6 +62,16 @@ static rp_status check_params(const rp_model *m, const rp_engine_params *p) {
     if (p->check_layer < 0) return rp_errorf(RP_ERR_INVALID_ARG, "engine: check layer %d is negative", p->check_layer);
     if ((unsigned)p->deviation > RP_DEVIATION_V) return rp_errorf(RP_ERR_INVALID_ARG, "engine: deviation %d", (int)p->deviation);
     if (p->n_seq_max < 0) return rp_errorf(RP_ERR_INVALID_ARG, "engine: n_seq_max %d is negative", p->n_seq_max);
+    if ((unsigned)p->cache_policy > RP_CACHE_POLICY_LRU)
+        return rp_errorf(RP_ERR_INVALID_ARG, "engine: cache policy %d", (int)p->cache_policy);
+    const rp_static_shapes *sh = &p->static_shapes;
+    if (sh->L_P != 0 || sh->L_S != 0) {
+        if (sh->L_P < 1 || sh->L_S < 1 || sh->L_P > 65536 || sh->L_S > 65536)
+            return rp_errorf(RP_ERR_INVALID_ARG, "engine: static shapes L_P %d, L_S %d (both in 1..65536, or both 0)",
+                             sh->L_P, sh->L_S);
+        if (!(sh->lat_P_ms >= 0) || !(sh->lat_S_ms >= 0))
+            return rp_errorf(RP_ERR_INVALID_ARG, "engine: static shapes' latencies %g / %g ms", sh->lat_P_ms, sh->lat_S_ms);
+    }
     return RP_OK;
 }
 
@@ -65,12 +79,17 @@ static rp_status check_params(const rp_model *m, const rp_engine_params *p) {
 static rp_status attach_store(rp_engine *e) {
     rp_store_params sp = rp_store_default_params();
     sp.read_only = e->p.cache_read_only;   /* a reader: no lock, no writes (the cache pool reads only) */
+    sp.naive = e->p.cache_naive_store;
     rp_store *store = NULL;
     RP_TRY(rp_store_open(e->cache_dir, &sp, &store));
     snprintf(e->notice, sizeof e->notice, "%s", rp_store_notice(store));
     rp_pool_params pp = rp_pool_default_params();
     pp.disk_budget = e->p.cache_disk_bytes;
-    pp.async_load = true;   /* flash reads overlap compute (the engine waits per layer) */
+    pp.policy = e->p.cache_policy == RP_CACHE_POLICY_LRU ? RP_EVICT_LRU : RP_EVICT_COST;
+    pp.sync_persist = e->p.cache_sync_persist;
+    pp.no_prefetch = !e->p.cache_prefetch;
+    /* flash reads overlap compute (the engine waits per layer); no pipeline: both halves before the compute */
+    pp.async_load = e->p.pipeline && e->p.async_load;
     /* attach owns the store from here, also when it fails */
     return rp_chunk_cache_attach_store(rp_reuse_cache(e->reuse), store, rp_reuse_salt(e->reuse), e->m->name, &pp);
 }
@@ -97,8 +116,16 @@ rp_status rp_engine_create(rp_model *m, const rp_engine_params *p, rp_engine **o
     rp.static_mode = p->static_mode;
     rp.naive_schedule = p->naive_schedule;
     rp.cache_bytes = p->cache_ram_bytes;
-    if (p->static_mode && p->load_calibration)
+    rp.pipeline = p->pipeline;
+    if (p->static_shapes.L_P > 0) {   /* the caller's shapes over any stored ones */
+        rp.static_cfg.L_P = p->static_shapes.L_P;
+        rp.static_cfg.L_S = p->static_shapes.L_S;
+        rp.static_cfg.lat_P_ms = p->static_shapes.lat_P_ms;
+        rp.static_cfg.lat_S_ms = p->static_shapes.lat_S_ms;
+        e->calibrated = p->static_shapes.calibrated;
+    } else if (p->static_mode && p->load_calibration) {
         e->calibrated = rp_calib_lookup(m->fingerprint, p->cache_dir, p->n_threads, &rp.static_cfg);
+    }
     const int32_t n_train = m->hp.n_ctx_train > 0 ? m->hp.n_ctx_train : 1 << 24;
     e->n_ctx = p->n_ctx > 0 ? (p->n_ctx < n_train || p->n_ctx_over_train ? p->n_ctx : n_train)
                             : (4096 < n_train ? 4096 : n_train);
@@ -158,6 +185,12 @@ void rp_engine_static_shapes(const rp_engine *e, rp_static_shapes *out) {
     out->calibrated = e->calibrated;
 }
 
+rp_static_shapes rp_static_default_shapes(void) {
+    const rp_static_cfg c = rp_static_default_cfg();
+    const rp_static_shapes sh = {.L_P = c.L_P, .L_S = c.L_S, .lat_P_ms = c.lat_P_ms, .lat_S_ms = c.lat_S_ms};
+    return sh;
+}
+
 rp_status rp_engine_flush(rp_engine *e) {
     if (!e) return rp_errorf(RP_ERR_INVALID_ARG, "engine: NULL");
     rp_chunk_cache *c = rp_reuse_cache(e->reuse);
@@ -186,6 +219,14 @@ void rp_engine_stats_get(rp_engine *e, rp_engine_stats *out) {
     out->store_bytes = cs.disk_bytes;
     out->store_damaged = cs.store_damaged;
     out->store_evictions = cs.disk_evictions;
+    out->load_bytes = cs.load_bytes;
+    out->load_ms = cs.load_ms;
+    out->write_bytes = cs.write_bytes;
+    out->write_ms = cs.write_ms;
+    out->dropped_dirty = cs.dropped_dirty;
+    out->transient_chunks = cs.transient;
+    out->transient_bytes = cs.transient_bytes;
+    out->dirty_chunks = cs.dirty;
 }
 
 /* ---- sequences ---- */
