@@ -1,5 +1,6 @@
 /* fuzz_request.c — libFuzzer target: arbitrary bytes through the request path the HTTP handler uses (parse, render, reply). */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +11,29 @@
 
 #define CHECK(c) do { if (!(c)) __builtin_trap(); } while (0)
 
-/* Byte 0 picks the endpoint (bit 0), the chat format (bits 1-2) and whether
+/* The models whose chat templates render the requests: none (a plain transcript), and the vocabulary-only
+ * GGUFs of ../shared (Llama 3 and Qwen3 with their own Jinja templates, an SPM vocabulary with the llama2
+ * built-in) when they are there; a missing one falls back to none. */
+static const rp_model *g_models[4];
+
+static void load_models(void) {
+    static int done;
+    if (done) return;
+    done = 1;
+    const char *dir = getenv("RP_SHARED_DIR") ? getenv("RP_SHARED_DIR") : "../shared";
+    static const char *const files[3] = {"models/vocab/llama3-bpe.vocab.gguf", "models/vocab/qwen3-bpe.vocab.gguf",
+                                         "models/vocab/ggml-vocab-llama-spm.gguf"};
+    for (int i = 0; i < 3; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        rp_model_params mp = rp_model_default_params();
+        mp.vocab_only = true;
+        rp_model *m = NULL;
+        if (rp_model_load(path, mp, &m) == RP_OK) g_models[i + 1] = m;
+    }
+}
+
+/* Byte 0 picks the endpoint (bit 0), the model and so the chat template (bits 1-2) and whether
  * the body is also used as "generated text" for the reply path (bit 3); the
  * rest is the request body, exactly as the handler receives it. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -34,10 +57,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         free(j);
         return 0;
     }
-    static const rp_chat_format fmts[4] = {RP_CHAT_UNKNOWN, RP_CHAT_LLAMA3, RP_CHAT_CHATML, RP_CHAT_LLAMA2};
+    load_models();
     rp_srv_text t;
     memset(&e, 0, sizeof e);
-    st = ep == RP_EP_CHAT ? rp_srv_render_chat(fmts[(sel >> 1) & 3], &r, &t, &e) : rp_srv_render_completion(&r, &t, &e);
+    st = ep == RP_EP_CHAT ? rp_srv_render_chat(g_models[(sel >> 1) & 3], &r, &t, &e) : rp_srv_render_completion(&r, &t, &e);
     if (st == RP_OK) {
         CHECK(t.n_pieces >= 1 && t.cut[0] == 0 && t.cut[t.n_pieces] == t.len);
         for (int i = 0; i < t.n_pieces; i++) CHECK(t.cut[i] <= t.cut[i + 1]);

@@ -330,7 +330,7 @@ rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_
         free(extra.p);
     }
 
-    if (rp_chat_template_check(m) == RP_ERR_UNSUPPORTED) {   /* no chat template at all */
+    if (!m || rp_chat_template_check(m) == RP_ERR_UNSUPPORTED) {   /* no chat template at all */
         sbuf b = {0};
         plain_transcript(msgs, n, &b);
         if (b.oom || !b.p) {

@@ -38,7 +38,7 @@ typedef struct rp_srv_text {
  * system prompt, named forces the reply to open a call of that tool (the
  * arguments are then constrained to one JSON object). reprise_documents
  * join the system message, each its own piece. Errors are 400s naming the
- * message. */
+ * message. m NULL (or a model without a template): a plain transcript. */
 rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_text *out, rp_api_error *err);
 
 /* /v1/completions: documents (each a piece) then the prompt text. */
