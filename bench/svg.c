@@ -2,21 +2,10 @@
 #include "svg.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-
-/* Prints "reprise bench: <message>" on stderr and returns st (rp_last_error belongs to the library). */
-static rp_status tl_err(rp_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("reprise bench: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return st;
-}
+#include "bench_error.h"
 
 typedef struct {
     double t0, t1;
@@ -54,11 +43,11 @@ const char *rp_tl_state_name(rp_tl_state s) { return (unsigned)s < RP_TL_COUNT ?
 
 rp_status rp_timeline_create(int32_t n_lanes, const char *title, rp_timeline **out) {
     *out = NULL;
-    if (n_lanes < 1 || n_lanes > 1024) return tl_err(RP_ERR_INVALID_ARG, "timeline: %d lanes", n_lanes);
+    if (n_lanes < 1 || n_lanes > 1024) return bench_errorf(RP_ERR_INVALID_ARG, "timeline: %d lanes", n_lanes);
     rp_timeline *t = calloc(1, sizeof *t);
     if (!t || !(t->lanes = calloc((size_t)n_lanes, sizeof *t->lanes))) {
         free(t);
-        return tl_err(RP_ERR_NOMEM, "timeline: out of memory");
+        return bench_errorf(RP_ERR_NOMEM, "timeline: out of memory");
     }
     t->n_lanes = n_lanes;
     snprintf(t->title, sizeof t->title, "%s", title ? title : "");
@@ -78,7 +67,7 @@ void rp_timeline_free(rp_timeline *t) {
 }
 
 rp_status rp_timeline_set_label(rp_timeline *t, int32_t l, const char *label) {
-    if (l < 0 || l >= t->n_lanes) return tl_err(RP_ERR_RANGE, "timeline: lane %d", l);
+    if (l < 0 || l >= t->n_lanes) return bench_errorf(RP_ERR_RANGE, "timeline: lane %d", l);
     snprintf(t->lanes[l].label, sizeof t->lanes[l].label, "%s", label);
     return RP_OK;
 }
@@ -95,7 +84,7 @@ static bool grow(void **p, int32_t *cap, int32_t need, size_t elem) {
 }
 
 rp_status rp_timeline_add(rp_timeline *t, int32_t l, double t0, double t1, rp_tl_state st) {
-    if (l < 0 || l >= t->n_lanes || (unsigned)st >= RP_TL_COUNT) return tl_err(RP_ERR_RANGE, "timeline: lane %d", l);
+    if (l < 0 || l >= t->n_lanes || (unsigned)st >= RP_TL_COUNT) return bench_errorf(RP_ERR_RANGE, "timeline: lane %d", l);
     if (!(t1 > t0) || st == RP_TL_NONE) return RP_OK;
     lane *ln = &t->lanes[l];
     if (ln->n_segs > 0) {
@@ -106,16 +95,16 @@ rp_status rp_timeline_add(rp_timeline *t, int32_t l, double t0, double t1, rp_tl
         }
     }
     if (!grow((void **)&ln->segs, &ln->cap_segs, ln->n_segs + 1, sizeof *ln->segs))
-        return tl_err(RP_ERR_NOMEM, "timeline: out of memory");
+        return bench_errorf(RP_ERR_NOMEM, "timeline: out of memory");
     ln->segs[ln->n_segs++] = (seg){t0, t1, st};
     return RP_OK;
 }
 
 rp_status rp_timeline_budget(rp_timeline *t, int32_t l, double ts, int32_t draft, int32_t accepted, float hal) {
-    if (l < 0 || l >= t->n_lanes) return tl_err(RP_ERR_RANGE, "timeline: lane %d", l);
+    if (l < 0 || l >= t->n_lanes) return bench_errorf(RP_ERR_RANGE, "timeline: lane %d", l);
     lane *ln = &t->lanes[l];
     if (!grow((void **)&ln->pts, &ln->cap_pts, ln->n_pts + 1, sizeof *ln->pts))
-        return tl_err(RP_ERR_NOMEM, "timeline: out of memory");
+        return bench_errorf(RP_ERR_NOMEM, "timeline: out of memory");
     ln->pts[ln->n_pts++] = (bpt){ts, draft, accepted, hal};
     return RP_OK;
 }
@@ -265,5 +254,5 @@ rp_status rp_timeline_write_svg(rp_timeline *const *tls, int32_t n, FILE *f) {
         y += block_height(tls[i]);
     }
     fprintf(f, "</svg>\n");
-    return ferror(f) ? tl_err(RP_ERR_IO, "timeline: write failed") : RP_OK;
+    return ferror(f) ? bench_errorf(RP_ERR_IO, "timeline: write failed") : RP_OK;
 }
