@@ -1,6 +1,5 @@
-/* TODO(issue 15): moves to the public rp_agents once it exposes drafter/kv-limit/trace (includes internals: the
- * scheduler's policies, drafter, KV limit and timeline). */
-/* bench_agents.c — `reprise bench agents`: trace-driven multi-agent workload over the scheduler, policies compared. */
+/* bench_agents.c — `reprise bench agents`: trace-driven multi-agent workload over the scheduler (rp_agents),
+ * policies compared. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,15 +9,37 @@
 
 #include "cli.h"
 #include "progress.h"
-#include "kernels/types.h"
-#include "model/model.h"
-#include "model/session.h"
-#include "sched/sched.h"
+#include "reprise.h"
 #include "report.h"
 #include "svg.h"
 #include "trace.h"
 
 #define MAX_LIST 16
+#define N_POLICIES 6
+
+/* the policies by their names on the command line and in the reports */
+static const char *const k_policy_names[N_POLICIES] = {
+    [RP_AGENTS_BATCH_AR] = "batch-ar", [RP_AGENTS_SEQ_SD] = "seq-sd", [RP_AGENTS_BATCH_SD] = "batch-sd",
+    [RP_AGENTS_HAL] = "hal", [RP_AGENTS_HAL_YIELD] = "hal-yield", [RP_AGENTS_UNIFORM] = "uniform",
+};
+
+static const char *policy_name(rp_agents_policy p) { return (unsigned)p < N_POLICIES ? k_policy_names[p] : "?"; }
+
+static int policy_parse(const char *s) {
+    for (int i = 0; i < N_POLICIES; i++)
+        if (!strcmp(s, k_policy_names[i])) return i;
+    return -1;
+}
+
+static const char *drafter_name(rp_draft_kind d) {
+    switch (d) {
+    case RP_DRAFT_NONE: return "none";
+    case RP_DRAFT_NGRAM: return "ngram";
+    case RP_DRAFT_SELF: return "self";
+    case RP_DRAFT_MODEL: return "model";
+    default: return "auto";
+    }
+}
 
 typedef struct {
     double lo, hi;
@@ -49,7 +70,7 @@ typedef enum { AG_PENDING, AG_RUN, AG_STALL, AG_DONE } ag_state;
 
 typedef struct {
     ag_state st;
-    rp_sched_id id;
+    rp_agent_id id;
     int32_t turn;            /* current turn index */
     double resume_at, finish_s;
     int64_t gen, verify_steps, draft_sum, accepted;
@@ -60,7 +81,7 @@ typedef struct {
 } agent_run;
 
 typedef struct {
-    rp_sched_policy policy;
+    rp_agents_policy policy;
     int n_agents;
     stall_range stall;
     double makespan, compute, tok_s;
@@ -120,18 +141,18 @@ static void sleep_s(double s) {
 }
 
 typedef struct {
-    const rp_model *m, *dm;
-    rp_sched_params sp;
-    rp_gen_params gp;
+    const rp_model *m;
+    rp_agents_params ap;   /* n_ctx set per trace; policy, max_agents (and the drafter for batch-ar) per run */
+    rp_turn_opts to;
     bool realtime;
     bool cpu_clock;
     int64_t max_steps;
     float temp[RP_AGENT_KIND_COUNT];   /* sampling temperature per agent kind */
 } bench_cfg;
 
-static rp_gen_params turn_params(const bench_cfg *c, const rp_trace_agent *a, int32_t turn) {
-    rp_gen_params g = c->gp;
-    g.sampler.temp = c->temp[a->kind];
+static rp_turn_opts turn_params(const bench_cfg *c, const rp_trace_agent *a, int32_t turn) {
+    rp_turn_opts g = c->to;
+    g.sampling.temp = c->temp[a->kind];
     g.max_tokens = a->turns[turn].gen_tokens;
     /* every turn but the last ends in a (trace-simulated) tool call when the
      * model did not emit a real one in its chat format */
@@ -139,91 +160,52 @@ static rp_gen_params turn_params(const bench_cfg *c, const rp_trace_agent *a, in
     return g;
 }
 
-/* The one-at-a-time reference of a trace: each agent alone through
- * rp_session with plain greedy decoding (feed, argmax, feed the token, ...),
- * every turn ending where the scheduler's would (end of generation, the
+/* The one-at-a-time reference of a trace: each agent alone in a scheduler of
+ * one agent with plain greedy decoding and no speculation (batch-ar, no
+ * drafter), every turn ending where the runs' do (end of generation, the
  * trace's length, a complete tool call in the chat format, a full context)
  * and the same tool result appended; ref[i] gets the FNV hash of agent i's
  * whole history, as run_trace hashes it. Greedy only. */
 static int reference_pass(const bench_cfg *cfg, const rp_trace *tr, uint64_t *ref) {
-    const int32_t n_ctx = cfg->sp.n_ctx;
-    const rp_tokenizer *tok = cfg->m->tok;
-    const size_t bound = rp_detok_bound(tok);
-    rp_ctx_params cp = rp_ctx_default_params();
-    cp.n_ctx_max = n_ctx;
-    cp.n_threads = cfg->sp.n_threads;
-    rp_ctx *ctx = NULL;
-    rp_status st = rp_ctx_create(cfg->m, cp, &ctx);
-    if (st != RP_OK) return cli_fail("bench agents", "reference context", st);
-    rp_token *h = malloc(sizeof(rp_token) * ((size_t)n_ctx + 8));
-    rp_token *feed = malloc(sizeof(rp_token) * ((size_t)n_ctx + 8));
-    int rc = h && feed ? 0 : 1;
+    rp_agents_params ap = cfg->ap;
+    ap.policy = RP_AGENTS_BATCH_AR;
+    ap.drafter = RP_DRAFT_NONE;
+    ap.draft = NULL;
+    ap.max_agents = 1;
+    ap.kv_limit_mb = 0;
+    rp_agents *s = NULL;
+    rp_status st = rp_agents_create(cfg->m, &ap, &s);
+    if (st != RP_OK) return cli_fail("bench agents", "reference scheduler", st);
+    rp_token *h = malloc(sizeof(rp_token) * ((size_t)ap.n_ctx + 8));
+    int rc = h ? 0 : 1;
+    if (!h) fprintf(stderr, "reprise bench agents: out of memory\n");
     for (int32_t i = 0; i < tr->n_agents && rc == 0; i++) {
         const rp_trace_agent *a = &tr->agents[i];
-        rp_session_params ssp = rp_session_default_params();
-        ssp.n_ctx = n_ctx;
-        ssp.kv_type = cfg->sp.kv_type;
-        ssp.sampler = cfg->gp.sampler;
-        ssp.sampler.temp = 0;
-        rp_session *ss = NULL;
-        if ((st = rp_session_create(ctx, ssp, &ss)) != RP_OK) {
-            rc = cli_fail("bench agents", "reference session", st);
+        rp_agent_id id;
+        if ((st = rp_agents_add(s, &id)) != RP_OK) {
+            rc = cli_fail("bench agents", "reference agent", st);
             break;
         }
-        int32_t n = 0, n_feed = 0;
-        bool pending = false;   /* h[n - 1] was sampled, not fed yet */
         for (int32_t t = 0; t < a->n_turns && rc == 0; t++) {
-            const rp_token *add = t == 0 ? a->prompt : a->turns[t - 1].result;
-            const int32_t n_add = t == 0 ? a->n_prompt : a->turns[t - 1].n_result;
-            n_feed = 0;
-            if (pending) feed[n_feed++] = h[n - 1];
-            if (n + n_add > n_ctx) {
-                rc = 1;
-                break;
-            }
-            memcpy(feed + n_feed, add, sizeof(rp_token) * (size_t)n_add);
-            memcpy(h + n, add, sizeof(rp_token) * (size_t)n_add);
-            n_feed += n_add;
-            n += n_add;
-            pending = false;
-            const rp_gen_params g = turn_params(cfg, a, t);
-            size_t cap = ((size_t)(g.max_tokens > 0 ? g.max_tokens : 0) + 1) * bound + 1;
-            char *text = malloc(cap);
-            if (!text || (st = rp_session_feed(ss, feed, n_feed)) != RP_OK) {
-                rc = text ? cli_fail("bench agents", "reference feed", st) : 1;
-                free(text);
-                break;
-            }
-            rp_detok d;
-            rp_detok_init(&d, tok, true);
-            size_t len = 0;
-            for (int32_t k = 0; k < g.max_tokens; k++) {
-                if (pending && (st = rp_session_feed(ss, &h[n - 1], 1)) != RP_OK) {
-                    rc = cli_fail("bench agents", "reference feed", st);
-                    break;
-                }
-                rp_token x = rp_session_sample(ss);
-                h[n++] = x;
-                pending = true;
-                int w = rp_detok_push(&d, x, text + len, cap - len);
-                if (w < 0) w = 0;
-                len += (size_t)w;
-                text[len] = '\0';
-                if (g.stop_at_eog && rp_tokenizer_is_eog(tok, x)) break;
-                if (g.suspend_on_tool_call && cfg->m->chat != RP_CHAT_UNKNOWN &&
-                    rp_sched_tool_call_closed(cfg->m->chat, text, (int32_t)len, w))
-                    break;
-                if (n >= n_ctx) break;
-            }
-            free(text);
+            rp_turn_opts g = turn_params(cfg, a, t);
+            g.sampling.temp = 0;
+            st = t == 0 ? rp_agents_submit(s, id, a->prompt, a->n_prompt, &g)
+                        : rp_agents_resume(s, id, a->turns[t - 1].result, a->turns[t - 1].n_result, &g);
+            if (st == RP_OK) st = rp_agents_run(s);
+            rp_agent_info ai;
+            if (st == RP_OK) st = rp_agents_info(s, id, &ai);
+            if (st != RP_OK) rc = cli_fail("bench agents", "reference turn", st);
+            /* a turn that ended idle (a real tool call on the last turn, a full context) ends the agent */
+            else if (ai.state != RP_AGENT_WAITING) break;
         }
+        int32_t n = 0;
+        if (rc == 0 && (st = rp_agents_tokens(s, id, 0, h, ap.n_ctx + 8, &n)) != RP_OK)
+            rc = cli_fail("bench agents", "reference tokens", st);
         ref[i] = fnv(0xcbf29ce484222325ULL, h, n);
-        rp_session_free(ss);
+        rp_agents_remove(s, id);
     }
-    if (rc == 1 && (!h || !feed)) fprintf(stderr, "reprise bench agents: out of memory\n");
     free(h);
-    free(feed);
-    rp_ctx_free(ctx);
+    rp_agents_free(s);
     return rc;
 }
 
@@ -232,23 +214,23 @@ static int reference_pass(const bench_cfg *cfg, const rp_trace *tr, uint64_t *re
  * (everyone stalled, or the batch blocked) the clock jumps to the next
  * arrival or tool completion — stalls cost no real waiting, so long stall
  * ranges stay cheap to benchmark. --realtime sleeps instead. */
-static int run_trace(const bench_cfg *cfg, const rp_trace *tr, rp_sched_policy pol, run_result *R) {
+static int run_trace(const bench_cfg *cfg, const rp_trace *tr, rp_agents_policy pol, run_result *R) {
     const int32_t N = tr->n_agents;
-    rp_sched_params sp = cfg->sp;
+    rp_agents_params sp = cfg->ap;
     sp.policy = pol;
-    sp.max_sessions = N;
-    if (pol == RP_POLICY_BATCH_AR) sp.drafter = RP_DRAFTER_NONE;
-    rp_sched *s = NULL;
-    rp_status st = rp_sched_create(cfg->m, cfg->dm, sp, &s);
+    sp.max_agents = N;
+    if (pol == RP_AGENTS_BATCH_AR) sp.drafter = RP_DRAFT_NONE;
+    rp_agents *s = NULL;
+    rp_status st = rp_agents_create(cfg->m, &sp, &s);
     if (st != RP_OK) return cli_fail("bench agents", "scheduler", st);
     agent_run *ag = calloc((size_t)N, sizeof *ag);
     R->ag = ag;
     R->trace = tr;
     char title[256];
-    snprintf(title, sizeof title, "%s, %d agents, stalls [%g, %g] s, drafter %s", rp_sched_policy_name(pol), N,
-             R->stall.lo, R->stall.hi, rp_drafter_kind_name(sp.drafter));
+    snprintf(title, sizeof title, "%s, %d agents, stalls [%g, %g] s, drafter %s", policy_name(pol), N,
+             R->stall.lo, R->stall.hi, drafter_name(sp.drafter));
     if (rp_timeline_create(N, title, &R->tl) != RP_OK || !ag) {
-        rp_sched_free(s);
+        rp_agents_free(s);
         fprintf(stderr, "reprise bench agents: out of memory\n");
         return 1;
     }
@@ -269,26 +251,27 @@ static int run_trace(const bench_cfg *cfg, const rp_trace *tr, rp_sched_policy p
         for (int32_t i = 0; i < N && rc == 0; i++) {
             const rp_trace_agent *a = &tr->agents[i];
             if (ag[i].st == AG_PENDING && a->arrival_s <= clock) {
-                rp_gen_params g = turn_params(cfg, a, 0);
-                if ((st = rp_sched_session_create(s, &ag[i].id)) != RP_OK ||
-                    (st = rp_sched_submit(s, ag[i].id, a->prompt, a->n_prompt, &g)) != RP_OK)
+                rp_turn_opts g = turn_params(cfg, a, 0);
+                if ((st = rp_agents_add(s, &ag[i].id)) != RP_OK ||
+                    (st = rp_agents_submit(s, ag[i].id, a->prompt, a->n_prompt, &g)) != RP_OK)
                     rc = cli_fail("bench agents", "submit", st);
                 ag[i].st = AG_RUN;
             } else if (ag[i].st == AG_STALL && ag[i].resume_at <= clock) {
                 const rp_trace_turn *prev = &a->turns[ag[i].turn - 1];
-                rp_gen_params g = turn_params(cfg, a, ag[i].turn);
-                if ((st = rp_sched_resume(s, ag[i].id, prev->result, prev->n_result, &g)) != RP_OK)
+                rp_turn_opts g = turn_params(cfg, a, ag[i].turn);
+                if ((st = rp_agents_resume(s, ag[i].id, prev->result, prev->n_result, &g)) != RP_OK)
                     rc = cli_fail("bench agents", "resume", st);
                 ag[i].st = AG_RUN;
             }
         }
         if (rc) break;
-        rp_sched_step_info info;
+        rp_agents_step_info info;
         double t0 = cfg->cpu_clock ? cpu_s() : now_s();
-        if ((st = rp_sched_step(s, &info)) != RP_OK) {
+        if ((st = rp_agents_step(s, NULL)) != RP_OK) {
             rc = cli_fail("bench agents", "step", st);
             break;
         }
+        rp_agents_last_step(s, &info);
         double dt = (cfg->cpu_clock ? cpu_s() : now_s()) - t0, before = clock;
         steps++;
         R->steps++;
@@ -320,35 +303,35 @@ static int run_trace(const bench_cfg *cfg, const rp_trace *tr, rp_sched_policy p
         for (int32_t i = 0; i < N; i++) {
             if (ag[i].st == AG_PENDING || ag[i].st == AG_DONE) continue;
             if (ag[i].st == AG_STALL) {
-                rp_timeline_add(R->tl, i, before, clock, pol == RP_POLICY_HAL_YIELD ? RP_TL_SUSPENDED : RP_TL_WAITING);
+                rp_timeline_add(R->tl, i, before, clock, pol == RP_AGENTS_HAL_YIELD ? RP_TL_SUSPENDED : RP_TL_WAITING);
                 continue;
             }
-            rp_sched_session_info si;
-            if (rp_sched_session_info_get(s, ag[i].id, &si) != RP_OK) continue;
+            rp_agent_info si;
+            if (rp_agents_info(s, ag[i].id, &si) != RP_OK) continue;
             rp_tl_state ts = RP_TL_QUEUED;
             if (si.last_step == info.step && info.ran)
-                ts = si.last_role == RP_ROLE_PREFILL ? RP_TL_PREFILL
-                     : si.last_role == RP_ROLE_VERIFY ? RP_TL_VERIFY : RP_TL_DECODE;
+                ts = si.last_role == RP_AGENT_ROLE_PREFILL ? RP_TL_PREFILL
+                     : si.last_role == RP_AGENT_ROLE_VERIFY ? RP_TL_VERIFY : RP_TL_DECODE;
             else if (info.blocked && si.has_slot) ts = RP_TL_BLOCKED;
             rp_timeline_add(R->tl, i, before, clock, ts);
-            if (si.last_step == info.step && info.ran && si.last_role != RP_ROLE_PREFILL) {
+            if (si.last_step == info.step && info.ran && si.last_role != RP_AGENT_ROLE_PREFILL) {
                 ag[i].verify_steps++;
                 ag[i].draft_sum += si.last_draft;
                 ag[i].accepted += si.last_accepted;
-                if (sp.drafter != RP_DRAFTER_NONE && pol != RP_POLICY_BATCH_AR)
+                if (sp.drafter != RP_DRAFT_NONE && pol != RP_AGENTS_BATCH_AR)
                     rp_timeline_budget(R->tl, i, clock, si.last_draft, si.last_accepted, si.hal);
             }
             bool last_turn = ag[i].turn + 1 >= tr->agents[i].n_turns;
-            if (si.state == RP_SESS_WAITING && si.n_turns > ag[i].turn && !last_turn) {
+            if (si.state == RP_AGENT_WAITING && si.n_turns > ag[i].turn && !last_turn) {
                 /* the turn ended in a tool call: stall, then the result */
                 ag[i].resume_at = clock + tr->agents[i].turns[ag[i].turn].stall_s;
                 ag[i].turn++;
                 ag[i].st = AG_STALL;
             } else if (si.n_turns >= tr->agents[i].n_turns &&
-                       (si.state == RP_SESS_IDLE || si.state == RP_SESS_WAITING)) {
+                       (si.state == RP_AGENT_IDLE || si.state == RP_AGENT_WAITING)) {
                 /* done (a real tool call on the last turn also ends the agent) */
                 int32_t n = 0;
-                rp_sched_session_tokens(s, ag[i].id, 0, buf, sp.n_ctx + 8, &n);
+                rp_agents_tokens(s, ag[i].id, 0, buf, sp.n_ctx + 8, &n);
                 ag[i].hash = fnv(ag[i].hash, buf, n);
                 ag[i].gen = (int64_t)si.gen_tokens;
                 ag[i].n_prompt_total = (int32_t)si.prompt_tokens;
@@ -356,7 +339,7 @@ static int run_trace(const bench_cfg *cfg, const rp_trace *tr, rp_sched_policy p
                 ag[i].demotions = si.demotions;
                 ag[i].restores = si.restores;
                 ag[i].st = AG_DONE;
-                rp_sched_session_free(s, ag[i].id);
+                rp_agents_remove(s, ag[i].id);
                 done++;
             }
         }
@@ -366,9 +349,9 @@ static int run_trace(const bench_cfg *cfg, const rp_trace *tr, rp_sched_policy p
         }
     }
     free(buf);
-    rp_sched_stats ss;
-    rp_sched_stats_get(s, &ss);
-    R->forwards = ss.forwards;
+    rp_agents_stats ss;
+    rp_agents_stats_get(s, &ss);
+    R->forwards = (int64_t)ss.forwards;
     R->drafted = (int64_t)ss.drafted;
     R->accepted = (int64_t)ss.accepted;
     R->makespan = 0;
@@ -383,7 +366,7 @@ static int run_trace(const bench_cfg *cfg, const rp_trace *tr, rp_sched_policy p
     }
     R->tok_s = R->makespan > 0 ? (double)R->gen / R->makespan : 0;
     R->failed = rc != 0;
-    rp_sched_free(s);
+    rp_agents_free(s);
     return rc;
 }
 
@@ -444,7 +427,7 @@ static void print_json(FILE *f, const char *model, const char *drafter, run_resu
                 "\"accepted\": %lld, \"verify_steps\": %lld, \"outputs_hash\": \"%016llx\", \"same_as_sequential\": %s, "
                 "\"demotions\": %llu, \"restores\": %llu, \"failed\": %s,\n"
                 "   \"per_agent\": [",
-                r ? "," : "", model, rp_sched_policy_name(R->policy), R->policy == RP_POLICY_BATCH_AR ? "none" : drafter,
+                r ? "," : "", model, policy_name(R->policy), R->policy == RP_AGENTS_BATCH_AR ? "none" : drafter,
                 R->n_agents, R->stall.lo, R->stall.hi, R->makespan, R->compute, (long long)R->gen, R->tok_s,
                 (long long)R->steps, (long long)R->blocked, (long long)R->forwards, (long long)R->drafted,
                 (long long)R->accepted, (long long)R->verify_steps, (unsigned long long)R->hash_all,
@@ -513,7 +496,7 @@ static int write_html(const char *path, const char *model, const char *drafter, 
         double ref = 0;
         bool same = true;
         for (int q = first; q < first + npol && q < n; q++) {
-            if (rs[q].policy == RP_POLICY_BATCH_SD) ref = rs[q].makespan;
+            if (rs[q].policy == RP_AGENTS_BATCH_SD) ref = rs[q].makespan;
             same &= rs[q].hash_all == R->hash_all;
         }
         char stall[32];
@@ -521,7 +504,7 @@ static int write_html(const char *path, const char *model, const char *drafter, 
         else snprintf(stall, sizeof stall, "0");
         snprintf(cells[r][0], 32, "%d", R->n_agents);
         snprintf(cells[r][1], 32, "%s", stall);
-        snprintf(cells[r][2], 32, "%s", rp_sched_policy_name(R->policy));
+        snprintf(cells[r][2], 32, "%s", policy_name(R->policy));
         snprintf(cells[r][3], 32, "%.3f", R->makespan);
         snprintf(cells[r][4], 32, "%.1f", R->tok_s);
         snprintf(cells[r][5], 32, "%lld", (long long)R->drafted);
@@ -534,7 +517,7 @@ static int write_html(const char *path, const char *model, const char *drafter, 
         if (g < ng) {
             snprintf(gname[g], sizeof gname[g], "N=%d stall %s", R->n_agents, stall);
             groups[g] = gname[g];
-            if (g == 0) series[r - first] = rp_sched_policy_name(R->policy);
+            if (g == 0) series[r - first] = policy_name(R->policy);
             vals[g * npol + (r - first)] = R->makespan;
         }
     }
@@ -580,7 +563,7 @@ int bench_agents(int argc, char **argv) {
         else if (cli_is(&a, "--result", NULL)) { if (!cli_int(&a, 1, 65536, &result_max)) return 2; }
         else if (cli_is(&a, "--budget", NULL)) { if (!cli_int(&a, 0, 4096, &budget)) return 2; }
         else if (cli_is(&a, "--lmin", NULL)) { if (!cli_int(&a, 0, 64, &lmin)) return 2; }
-        else if (cli_is(&a, "--fixed-len", NULL)) { if (!cli_int(&a, 0, RP_SCHED_MAX_DRAFT, &fixed_len)) return 2; }
+        else if (cli_is(&a, "--fixed-len", NULL)) { if (!cli_int(&a, 0, RP_AGENTS_MAX_DRAFT, &fixed_len)) return 2; }
         else if (cli_is(&a, "--tau", NULL)) { if (!cli_float(&a, 1e-3, 1e6, &tau)) return 2; }
         else if (cli_is(&a, "--gamma", NULL)) { if (!cli_float(&a, 0, 1, &gamma)) return 2; }
         else if (cli_is(&a, "--temp", NULL)) { if (!cli_str(&a, &temp_s)) return 2; }
@@ -613,19 +596,19 @@ int bench_agents(int argc, char **argv) {
         return 2;
     }
     /* lists */
-    rp_sched_policy pols[RP_POLICY_COUNT];
+    rp_agents_policy pols[N_POLICIES];
     int npol = 0;
     {
         char tmp[256];
         snprintf(tmp, sizeof tmp, "%s", policy_s);
         for (char *tok = strtok(tmp, ","); tok; tok = strtok(NULL, ",")) {
-            int p = rp_sched_policy_parse(tok);
-            if (p < 0 || npol >= RP_POLICY_COUNT) {
+            int p = policy_parse(tok);
+            if (p < 0 || npol >= N_POLICIES) {
                 fprintf(stderr, "reprise bench agents: unknown policy '%s' (batch-ar, seq-sd, batch-sd, uniform, hal, hal-yield)\n",
                         tok);
                 return 2;
             }
-            pols[npol++] = (rp_sched_policy)p;
+            pols[npol++] = (rp_agents_policy)p;
         }
     }
     long agents[MAX_LIST];
@@ -668,21 +651,21 @@ int bench_agents(int argc, char **argv) {
         data_dir = data_buf;
     }
     tp.data_dir = data_dir;
-    int kv_type = rp_type_from_name(kv_name);
-    if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_Q8_0 && kv_type != RP_TYPE_F32) {
+    int kv_type = rp_kv_type_parse(kv_name);
+    if (kv_type != RP_KV_F16 && kv_type != RP_KV_Q8_0 && kv_type != RP_KV_F32) {
         fprintf(stderr, "reprise bench agents: --kv-type must be f16, q8_0 or f32\n");
         return 2;
     }
 
     /* drafter */
-    rp_sched_params sp = rp_sched_default_params();
+    rp_agents_params sp = rp_agents_default_params();
     const char *draft_path = NULL;
-    if (!strcmp(drafter_s, "ngram")) sp.drafter = RP_DRAFTER_NGRAM;
+    if (!strcmp(drafter_s, "ngram")) sp.drafter = RP_DRAFT_NGRAM;
     else if (!strncmp(drafter_s, "self:", 5) && atoi(drafter_s + 5) > 0) {
-        sp.drafter = RP_DRAFTER_SELF;
+        sp.drafter = RP_DRAFT_SELF;
         sp.self_layers = atoi(drafter_s + 5);
     } else if (!strncmp(drafter_s, "model:", 6) && drafter_s[6]) {
-        sp.drafter = RP_DRAFTER_MODEL;
+        sp.drafter = RP_DRAFT_MODEL;
         draft_path = drafter_s + 6;
     } else {
         fprintf(stderr, "reprise bench agents: --drafter must be ngram, self:K or model:PATH\n");
@@ -693,7 +676,7 @@ int bench_agents(int argc, char **argv) {
     mp.n_threads = (int)threads;
     rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
-    if (!m->tok) {
+    if (!rp_model_describe(m).tokenizer[0]) {
         rp_model_free(m);
         fprintf(stderr, "reprise bench agents: the model has no tokenizer (the trace needs one)\n");
         return 1;
@@ -704,28 +687,30 @@ int bench_agents(int argc, char **argv) {
     }
     sp.n_batch = (int32_t)n_batch;
     sp.n_threads = (int)threads;
-    sp.kv_type = (rp_type)kv_type;
+    sp.kv_type = (rp_kv_type)kv_type;
     sp.prefill_share = (float)prefill_share;
-    /* at least one byte: a tiny limit demotes every waiting session */
-    sp.kv_resident_limit = rp_sched_kv_limit_bytes(kv_limit_mb);
-    sp.hal.budget = (int32_t)budget;
-    sp.hal.l_min = (int32_t)lmin;
-    sp.hal.tau = (float)tau;
-    sp.hal.gamma = (float)gamma;
-    sp.hal.fixed_len = (int32_t)fixed_len;
-    if (sp.hal.max_len < sp.hal.fixed_len) sp.hal.max_len = sp.hal.fixed_len;
-    if (sp.hal.max_len < sp.hal.budget) sp.hal.max_len = sp.hal.budget < RP_SCHED_MAX_DRAFT ? sp.hal.budget : RP_SCHED_MAX_DRAFT;
+    /* a tiny limit (rp_agents keeps at least one byte) demotes every waiting session */
+    sp.kv_limit_mb = kv_limit_mb;
+    sp.draft = dm;
+    sp.draft_budget = (int32_t)budget;
+    sp.draft_min = (int32_t)lmin;
+    sp.hal_tau = (float)tau;
+    sp.hal_gamma = (float)gamma;
+    sp.draft_fixed = (int32_t)fixed_len;
+    if (sp.draft_max < sp.draft_fixed) sp.draft_max = sp.draft_fixed;
+    if (sp.draft_max < sp.draft_budget)
+        sp.draft_max = sp.draft_budget < RP_AGENTS_MAX_DRAFT ? sp.draft_budget : RP_AGENTS_MAX_DRAFT;
     if (realtime && cpu_clock) {
         fprintf(stderr, "reprise bench agents: --realtime uses the wall clock; drop --clock cpu\n");
         rp_model_free(dm);
         rp_model_free(m);
         return 2;
     }
-    bench_cfg cfg = {.m = m, .dm = dm, .sp = sp, .gp = rp_gen_default_params(), .realtime = realtime,
+    bench_cfg cfg = {.m = m, .ap = sp, .to = rp_turn_default_opts(), .realtime = realtime,
                      .cpu_clock = cpu_clock, .max_steps = max_steps};
     for (int k = 0; k < RP_AGENT_KIND_COUNT; k++) cfg.temp[k] = (float)temps[k];
-    cfg.gp.sampler.temp = (float)temp;
-    cfg.gp.sampler.seed = seed;
+    cfg.to.sampling.temp = (float)temp;
+    cfg.to.sampling.seed = seed;
 
     const char *mname = strrchr(model_path, '/') ? strrchr(model_path, '/') + 1 : model_path;
     int n_runs = npol * nag * nst, nr = 0, rc = 0;
@@ -733,9 +718,9 @@ int bench_agents(int argc, char **argv) {
     rp_trace **traces = calloc((size_t)(nag * nst), sizeof *traces);
     FILE *tab = json ? stderr : stdout;
     fprintf(tab, "model %s, drafter %s, budget M=%d L_min=%d tau=%g gamma=%g, fixed L=%d, %ld turns/agent, %s\n",
-            mname, drafter_s, sp.hal.budget, sp.hal.l_min, sp.hal.tau, sp.hal.gamma, sp.hal.fixed_len, turns,
+            mname, drafter_s, sp.draft_budget, sp.draft_min, sp.hal_tau, sp.hal_gamma, sp.draft_fixed, turns,
             realtime ? "real time" : cpu_clock ? "virtual time (steps cost CPU time)" : "virtual time (steps cost wall time)");
-    if (sp.kv_resident_limit > 0)
+    if (sp.kv_limit_mb > 0)
         fprintf(tab, "KV limit %.3f MB: waiting sessions demoted (zstd in memory) above it, restored on resume\n",
                 kv_limit_mb);
     fprintf(tab, "| %2s | %-9s | %-9s | %9s | %8s | %8s | %6s | %6s | %6s | %7s | %6s | %8s | %-8s | %-8s | %7s |\n",
@@ -745,7 +730,7 @@ int bench_agents(int argc, char **argv) {
                  "--------|----------|----------|----------|---------|\n");
     /* the reference of the last trace: stall ranges change only the stall
      * times, so its tokens (and reference) repeat across them */
-    uint64_t ref_hash[RP_SCHED_MAX_SESSIONS], ref_key = 0;
+    uint64_t ref_hash[RP_AGENTS_MAX], ref_key = 0;
     int32_t ref_ctx = 0;
     for (int ia = 0; ia < nag && rc == 0; ia++) {
         for (int is = 0; is < nst && rc == 0; is++) {
@@ -753,8 +738,8 @@ int bench_agents(int argc, char **argv) {
             tp.stall_min = stalls[is].lo;
             tp.stall_max = stalls[is].hi;
             rp_trace **trp = &traces[ia * nst + is];
-            if ((st = rp_trace_build(m->tok, &tp, trp)) != RP_OK) {
-                rc = cli_fail(a.cmd, "trace", st);
+            if (rp_trace_build(m, &tp, trp) != RP_OK) {   /* it printed why */
+                rc = 1;
                 break;
             }
             int32_t need = 0;
@@ -762,18 +747,18 @@ int bench_agents(int argc, char **argv) {
                 int32_t t = rp_trace_agent_max_tokens(&(*trp)->agents[i]);
                 if (t > need) need = t;
             }
-            cfg.sp.n_ctx = n_ctx > 0 ? (int32_t)n_ctx : need + 8;
-            if (cfg.sp.n_ctx < need + 2) {
+            cfg.ap.n_ctx = n_ctx > 0 ? (int32_t)n_ctx : need + 8;
+            if (cfg.ap.n_ctx < need + 2) {
                 fprintf(stderr, "reprise bench agents: --n-ctx %ld is below the trace's %d tokens\n", n_ctx, need + 2);
                 rc = 2;
                 break;
             }
             /* the one-at-a-time greedy reference every policy is checked against */
-            bool have_ref = temp <= 0 && (*trp)->n_agents <= RP_SCHED_MAX_SESSIONS;
+            bool have_ref = temp <= 0 && (*trp)->n_agents <= RP_AGENTS_MAX;
             const uint64_t key = trace_key(*trp);
-            if (have_ref && (key != ref_key || cfg.sp.n_ctx != ref_ctx)) {
+            if (have_ref && (key != ref_key || cfg.ap.n_ctx != ref_ctx)) {
                 ref_key = key;
-                ref_ctx = cfg.sp.n_ctx;
+                ref_ctx = cfg.ap.n_ctx;
                 double tr0 = now_s();
                 if ((rc = reference_pass(&cfg, *trp, ref_hash)) != 0) break;
                 fprintf(stderr, "  N=%ld stall %g:%g: sequential reference %.1f s\n", agents[ia], stalls[is].lo,
@@ -796,13 +781,13 @@ int bench_agents(int argc, char **argv) {
                     }
                 }
                 fprintf(stderr, "  run %d/%d: %-9s N=%d stall %g:%g  makespan %.3f s, same as sequential %s (%.1f s)\n",
-                        nr, n_runs, rp_sched_policy_name(R->policy), R->n_agents, R->stall.lo, R->stall.hi,
+                        nr, n_runs, policy_name(R->policy), R->n_agents, R->stall.lo, R->stall.hi,
                         R->makespan, R->same_seq < 0 ? "n/a" : R->same_seq ? "yes" : "NO", now_s() - tr0);
             }
             /* comparison against Batch-SD (when run) and output agreement */
             double ref = 0;
             for (int r = first; r < nr; r++)
-                if (rs[r].policy == RP_POLICY_BATCH_SD) ref = rs[r].makespan;
+                if (rs[r].policy == RP_AGENTS_BATCH_SD) ref = rs[r].makespan;
             for (int r = first; r < nr; r++) {
                 run_result *R = &rs[r];
                 char stall_txt[32], vs[16] = "-";
@@ -814,7 +799,7 @@ int bench_agents(int argc, char **argv) {
                 char dr[32];
                 snprintf(dr, sizeof dr, "%llu/%llu", (unsigned long long)R->demotions, (unsigned long long)R->restores);
                 fprintf(tab, "| %2d | %-9s | %-9s | %8.3fs | %8.1f | %7.3fs | %6lld | %6lld | %6lld | %7lld | %5.1f%% | %8s | %-8s | %-8s | %7s |\n",
-                        R->n_agents, stall_txt, rp_sched_policy_name(R->policy), R->makespan, R->tok_s, R->compute,
+                        R->n_agents, stall_txt, policy_name(R->policy), R->makespan, R->tok_s, R->compute,
                         (long long)R->steps, (long long)R->blocked, (long long)R->gen, (long long)R->drafted,
                         R->drafted ? 100.0 * (double)R->accepted / (double)R->drafted : 0.0, vs,
                         temp > 0 ? "n/a" : same ? "yes" : "NO",
@@ -829,7 +814,7 @@ int bench_agents(int argc, char **argv) {
         int first = nr - npol < 0 ? 0 : nr - npol;
         for (int r = first; r < nr; r++) {
             run_result *R = &rs[r];
-            fprintf(tab, "  %-9s", rp_sched_policy_name(R->policy));
+            fprintf(tab, "  %-9s", policy_name(R->policy));
             for (int i = 0; i < R->n_agents; i++) {
                 const agent_run *ar = &R->ag[i];
                 double vs = ar->verify_steps ? (double)ar->verify_steps : 1;

@@ -1,4 +1,3 @@
-/* TODO(issue 15): moves to the public API with bench_agents (includes internals: rp_errorf). */
 /* svg.c — recording agent timelines and rendering them as one self-contained SVG (state lanes + draft-budget charts). */
 #include "svg.h"
 
@@ -6,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "bench_error.h"
 
 typedef struct {
     double t0, t1;
@@ -44,11 +43,11 @@ const char *rp_tl_state_name(rp_tl_state s) { return (unsigned)s < RP_TL_COUNT ?
 
 rp_status rp_timeline_create(int32_t n_lanes, const char *title, rp_timeline **out) {
     *out = NULL;
-    if (n_lanes < 1 || n_lanes > 1024) return rp_errorf(RP_ERR_INVALID_ARG, "timeline: %d lanes", n_lanes);
+    if (n_lanes < 1 || n_lanes > 1024) return bench_errorf(RP_ERR_INVALID_ARG, "timeline: %d lanes", n_lanes);
     rp_timeline *t = calloc(1, sizeof *t);
     if (!t || !(t->lanes = calloc((size_t)n_lanes, sizeof *t->lanes))) {
         free(t);
-        return rp_errorf(RP_ERR_NOMEM, "timeline: out of memory");
+        return bench_errorf(RP_ERR_NOMEM, "timeline: out of memory");
     }
     t->n_lanes = n_lanes;
     snprintf(t->title, sizeof t->title, "%s", title ? title : "");
@@ -68,7 +67,7 @@ void rp_timeline_free(rp_timeline *t) {
 }
 
 rp_status rp_timeline_set_label(rp_timeline *t, int32_t l, const char *label) {
-    if (l < 0 || l >= t->n_lanes) return rp_errorf(RP_ERR_RANGE, "timeline: lane %d", l);
+    if (l < 0 || l >= t->n_lanes) return bench_errorf(RP_ERR_RANGE, "timeline: lane %d", l);
     snprintf(t->lanes[l].label, sizeof t->lanes[l].label, "%s", label);
     return RP_OK;
 }
@@ -85,7 +84,7 @@ static bool grow(void **p, int32_t *cap, int32_t need, size_t elem) {
 }
 
 rp_status rp_timeline_add(rp_timeline *t, int32_t l, double t0, double t1, rp_tl_state st) {
-    if (l < 0 || l >= t->n_lanes || (unsigned)st >= RP_TL_COUNT) return rp_errorf(RP_ERR_RANGE, "timeline: lane %d", l);
+    if (l < 0 || l >= t->n_lanes || (unsigned)st >= RP_TL_COUNT) return bench_errorf(RP_ERR_RANGE, "timeline: lane %d", l);
     if (!(t1 > t0) || st == RP_TL_NONE) return RP_OK;
     lane *ln = &t->lanes[l];
     if (ln->n_segs > 0) {
@@ -96,16 +95,16 @@ rp_status rp_timeline_add(rp_timeline *t, int32_t l, double t0, double t1, rp_tl
         }
     }
     if (!grow((void **)&ln->segs, &ln->cap_segs, ln->n_segs + 1, sizeof *ln->segs))
-        return rp_errorf(RP_ERR_NOMEM, "timeline: out of memory");
+        return bench_errorf(RP_ERR_NOMEM, "timeline: out of memory");
     ln->segs[ln->n_segs++] = (seg){t0, t1, st};
     return RP_OK;
 }
 
 rp_status rp_timeline_budget(rp_timeline *t, int32_t l, double ts, int32_t draft, int32_t accepted, float hal) {
-    if (l < 0 || l >= t->n_lanes) return rp_errorf(RP_ERR_RANGE, "timeline: lane %d", l);
+    if (l < 0 || l >= t->n_lanes) return bench_errorf(RP_ERR_RANGE, "timeline: lane %d", l);
     lane *ln = &t->lanes[l];
     if (!grow((void **)&ln->pts, &ln->cap_pts, ln->n_pts + 1, sizeof *ln->pts))
-        return rp_errorf(RP_ERR_NOMEM, "timeline: out of memory");
+        return bench_errorf(RP_ERR_NOMEM, "timeline: out of memory");
     ln->pts[ln->n_pts++] = (bpt){ts, draft, accepted, hal};
     return RP_OK;
 }
@@ -255,5 +254,5 @@ rp_status rp_timeline_write_svg(rp_timeline *const *tls, int32_t n, FILE *f) {
         y += block_height(tls[i]);
     }
     fprintf(f, "</svg>\n");
-    return ferror(f) ? rp_errorf(RP_ERR_IO, "timeline: write failed") : RP_OK;
+    return ferror(f) ? bench_errorf(RP_ERR_IO, "timeline: write failed") : RP_OK;
 }

@@ -1,5 +1,3 @@
-/* TODO(issue 15): moves to the public API with bench_agents (includes internals: the tokenizer of the
- * scheduler's sessions, rp_errorf). */
 /* trace.c — building multi-agent workload traces from MuSiQue, MBPP and ToolBench: prompts, turn lengths, stalls, arrivals. */
 #include "trace.h"
 
@@ -10,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "bench_error.h"
 
 const char *rp_agent_kind_name(rp_agent_kind k) {
     static const char *n[] = {"reasoning", "code", "tool"};
@@ -82,39 +80,40 @@ static void sb_add(sbuf *b, const char *t) {
 }
 
 /* Tokenizes text (malloc'd ids in *out). */
-static rp_status tokenize(const rp_tokenizer *tok, const char *text, bool bos, rp_token **out, int32_t *n_out) {
-    size_t len = strlen(text), n = 0;
-    rp_tokenize_opts o = {.add_bos = bos, .parse_special = false};
-    size_t cap = len + 8;
-    rp_token *ids = malloc(sizeof *ids * cap);
-    if (!ids) return rp_errorf(RP_ERR_NOMEM, "trace: out of memory");
-    rp_status st = rp_tokenizer_encode(tok, text, len, o, ids, cap, &n);
+static rp_status tokenize(const rp_model *tok, const char *text, bool bos, rp_token **out, int32_t *n_out) {
+    size_t len = strlen(text);
+    if (len > INT32_MAX - 8) return bench_errorf(RP_ERR_RANGE, "trace: a text of %zu bytes", len);
+    int32_t n = 0, cap = (int32_t)len + 8;
+    rp_token *ids = malloc(sizeof *ids * (size_t)cap);
+    if (!ids) return bench_errorf(RP_ERR_NOMEM, "trace: out of memory");
+    rp_status st = rp_tokenize(tok, text, len, bos, false, ids, cap, &n);
     if (st == RP_ERR_FULL) {
-        rp_token *b = realloc(ids, sizeof *ids * n);
+        rp_token *b = realloc(ids, sizeof *ids * (size_t)n);
         if (!b) {
             free(ids);
-            return rp_errorf(RP_ERR_NOMEM, "trace: out of memory");
+            return bench_errorf(RP_ERR_NOMEM, "trace: out of memory");
         }
         ids = b;
         cap = n;
-        st = rp_tokenizer_encode(tok, text, len, o, ids, cap, &n);
+        st = rp_tokenize(tok, text, len, bos, false, ids, cap, &n);
     }
     if (st != RP_OK) {
         free(ids);
-        return st;
+        return bench_errorf(st, "trace: tokenize: %s", rp_last_error());
     }
     *out = ids;
-    *n_out = (int32_t)n;
+    *n_out = n;
     return RP_OK;
 }
 
 /* prompt = head (with BOS, truncated) + tail (kept whole when it fits), at
  * most max tokens: the question / instruction at the end survives clipping. */
-static rp_status build_prompt(const rp_tokenizer *tok, const char *head, const char *tail, int32_t max,
+static rp_status build_prompt(const rp_model *tok, const char *head, const char *tail, int32_t max,
                               rp_token **out, int32_t *n_out) {
     rp_token *h = NULL, *t = NULL;
     int32_t nh = 0, nt = 0;
-    RP_TRY(tokenize(tok, head, true, &h, &nh));
+    rp_status st0 = tokenize(tok, head, true, &h, &nh);
+    if (st0 != RP_OK) return st0;
     rp_status st = tokenize(tok, tail, false, &t, &nt);
     if (st != RP_OK) {
         free(h);
@@ -123,7 +122,7 @@ static rp_status build_prompt(const rp_tokenizer *tok, const char *head, const c
     if (nt > max / 2) nt = max / 2;
     if (nh > max - nt) nh = max - nt;
     rp_token *p = malloc(sizeof *p * (size_t)(nh + nt + 1));
-    if (!p) st = rp_errorf(RP_ERR_NOMEM, "trace: out of memory");
+    if (!p) st = bench_errorf(RP_ERR_NOMEM, "trace: out of memory");
     else {
         memcpy(p, h, sizeof *p * (size_t)nh);
         memcpy(p + nh, t, sizeof *p * (size_t)nt);
@@ -135,8 +134,9 @@ static rp_status build_prompt(const rp_tokenizer *tok, const char *head, const c
     return st;
 }
 
-static rp_status clip_tokens(const rp_tokenizer *tok, const char *text, int32_t max, rp_token **out, int32_t *n) {
-    RP_TRY(tokenize(tok, text, false, out, n));
+static rp_status clip_tokens(const rp_model *tok, const char *text, int32_t max, rp_token **out, int32_t *n) {
+    rp_status st0 = tokenize(tok, text, false, out, n);
+    if (st0 != RP_OK) return st0;
     if (*n > max) *n = max;
     return RP_OK;
 }
@@ -146,7 +146,7 @@ static rp_status load_json(const char *dir, const char *rel, json_t **out) {
     snprintf(path, sizeof path, "%s/%s", dir, rel);
     json_error_t e;
     *out = json_load_file(path, 0, &e);
-    if (!*out) return rp_errorf(RP_ERR_NOT_FOUND, "trace: cannot load %s: %s", path, e.text);
+    if (!*out) return bench_errorf(RP_ERR_NOT_FOUND, "trace: cannot load %s: %s", path, e.text);
     return RP_OK;
 }
 
@@ -154,15 +154,15 @@ static rp_status load_json(const char *dir, const char *rel, json_t **out) {
 
 /* Reasoning: MuSiQue question with its retrieved passages; tool results are
  * further passages ("search" results). */
-static rp_status agent_reasoning(const rp_tokenizer *tok, json_t *musique, uint64_t *rng, const rp_trace_params *p,
+static rp_status agent_reasoning(const rp_model *tok, json_t *musique, uint64_t *rng, const rp_trace_params *p,
                                  rp_trace_agent *a) {
     size_t n = json_array_size(musique);
-    if (n == 0) return rp_errorf(RP_ERR_FORMAT, "trace: musique has no items");
+    if (n == 0) return bench_errorf(RP_ERR_FORMAT, "trace: musique has no items");
     size_t k = (size_t)(splitmix(rng) % n);
     json_t *it = json_array_get(musique, k);
     json_t *ctxs = json_object_get(it, "ctxs");
     const char *q = json_string_value(json_object_get(it, "question"));
-    if (!q || !json_is_array(ctxs)) return rp_errorf(RP_ERR_FORMAT, "trace: musique item %zu malformed", k);
+    if (!q || !json_is_array(ctxs)) return bench_errorf(RP_ERR_FORMAT, "trace: musique item %zu malformed", k);
     snprintf(a->source, sizeof a->source, "musique[%zu]", k);
     sbuf head = {0}, tail = {0};
     sb_add(&head, "Read the passages, then answer the question. Think step by step and search when needed.\n\n");
@@ -175,7 +175,7 @@ static rp_status agent_reasoning(const rp_tokenizer *tok, json_t *musique, uint6
     sb_add(&tail, "\nQuestion: ");
     sb_add(&tail, q);
     sb_add(&tail, "\nReasoning:");
-    rp_status st = head.oom || tail.oom ? rp_errorf(RP_ERR_NOMEM, "trace: out of memory")
+    rp_status st = head.oom || tail.oom ? bench_errorf(RP_ERR_NOMEM, "trace: out of memory")
                                         : build_prompt(tok, head.s, tail.s, p->prompt_max[0], &a->prompt, &a->n_prompt);
     free(head.s);
     free(tail.s);
@@ -185,7 +185,7 @@ static rp_status agent_reasoning(const rp_tokenizer *tok, json_t *musique, uint6
         sb_add(&r, "\nSearch result: ");
         sb_add(&r, txt ? txt : "(nothing found)");
         sb_add(&r, "\nReasoning:");
-        st = r.oom ? rp_errorf(RP_ERR_NOMEM, "trace: out of memory")
+        st = r.oom ? bench_errorf(RP_ERR_NOMEM, "trace: out of memory")
                    : clip_tokens(tok, r.s, p->result_max, &a->turns[t].result, &a->turns[t].n_result);
         free(r.s);
     }
@@ -193,15 +193,15 @@ static rp_status agent_reasoning(const rp_tokenizer *tok, json_t *musique, uint6
 }
 
 /* Code: MBPP task with its tests; tool results are test runs. */
-static rp_status agent_code(const rp_tokenizer *tok, json_t *mbpp, uint64_t *rng, const rp_trace_params *p,
+static rp_status agent_code(const rp_model *tok, json_t *mbpp, uint64_t *rng, const rp_trace_params *p,
                             rp_trace_agent *a) {
     size_t n = json_array_size(mbpp);
-    if (n == 0) return rp_errorf(RP_ERR_FORMAT, "trace: mbpp has no items");
+    if (n == 0) return bench_errorf(RP_ERR_FORMAT, "trace: mbpp has no items");
     size_t k = (size_t)(splitmix(rng) % n);
     json_t *it = json_array_get(mbpp, k);
     const char *task = json_string_value(json_object_get(it, "prompt"));
     json_t *tests = json_object_get(it, "test_list");
-    if (!task || !json_is_array(tests)) return rp_errorf(RP_ERR_FORMAT, "trace: mbpp item %zu malformed", k);
+    if (!task || !json_is_array(tests)) return bench_errorf(RP_ERR_FORMAT, "trace: mbpp item %zu malformed", k);
     snprintf(a->source, sizeof a->source, "mbpp task %lld", (long long)json_integer_value(json_object_get(it, "task_id")));
     sbuf head = {0}, tail = {0};
     sb_add(&head, "You are a Python coding agent. Write the function, then run the tests with the run_tests tool.\n");
@@ -213,7 +213,7 @@ static rp_status agent_code(const rp_tokenizer *tok, json_t *mbpp, uint64_t *rng
         sb_add(&head, "\n");
     }
     sb_add(&tail, "# Solution:\ndef ");
-    rp_status st = head.oom || tail.oom ? rp_errorf(RP_ERR_NOMEM, "trace: out of memory")
+    rp_status st = head.oom || tail.oom ? bench_errorf(RP_ERR_NOMEM, "trace: out of memory")
                                         : build_prompt(tok, head.s, tail.s, p->prompt_max[1], &a->prompt, &a->n_prompt);
     free(head.s);
     free(tail.s);
@@ -223,7 +223,7 @@ static rp_status agent_code(const rp_tokenizer *tok, json_t *mbpp, uint64_t *rng
         sb_add(&r, "\n# run_tests output:\n");
         sb_add(&r, nt ? json_string_value(json_array_get(tests, (size_t)t % nt)) : "assert True");
         sb_add(&r, t % 2 ? "  # passed\n# Fixed solution:\ndef " : "  # AssertionError\n# Fixed solution:\ndef ");
-        st = r.oom ? rp_errorf(RP_ERR_NOMEM, "trace: out of memory")
+        st = r.oom ? bench_errorf(RP_ERR_NOMEM, "trace: out of memory")
                    : clip_tokens(tok, r.s, p->result_max, &a->turns[t].result, &a->turns[t].n_result);
         free(r.s);
     }
@@ -232,7 +232,7 @@ static rp_status agent_code(const rp_tokenizer *tok, json_t *mbpp, uint64_t *rng
 
 /* Tool use: a ToolBench DFS trajectory — system prompt, function schemas and
  * the user query; tool results are the recorded function responses. */
-static rp_status agent_tool(const rp_tokenizer *tok, const char *dir, uint64_t *rng, const rp_trace_params *p,
+static rp_status agent_tool(const rp_model *tok, const char *dir, uint64_t *rng, const rp_trace_params *p,
                             rp_trace_agent *a) {
     /* the answer files, in a fixed (sorted) order */
     char names[64][128];
@@ -250,20 +250,21 @@ static rp_status agent_tool(const rp_tokenizer *tok, const char *dir, uint64_t *
         }
         closedir(d);
     }
-    if (nn == 0) return rp_errorf(RP_ERR_NOT_FOUND, "trace: no ToolBench answers under %s/toolbench/answer", dir);
+    if (nn == 0) return bench_errorf(RP_ERR_NOT_FOUND, "trace: no ToolBench answers under %s/toolbench/answer", dir);
     qsort(names, (size_t)nn, sizeof names[0], (int (*)(const void *, const void *))strcmp);
     int k = (int)(splitmix(rng) % (uint64_t)nn);
     char rel[256];
     snprintf(rel, sizeof rel, "toolbench/answer/%s", names[k]);
     json_t *root = NULL;
-    RP_TRY(load_json(dir, rel, &root));
+    rp_status st0 = load_json(dir, rel, &root);
+    if (st0 != RP_OK) return st0;
     snprintf(a->source, sizeof a->source, "toolbench %.80s", names[k]);
     json_t *ag = json_object_get(root, "answer_generation");
     json_t *tm = json_object_get(ag, "train_messages");
     json_t *msgs = json_array_get(tm, json_array_size(tm) ? json_array_size(tm) - 1 : 0);
     json_t *funcs = json_object_get(ag, "function");
     rp_status st = RP_OK;
-    if (!json_is_array(msgs)) st = rp_errorf(RP_ERR_FORMAT, "trace: %s has no train_messages", rel);
+    if (!json_is_array(msgs)) st = bench_errorf(RP_ERR_FORMAT, "trace: %s has no train_messages", rel);
     sbuf head = {0}, tail = {0};
     const char *fresults[16];
     int nf = 0;
@@ -288,7 +289,7 @@ static rp_status agent_tool(const rp_tokenizer *tok, const char *dir, uint64_t *
         }
     }
     if (st == RP_OK)
-        st = head.oom || tail.oom ? rp_errorf(RP_ERR_NOMEM, "trace: out of memory")
+        st = head.oom || tail.oom ? bench_errorf(RP_ERR_NOMEM, "trace: out of memory")
                                   : build_prompt(tok, head.s ? head.s : "", tail.s ? tail.s : "", p->prompt_max[2],
                                                  &a->prompt, &a->n_prompt);
     free(head.s);
@@ -298,7 +299,7 @@ static rp_status agent_tool(const rp_tokenizer *tok, const char *dir, uint64_t *
         sb_add(&r, "\nFunction response: ");
         sb_add(&r, nf ? fresults[t % nf] : "{\"error\": \"\", \"response\": \"ok\"}");
         sb_add(&r, "\nAssistant: Thought:");
-        st = r.oom ? rp_errorf(RP_ERR_NOMEM, "trace: out of memory")
+        st = r.oom ? bench_errorf(RP_ERR_NOMEM, "trace: out of memory")
                    : clip_tokens(tok, r.s, p->result_max, &a->turns[t].result, &a->turns[t].n_result);
         free(r.s);
     }
@@ -306,25 +307,25 @@ static rp_status agent_tool(const rp_tokenizer *tok, const char *dir, uint64_t *
     return st;
 }
 
-rp_status rp_trace_build(const rp_tokenizer *tok, const rp_trace_params *p, rp_trace **out) {
+rp_status rp_trace_build(const rp_model *tok, const rp_trace_params *p, rp_trace **out) {
     *out = NULL;
-    if (!tok || !p->data_dir) return rp_errorf(RP_ERR_INVALID_ARG, "trace: needs a tokenizer and a data directory");
+    if (!tok || !p->data_dir) return bench_errorf(RP_ERR_INVALID_ARG, "trace: needs a model and a data directory");
     int32_t mix_total = 0;
     for (int k = 0; k < RP_AGENT_KIND_COUNT; k++) {
         if (p->mix[k] < 0 || p->prompt_max[k] < 4 || p->gen[k] < 1)
-            return rp_errorf(RP_ERR_INVALID_ARG, "trace: bad mix / prompt cap / turn length for %s",
+            return bench_errorf(RP_ERR_INVALID_ARG, "trace: bad mix / prompt cap / turn length for %s",
                              rp_agent_kind_name((rp_agent_kind)k));
         mix_total += p->mix[k];
     }
     if (p->n_agents < 1 || p->n_agents > 256 || p->n_turns < 1 || p->n_turns > 64 || mix_total < 1 ||
         p->result_max < 1 || p->stall_min < 0 || p->stall_max < p->stall_min)
-        return rp_errorf(RP_ERR_INVALID_ARG, "trace: bad params (agents %d, turns %d, stalls [%g, %g])", p->n_agents,
+        return bench_errorf(RP_ERR_INVALID_ARG, "trace: bad params (agents %d, turns %d, stalls [%g, %g])", p->n_agents,
                          p->n_turns, p->stall_min, p->stall_max);
     json_t *musique = NULL, *mbpp = NULL;
     rp_trace *t = calloc(1, sizeof *t);
-    rp_status st = t ? RP_OK : rp_errorf(RP_ERR_NOMEM, "trace: out of memory");
+    rp_status st = t ? RP_OK : bench_errorf(RP_ERR_NOMEM, "trace: out of memory");
     if (st == RP_OK && !(t->agents = calloc((size_t)p->n_agents, sizeof *t->agents)))
-        st = rp_errorf(RP_ERR_NOMEM, "trace: out of memory");
+        st = bench_errorf(RP_ERR_NOMEM, "trace: out of memory");
     if (st == RP_OK && p->mix[RP_AGENT_REASONING] > 0) st = load_json(p->data_dir, "cacheblend/musique_s.json", &musique);
     if (st == RP_OK && p->mix[RP_AGENT_CODE] > 0) st = load_json(p->data_dir, "mbpp/sanitized-mbpp.json", &mbpp);
     /* separate streams: the same seed gives the same prompts and turn
@@ -354,7 +355,7 @@ rp_status rp_trace_build(const rp_tokenizer *tok, const rp_trace_params *p, rp_t
         a->arrival_s = clock;
         a->n_turns = p->n_turns;
         if (!(a->turns = calloc((size_t)a->n_turns, sizeof *a->turns))) {
-            st = rp_errorf(RP_ERR_NOMEM, "trace: out of memory");
+            st = bench_errorf(RP_ERR_NOMEM, "trace: out of memory");
             break;
         }
         for (int32_t tn = 0; tn < a->n_turns; tn++) {

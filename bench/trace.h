@@ -1,4 +1,3 @@
-/* TODO(issue 15): moves to the public API with bench_agents (includes internals: the tokenizer). */
 /* trace.h — synthetic multi-agent workload traces (EdgeAgent §4.1): reasoning / code / tool agents from shared datasets. */
 #ifndef RP_SCHED_TRACE_H
 #define RP_SCHED_TRACE_H
@@ -6,7 +5,6 @@
 #include <stdint.h>
 
 #include "reprise.h"
-#include "tokenizer/tokenizer.h"
 
 /* An agent is one conversation: a prompt, then n_turns turns. Every turn but
  * the last ends in a tool call — a real one when the model emits it in its
@@ -64,8 +62,10 @@ rp_trace_params rp_trace_default_params(void);
  * gives R C T C T ...), prompts and tool results come from the datasets under
  * data_dir (cacheblend/musique_s.json, mbpp/sanitized-mbpp.json,
  * toolbench/...), picked by seed. Deterministic for a given seed. A missing
- * dataset is RP_ERR_NOT_FOUND naming the file. */
-rp_status rp_trace_build(const rp_tokenizer *tok, const rp_trace_params *p, rp_trace **out);
+ * dataset is RP_ERR_NOT_FOUND naming the file; every error is printed on stderr
+ * ("reprise bench: trace: ..."), as rp_last_error does not carry it. m: the model
+ * whose tokenizer the trace uses (it must have one). */
+rp_status rp_trace_build(const rp_model *m, const rp_trace_params *p, rp_trace **out);
 void rp_trace_free(rp_trace *t);
 
 /* Tokens the agent's history reaches at most (prompt + every turn + results). */

@@ -586,7 +586,21 @@ typedef struct rp_agents_params {
     rp_draft_kind drafter;     /* default RP_DRAFT_AUTO */
     double kv_limit_mb;        /* KV in use above which agents waiting on a tool result are demoted (compressed
                                   in memory) until resumed (0: never; default) */
+    int32_t self_layers;       /* RP_DRAFT_SELF: target layers a draft runs (default 2) */
+    float prefill_share;       /* part of n_batch kept for pending prompts while drafts would fill it (0.25) */
+    /* draft lengths: HAL splits draft_budget (M) over the decoding agents by Historical Accepted Length (at least
+     * draft_min each; softmax temperature hal_tau, EMA weight of the newest step hal_gamma), uniform splits it
+     * evenly, Batch-SD / Seq-SD draft draft_fixed each; no agent more than draft_max (<= RP_AGENTS_MAX_DRAFT) */
+    int32_t draft_budget;      /* default 16 */
+    int32_t draft_min;         /* default 1 */
+    float hal_tau;             /* default 1 */
+    float hal_gamma;           /* default 0.3 */
+    int32_t draft_fixed;       /* default 16 */
+    int32_t draft_max;         /* default 16 */
 } rp_agents_params;
+
+/* The longest draft one agent verifies in a step. */
+#define RP_AGENTS_MAX_DRAFT 64
 
 RP_API rp_agents_params rp_agents_default_params(void);
 /* The model (and draft) must outlive the scheduler. */
@@ -625,6 +639,14 @@ typedef enum rp_agent_state {
     RP_AGENT_IDLE = 0, RP_AGENT_PREFILL, RP_AGENT_DECODE, RP_AGENT_WAITING,
 } rp_agent_state;
 
+/* What an agent did in the step it last took part in. */
+typedef enum rp_agent_role {
+    RP_AGENT_ROLE_NONE = 0,      /* nothing yet */
+    RP_AGENT_ROLE_PREFILL = 1,   /* ran a prompt chunk */
+    RP_AGENT_ROLE_DECODE = 2,    /* one token, no draft */
+    RP_AGENT_ROLE_VERIFY = 3,    /* its last token and a draft verified */
+} rp_agent_role;
+
 typedef struct rp_agent_info {
     rp_agent_state state;
     int32_t n_tokens;          /* history length */
@@ -637,6 +659,13 @@ typedef struct rp_agent_info {
     uint64_t demotions, restores;
     int64_t last_step;         /* the step it last took part in (-1: none yet) */
     rp_stop_reason turn_stop;  /* how the latest turn ended, also while it waits (RP_STOP_NONE while it runs) */
+    rp_agent_role last_role;   /* what it did in last_step */
+    int32_t last_draft;        /* draft length of its latest verify step */
+    int32_t last_accepted;     /* draft tokens accepted in it */
+    float hal;                 /* its Historical Accepted Length (what HAL splits the budget by) */
+    int32_t n_turns;           /* turns finished */
+    uint64_t prompt_tokens;    /* over its life: caller tokens (prompts, tool results) run through the target */
+    uint64_t gen_tokens;       /* over its life: tokens generated */
 } rp_agent_info;
 
 RP_API rp_status rp_agents_info(rp_agents *a, rp_agent_id id, rp_agent_info *out);
@@ -651,6 +680,7 @@ typedef struct rp_agents_stats {
     uint64_t demotions, restores;     /* since creation */
     uint64_t prefill_rows;
     double draft_s, target_s, total_s;   /* time in draft / target forwards and in steps */
+    uint64_t forwards;                /* target forwards (steps that ran) */
 } rp_agents_stats;
 
 RP_API void rp_agents_stats_get(rp_agents *a, rp_agents_stats *out);
@@ -1185,6 +1215,7 @@ typedef struct rp_agents_step_info {
     bool idle;                 /* nothing to do */
     int32_t rows, prefill_rows, decoding, drafted, accepted, generated, active, waiting;
     double draft_s, target_s, total_s;
+    int64_t step;              /* its index (rp_agent_info.last_step of the agents that took part) */
 } rp_agents_step_info;
 
 RP_API void rp_agents_last_step(const rp_agents *a, rp_agents_step_info *out);

@@ -978,6 +978,69 @@ static void test_agents_control(void **state) {
     rp_model_free(m);
 }
 
+/* The draft lengths and the self drafter's layers reach the scheduler, and each step's figures come back per
+ * agent: what it did (prefill, then verify), its draft and accepted tokens, the step's index; bad lengths refused. */
+static void test_agents_draft_params(void **state) {
+    (void)state;
+    OPEN_MODEL(m);
+    rp_agents_params ap = rp_agents_default_params();
+    assert_true(ap.draft_budget == 16 && ap.draft_min == 1 && ap.draft_fixed == 16 && ap.draft_max == 16);
+    assert_true(ap.self_layers == 2 && ap.prefill_share > 0.2f && ap.prefill_share < 0.3f);
+    ap.n_threads = 1;
+    ap.n_ctx = 256;
+    ap.max_agents = 1;
+    ap.policy = RP_AGENTS_BATCH_SD;
+    ap.drafter = RP_DRAFT_SELF;
+    ap.self_layers = 1;
+    ap.draft_fixed = 3;
+    ap.draft_max = RP_AGENTS_MAX_DRAFT + 1;
+    rp_agents *a = NULL;
+    assert_int_equal(rp_agents_create(m, &ap, &a), RP_ERR_INVALID_ARG);   /* over the cap */
+    assert_non_null(strstr(rp_last_error(), "draft_max"));
+    ap.draft_max = 3;
+    assert_int_equal(rp_agents_create(m, &ap, &a), RP_OK);
+    rp_agent_id id;
+    assert_int_equal(rp_agents_add(a, &id), RP_OK);
+    const char *prompt = "Once upon a time, there was a dog";
+    rp_token t[64];
+    int32_t n = 0;
+    assert_int_equal(rp_tokenize(m, prompt, strlen(prompt), true, false, t, 64, &n), RP_OK);
+    rp_turn_opts to = rp_turn_default_opts();
+    to.sampling.temp = 0;
+    to.max_tokens = 12;
+    assert_int_equal(rp_agents_submit(a, id, t, n, &to), RP_OK);
+    rp_agents_step_info si;
+    rp_agent_info info;
+    bool ran = false;
+    assert_int_equal(rp_agents_step(a, &ran), RP_OK);
+    rp_agents_last_step(a, &si);
+    assert_int_equal(rp_agents_info(a, id, &info), RP_OK);
+    assert_true(ran && info.last_step == si.step);
+    assert_int_equal(info.last_role, RP_AGENT_ROLE_PREFILL);
+    assert_int_equal((int)info.prompt_tokens, n);
+    int64_t prev = si.step;
+    assert_int_equal(rp_agents_step(a, &ran), RP_OK);
+    rp_agents_last_step(a, &si);
+    assert_int_equal(rp_agents_info(a, id, &info), RP_OK);
+    print_message("  step %lld: role %d, draft %d, accepted %d, hal %.2f\n", (long long)si.step, (int)info.last_role,
+                  info.last_draft, info.last_accepted, info.hal);
+    assert_true(ran && si.step == prev + 1 && info.last_step == si.step);
+    assert_int_equal(info.last_role, RP_AGENT_ROLE_VERIFY);
+    assert_int_equal(info.last_draft, 3);   /* draft_fixed, under draft_max */
+    assert_int_equal(si.drafted, 3);
+    assert_true(info.last_accepted >= 0 && info.last_accepted <= 3 && info.last_accepted == si.accepted);
+    assert_true(info.hal > 0);
+    assert_int_equal(rp_agents_run(a), RP_OK);
+    assert_int_equal(rp_agents_info(a, id, &info), RP_OK);
+    assert_int_equal(info.state, RP_AGENT_IDLE);
+    assert_true(info.n_turns == 1 && (int)info.gen_tokens == info.generated && info.generated > 0);
+    rp_agents_stats as;
+    rp_agents_stats_get(a, &as);
+    assert_true(as.forwards >= 2 && as.forwards <= as.steps);
+    rp_agents_free(a);
+    rp_model_free(m);
+}
+
 /* The reuse hand-off: an agent's prompt cached after its turn fills a fresh agent's in the same namespace, never
  * another's; the filled agent generates what an unfilled one does (greedy). */
 static void test_agents_reuse(void **state) {
@@ -1126,6 +1189,7 @@ int main(void) {
         cmocka_unit_test(test_server_support),
         cmocka_unit_test(test_chat_formats_and_detokenizer),
         cmocka_unit_test(test_agents_control),
+        cmocka_unit_test(test_agents_draft_params),
         cmocka_unit_test(test_agents_reuse),
     };
     return rp_test_main(tests, NULL, NULL);

@@ -1350,12 +1350,12 @@ static void test_trace_and_timeline(void **state) {
     tp.stall_max = 1.0;
     tp.arrival_rate = 2.0;
     rp_trace *a = NULL, *b = NULL, *c = NULL;
-    assert_int_equal(rp_trace_build(f->m->tok, &tp, &a), RP_OK);
-    assert_int_equal(rp_trace_build(f->m->tok, &tp, &b), RP_OK);
+    assert_int_equal(rp_trace_build(f->m, &tp, &a), RP_OK);
+    assert_int_equal(rp_trace_build(f->m, &tp, &b), RP_OK);
     tp.stall_min = 1;
     tp.stall_max = 10;
     tp.arrival_rate = 0;
-    assert_int_equal(rp_trace_build(f->m->tok, &tp, &c), RP_OK);
+    assert_int_equal(rp_trace_build(f->m, &tp, &c), RP_OK);
     const rp_agent_kind want[5] = {RP_AGENT_REASONING, RP_AGENT_CODE, RP_AGENT_TOOL, RP_AGENT_CODE, RP_AGENT_TOOL};
     double prev = -1;
     for (int i = 0; i < 5; i++) {
@@ -1389,7 +1389,7 @@ static void test_trace_and_timeline(void **state) {
     rp_trace_free(b);
     rp_trace_free(c);
     tp.data_dir = "/nonexistent";
-    assert_int_equal(rp_trace_build(f->m->tok, &tp, &a), RP_ERR_NOT_FOUND);
+    assert_int_equal(rp_trace_build(f->m, &tp, &a), RP_ERR_NOT_FOUND);
 
     rp_timeline *tl = NULL;
     assert_int_equal(rp_timeline_create(2, "test <run>", &tl), RP_OK);

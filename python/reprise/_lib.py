@@ -162,7 +162,9 @@ class rp_gen_stats(Structure):
 class rp_agents_params(Structure):
     _fields_ = [("max_agents", c_int32), ("max_active", c_int32), ("n_ctx", c_int32), ("n_batch", c_int32),
                 ("kv_type", c_int), ("n_threads", c_int), ("policy", c_int), ("draft", c_void_p), ("drafter", c_int),
-                ("kv_limit_mb", c_double)]
+                ("kv_limit_mb", c_double), ("self_layers", c_int32), ("prefill_share", c_float),
+                ("draft_budget", c_int32), ("draft_min", c_int32), ("hal_tau", c_float), ("hal_gamma", c_float),
+                ("draft_fixed", c_int32), ("draft_max", c_int32)]
 
 
 class rp_turn_opts(Structure):
@@ -175,14 +177,15 @@ class rp_agent_info(Structure):
     _fields_ = [("state", c_int), ("n_tokens", c_int32), ("generated", c_int32), ("drafted", c_uint64),
                 ("accepted", c_uint64), ("stop", c_int), ("n_cached", c_int32), ("has_slot", c_bool),
                 ("demoted", c_bool), ("demotions", c_uint64), ("restores", c_uint64), ("last_step", c_int64),
-                ("turn_stop", c_int)]
+                ("turn_stop", c_int), ("last_role", c_int), ("last_draft", c_int32), ("last_accepted", c_int32),
+                ("hal", c_float), ("n_turns", c_int32), ("prompt_tokens", c_uint64), ("gen_tokens", c_uint64)]
 
 
 class rp_agents_stats(Structure):
     _fields_ = [(n, c_uint64) for n in ("steps", "rows", "generated", "drafted", "accepted")] + \
                [(n, c_int32) for n in ("agents", "active", "waiting", "demoted")] + \
                [(n, c_uint64) for n in ("kv_bytes", "demotions", "restores", "prefill_rows")] + \
-               [(n, c_double) for n in ("draft_s", "target_s", "total_s")]
+               [(n, c_double) for n in ("draft_s", "target_s", "total_s")] + [("forwards", c_uint64)]
 
 
 class rp_cache_info(Structure):
@@ -298,7 +301,7 @@ class rp_agents_step_info(Structure):
     _fields_ = [(n, c_bool) for n in ("ran", "blocked", "idle")] + \
                [(n, c_int32) for n in ("rows", "prefill_rows", "decoding", "drafted", "accepted", "generated",
                                        "active", "waiting")] + \
-               [(n, c_double) for n in ("draft_s", "target_s", "total_s")]
+               [(n, c_double) for n in ("draft_s", "target_s", "total_s")] + [("step", c_int64)]
 
 
 cache_list_fn = CFUNCTYPE(c_bool, c_void_p, POINTER(rp_cache_entry))

@@ -26,6 +26,14 @@ rp_agents_params rp_agents_default_params(void) {
         .draft = NULL,
         .drafter = RP_DRAFT_AUTO,
         .kv_limit_mb = 0,
+        .self_layers = sp.self_layers,
+        .prefill_share = sp.prefill_share,
+        .draft_budget = sp.hal.budget,
+        .draft_min = sp.hal.l_min,
+        .hal_tau = sp.hal.tau,
+        .hal_gamma = sp.hal.gamma,
+        .draft_fixed = sp.hal.fixed_len,
+        .draft_max = sp.hal.max_len,
     };
     return p;
 }
@@ -37,6 +45,9 @@ rp_status rp_agents_create(const rp_model *m, const rp_agents_params *p, rp_agen
     if ((unsigned)p->drafter > RP_DRAFT_MODEL) return rp_errorf(RP_ERR_INVALID_ARG, "agents: drafter %d", (int)p->drafter);
     if (p->drafter == RP_DRAFT_MODEL && !p->draft) return rp_errorf(RP_ERR_INVALID_ARG, "agents: the model drafter needs a draft model");
     if (!(p->kv_limit_mb >= 0)) return rp_errorf(RP_ERR_INVALID_ARG, "agents: kv_limit_mb %g", p->kv_limit_mb);
+    if (p->draft_max < 0 || p->draft_max > RP_AGENTS_MAX_DRAFT || p->draft_fixed < 0 || p->draft_fixed > RP_AGENTS_MAX_DRAFT)
+        return rp_errorf(RP_ERR_INVALID_ARG, "agents: draft_fixed %d / draft_max %d outside [0, %d]", p->draft_fixed,
+                         p->draft_max, RP_AGENTS_MAX_DRAFT);
     rp_sched_params sp = rp_sched_default_params();
     sp.max_sessions = p->max_agents;
     sp.max_active = p->max_active;
@@ -52,6 +63,17 @@ rp_status rp_agents_create(const rp_model *m, const rp_agents_params *p, rp_agen
     sp.drafter = p->drafter != RP_DRAFT_AUTO ? kinds[p->drafter]
                  : p->policy == RP_AGENTS_BATCH_AR ? RP_DRAFTER_NONE : p->draft ? RP_DRAFTER_MODEL : RP_DRAFTER_NGRAM;
     sp.kv_resident_limit = rp_sched_kv_limit_bytes(p->kv_limit_mb);
+    sp.self_layers = p->self_layers;
+    sp.prefill_share = p->prefill_share;
+    sp.hal.budget = p->draft_budget;
+    sp.hal.l_min = p->draft_min;
+    sp.hal.tau = p->hal_tau;
+    sp.hal.gamma = p->hal_gamma;
+    sp.hal.fixed_len = p->draft_fixed;
+    sp.hal.max_len = p->draft_max;
+    _Static_assert(RP_AGENTS_MAX_DRAFT == RP_SCHED_MAX_DRAFT && RP_AGENTS_MAX == RP_SCHED_MAX_SESSIONS, "caps");
+    _Static_assert((int)RP_AGENT_ROLE_VERIFY == (int)RP_ROLE_VERIFY && (int)RP_AGENT_ROLE_PREFILL == (int)RP_ROLE_PREFILL,
+                   "roles");
     rp_agents *a = calloc(1, sizeof *a);
     if (!a) return rp_errorf(RP_ERR_NOMEM, "agents: out of memory");
     rp_status st = rp_sched_create(m, p->draft, sp, &a->s);
@@ -118,7 +140,7 @@ rp_status rp_agents_step(rp_agents *a, bool *ran) {
         .rows = info.n_rows, .prefill_rows = info.n_prefill_rows, .decoding = info.n_decode,
         .drafted = info.n_drafted, .accepted = info.n_accepted, .generated = info.n_emitted,
         .active = info.n_admitted, .waiting = info.n_waiting,
-        .draft_s = info.t_draft, .target_s = info.t_target, .total_s = info.t_total,
+        .draft_s = info.t_draft, .target_s = info.t_target, .total_s = info.t_total, .step = info.step,
     };
     return st;
 }
@@ -171,6 +193,13 @@ rp_status rp_agents_info(rp_agents *a, rp_agent_id id, rp_agent_info *out) {
     out->restores = si.restores;
     out->last_step = si.last_role == RP_ROLE_NONE ? -1 : si.last_step;
     out->turn_stop = si.state == RP_SESS_PREFILL || si.state == RP_SESS_DECODE ? RP_STOP_NONE : stop_of(si.finish);
+    out->last_role = (rp_agent_role)si.last_role;
+    out->last_draft = si.last_draft;
+    out->last_accepted = si.last_accepted;
+    out->hal = si.hal;
+    out->n_turns = si.n_turns;
+    out->prompt_tokens = si.prompt_tokens;
+    out->gen_tokens = si.gen_tokens;
     return RP_OK;
 }
 
@@ -199,6 +228,7 @@ void rp_agents_stats_get(rp_agents *a, rp_agents_stats *out) {
     out->draft_s = ss.t_draft;
     out->target_s = ss.t_target;
     out->total_s = ss.t_total;
+    out->forwards = (uint64_t)ss.forwards;
 }
 
 /* ---- reuse in the scheduler ---- */
