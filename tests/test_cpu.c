@@ -1,6 +1,6 @@
 /* test_cpu.c — dispatch levels: names and parsing per architecture, forcing levels, the public calls, the level
- * the CPU is expected to have (RP_TEST_EXPECT_CPU, set by scripts/arm_test.sh per emulated CPU model) and the
- * kernels each level selects. */
+ * the CPU is expected to have (RP_TEST_EXPECT_CPU, set by scripts/arm_test.sh per emulated CPU model). The kernels
+ * each level selects: tests/library/static_registry.c. */
 #include "testutil.h"
 
 #include <stdio.h>
@@ -9,7 +9,6 @@
 
 #include "reprise.h"
 #include "kernels/cpu.h"
-#include "kernels/kernels.h"
 
 static void test_level_names(void **state) {
     (void)state;
@@ -84,38 +83,10 @@ static void test_expected_level(void **state) {
     assert_string_equal(rp_cpu_level_name(rp_cpu_info_get()->best), want);
 }
 
-/* Each level with a family of its own selects it (a family missing from src/kernels/registry.c would silently
- * run a lower one). */
-static void test_kernels_per_level(void **state) {
-    (void)state;
-    const rp_cpu_level best = rp_cpu_info_get()->best;
-    assert_string_equal(rp_mm_kernel_select(RP_TYPE_Q4_0, RP_CPU_SCALAR)->name, "q4_0/ref");
-#if defined(__aarch64__)
-    static const struct { rp_type t; rp_cpu_level l; const char *name; } mm[] = {
-        {RP_TYPE_F32, RP_CPU_NEON, "f32/neon"},         {RP_TYPE_F16, RP_CPU_NEON, "f16/neon"},
-        {RP_TYPE_BF16, RP_CPU_NEON, "bf16/neon"},       {RP_TYPE_Q8_0, RP_CPU_NEON, "q8_0/neon"},
-        {RP_TYPE_Q4_0, RP_CPU_NEON, "q4_0/neon"},       {RP_TYPE_Q8_0, RP_CPU_DOTPROD, "q8_0/dotprod"},
-        {RP_TYPE_Q4_0, RP_CPU_DOTPROD, "q4_0/dotprod"}, {RP_TYPE_Q4_0, RP_CPU_SME, "q4_0/dotprod"},
-    };
-    for (size_t i = 0; i < sizeof mm / sizeof mm[0]; i++) {
-        if (mm[i].l > best) continue;
-        const rp_mm_kernel *k = rp_mm_kernel_select(mm[i].t, mm[i].l);
-        assert_non_null(k);
-        assert_string_equal(k->name, mm[i].name);
-    }
-    assert_string_equal(rp_ew_kernel_select(RP_CPU_NEON)->name, "ew/neon");
-    assert_string_equal(rp_attn_kernel_select(RP_TYPE_F16, RP_CPU_NEON)->name, "attn-f16/neon");
-    assert_string_equal(rp_attn_kernel_select(RP_TYPE_Q8_0, RP_CPU_NEON)->name, "attn-q8_0/neon");
-#else
-    (void)best;
-#endif
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_level_names),       cmocka_unit_test(test_set_level),
         cmocka_unit_test(test_public_calls),      cmocka_unit_test(test_expected_level),
-        cmocka_unit_test(test_kernels_per_level),
     };
     return rp_test_main(tests, NULL, NULL);
 }

@@ -26,6 +26,8 @@ extern const rp_ew_kernel rp_ew_ref;
 /* SIMD kernels: src/kernels/arm/, one family per file, all compiled on aarch64 (named strongly, as above). */
 extern const rp_mm_kernel rp_mm_q4_0_dotprod, rp_mm_q4_0_neon;
 extern const rp_mm_kernel rp_mm_q8_0_dotprod, rp_mm_q8_0_neon;
+extern const rp_mm_kernel rp_mm_q4_k_dotprod, rp_mm_q4_k_neon;
+extern const rp_mm_kernel rp_mm_q6_k_dotprod, rp_mm_q6_k_neon;
 extern const rp_mm_kernel rp_mm_f16_neon, rp_mm_bf16_neon, rp_mm_f32_neon;
 extern const rp_attn_kernel rp_attn_f16_neon, rp_attn_q8_0_neon, rp_attn_f32_neon;
 extern const rp_ew_kernel rp_ew_neon;
@@ -49,8 +51,10 @@ static const rp_mm_kernel *const k_mm[] = {
     ARM(&rp_mm_q4_0_dotprod, &rp_mm_q4_0_neon) &rp_mm_ref_q4_0,
     X86(&rp_mm_q8_0_amx, &rp_mm_q8_0_avx512, &rp_mm_q8_0_avx2)
     ARM(&rp_mm_q8_0_dotprod, &rp_mm_q8_0_neon) &rp_mm_ref_q8_0,
-    X86(&rp_mm_q4_k_amx, &rp_mm_q4_k_avx512, &rp_mm_q4_k_avx2) &rp_mm_ref_q4_k,
-    X86(&rp_mm_q6_k_amx, &rp_mm_q6_k_avx512, &rp_mm_q6_k_avx2) &rp_mm_ref_q6_k,
+    X86(&rp_mm_q4_k_amx, &rp_mm_q4_k_avx512, &rp_mm_q4_k_avx2)
+    ARM(&rp_mm_q4_k_dotprod, &rp_mm_q4_k_neon) &rp_mm_ref_q4_k,
+    X86(&rp_mm_q6_k_amx, &rp_mm_q6_k_avx512, &rp_mm_q6_k_avx2)
+    ARM(&rp_mm_q6_k_dotprod, &rp_mm_q6_k_neon) &rp_mm_ref_q6_k,
     X86(&rp_mm_f16_avx512, &rp_mm_f16_avx2) ARM(&rp_mm_f16_neon) &rp_mm_ref_f16,
     X86(&rp_mm_bf16_amx, &rp_mm_bf16_avx512, &rp_mm_bf16_avx2) ARM(&rp_mm_bf16_neon) &rp_mm_ref_bf16,
     X86(&rp_mm_f32_avx512, &rp_mm_f32_avx2) ARM(&rp_mm_f32_neon) &rp_mm_ref_f32,
