@@ -24,8 +24,8 @@ extern const rp_ew_kernel rp_ew_avx2, rp_ew_avx512;
 extern const rp_ew_kernel rp_ew_ref;
 
 /* SIMD kernels: src/kernels/arm/, one family per file, all compiled on aarch64 (named strongly, as above). */
-extern const rp_mm_kernel rp_mm_q4_0_dotprod, rp_mm_q4_0_neon;
-extern const rp_mm_kernel rp_mm_q8_0_dotprod, rp_mm_q8_0_neon;
+extern const rp_mm_kernel rp_mm_q4_0_i8mm, rp_mm_q4_0_dotprod, rp_mm_q4_0_neon;
+extern const rp_mm_kernel rp_mm_q8_0_i8mm, rp_mm_q8_0_dotprod, rp_mm_q8_0_neon;
 extern const rp_mm_kernel rp_mm_q4_k_dotprod, rp_mm_q4_k_neon;
 extern const rp_mm_kernel rp_mm_q6_k_dotprod, rp_mm_q6_k_neon;
 extern const rp_mm_kernel rp_mm_f16_neon, rp_mm_bf16_neon, rp_mm_f32_neon;
@@ -48,9 +48,9 @@ extern const rp_ew_kernel rp_ew_neon;
 /* Ordered from most to least specialized. */
 static const rp_mm_kernel *const k_mm[] = {
     X86(&rp_mm_q4_0_amx, &rp_mm_q4_0_avx512, &rp_mm_q4_0_avx2)
-    ARM(&rp_mm_q4_0_dotprod, &rp_mm_q4_0_neon) &rp_mm_ref_q4_0,
+    ARM(&rp_mm_q4_0_i8mm, &rp_mm_q4_0_dotprod, &rp_mm_q4_0_neon) &rp_mm_ref_q4_0,
     X86(&rp_mm_q8_0_amx, &rp_mm_q8_0_avx512, &rp_mm_q8_0_avx2)
-    ARM(&rp_mm_q8_0_dotprod, &rp_mm_q8_0_neon) &rp_mm_ref_q8_0,
+    ARM(&rp_mm_q8_0_i8mm, &rp_mm_q8_0_dotprod, &rp_mm_q8_0_neon) &rp_mm_ref_q8_0,
     X86(&rp_mm_q4_k_amx, &rp_mm_q4_k_avx512, &rp_mm_q4_k_avx2)
     ARM(&rp_mm_q4_k_dotprod, &rp_mm_q4_k_neon) &rp_mm_ref_q4_k,
     X86(&rp_mm_q6_k_amx, &rp_mm_q6_k_avx512, &rp_mm_q6_k_avx2)

@@ -15,7 +15,7 @@
 typedef struct { rp_type type; const char *name; rp_cpu_level top; } family;
 #if defined(__aarch64__)
 static const family k_mm[] = {
-    {RP_TYPE_Q4_0, "q4_0", RP_CPU_DOTPROD}, {RP_TYPE_Q8_0, "q8_0", RP_CPU_DOTPROD},
+    {RP_TYPE_Q4_0, "q4_0", RP_CPU_I8MM},    {RP_TYPE_Q8_0, "q8_0", RP_CPU_I8MM},
     {RP_TYPE_Q4_K, "q4_k", RP_CPU_DOTPROD}, {RP_TYPE_Q6_K, "q6_k", RP_CPU_DOTPROD},
     {RP_TYPE_BF16, "bf16", RP_CPU_NEON},    {RP_TYPE_F16, "f16", RP_CPU_NEON},      {RP_TYPE_F32, "f32", RP_CPU_NEON},
 };

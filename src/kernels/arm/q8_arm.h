@@ -1,8 +1,9 @@
 /* q8_arm.h — the Q4_0 / Q8_0 matmul families for aarch64 (NEON and DotProd), included once per family file.
  *
  * The including file defines QB (quant bytes per weight row per 32-value block: 32 for Q8_0, 16 for Q4_0),
- * RP_Q8A_Q4 for Q4_0, and is compiled with or without DotProd (CMakeLists.txt: *_dotprod.c), which picks the
- * integer dot below: SDOT, or SMULL + SADALP on plain NEON (the same exact int32 sums either way).
+ * RP_Q8A_Q4 for Q4_0, and is compiled with or without DotProd / I8MM (CMakeLists.txt: *_dotprod.c, *_i8mm.c),
+ * which picks the integer dot below: SDOT, or SMULL + SADALP on plain NEON (the same exact int32 sums either
+ * way), and with I8MM the SMMLA tile for two or more activation rows.
  *
  * Packed weights, row_block 4: a group is 4 consecutive rows; per 32-value block it holds the 4 rows' quants
  * (row j at j * QB: Q8_0 bytes as in GGUF, Q4_0 nibbles as in GGUF) then their 4 scales as float32 (converted
@@ -149,6 +150,89 @@ static inline __attribute__((always_inline)) void tile(const int MR, const uint8
     }
 }
 
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+/* I8MM (SMMLA): 2P activation rows (P pairs) x the 4 rows of a group. SMMLA multiplies a 2 x 8 int8 matrix by
+ * the transpose of another into a 2 x 2 int32 block, so a pair of activation rows and a pair of weight rows, 8
+ * values of k each, interleaved in registers (ZIP1 / ZIP2 of 64-bit halves), give the four exact dot products of
+ * the pair at once: per block 4 SMMLA per (activation pair, weight pair) instead of 8 SDOT per activation row.
+ * For prefill (n >= 2); decode (one row) keeps the SDOT tile. */
+static inline int8x16_t q8a_zip1(int8x16_t a, int8x16_t b) {
+    return vreinterpretq_s8_s64(vzip1q_s64(vreinterpretq_s64_s8(a), vreinterpretq_s64_s8(b)));
+}
+static inline int8x16_t q8a_zip2(int8x16_t a, int8x16_t b) {
+    return vreinterpretq_s8_s64(vzip2q_s64(vreinterpretq_s64_s8(a), vreinterpretq_s64_s8(b)));
+}
+
+/* rows (m0, m1) of the activations; m1 == m0 for a last odd row (its second results are dropped) */
+static inline __attribute__((always_inline)) void tile_mmla(const int P, const uint8_t *wg, int64_t nb,
+                                                            const uint8_t *const *ar, int64_t cols, float *const *yr,
+                                                            int valid) {
+    float32x4_t acc[2][2];   /* [pair][weight pair]: (m0 r, m0 r+1, m1 r, m1 r+1) */
+    for (int p = 0; p < P; p++) acc[p][0] = acc[p][1] = vdupq_n_f32(0.0f);
+#if defined(RP_Q8A_Q4)
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    const int8x16_t eight = vdupq_n_s8(8);
+#endif
+    for (int64_t b = 0; b < nb; b++, wg += BB) {
+        int8x16_t w[4][2];
+        for (int j = 0; j < 4; j++) {
+#if defined(RP_Q8A_Q4)
+            const uint8x16_t raw = vld1q_u8(wg + QB * j);
+            w[j][0] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(raw, m4)), eight);
+            w[j][1] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(raw, 4)), eight);
+#else
+            w[j][0] = vld1q_s8((const int8_t *)(wg + QB * j));
+            w[j][1] = vld1q_s8((const int8_t *)(wg + QB * j + 16));
+#endif
+        }
+        /* wp[q][c]: weight rows 2q, 2q+1, values 8c .. 8c+7 */
+        int8x16_t wp[2][4];
+        for (int q = 0; q < 2; q++)
+            for (int h = 0; h < 2; h++) {
+                wp[q][2 * h] = q8a_zip1(w[2 * q][h], w[2 * q + 1][h]);
+                wp[q][2 * h + 1] = q8a_zip2(w[2 * q][h], w[2 * q + 1][h]);
+            }
+        const float32x4_t dw = vld1q_f32((const float *)(const void *)(wg + 4 * QB));
+        const float32x4_t dlo = vcombine_f32(vget_low_f32(dw), vget_low_f32(dw));
+        const float32x4_t dhi = vcombine_f32(vget_high_f32(dw), vget_high_f32(dw));
+        for (int p = 0; p < P; p++) {
+            const uint8_t *x0 = ar[2 * p] + 32 * b, *x1 = ar[2 * p + 1] + 32 * b;
+            const int8x16_t a00 = vld1q_s8((const int8_t *)x0), a01 = vld1q_s8((const int8_t *)(x0 + 16));
+            const int8x16_t a10 = vld1q_s8((const int8_t *)x1), a11 = vld1q_s8((const int8_t *)(x1 + 16));
+            const int8x16_t ap[4] = {q8a_zip1(a00, a10), q8a_zip2(a00, a10), q8a_zip1(a01, a11), q8a_zip2(a01, a11)};
+            int32x4_t s0 = vdupq_n_s32(0), s1 = vdupq_n_s32(0);
+            for (int c = 0; c < 4; c++) {
+                s0 = vmmlaq_s32(s0, ap[c], wp[0][c]);
+                s1 = vmmlaq_s32(s1, ap[c], wp[1][c]);
+            }
+            float da0, da1;
+            memcpy(&da0, ar[2 * p] + cols + 4 * b, 4);
+            memcpy(&da1, ar[2 * p + 1] + cols + 4 * b, 4);
+            const float32x4_t da = vcombine_f32(vdup_n_f32(da0), vdup_n_f32(da1));
+            acc[p][0] = vfmaq_f32(acc[p][0], vcvtq_f32_s32(s0), vmulq_f32(dlo, da));
+            acc[p][1] = vfmaq_f32(acc[p][1], vcvtq_f32_s32(s1), vmulq_f32(dhi, da));
+        }
+    }
+    for (int p = 0; p < P; p++) {
+        const float32x4_t r[2] = {
+            vreinterpretq_f32_f64(vzip1q_f64(vreinterpretq_f64_f32(acc[p][0]), vreinterpretq_f64_f32(acc[p][1]))),
+            vreinterpretq_f32_f64(vzip2q_f64(vreinterpretq_f64_f32(acc[p][0]), vreinterpretq_f64_f32(acc[p][1]))),
+        };
+        for (int m = 0; m < 2; m++) {
+            float *o = yr[2 * p + m];
+            if (!o) continue;
+            if (valid == 4) {
+                vst1q_f32(o, r[m]);
+            } else {
+                float t[4];
+                vst1q_f32(t, r[m]);
+                for (int j = 0; j < valid; j++) o[j] = t[j];
+            }
+        }
+    }
+}
+#endif
+
 static void gemm(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, const void *act, size_t act_stride,
                  int64_t n, int64_t r0, int64_t r1, float *y, int64_t ldy, void *scratch) {
     (void)w_row_bytes; (void)rows; (void)scratch;
@@ -159,6 +243,21 @@ static void gemm(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, 
         const int valid = r1 - g * RB < RB ? (int)(r1 - g * RB) : RB;
         float *yg = y + g * RB;
         int64_t i = 0;
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+        if (n >= 2) {
+            for (; i < n; i += 4) {
+                const uint8_t *ar[4];
+                float *yr[4];
+                for (int m = 0; m < 4; m++) {
+                    const int64_t im = i + m < n ? i + m : n - 1;   /* a missing row repeats the last; dropped */
+                    ar[m] = a + (size_t)im * act_stride;
+                    yr[m] = i + m < n ? yg + (i + m) * ldy : NULL;
+                }
+                if (n - i > 2) tile_mmla(2, wg, nb, ar, cols, yr, valid);
+                else tile_mmla(1, wg, nb, ar, cols, yr, valid);
+            }
+        }
+#endif
         for (; i + 4 <= n; i += 4) tile(4, wg, nb, a + (size_t)i * act_stride, act_stride, cols, yg + i * ldy, ldy, valid);
         switch (n - i) {
         case 3: tile(3, wg, nb, a + (size_t)i * act_stride, act_stride, cols, yg + i * ldy, ldy, valid); break;
