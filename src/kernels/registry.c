@@ -45,19 +45,18 @@ extern const rp_ew_kernel rp_ew_neon;
 #define ARM(...)
 #endif
 
-/* Ordered from most to least specialized. */
+/* Ordered from most to least specialized within a type (the ARM entries come first: no type has both). */
 static const rp_mm_kernel *const k_mm[] = {
-    X86(&rp_mm_q4_0_amx, &rp_mm_q4_0_avx512, &rp_mm_q4_0_avx2)
-    ARM(&rp_mm_q4_0_i8mm, &rp_mm_q4_0_dotprod, &rp_mm_q4_0_neon) &rp_mm_ref_q4_0,
-    X86(&rp_mm_q8_0_amx, &rp_mm_q8_0_avx512, &rp_mm_q8_0_avx2)
-    ARM(&rp_mm_q8_0_i8mm, &rp_mm_q8_0_dotprod, &rp_mm_q8_0_neon) &rp_mm_ref_q8_0,
-    X86(&rp_mm_q4_k_amx, &rp_mm_q4_k_avx512, &rp_mm_q4_k_avx2)
-    ARM(&rp_mm_q4_k_dotprod, &rp_mm_q4_k_neon) &rp_mm_ref_q4_k,
-    X86(&rp_mm_q6_k_amx, &rp_mm_q6_k_avx512, &rp_mm_q6_k_avx2)
-    ARM(&rp_mm_q6_k_dotprod, &rp_mm_q6_k_neon) &rp_mm_ref_q6_k,
-    X86(&rp_mm_f16_avx512, &rp_mm_f16_avx2) ARM(&rp_mm_f16_neon) &rp_mm_ref_f16,
-    X86(&rp_mm_bf16_amx, &rp_mm_bf16_avx512, &rp_mm_bf16_avx2) ARM(&rp_mm_bf16_neon) &rp_mm_ref_bf16,
-    X86(&rp_mm_f32_avx512, &rp_mm_f32_avx2) ARM(&rp_mm_f32_neon) &rp_mm_ref_f32,
+    ARM(&rp_mm_q4_0_i8mm, &rp_mm_q4_0_dotprod, &rp_mm_q4_0_neon, &rp_mm_q8_0_i8mm, &rp_mm_q8_0_dotprod,
+        &rp_mm_q8_0_neon, &rp_mm_q4_k_dotprod, &rp_mm_q4_k_neon, &rp_mm_q6_k_dotprod, &rp_mm_q6_k_neon,
+        &rp_mm_f16_neon, &rp_mm_bf16_neon, &rp_mm_f32_neon)
+    X86(&rp_mm_q4_0_amx, &rp_mm_q4_0_avx512, &rp_mm_q4_0_avx2) &rp_mm_ref_q4_0,
+    X86(&rp_mm_q8_0_amx, &rp_mm_q8_0_avx512, &rp_mm_q8_0_avx2) &rp_mm_ref_q8_0,
+    X86(&rp_mm_q4_k_amx, &rp_mm_q4_k_avx512, &rp_mm_q4_k_avx2) &rp_mm_ref_q4_k,
+    X86(&rp_mm_q6_k_amx, &rp_mm_q6_k_avx512, &rp_mm_q6_k_avx2) &rp_mm_ref_q6_k,
+    X86(&rp_mm_f16_avx512, &rp_mm_f16_avx2) &rp_mm_ref_f16,
+    X86(&rp_mm_bf16_amx, &rp_mm_bf16_avx512, &rp_mm_bf16_avx2) &rp_mm_ref_bf16,
+    X86(&rp_mm_f32_avx512, &rp_mm_f32_avx2) &rp_mm_ref_f32,
 };
 
 static const rp_attn_kernel k_attn_ref[3] = {
@@ -69,12 +68,10 @@ static const rp_attn_kernel k_attn_ref[3] = {
 typedef struct { rp_type t; const rp_attn_kernel *k; } attn_entry;
 
 static const attn_entry k_attn[] = {
-    X86({RP_TYPE_F16, &rp_attn_f16_avx512}, {RP_TYPE_F16, &rp_attn_f16_avx2})
-    ARM({RP_TYPE_F16, &rp_attn_f16_neon}) {RP_TYPE_F16, &k_attn_ref[1]},
-    X86({RP_TYPE_Q8_0, &rp_attn_q8_0_avx512}, {RP_TYPE_Q8_0, &rp_attn_q8_0_avx2})
-    ARM({RP_TYPE_Q8_0, &rp_attn_q8_0_neon}) {RP_TYPE_Q8_0, &k_attn_ref[2]},
-    X86({RP_TYPE_F32, &rp_attn_f32_avx512}, {RP_TYPE_F32, &rp_attn_f32_avx2})
-    ARM({RP_TYPE_F32, &rp_attn_f32_neon}) {RP_TYPE_F32, &k_attn_ref[0]},
+    ARM({RP_TYPE_F16, &rp_attn_f16_neon}, {RP_TYPE_Q8_0, &rp_attn_q8_0_neon}, {RP_TYPE_F32, &rp_attn_f32_neon})
+    X86({RP_TYPE_F16, &rp_attn_f16_avx512}, {RP_TYPE_F16, &rp_attn_f16_avx2}) {RP_TYPE_F16, &k_attn_ref[1]},
+    X86({RP_TYPE_Q8_0, &rp_attn_q8_0_avx512}, {RP_TYPE_Q8_0, &rp_attn_q8_0_avx2}) {RP_TYPE_Q8_0, &k_attn_ref[2]},
+    X86({RP_TYPE_F32, &rp_attn_f32_avx512}, {RP_TYPE_F32, &rp_attn_f32_avx2}) {RP_TYPE_F32, &k_attn_ref[0]},
 };
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
@@ -107,7 +104,7 @@ int rp_attn_kernel_list(rp_type kv_type, const rp_attn_kernel **out, int cap) {
     return n;
 }
 
-static const rp_ew_kernel *const k_ew[] = {X86(&rp_ew_avx512, &rp_ew_avx2) ARM(&rp_ew_neon) &rp_ew_ref};
+static const rp_ew_kernel *const k_ew[] = {ARM(&rp_ew_neon) X86(&rp_ew_avx512, &rp_ew_avx2) &rp_ew_ref};
 
 const rp_ew_kernel *rp_ew_kernel_select(rp_cpu_level level) {
     for (size_t i = 0; i < N_OF(k_ew); i++)
