@@ -1,5 +1,6 @@
-/* calib_store.h — stored static-shape calibrations (per model, machine, thread count) for `plan` and the
- * benchmarks that drive the reuse engine directly (run goes through rp_engine, which looks them up itself). */
+/* calib_store.h — stored static-shape calibrations (per model, machine, thread count) for the benchmarks that
+ * drive the reuse engine directly, in its internal structs (the commands use the public rp_calibration_* calls;
+ * rp_calibration_lookup is what these become once the benchmarks are on the public API). */
 #ifndef RP_CLI_CALIB_STORE_H
 #define RP_CLI_CALIB_STORE_H
 
@@ -11,10 +12,6 @@
 struct rp_reuse;
 struct rp_static_cfg;
 
-/* The calibration file for a model + machine + thread count: DIR/calib-<fingerprint>-<machine hash>.txt. */
-void cli_calib_path(const char *cache_dir, const rp_model *m, int threads, char *buf, size_t cap);
-/* The machine key stored in (and checked against) a calibration: CPU brand, dispatch level, threads. */
-void cli_machine_key(int threads, char *buf, size_t cap);
 /* The stored static shapes for this model + machine into *cfg (its r kept); false if none. Callers size
  * contexts and batches with them before creating anything (a calibrated L_S may exceed the default). */
 bool cli_load_calib(const rp_model *m, const char *cache_dir, int threads, struct rp_static_cfg *cfg);

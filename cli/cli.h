@@ -11,19 +11,11 @@ int cmd_chat(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
+int cmd_bench(int argc, char **argv);   /* forwards to the reprise-bench program beside this one */
 int cmd_plan(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
-int bench_model(int argc, char **argv);
-int bench_kernels(int argc, char **argv);
-int bench_fidelity(int argc, char **argv);
-int bench_agents(int argc, char **argv);
-int bench_reuse(int argc, char **argv);
-int bench_sweep(int argc, char **argv);
-int bench_ablation(int argc, char **argv);
-int bench_all(int argc, char **argv);
 
 /* Applies a --cpu LEVEL option (scalar|avx2|avx512|amx on x86-64, scalar|neon|dotprod|i8mm|sve2|sme on aarch64, or auto) before models load;
  * prints the error and returns false if the machine lacks it. */

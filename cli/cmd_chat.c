@@ -14,7 +14,7 @@
 
 #define MAX_MSGS 4096
 
-/* Plain transcript for models without a recognized template (e.g. TinyStories). */
+/* Plain transcript for models without any chat template (chat says so at start-up). */
 static char *plain_transcript(const rp_chat_message *msgs, size_t n) {
     size_t cap = 64;
     for (size_t i = 0; i < n; i++) cap += strlen(msgs[i].content ? msgs[i].content : "") + 32;
@@ -28,17 +28,75 @@ static char *plain_transcript(const rp_chat_message *msgs, size_t n) {
     return s;
 }
 
-/* The conversation as prompt text: the model's chat template, else a plain transcript. */
-static char *render(const rp_model *m, const rp_chat_message *msgs, size_t n) {
+/* The conversation as prompt text: the chat template, else (the model has none) a plain transcript; add_gen ends it
+ * with the assistant's header (the prompt of a reply). A template that fails on the conversation is an error, not a
+ * fallback. */
+static char *render_as(const rp_model *m, const rp_chat_message *msgs, size_t n, bool add_gen) {
     size_t need = 0;
-    rp_status st = rp_chat_render(m, msgs, (int32_t)n, NULL, true, NULL, 0, &need);
-    if (st != RP_OK && st != RP_ERR_FULL) return plain_transcript(msgs, n);
+    rp_status st = rp_chat_render(m, msgs, (int32_t)n, NULL, add_gen, NULL, 0, &need);
+    if (st == RP_ERR_UNSUPPORTED) {
+        char *t = plain_transcript(msgs, n);
+        if (t && !add_gen) t[strlen(t) - strlen("Assistant:")] = 0;
+        return t;
+    }
+    if (st != RP_OK && st != RP_ERR_FULL) {
+        fprintf(stderr, "reprise chat: %s\n", rp_last_error());
+        return NULL;
+    }
     char *text = malloc(need + 1);
-    if (text && rp_chat_render(m, msgs, (int32_t)n, NULL, true, text, need + 1, &need) != RP_OK) {
+    if (text && rp_chat_render(m, msgs, (int32_t)n, NULL, add_gen, text, need + 1, &need) != RP_OK) {
         free(text);
         return NULL;
     }
     return text;
+}
+
+static char *render(const rp_model *m, const rp_chat_message *msgs, size_t n) { return render_as(m, msgs, n, true); }
+
+/* Tokens of the first n messages rendered without the generation prompt (*out malloc'd), or -1. */
+static int32_t tokens_of(const rp_model *m, const rp_chat_message *msgs, size_t n, rp_token **out) {
+    *out = NULL;
+    char *text = render_as(m, msgs, n, false);
+    if (!text) return -1;
+    const size_t len = strlen(text);
+    const int32_t cap = len + 8 < INT32_MAX ? (int32_t)(len + 8) : INT32_MAX;
+    int32_t k = 0;
+    *out = malloc(sizeof **out * (size_t)cap);
+    if (!*out || rp_tokenize(m, text, len, true, true, *out, cap, &k) != RP_OK) k = -1;
+    free(text);
+    return k;
+}
+
+/* The conversation no longer leaves room for a reply: drops its oldest turns (after the system message) and, when
+ * the sequence holds them as the template renders them, shifts the kept KV down over them (re-rotated, not
+ * recomputed). Returns the messages dropped (0: none could be). */
+static size_t drop_oldest_turns(const rp_model *m, rp_seq *s, rp_chat_message *msgs, char **owned, size_t *n_msgs,
+                                size_t first, int32_t *shifted) {
+    *shifted = 0;
+    /* a turn: a user message and what answers it, up to the next user message; the newest user message stays */
+    size_t end = first;
+    if (end < *n_msgs && !strcmp(msgs[end].role, "user")) end++;
+    while (end < *n_msgs && strcmp(msgs[end].role, "user")) end++;
+    if (end <= first || end >= *n_msgs) return 0;
+    rp_token *head = NULL, *upto = NULL;
+    const int32_t nh = first > 0 ? tokens_of(m, msgs, first, &head) : 0;
+    const int32_t nu = tokens_of(m, msgs, end, &upto);
+    const int32_t n_past = rp_seq_n_past(s);
+    const rp_token *hist = rp_seq_tokens(s);
+    int32_t keep = nh;
+    if (first == 0) keep = (nu > 0 && n_past > 0 && hist[0] == upto[0] && upto[0] == rp_token_bos(m)) ? 1 : 0;
+    bool stable = nh >= 0 && nu > keep && nu < n_past && !memcmp(hist, upto, sizeof *hist * (size_t)nu) &&
+                  (first == 0 || !memcmp(hist, head, sizeof *hist * (size_t)nh));
+    if (stable && rp_seq_shift(s, keep, nu - keep) == RP_OK) *shifted = nu - keep;
+    free(head);
+    free(upto);
+    const size_t dropped = end - first;
+    for (size_t i = first; i < end; i++) free(owned[i]);
+    memmove(msgs + first, msgs + end, sizeof *msgs * (*n_msgs - end));
+    memmove(owned + first, owned + end, sizeof *owned * (*n_msgs - end));
+    for (size_t i = *n_msgs - dropped; i < *n_msgs; i++) owned[i] = NULL;
+    *n_msgs -= dropped;
+    return dropped;
 }
 
 /* The reply as it streams: printed, and kept for the conversation. */
@@ -150,6 +208,7 @@ int cmd_chat(int argc, char **argv) {
     if (!msgs || !owned) goto done;
     const rp_model_desc md = rp_model_describe(m);
     if (!md.has_tokenizer) { fprintf(stderr, "reprise chat: model has no tokenizer\n"); goto done; }
+    if (cli_gen_chat_template("chat", m, &g)) goto done;
     if (md.n_ctx_train > 0 && n_ctx > md.n_ctx_train) {
         if (ctx_given)
             fprintf(stderr, "reprise chat: note: -c %ld is more than the model's training context; using %d\n", n_ctx,
@@ -173,8 +232,13 @@ int cmd_chat(int argc, char **argv) {
     o.on_token = on_piece;
     size_t n_msgs = 0;
     if (system) msgs[n_msgs++] = (rp_chat_message){.role = "system", .content = system};
-    fprintf(stderr, "reprise chat: %s, template %s. /exit or Ctrl-D quits; Ctrl-C stops a reply.\n", md.name,
-            md.chat_format);
+    if (rp_chat_template_check(m) == RP_ERR_UNSUPPORTED)
+        fprintf(stderr, "reprise chat: note: the model has no chat template; turns are a plain \"User: ...\" transcript "
+                        "(give one with --chat-template NAME|FILE)\n");
+    fprintf(stderr, "reprise chat: %s, template %s (%s), context %d tokens (KV cache up to %.1f MiB, %s). /exit or "
+                    "Ctrl-D quits; Ctrl-C stops a reply.\n", md.name, rp_chat_template_name(m),
+            rp_model_describe(m).chat_format, rp_engine_n_ctx(e), (double)rp_engine_kv_bytes(e) / (1024.0 * 1024.0),
+            rp_kv_type_name((rp_kv_type)kv_type));
     rc = 0;
     catch_sigint();
     for (;;) {
@@ -196,17 +260,36 @@ int cmd_chat(int argc, char **argv) {
         if (!owned[n_msgs]) { rc = 1; break; }
         msgs[n_msgs] = (rp_chat_message){.role = "user", .content = owned[n_msgs]};
         n_msgs++;
-        char *prompt = render(m, msgs, n_msgs);
-        if (!prompt) { rc = 1; break; }
-        const size_t plen = strlen(prompt);
-        int32_t cap = plen + 8 < INT32_MAX ? (int32_t)(plen + 8) : INT32_MAX, n = 0;
-        free(toks);
-        toks = malloc(sizeof *toks * (size_t)cap);
-        if (!toks || rp_tokenize(m, prompt, plen, true, true, toks, cap, &n) != RP_OK) { free(prompt); rc = 1; break; }
-        free(prompt);
-        if ((long)n >= rp_engine_n_ctx(e)) {   /* this message does not fit: say so and leave the conversation as it was */
+        /* room for the reply: -n tokens (at most half the context), 256 when -n is -1 */
+        const int32_t nctx = rp_engine_n_ctx(e);
+        int32_t reserve = g.n_predict > 0 ? (int32_t)g.n_predict : 256;
+        if (reserve > nctx / 2) reserve = nctx / 2;
+        int32_t n = 0;
+        bool failed = false;
+        for (;;) {
+            char *prompt = render(m, msgs, n_msgs);
+            if (!prompt) { failed = true; break; }
+            const size_t plen = strlen(prompt);
+            int32_t cap = plen + 8 < INT32_MAX ? (int32_t)(plen + 8) : INT32_MAX;
+            free(toks);
+            toks = malloc(sizeof *toks * (size_t)cap);
+            if (!toks || rp_tokenize(m, prompt, plen, true, true, toks, cap, &n) != RP_OK) { free(prompt); failed = true; break; }
+            free(prompt);
+            if (n + reserve <= nctx) break;
+            /* the context is full: the oldest turns go, the rest of the conversation stays */
+            int32_t shifted = 0;
+            const size_t dropped = drop_oldest_turns(m, s, msgs, owned, &n_msgs, system ? 1 : 0, &shifted);
+            if (dropped == 0) break;
+            if (shifted > 0)
+                fprintf(stderr, "[context full: dropped the %zu oldest message%s (%d tokens); the rest of the "
+                                "conversation's KV moved down, not recomputed]\n", dropped, dropped == 1 ? "" : "s", shifted);
+            else
+                fprintf(stderr, "[context full: dropped the %zu oldest message%s]\n", dropped, dropped == 1 ? "" : "s");
+        }
+        if (failed) { rc = 1; break; }
+        if ((long)n >= nctx) {   /* this message alone does not fit: say so and leave the conversation as it was */
             fprintf(stderr, "reprise chat: the conversation with this message is %d tokens, the context %d (-c to raise); "
-                            "message dropped\n", n, rp_engine_n_ctx(e));
+                            "message dropped\n", n, nctx);
             free(owned[--n_msgs]);
             owned[n_msgs] = NULL;
             continue;

@@ -6,11 +6,8 @@
 
 #include "cli.h"
 #include "progress.h"
+#include "reprise.h"
 #include "synth_write.h"
-#include "model/forward.h"
-#include "model/model.h"
-#include "model/synth.h"
-#include "reuse/engine.h"
 
 #define N_DOCS 6
 
@@ -30,11 +27,6 @@ static void make_doc(int i, int words, char *out, size_t cap) {
                               k % 12 == 11 ? ". " : " ");
     }
 }
-
-typedef struct req {
-    rp_token *toks;
-    int32_t n, bounds[N_DOCS + 2], nb;
-} req;
 
 /* "1.85x", or "n/a" when blend reused nothing more than the mode it is compared with */
 static void speedup(char *out, size_t cap, bool reused_more, double other_ms, double blend_ms) {
@@ -65,7 +57,7 @@ int cmd_demo(int argc, char **argv) {
         snprintf(def, sizeof def, "build/models/demo-small-q8_0.gguf");
         struct stat sb;
         if (stat(def, &sb) != 0) {
-            rp_synth_params sp = rp_synth_default_params();
+            rp_model_synth_params sp = rp_model_synth_default_params();
             sp.preset = "small";
             sp.type = "q8_0";
             sp.n_threads = (int)threads;
@@ -87,61 +79,59 @@ int cmd_demo(int argc, char **argv) {
     static const char *const questions[3] = {"Question: which place counts ships? Answer:",
                                               "Question: who writes notes before sunrise? Answer:",
                                               "Question: what do the visitors bring? Answer:"};
-    req rq[3] = {0};
+    rp_prompt *rq[3] = {NULL, NULL, NULL};
     int rc = 1;
     char *doc = malloc(65536);
-    rp_ctx *ctx = NULL;
-    rp_kv *kv = NULL;
-    float *lg = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
-    if (!doc || !lg) goto out;
+    rp_token *toks = malloc(sizeof(rp_token) * 65544);   /* a document (< 64 KiB) is at most a token a byte, + BOS */
+    rp_engine *e = NULL;
+    rp_seq *seq = NULL;
+    if (!doc || !toks) goto out;
+    const rp_token bos = rp_token_bos(m);
     for (int r = 0; r < 3; r++) {
-        size_t cap = 1 + (size_t)N_DOCS * 65536 + 4096;
-        rq[r].toks = malloc(sizeof(rp_token) * cap);
-        if (!rq[r].toks) goto out;
-        rp_token bos = rp_tokenizer_bos(m->tok);
-        if (bos >= 0 && rp_tokenizer_add_bos(m->tok)) rq[r].toks[rq[r].n++] = bos;
-        rp_tokenize_opts o = {.add_bos = false, .parse_special = false};
+        if ((st = rp_prompt_create(&rq[r])) != RP_OK) { rc = cli_fail(a.cmd, "prompt", st); goto out; }
+        /* each document and the question tokenized plainly as a segment; BOS (when the vocabulary asks for one)
+         * a segment of its own before them */
         for (int d = 0; d <= N_DOCS; d++) {
             if (d < N_DOCS) make_doc(orders[r][d], (int)words, doc, 65536);
             else snprintf(doc, 65536, "%s", questions[r]);
-            size_t got = 0;
-            if (rp_tokenizer_encode(m->tok, doc, strlen(doc), o, rq[r].toks + rq[r].n, cap - (size_t)rq[r].n, &got) != RP_OK)
-                goto out;
-            if (rq[r].n > 0) rq[r].bounds[rq[r].nb++] = rq[r].n;
-            rq[r].n += (int32_t)got;
-        }
-    }
-    int32_t max_n = rq[0].n > rq[1].n ? rq[0].n : rq[1].n;
-    if (rq[2].n > max_n) max_n = rq[2].n;
-    rp_ctx_params cp = rp_ctx_default_params();
-    cp.n_threads = (int)threads;
-    cp.n_batch = 1024;
-    cp.n_outputs = 1;
-    cp.n_ctx_max = max_n + 8;
-    if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK || (st = rp_kv_create(m, max_n + 8, RP_TYPE_F16, &kv)) != RP_OK) {
-        rc = cli_fail(a.cmd, "setup", st);
-        goto out;
-    }
-    printf("model: %s (%s, %d layers, %d dims), %ld threads\n", model_path, rp_arch_name(m->hp.arch), m->hp.n_layer,
-           m->hp.n_embd, threads);
-    printf("three requests over the same %d documents in different orders (%d, %d, %d tokens)\n\n", N_DOCS, rq[0].n, rq[1].n,
-           rq[2].n);
-    const rp_reuse_mode modes[3] = {RP_REUSE_NONE, RP_REUSE_PREFIX, RP_REUSE_BLEND};
-    rp_reuse_stats res[3][3];
-    for (int k = 0; k < 3; k++) {
-        rp_reuse_params pp = rp_reuse_default_params();
-        pp.mode = modes[k];
-        rp_reuse *e = NULL;
-        if ((st = rp_reuse_create(m, RP_TYPE_F16, max_n, pp, &e)) != RP_OK) { rc = cli_fail(a.cmd, "engine", st); goto out; }
-        for (int r = 0; r < 3; r++) {
-            if ((st = rp_reuse_prefill(e, ctx, kv, rq[r].toks, rq[r].n, rq[r].bounds, rq[r].nb, lg, &res[k][r])) != RP_OK) {
-                rp_reuse_free(e);
-                rc = cli_fail(a.cmd, "prefill", st);
-                goto out;
+            int32_t got = 0, skip = 0;
+            st = rp_tokenize(m, doc, strlen(doc), d == 0, false, toks, 65544, &got);
+            if (st == RP_OK && d == 0 && got > 0 && bos >= 0 && toks[0] == bos) {
+                st = rp_prompt_add_tokens(rq[r], toks, 1, true);
+                skip = 1;
             }
-            rp_reuse_commit(e, kv);
+            if (st == RP_OK) st = rp_prompt_add_tokens(rq[r], toks + skip, got - skip, true);
+            if (st != RP_OK) { rc = cli_fail(a.cmd, "tokenize", st); goto out; }
         }
-        rp_reuse_free(e);
+    }
+    const int32_t n[3] = {rp_prompt_n_tokens(rq[0]), rp_prompt_n_tokens(rq[1]), rp_prompt_n_tokens(rq[2])};
+    int32_t max_n = n[0] > n[1] ? n[0] : n[1];
+    if (n[2] > max_n) max_n = n[2];
+    const rp_model_desc md = rp_model_describe(m);
+    printf("model: %s (%s, %d layers, %d dims), %ld threads\n", model_path, md.arch, md.n_layer, md.n_embd, threads);
+    printf("three requests over the same %d documents in different orders (%d, %d, %d tokens)\n\n", N_DOCS, n[0], n[1],
+           n[2]);
+    const rp_reuse_mode modes[3] = {RP_REUSE_NONE, RP_REUSE_PREFIX, RP_REUSE_BLEND};
+    rp_gen_stats res[3][3];
+    for (int k = 0; k < 3; k++) {   /* a fresh engine (empty cache) per mode; each request cached after its prefill */
+        rp_engine_params ep = rp_engine_default_params();
+        ep.n_threads = (int)threads;
+        ep.n_batch = 1024;
+        ep.n_ctx = max_n + 8;
+        ep.n_ctx_over_train = true;   /* timings only: the documents may run past a small model's context */
+        ep.reuse = modes[k];
+        if ((st = rp_engine_create(m, &ep, &e)) != RP_OK || (st = rp_seq_create(e, &seq)) != RP_OK) {
+            rc = cli_fail(a.cmd, "engine", st);
+            goto out;
+        }
+        for (int r = 0; r < 3; r++) {
+            if ((st = rp_seq_prefill(seq, rq[r], NULL, &res[k][r])) != RP_OK) { rc = cli_fail(a.cmd, "prefill", st); goto out; }
+            rp_seq_commit(seq);
+        }
+        rp_seq_free(seq);
+        rp_engine_free(e);
+        seq = NULL;
+        e = NULL;
     }
     printf("| request | order         | none TTFT | prefix TTFT (reused) | blend TTFT (reused / recomputed) | blend vs none | blend vs prefix |\n");
     printf("|---------|---------------|-----------|----------------------|----------------------------------|---------------|-----------------|\n");
@@ -150,26 +140,26 @@ int cmd_demo(int argc, char **argv) {
         snprintf(ord, sizeof ord, "%d %d %d %d %d %d", orders[r][0] + 1, orders[r][1] + 1, orders[r][2] + 1,
                  orders[r][3] + 1, orders[r][4] + 1, orders[r][5] + 1);
         /* a speedup only where blend reused more than the other mode: otherwise the ratio is timing noise */
-        const int32_t blend_reused = res[2][r].n_prefix + res[2][r].n_nonprefix;
+        const int32_t blend_reused = res[2][r].reused_prefix + res[2][r].reused_nonprefix;
         speedup(vs_none, sizeof vs_none, blend_reused > 0, res[0][r].ttft_ms, res[2][r].ttft_ms);
-        speedup(vs_prefix, sizeof vs_prefix, blend_reused > res[1][r].n_prefix, res[1][r].ttft_ms, res[2][r].ttft_ms);
+        speedup(vs_prefix, sizeof vs_prefix, blend_reused > res[1][r].reused_prefix, res[1][r].ttft_ms, res[2][r].ttft_ms);
         printf("| %7d | %-13s | %6.1f ms | %8.1f ms (%5d)    | %8.1f ms (%5d / %4d)         | %13s | %15s |\n", r + 1, ord,
-               res[0][r].ttft_ms, res[1][r].ttft_ms, res[1][r].n_prefix, res[2][r].ttft_ms, blend_reused,
-               res[2][r].n_recomputed, vs_none, vs_prefix);
+               res[0][r].ttft_ms, res[1][r].ttft_ms, res[1][r].reused_prefix, res[2][r].ttft_ms, blend_reused,
+               res[2][r].recomputed, vs_none, vs_prefix);
     }
     printf("\nRequest 1 fills the cache: nothing is reused yet, so no speedup is shown (n/a). Prefix caching\n"
            "only helps when the documents come in the same order; blend reuses every cached document\n"
            "wherever it sits, re-rotating its keys and recomputing %.0f%% of its tokens — those whose KV\n"
            "deviates most, weighted by the attention the question pays them — plus the question, so its\n"
            "cost stays low in any order.\n",
-           100.0 * rp_reuse_default_params().ratio);
+           100.0 * rp_engine_default_params().recompute_ratio);
     rc = 0;
 out:
-    for (int r = 0; r < 3; r++) free(rq[r].toks);
+    for (int r = 0; r < 3; r++) rp_prompt_free(rq[r]);
+    rp_seq_free(seq);
+    rp_engine_free(e);
     free(doc);
-    free(lg);
-    rp_kv_free(kv);
-    rp_ctx_free(ctx);
+    free(toks);
     rp_model_free(m);
     return rc;
 }

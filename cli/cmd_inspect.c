@@ -4,43 +4,31 @@
 
 #include "cli.h"
 #include "progress.h"
-#include "core/bigmem.h"
-#include "gguf/gguf.h"
-#include "kernels/cpu.h"
-#include "kernels/kernels.h"
-#include "kernels/types.h"
-#include "model/model.h"
+#include "reprise.h"
 
 static int inspect_system(void) {
-    const rp_cpu_info *c = rp_cpu_info_get();
-    printf("cpu: %s\n", c->brand);
+    rp_cpu_desc c;
+    rp_cpu_describe(&c);
+    printf("cpu: %s\n", c.brand);
     printf("features: avx2 %d fma %d f16c %d | avx512 f %d bw %d dq %d vl %d vnni %d bf16 %d fp16 %d | avx-vnni %d\n",
-           c->avx2, c->fma, c->f16c, c->avx512f, c->avx512bw, c->avx512dq, c->avx512vl, c->avx512vnni, c->avx512bf16,
-           c->avx512fp16, c->avxvnni);
+           c.avx2, c.fma, c.f16c, c.avx512f, c.avx512bw, c.avx512dq, c.avx512vl, c.avx512vnni, c.avx512bf16,
+           c.avx512fp16, c.avxvnni);
     printf("amx: tile %d int8 %d bf16 %d | os state: avx %d avx512 %d amx %d | amx permission granted %d\n",
-           c->amx_tile, c->amx_int8, c->amx_bf16, c->os_avx, c->os_avx512, c->os_amx, c->amx_permitted);
-    if (c->amx_permitted && c->best < RP_CPU_AMX)
+           c.amx_tile, c.amx_int8, c.amx_bf16, c.os_avx, c.os_avx512, c.os_amx, c.amx_permitted);
+    if (c.amx_opt_in)
         printf("note: AMX is present but its kernels are opt-in until validated on real hardware (RP_ENABLE_AMX=1)\n");
-    rp_cpu_level act = rp_cpu_level_active();
-    printf("best level: %s\nchosen level: %s%s\n", rp_cpu_level_name(c->best), rp_cpu_level_name(act),
-           act != c->best ? " (forced by RP_FORCE_REF / RP_CPU / --cpu)" : "");
-    char thp[32];
-    rp_bigmem_thp_mode(thp, sizeof thp);
-    printf("memory: transparent huge pages '%s'; packed weights %s\n", thp,
-           !rp_bigmem_huge_enabled() ? "on 4 KiB pages (RP_NO_HUGEPAGES)"
-           : strcmp(thp, "never") == 0 ? "on 4 KiB pages (THP off)"
-                                       : "ask for 2 MiB pages (MADV_HUGEPAGE)");
-    printf("kernels at %s:\n", rp_cpu_level_name(act));
-    const rp_type types[] = {RP_TYPE_F32, RP_TYPE_F16, RP_TYPE_BF16, RP_TYPE_Q8_0, RP_TYPE_Q4_0, RP_TYPE_Q4_K, RP_TYPE_Q6_K};
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        const rp_mm_kernel *k = rp_mm_kernel_select(types[i], act);
-        printf("  matmul %-5s -> %s\n", rp_type_get_traits((int)types[i])->name, k ? k->name : "(none)");
-    }
-    const rp_type kvt[] = {RP_TYPE_F16, RP_TYPE_Q8_0, RP_TYPE_F32};
-    for (size_t i = 0; i < 3; i++) {
-        const rp_attn_kernel *k = rp_attn_kernel_select(kvt[i], act);
-        printf("  attention kv %-5s -> %s\n", rp_type_get_traits((int)kvt[i])->name, k ? k->name : "(none)");
-    }
+    printf("best level: %s\nchosen level: %s%s\n", c.best, c.active,
+           strcmp(c.active, c.best) ? " (forced by RP_FORCE_REF / RP_CPU / --cpu)" : "");
+    printf("memory: transparent huge pages '%s'; packed weights %s\n", c.thp,
+           !c.huge_pages ? "on 4 KiB pages (RP_NO_HUGEPAGES)"
+           : strcmp(c.thp, "never") == 0 ? "on 4 KiB pages (THP off)"
+                                         : "ask for 2 MiB pages (MADV_HUGEPAGE)");
+    printf("kernels at %s:\n", c.active);
+    rp_kernel_desc k[64];
+    const int32_t nk = rp_kernel_table(k, 64);
+    for (int32_t i = 0; i < nk && i < 64; i++)
+        printf("  %s %-6s -> %s\n", strcmp(k[i].op, "matmul") ? "attention kv" : "matmul", k[i].type,
+               k[i].kernel ? k[i].kernel : "(none)");
     return 0;
 }
 
@@ -61,35 +49,36 @@ int cmd_inspect(int argc, char **argv) {
     }
     if (system) return inspect_system();
     if (!path) { fprintf(stderr, "reprise inspect: a GGUF file is required\n"); return 2; }
-    rp_gguf *g = NULL;
-    rp_status st = rp_gguf_open(path, &g);
+    rp_model_file *f = NULL;
+    rp_status st = rp_model_file_open(path, &f);
     if (st != RP_OK) return cli_fail("inspect", path, st);
-    printf("file: %s\nversion: %u  size: %llu bytes  data offset: %llu  alignment: %u\n", path, rp_gguf_version(g),
-           (unsigned long long)rp_gguf_file_size(g), (unsigned long long)rp_gguf_data_offset(g), rp_gguf_alignment(g));
-    printf("\nmetadata (%llu keys):\n", (unsigned long long)rp_gguf_n_kv(g));
+    const rp_model_file_desc fd = rp_model_file_describe(f);
+    printf("file: %s\nversion: %u  size: %llu bytes  data offset: %llu  alignment: %u\n", path, fd.version,
+           (unsigned long long)fd.file_size, (unsigned long long)fd.data_offset, fd.alignment);
+    printf("\nmetadata (%llu keys):\n", (unsigned long long)fd.n_meta);
     char buf[512];
-    for (uint64_t i = 0; i < rp_gguf_n_kv(g); i++) {
-        rp_str k = rp_gguf_kv_key(g, i);
-        rp_gguf_kv_format(g, i, buf, sizeof buf);
-        printf("  %-48.*s %-6s %s\n", (int)k.len, k.ptr, rp_gguf_vtype_name(rp_gguf_kv_type(g, i)), buf);
+    for (int64_t i = 0; i < fd.n_meta; i++) {
+        rp_meta_entry e;
+        rp_model_file_meta(f, i, &e);
+        rp_model_file_meta_text(f, i, buf, sizeof buf);
+        printf("  %-48s %-6s %s\n", e.key, e.type_name, buf);
     }
-    uint64_t nt = rp_gguf_n_tensors(g), total = 0;
+    const int64_t nt = fd.n_tensors;
     if (!no_tensors) printf("\ntensors (%llu):\n  %-40s %-6s %-28s %12s %12s\n", (unsigned long long)nt, "name", "type",
                             "shape (ne0 first)", "offset", "bytes");
-    for (uint64_t i = 0; i < nt; i++) {
-        const rp_gguf_tensor *t = rp_gguf_tensor_at(g, i);
-        total += t->nbytes;
-        if (no_tensors) continue;
+    for (int64_t i = 0; i < nt && !no_tensors; i++) {
+        rp_tensor_desc t;
+        rp_model_file_tensor(f, i, &t);
         char shape[96] = "";
         size_t o = 0;
-        for (uint32_t d = 0; d < t->n_dims; d++)
-            o += (size_t)snprintf(shape + o, sizeof shape - o, d ? " x %lld" : "%lld", (long long)t->ne[d]);
-        const rp_type_traits *tr = rp_type_get_traits((int)t->type);
-        printf("  %-40.*s %-6s %-28s %12llu %12llu\n", (int)t->name.len, t->name.ptr, tr ? tr->name : "?", shape,
-               (unsigned long long)t->offset, (unsigned long long)t->nbytes);
+        for (int32_t d = 0; d < t.n_dims; d++)
+            o += (size_t)snprintf(shape + o, sizeof shape - o, d ? " x %lld" : "%lld", (long long)t.ne[d]);
+        printf("  %-40s %-6s %-28s %12llu %12llu\n", t.name, t.type_name, shape, (unsigned long long)t.offset,
+               (unsigned long long)t.bytes);
     }
+    const uint64_t total = fd.tensor_bytes;
     printf("\ntotal tensor bytes: %llu (%.2f MiB)\n", (unsigned long long)total, total / 1048576.0);
-    rp_gguf_close(g);
+    rp_model_file_close(f);
 
     /* derived view, when it is a model we can load */
     rp_model *m = NULL;
@@ -100,20 +89,18 @@ int cmd_inspect(int argc, char **argv) {
         printf("\nmodel: not loadable by Reprise: %s: %s\n", rp_strerror(st), rp_last_error());
         return 0;
     }
+    const rp_model_desc d = rp_model_describe(m);
     if (!mp.vocab_only) {
-        const rp_hparams *hp = &m->hp;
         printf("\nmodel: arch %s, n_vocab %d, n_embd %d, n_ff %d, n_layer %d, n_head %d, n_head_kv %d, head_dim %d, "
                "n_rot %d, rope %s base %g%s, rms_eps %g, %s output, n_ctx_train %d\n",
-               rp_arch_name(hp->arch), hp->n_vocab, hp->n_embd, hp->n_ff, hp->n_layer, hp->n_head, hp->n_head_kv,
-               hp->head_dim, hp->n_rot, hp->rope_kind == RP_ROPE_NEOX ? "neox" : "norm", hp->rope_base,
-               hp->rope_llama3 ? " (llama3 scaling)" : "", hp->rms_eps, m->tied_output ? "tied" : "separate",
-               hp->n_ctx_train);
-        printf("fingerprint: %016llx\n", (unsigned long long)m->fingerprint);
+               d.arch, d.n_vocab, d.n_embd, d.n_ff, d.n_layer, d.n_head, d.n_head_kv, d.head_dim, d.n_rot,
+               d.rope_neox ? "neox" : "norm", d.rope_base, d.rope_llama3 ? " (llama3 scaling)" : "", d.rms_eps,
+               d.tied_output ? "tied" : "separate", d.n_ctx_train);
+        printf("fingerprint: %016llx\n", (unsigned long long)d.fingerprint);
     }
-    if (m->tok)
-        printf("tokenizer: %s, %d tokens, bos %d, eos %d, eot %d, chat template: %s\n",
-               rp_tokenizer_kind(m->tok) == RP_TOK_SPM ? "spm" : "bpe", rp_tokenizer_n_vocab(m->tok),
-               rp_tokenizer_bos(m->tok), rp_tokenizer_eos(m->tok), rp_tokenizer_eot(m->tok), rp_chat_format_name(m->chat));
+    if (d.has_tokenizer)   /* a template none of the known formats matches: "unknown" here ("none" in the desc) */
+        printf("tokenizer: %s, %d tokens, bos %d, eos %d, eot %d, chat template: %s\n", d.tokenizer, d.n_tokens,
+               rp_token_bos(m), rp_token_eos(m), rp_token_eot(m), strcmp(d.chat_format, "none") ? d.chat_format : "unknown");
     rp_model_free(m);
     return 0;
 }

@@ -1,31 +1,33 @@
 /* cmd_plan.c — `reprise plan`: which tokens a prompt reuses or recomputes, and the static calls chosen. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "calib.h"
-#include "calib_store.h"
 #include "cli.h"
 #include "progress.h"
-#include "kernels/types.h"
-#include "model/forward.h"
-#include "model/model.h"
 #include "prompt.h"
-#include "reuse/engine.h"
-#include "store/store.h"
+#include "reprise.h"
 
-static const char *kind_name(rp_seg_kind k) {
-    return k == RP_SEG_PREFIX ? "prefix" : k == RP_SEG_REUSE ? "reuse" : "new";
+static const char *kind_name(rp_plan_kind k) {
+    return k == RP_PLAN_PREFIX ? "prefix" : k == RP_PLAN_REUSE ? "reuse" : "new";
 }
 
-static void preview(const rp_tokenizer *tok, const rp_token *t, int32_t n, char *out, size_t cap) {
+/* One token's text for a listing: control tokens rendered, newlines and tabs as spaces; NUL-terminated. */
+static void piece_of(const rp_model *m, rp_token t, char *out, int32_t cap) {
+    int32_t k = rp_token_to_piece(m, t, true, out, cap - 1);
+    if (k > cap - 1) k = cap - 1;
+    for (int32_t j = 0; j < k; j++)
+        if (out[j] == '\n' || out[j] == '\t') out[j] = ' ';
+    out[k] = 0;
+}
+
+static void preview(const rp_model *m, const rp_token *t, int32_t n, char *out, size_t cap) {
     size_t w = 0;
     char piece[256];
     for (int32_t i = 0; i < n && w + 1 < cap; i++) {
-        int k = rp_tokenizer_token_to_piece(tok, t[i], true, piece, sizeof piece);
-        for (int j = 0; j < k && w + 1 < cap; j++) out[w++] = (piece[j] == '\n' || piece[j] == '\t') ? ' ' : piece[j];
+        piece_of(m, t[i], piece, sizeof piece);
+        for (const char *q = piece; *q && w + 1 < cap; q++) out[w++] = *q;
     }
     out[w] = 0;
     if (w >= 40) strcpy(out + 37, "...");
@@ -33,75 +35,62 @@ static void preview(const rp_tokenizer *tok, const rp_token *t, int32_t n, char 
 
 /* `calibrated`: the latencies are measured ones, so the plan's total is a predicted time; otherwise it is
  * a cost in placeholder units (the default per-call latencies), printed as such. */
-static void print_calls(const char *title, const rp_call *calls, int32_t n, double ms, const rp_static_cfg *cfg,
-                        bool calibrated) {
+static void print_calls(const char *title, const rp_plan_call *calls, int32_t n, double cost, const rp_static_shapes *sh) {
     int32_t np = 0, nr = 0;
     for (int32_t i = 0; i < n; i++) {
-        if (calls[i].kind == RP_CALL_PREFILL) np++;
-        else nr++;
+        if (calls[i].recompute) nr++;
+        else np++;
     }
-    printf("\n%s: %d calls (%d prefill x L_P=%d, %d recompute x L_S=%d), ", title, n, np, cfg->L_P, nr, cfg->L_S);
-    if (calibrated) printf("predicted %.2f ms\n", ms);
-    else printf("uncalibrated: cost %.2f in placeholder units (%.1f per prefill, %.1f per recompute call), not ms\n", ms,
-                cfg->lat_P_ms, cfg->lat_S_ms);
+    printf("\n%s: %d calls (%d prefill x L_P=%d, %d recompute x L_S=%d), ", title, n, np, sh->L_P, nr, sh->L_S);
+    if (sh->calibrated) printf("predicted %.2f ms\n", cost);
+    else printf("uncalibrated: cost %.2f in placeholder units (%.1f per prefill, %.1f per recompute call), not ms\n", cost,
+                sh->lat_P_ms, sh->lat_S_ms);
     for (int32_t i = 0; i < n && i < 64; i++)
         printf("  %3d  %-9s tokens [%5d, %5d)  %4d new  %4d reused  %4d padding\n", i,
-               calls[i].kind == RP_CALL_PREFILL ? "prefill" : "recompute", calls[i].begin, calls[i].end,
-               calls[i].n_new, calls[i].n_reuse,
-               (calls[i].kind == RP_CALL_PREFILL ? cfg->L_P : cfg->L_S) - (calls[i].end - calls[i].begin));
+               calls[i].recompute ? "recompute" : "prefill", calls[i].begin, calls[i].end, calls[i].n_new,
+               calls[i].n_reuse, calls[i].padding);
     if (n > 64) printf("  ... %d more\n", n - 64);
 }
 
-/* --show-tokens: runs the blend prefill (the engine's placements, layers
- * 0..check for every non-prefix token, then the selected rows) with the
- * selection traced, and lists per chunk the reused tokens recomputed. */
-static bool show_selection(rp_reuse *e, const rp_model *m, const rp_prompt *pr, const rp_reuse_analysis *an,
-                           int threads, rp_type kv_type) {
-    if (rp_reuse_get_params(e)->mode != RP_REUSE_BLEND) {
+/* --show-tokens: runs the blend prefill (the engine's placements, layers 0..check for every non-prefix token,
+ * then the selected rows; dynamic shapes, as `reprise run`) with the selection marked, and lists per chunk the
+ * reused tokens recomputed. Nothing is cached. */
+static bool show_selection(rp_engine *e, const rp_model *m, const rp_prompt *pr, const rp_plan_desc *pd, int mode,
+                           int32_t check_layer) {
+    if (mode != RP_REUSE_BLEND) {
         fprintf(stderr, "reprise plan: --show-tokens needs --reuse blend\n");
         return false;
     }
     bool ok = false;
-    rp_ctx *ctx = NULL;
-    rp_kv *kv = NULL;
+    rp_seq *s = NULL;
     const rp_token *toks = rp_prompt_tokens(pr);
     const int32_t n = rp_prompt_n_tokens(pr);
     uint8_t *mark = calloc((size_t)n, 1);
-    float *logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
-    rp_ctx_params cp = rp_ctx_default_params();
-    cp.n_threads = threads;
-    cp.n_outputs = 1;
-    cp.n_ctx_max = n + 1;
+    rp_gen_opts o = rp_gen_default_opts();
+    o.static_mode = 0;
+    o.persist = false;
+    o.recompute_marks = mark;
+    rp_gen_stats rs;
     rp_status st;
-    if (!mark || !logits) { fprintf(stderr, "reprise plan: out of memory\n"); goto out; }
-    if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK || (st = rp_kv_create(m, n + 1, kv_type, &kv)) != RP_OK) {
-        cli_fail("plan", "show-tokens setup", st);
-        goto out;
-    }
-    rp_reuse_trace_selection(e, mark);
-    rp_reuse_stats rs;
-    st = rp_reuse_prefill(e, ctx, kv, toks, n, rp_prompt_bounds(pr), rp_prompt_n_bounds(pr), logits, &rs);
-    rp_reuse_trace_selection(e, NULL);
-    if (st != RP_OK) { cli_fail("plan", "show-tokens prefill", st); goto out; }
-    printf("\nrecomputed reused tokens (dynamic blend, check layer %d): %d of %d\n",
-           rp_reuse_get_params(e)->blend.check_layer, rs.n_recomputed, rs.n_nonprefix);
+    if (!mark) { fprintf(stderr, "reprise plan: out of memory\n"); goto out; }
+    if ((st = rp_seq_create(e, &s)) != RP_OK) { cli_fail("plan", "show-tokens setup", st); goto out; }
+    if ((st = rp_seq_prefill(s, pr, &o, &rs)) != RP_OK) { cli_fail("plan", "show-tokens prefill", st); goto out; }
+    printf("\nrecomputed reused tokens (dynamic blend, check layer %d): %d of %d\n", check_layer, rs.recomputed,
+           rs.reused_nonprefix);
     char piece[256];
-    for (int32_t i = 0; i < an->n_spans; i++) {
-        const rp_chunk_span *sp = &an->spans[i];
+    for (int32_t i = 0; i < pd->n_chunks; i++) {
+        const rp_plan_chunk *c = &pd->chunks[i];
         int32_t n_sel = 0, n_re = 0;
-        for (int32_t t = sp->begin; t < sp->begin + sp->len; t++) {
+        for (int32_t t = c->begin; t < c->begin + c->len; t++) {
             n_sel += mark[t];
-            n_re += t >= rs.n_prefix && an->tok_kind[t] == RP_ROW_REUSE;
+            n_re += t >= rs.reused_prefix && pd->token_kind[t] == RP_PLAN_REUSE;
         }
         if (n_re == 0) continue;
-        printf("  chunk %3d  [%5d, %5d)  %4d of %4d:", i, sp->begin, sp->begin + sp->len, n_sel, n_re);
+        printf("  chunk %3d  [%5d, %5d)  %4d of %4d:", i, c->begin, c->begin + c->len, n_sel, n_re);
         int32_t shown = 0;
-        for (int32_t t = sp->begin; t < sp->begin + sp->len && shown < 24; t++) {
+        for (int32_t t = c->begin; t < c->begin + c->len && shown < 24; t++) {
             if (!mark[t]) continue;
-            int k = rp_tokenizer_token_to_piece(m->tok, toks[t], true, piece, sizeof piece - 1);
-            piece[k > 0 ? k : 0] = 0;
-            for (char *q = piece; *q; q++)
-                if (*q == '\n' || *q == '\t') *q = ' ';
+            piece_of(m, toks[t], piece, sizeof piece);
             printf(" %d'%s'", t, piece);
             shown++;
         }
@@ -109,10 +98,8 @@ static bool show_selection(rp_reuse *e, const rp_model *m, const rp_prompt *pr, 
     }
     ok = true;
 out:
-    rp_kv_free(kv);
-    rp_ctx_free(ctx);
+    rp_seq_free(s);
     free(mark);
-    free(logits);
     return ok;
 }
 
@@ -159,8 +146,8 @@ int cmd_plan(int argc, char **argv) {
     if (!segments && !text && !calibrate) { fprintf(stderr, "reprise plan: --segments FILE or -p TEXT is required\n"); return 2; }
     int mode = rp_reuse_mode_parse(mode_s);
     if (mode < 0) { fprintf(stderr, "reprise plan: --reuse must be none, prefix, full or blend, got '%s'\n", mode_s); return 2; }
-    const int kv_type = rp_type_from_name(kv_name);
-    if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_Q8_0 && kv_type != RP_TYPE_F32) {
+    const int kv_type = rp_kv_type_parse(kv_name);
+    if (kv_type < 0) {
         fprintf(stderr, "reprise plan: --kv-type must be f16, q8_0 or f32, got '%s'\n", kv_name);
         return 2;
     }
@@ -170,116 +157,90 @@ int cmd_plan(int argc, char **argv) {
     rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
     int rc = 1;
-    rp_reuse *e = NULL;
-    rp_ctx *ctx = NULL;
-    rp_kv *kv = NULL;
+    rp_engine *e = NULL;
     rp_prompt *pr = NULL;
-    rp_reuse_params rp = rp_reuse_default_params();
-    rp.mode = (rp_reuse_mode)mode;
-    rp.ratio = (float)ratio;
-    rp.blend.check_layer = (int32_t)check_layer;
-    rp.blend.select = (rp_select_kind)select;
-    const int32_t max_tok = 32768;
-    if ((st = rp_reuse_create(m, (rp_type)kv_type, max_tok, rp, &e)) != RP_OK) { rc = cli_fail(a.cmd, "engine", st); goto out; }
+    rp_plan *pl = NULL;
+    rp_engine_params ep = rp_engine_default_params();
+    ep.n_threads = (int)threads;
+    ep.kv_type = (rp_kv_type)kv_type;
+    ep.reuse = (rp_reuse_mode)mode;
+    ep.recompute_ratio = (float)ratio;
+    ep.check_layer = (int32_t)check_layer;
+    ep.select = (rp_select_kind)select;
     if (calibrate) {
-        static const int32_t sizes[] = {32, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
-        const int32_t ns = sizeof sizes / sizeof sizes[0];
-        rp_ctx_params cp = rp_ctx_default_params();
-        cp.n_threads = (int)threads;
-        cp.n_batch = 1024;
-        cp.n_outputs = 1;
-        cp.n_ctx_max = 1100;
-        if ((st = rp_ctx_create(m, cp, &ctx)) != RP_OK || (st = rp_kv_create(m, 1100, (rp_type)kv_type, &kv)) != RP_OK) {
-            rc = cli_fail(a.cmd, "setup", st);
-            goto out;
-        }
-        rp_calib cal;
-        fprintf(stderr, "calibrating %d sizes (prefill and selective-recompute calls)...\n", ns);
-        if ((st = rp_reuse_calibrate(e, ctx, kv, sizes, ns, 3, &cal)) != RP_OK) { rc = cli_fail(a.cmd, "calibrate", st); goto out; }
-        cli_machine_key((int)threads, cal.machine, sizeof cal.machine);
-        char path[4096];
-        cli_calib_path(cache_dir, m, (int)threads, path, sizeof path);
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s", path);
-        char *slash = strrchr(dir, '/');
-        if (slash) {   /* mkdir -p of the directory, private */
-            *slash = 0;
-            for (char *q = dir + 1; *q; q++)
-                if (*q == '/') { *q = 0; mkdir(dir, 0700); *q = '/'; }
-            mkdir(dir, 0700);
-        }
+        const rp_calibrate_params cp = rp_calibrate_default_params();
+        rp_calibration cal;
+        fprintf(stderr, "calibrating %d sizes (prefill and selective-recompute calls)...\n", cp.n_sizes);
+        if ((st = rp_calibrate(m, &ep, &cp, &cal)) != RP_OK) { rc = cli_fail(a.cmd, "calibrate", st); goto out; }
         printf("| size | prefill ms | ms/token | recompute ms | ms/token |\n|------|------------|----------|--------------|----------|\n");
         for (int32_t i = 0; i < cal.n_points; i++)
             printf("| %4d | %10.2f | %8.3f | %12.2f | %8.3f |\n", cal.sizes[i], cal.prefill_ms[i],
                    cal.prefill_ms[i] / cal.sizes[i], cal.recompute_ms[i], cal.recompute_ms[i] / cal.sizes[i]);
-        printf("shapes: L_P = %d (%.2f ms per call), L_S = %d (%.2f ms per call), r = %.2f\n", cal.cfg.L_P,
-               cal.cfg.lat_P_ms, cal.cfg.L_S, cal.cfg.lat_S_ms, cal.cfg.r);
-        if ((st = rp_calib_save(&cal, path)) != RP_OK) { rc = cli_fail(a.cmd, "save calibration", st); goto out; }
+        printf("shapes: L_P = %d (%.2f ms per call), L_S = %d (%.2f ms per call), r = %.2f\n", cal.shapes.L_P,
+               cal.shapes.lat_P_ms, cal.shapes.L_S, cal.shapes.lat_S_ms, cal.recompute_ratio);
+        char path[4096];
+        if ((st = rp_calibration_save(m, &cal, cache_dir, path, sizeof path)) != RP_OK) {
+            rc = cli_fail(a.cmd, "save calibration", st);
+            goto out;
+        }
         printf("saved %s\n", path);
         if (!segments && !text) { rc = 0; goto out; }
     }
-    const bool calibrated = calibrate || cli_apply_calib(e, m, cache_dir, (int)threads);
-    if (!calibrate && calibrated) fprintf(stderr, "using the calibration stored for this model and machine\n");
-    else if (!calibrated) {
-        const rp_static_shapes sh = cli_static_shapes(&rp_reuse_get_params(e)->static_cfg);
-        cli_calib_warn(a.cmd, &sh, model_path, cache_dir, (int)threads);
-    }
-    if (cache_dir) {   /* a reader of the store: lookups hit flash, nothing is written */
-        rp_store_params stp = rp_store_default_params();
-        stp.read_only = true;
-        rp_store *store = NULL;
-        rp_status cs = rp_store_open(cache_dir, &stp, &store);
-        if (cs == RP_OK) cs = rp_chunk_cache_attach_store(rp_reuse_cache(e), store, rp_reuse_salt(e), m->name, NULL);
-        if (cs != RP_OK) fprintf(stderr, "reprise plan: cache ignored: %s\n", rp_last_error());
+    /* a planning engine: static shapes (the stored calibration, when there is one) for the schedules; a reader of
+     * the store in --cache-dir (lookups hit flash, nothing is written); a context as long as any prompt */
+    ep.static_mode = true;
+    ep.cache_dir = cache_dir;
+    ep.cache_read_only = true;
+    ep.cache_dir_optional = true;
+    ep.n_ctx = 32768;
+    ep.n_ctx_over_train = true;
+    if ((st = rp_engine_create(m, &ep, &e)) != RP_OK) { rc = cli_fail(a.cmd, "engine", st); goto out; }
+    rp_static_shapes sh;
+    rp_engine_static_shapes(e, &sh);
+    if (!calibrate && sh.calibrated) fprintf(stderr, "using the calibration stored for this model and machine\n");
+    else if (!sh.calibrated) cli_calib_warn(a.cmd, &sh, model_path, cache_dir, (int)threads);
+    if (cache_dir) {
+        rp_engine_stats es;
+        rp_engine_stats_get(e, &es);
+        if (!es.has_store) fprintf(stderr, "reprise plan: cache ignored: %s\n", rp_engine_notice(e));
         else fprintf(stderr, "chunk cache: store %s (read-only)\n", cache_dir);
     }
     if (!cli_prompt_build(a.cmd, m, text, segments, separator, &pr)) goto out;
+    if ((st = rp_engine_plan(e, pr, NULL, &pl)) != RP_OK) { rc = cli_fail(a.cmd, "analyze", st); goto out; }
+    const rp_plan_desc pd = rp_plan_describe(pl);
     const rp_token *ptoks = rp_prompt_tokens(pr);
-    rp_reuse_analysis an;
-    if ((st = rp_reuse_analyze(e, ptoks, rp_prompt_n_tokens(pr), rp_prompt_bounds(pr), rp_prompt_n_bounds(pr), &an)) != RP_OK) {
-        rc = cli_fail(a.cmd, "analyze", st);
-        goto out;
-    }
     printf("prompt: %d tokens in %d chunks (%d caller segments), mode %s, r = %.2f, check layer %d, KV %s\n\n",
-           an.n_tokens, an.n_spans, rp_prompt_n_segments(pr), rp_reuse_mode_name((rp_reuse_mode)mode), ratio,
-           rp.blend.check_layer, rp_type_get_traits(kv_type)->name);
+           pd.n_tokens, pd.n_chunks, rp_prompt_n_segments(pr), rp_reuse_mode_name((rp_reuse_mode)mode), ratio,
+           (int)check_layer, rp_kv_type_name((rp_kv_type)kv_type));
     printf("chunks:\n");
     char pv[64];
-    for (int32_t i = 0; i < an.n_spans; i++) {
-        const rp_chunk_span *sp = &an.spans[i];
-        /* exact chunks only ever hang off exact ones, so the exact part of the prefix is its head [0, n_prefix_exact) */
-        const int32_t end = sp->begin + sp->len, px = an.stats.n_prefix_exact;
-        const char *what;
-        if (end <= an.n_prefix) what = end <= px ? "prefix (exact)" : sp->begin >= px ? "prefix (approx.)" : "prefix (part exact)";
-        else if (sp->begin < an.n_prefix) what = px > sp->begin ? "partial prefix (exact)" : "partial prefix (approx.)";
-        else what = an.tok_kind[sp->begin] == RP_ROW_REUSE ? "reused (re-rotated)" : "new";
-        preview(m->tok, ptoks + sp->begin, sp->len < 24 ? sp->len : 24, pv, sizeof pv);
-        printf("  %3d  [%5d, %5d)  %4d tokens  %016llx  %-20s \"%s\"\n", i, sp->begin, sp->begin + sp->len, sp->len,
-               (unsigned long long)sp->hash, what, pv);
+    for (int32_t i = 0; i < pd.n_chunks; i++) {
+        const rp_plan_chunk *c = &pd.chunks[i];
+        preview(m, ptoks + c->begin, c->len < 24 ? c->len : 24, pv, sizeof pv);
+        printf("  %3d  [%5d, %5d)  %4d tokens  %016llx  %-20s \"%s\"\n", i, c->begin, c->begin + c->len, c->len,
+               (unsigned long long)c->hash, rp_chunk_label_name(c->label), pv);
     }
     printf("\nsegments:\n");
-    for (int32_t i = 0; i < an.n_segs; i++)
-        printf("  %3d  %-6s [%5d, %5d)  %d tokens\n", i, kind_name(an.segs[i].kind), an.segs[i].begin,
-               an.segs[i].begin + an.segs[i].len, an.segs[i].len);
+    for (int32_t i = 0; i < pd.n_segments; i++)
+        printf("  %3d  %-6s [%5d, %5d)  %d tokens\n", i, kind_name(pd.segments[i].kind), pd.segments[i].begin,
+               pd.segments[i].begin + pd.segments[i].len, pd.segments[i].len);
     printf("\nreuse: %d prefix tokens (%d exact, %d approximate: written by an earlier blend / full run at r < 1), "
            "%d non-prefix tokens re-rotated, %d new tokens\n",
-           an.stats.n_prefix, an.stats.n_prefix_exact, an.stats.n_prefix - an.stats.n_prefix_exact, an.stats.n_nonprefix,
-           an.stats.n_new);
+           pd.reused_prefix, pd.reused_prefix_exact, pd.reused_prefix - pd.reused_prefix_exact, pd.reused_nonprefix,
+           pd.computed);
     if (mode == RP_REUSE_BLEND)
         printf("dynamic blend recomputes %d of the %d non-prefix reused tokens past the check layer, plus every new\n"
                "token and the final one; layers 0..%d run for all %d non-prefix tokens\n",
-               an.n_recompute_dynamic, an.stats.n_nonprefix, rp.blend.check_layer, an.n_tokens - an.stats.n_prefix);
-    const rp_static_cfg *cfg = &rp_reuse_get_params(e)->static_cfg;
-    print_calls("static plan, DP scheduler", an.dp_calls, an.n_dp_calls, an.dp_ms, cfg, calibrated);
-    print_calls("static plan, naive (one call type per segment)", an.naive_calls, an.n_naive_calls, an.naive_ms, cfg,
-                calibrated);
-    if (show_tokens && !show_selection(e, m, pr, &an, (int)threads, (rp_type)kv_type)) goto out;
+               pd.recompute_dynamic, pd.reused_nonprefix, (int)check_layer, pd.n_tokens - pd.reused_prefix);
+    print_calls("static plan, DP scheduler", pd.dp_calls, pd.n_dp_calls, pd.dp_cost, &pd.shapes);
+    print_calls("static plan, naive (one call type per segment)", pd.naive_calls, pd.n_naive_calls, pd.naive_cost,
+                &pd.shapes);
+    if (show_tokens && !show_selection(e, m, pr, &pd, mode, (int32_t)check_layer)) goto out;
     rc = 0;
 out:
+    rp_plan_free(pl);
     rp_prompt_free(pr);
-    rp_kv_free(kv);
-    rp_ctx_free(ctx);
-    rp_reuse_free(e);
+    rp_engine_free(e);
     rp_model_free(m);
     return rc;
 }

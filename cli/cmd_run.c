@@ -128,6 +128,7 @@ int cmd_run(int argc, char **argv) {
     if (st != RP_OK) { rc = cli_fail("run", model_path, st); goto done; }
     const rp_model_desc md = rp_model_describe(m);
     if (!md.has_tokenizer) { fprintf(stderr, "reprise run: '%s' has no tokenizer\n", model_path); goto done; }
+    if (g.chat_template && cli_gen_chat_template("run", m, &g)) goto done;   /* checked, as chat and serve would */
     double t_load = cli_now() - t0;
 
     if (!cli_prompt_build("run", m, prompt, segments, separator, &pr)) goto done;

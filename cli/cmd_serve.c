@@ -6,11 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reprise.h"
 #include "cli.h"
 #include "progress.h"
-#include "kernels/types.h"
-#include "reuse/engine.h"
-#include "server/server.h"
 
 static void serve_usage(void) {
     printf("usage: reprise serve -m MODEL.gguf [options]\n"
@@ -18,6 +16,8 @@ static void serve_usage(void) {
            "GET /health, GET /metrics (Prometheus), DELETE /v1/sessions/ID. See docs/server.md.\n"
            "  -m, --model PATH        GGUF model\n"
            "      --draft PATH        draft model for speculative decoding (with --parallel > 1)\n"
+           "      --chat-template T   a built-in (llama3, chatml, qwen3, llama2) or a Jinja file instead of the model's own\n"
+           "                          tokenizer.chat_template (a template that fails is an error at start-up)\n"
            "      --host ADDR         bind address (default 127.0.0.1; 0.0.0.0 exposes the server)\n"
            "      --port N            TCP port (default 8080; 0 picks a free one)\n"
            "      --port-file PATH    write the port actually bound to PATH\n"
@@ -70,7 +70,7 @@ static void serve_usage(void) {
 
 int cmd_serve(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "serve"};
-    rp_server_config cfg = rp_server_default_config();
+    rp_server_params cfg = rp_server_default_params();
     const char *kv_name = "f16", *reuse = "blend", *port_file = NULL;
     long port = 8080, l;
     double d, drain = 30;
@@ -78,8 +78,9 @@ int cmd_serve(int argc, char **argv) {
     bool key_flag = false;
     for (; a.i < argc; a.i++) {
         if (cli_is(&a, "-h", "--help")) { serve_usage(); return 0; }
-        else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &cfg.backend.model_path)) return 2; }
-        else if (cli_is(&a, "--draft", NULL)) { if (!cli_str(&a, &cfg.backend.draft_path)) return 2; }
+        else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &cfg.model_path)) return 2; }
+        else if (cli_is(&a, "--draft", NULL)) { if (!cli_str(&a, &cfg.draft_path)) return 2; }
+        else if (cli_is(&a, "--chat-template", NULL)) { if (!cli_str(&a, &cfg.chat_template)) return 2; }
         else if (cli_is(&a, "--host", NULL)) { if (!cli_str(&a, &cfg.host)) return 2; }
         else if (cli_is(&a, "--port", NULL)) { if (!cli_int(&a, 0, 65535, &port)) return 2; }
         else if (cli_is(&a, "--port-file", NULL)) { if (!cli_str(&a, &port_file)) return 2; }
@@ -89,11 +90,11 @@ int cmd_serve(int argc, char **argv) {
         else if (cli_is(&a, "--key-sessions", NULL)) { if (!cli_int(&a, 1, 128, &l)) return 2; cfg.key_max_sessions = (int)l; }
         else if (cli_is(&a, "--key-kv-mb", NULL)) { if (!cli_float(&a, 0, 1e9, &cfg.key_kv_mb)) return 2; }
         else if (cli_is(&a, "--model-id", NULL)) { if (!cli_str(&a, &cfg.model_id)) return 2; }
-        else if (cli_is(&a, "-c", "--ctx-size")) { if (!cli_int(&a, 16, 1 << 20, &l)) return 2; cfg.backend.n_ctx = (int32_t)l; }
-        else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &l)) return 2; cfg.backend.n_threads = (int)l; }
-        else if (cli_is(&a, "--parallel", "-np")) { if (!cli_int(&a, 1, 64, &l)) return 2; cfg.backend.parallel = (int)l; }
-        else if (cli_is(&a, "--queue", NULL)) { if (!cli_int(&a, 0, 4096, &l)) return 2; cfg.backend.queue_max = (int)l; }
-        else if (cli_is(&a, "--sessions", NULL)) { if (!cli_int(&a, 0, 128, &l)) return 2; cfg.backend.max_sessions = (int)l; }
+        else if (cli_is(&a, "-c", "--ctx-size")) { if (!cli_int(&a, 16, 1 << 20, &l)) return 2; cfg.n_ctx = (int32_t)l; }
+        else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &l)) return 2; cfg.n_threads = (int)l; }
+        else if (cli_is(&a, "--parallel", "-np")) { if (!cli_int(&a, 1, 64, &l)) return 2; cfg.parallel = (int)l; }
+        else if (cli_is(&a, "--queue", NULL)) { if (!cli_int(&a, 0, 4096, &l)) return 2; cfg.queue_max = (int)l; }
+        else if (cli_is(&a, "--sessions", NULL)) { if (!cli_int(&a, 0, 128, &l)) return 2; cfg.max_sessions = (int)l; }
         else if (cli_is(&a, "--session-ttl", NULL)) { if (!cli_float(&a, 1, 1e7, &cfg.session_ttl_s)) return 2; }
         else if (cli_is(&a, "--timeout", NULL)) { if (!cli_float(&a, 0.1, 1e6, &cfg.timeout_s)) return 2; }
         else if (cli_is(&a, "--max-body", NULL)) { if (!cli_int(&a, 1024, 1L << 30, &l)) return 2; cfg.max_body = (size_t)l; }
@@ -104,19 +105,19 @@ int cmd_serve(int argc, char **argv) {
         else if (cli_is(&a, "--body-timeout", NULL)) { if (!cli_float(&a, 0.1, 3600, &cfg.body_timeout_s)) return 2; }
         else if (cli_is(&a, "--idle-timeout", NULL)) { if (!cli_float(&a, 0.1, 3600, &cfg.idle_timeout_s)) return 2; }
         else if (cli_is(&a, "--reuse", NULL)) { if (!cli_str(&a, &reuse)) return 2; }
-        else if (cli_is(&a, "--recompute-ratio", NULL)) { if (!cli_float(&a, 0, 1, &d)) return 2; cfg.backend.recompute_ratio = (float)d; }
-        else if (cli_is(&a, "--cache-dir", NULL)) { if (!cli_str(&a, &cfg.backend.cache_dir)) return 2; }
-        else if (cli_is(&a, "--cache-ram", NULL)) { if (!cli_int(&a, 1, 1 << 20, &l)) return 2; cfg.backend.cache_ram_mb = (size_t)l; }
-        else if (cli_is(&a, "--cache-disk", NULL)) { if (!cli_float(&a, 0, 1e6, &cfg.backend.cache_disk_gb)) return 2; }
-        else if (cli_is(&a, "--kv-limit", NULL)) { if (!cli_float(&a, 0, 1e9, &cfg.backend.kv_limit_mb)) return 2; }
+        else if (cli_is(&a, "--recompute-ratio", NULL)) { if (!cli_float(&a, 0, 1, &d)) return 2; cfg.recompute_ratio = (float)d; }
+        else if (cli_is(&a, "--cache-dir", NULL)) { if (!cli_str(&a, &cfg.cache_dir)) return 2; }
+        else if (cli_is(&a, "--cache-ram", NULL)) { if (!cli_int(&a, 1, 1 << 20, &l)) return 2; cfg.cache_ram_mb = (size_t)l; }
+        else if (cli_is(&a, "--cache-disk", NULL)) { if (!cli_float(&a, 0, 1e6, &cfg.cache_disk_gb)) return 2; }
+        else if (cli_is(&a, "--kv-limit", NULL)) { if (!cli_float(&a, 0, 1e9, &cfg.kv_limit_mb)) return 2; }
         else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }
-        else if (cli_is(&a, "--no-spec", NULL)) cfg.backend.speculate = false;
+        else if (cli_is(&a, "--no-spec", NULL)) cfg.speculate = false;
         else if (cli_is(&a, "--drain-timeout", NULL)) { if (!cli_float(&a, 0, 3600, &drain)) return 2; }
         else if (cli_is(&a, "--quiet", "-q")) cfg.quiet = true;
         else if (cli_is(&a, "--cpu", NULL)) { const char *v; if (!cli_str(&a, &v) || !cli_set_cpu(a.cmd, v)) return 2; }
         else return cli_unknown(&a);
     }
-    if (!cfg.backend.model_path) { fprintf(stderr, "reprise serve: -m MODEL.gguf is required\n"); return 2; }
+    if (!cfg.model_path) { fprintf(stderr, "reprise serve: -m MODEL.gguf is required\n"); return 2; }
     /* the environment's key only when no option names keys */
     const char *env_key = getenv("REPRISE_API_KEY");
     if (!key_flag && !cfg.api_key_file && env_key) {
@@ -139,17 +140,17 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "reprise serve: --cache-namespace must be per-key or shared, got '%s'\n", ns);
         return 2;
     }
-    cfg.cache_namespace = !ns ? RP_SRV_NS_AUTO : !strcmp(ns, "per-key") ? RP_SRV_NS_PER_KEY : RP_SRV_NS_SHARED;
+    cfg.cache_namespace = !ns ? RP_SERVER_NS_AUTO : !strcmp(ns, "per-key") ? RP_SERVER_NS_PER_KEY : RP_SERVER_NS_SHARED;
     cfg.port = (uint16_t)port;
     int mode = rp_reuse_mode_parse(reuse);
     if (mode < 0) { fprintf(stderr, "reprise serve: --reuse must be none, prefix, full or blend, got '%s'\n", reuse); return 2; }
-    cfg.backend.reuse_mode = mode;
-    int kv_type = rp_type_from_name(kv_name);
-    if (kv_type != RP_TYPE_F16 && kv_type != RP_TYPE_Q8_0 && kv_type != RP_TYPE_F32) {
+    cfg.reuse = (rp_reuse_mode)mode;
+    int kv_type = rp_kv_type_parse(kv_name);
+    if (kv_type < 0) {
         fprintf(stderr, "reprise serve: --kv-type must be f16, q8_0 or f32, got '%s'\n", kv_name);
         return 2;
     }
-    cfg.backend.kv_type = (rp_type)kv_type;
+    cfg.kv_type = (rp_kv_type)kv_type;
 
     /* every thread started from here on inherits the mask: the signals wait for sigwait below */
     sigset_t set;
@@ -161,8 +162,8 @@ int cmd_serve(int argc, char **argv) {
 
     rp_server *srv = NULL;
     cli_load_line ll;   /* "loading NAME: 45%" on a terminal while the model loads */
-    cli_load_line_begin(&ll, cfg.backend.model_path, &cfg.backend.load_progress, &cfg.backend.load_progress_user);
-    rp_status st = rp_server_start(&cfg, &srv);
+    cli_load_line_begin(&ll, cfg.model_path, &cfg.load_progress, &cfg.load_progress_user);
+    rp_status st = rp_server_create(&cfg, &srv);
     cli_load_line_end(&ll);
     if (st != RP_OK) return cli_fail("serve", "start", st);
     unsigned bound = rp_server_port(srv);
@@ -174,12 +175,12 @@ int cmd_serve(int argc, char **argv) {
     else snprintf(auth, sizeof auth, "no API key");
     fprintf(stderr, "reprise serve: listening on http://%s%s%s:%u (backend %s, context %d, %s)\n",
             strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", bound,
-            rp_backend_kind(rp_server_backend(srv)), rp_backend_n_ctx(rp_server_backend(srv)), auth);
+            rp_server_backend_kind(srv), rp_server_n_ctx(srv), auth);
     if (port_file) {
         FILE *f = fopen(port_file, "w");
         if (!f || fprintf(f, "%u\n", bound) < 0 || fclose(f) != 0) {
             fprintf(stderr, "reprise serve: cannot write --port-file '%s': %s\n", port_file, strerror(errno));
-            rp_server_stop(srv);
+            rp_server_free(srv);
             return 1;
         }
     }
@@ -187,7 +188,7 @@ int cmd_serve(int argc, char **argv) {
     while (sigwait(&set, &sig) != 0) {}
     fprintf(stderr, "reprise serve: %s: draining (up to %.0f s)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT", drain);
     rp_server_drain(srv, drain);
-    rp_server_stop(srv);
+    rp_server_free(srv);
     fprintf(stderr, "reprise serve: stopped\n");
     return 0;
 }

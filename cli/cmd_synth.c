@@ -3,12 +3,12 @@
 #include <string.h>
 
 #include "cli.h"
-#include "model/synth.h"
+#include "reprise.h"
 #include "synth_write.h"
 
 int cmd_synth(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "synth"};
-    rp_synth_params p = rp_synth_default_params();
+    rp_model_synth_params p = rp_model_synth_default_params();
     const char *arch = "llama", *out = NULL;
     long threads = 2;
     for (; a.i < argc; a.i++) {
@@ -16,7 +16,9 @@ int cmd_synth(int argc, char **argv) {
             printf("usage: reprise synth --arch llama|qwen3 --preset PRESET --type TYPE [--vocab VOCAB.gguf] [--seed S] "
                    "[-t THREADS] -o OUT.gguf\n"
                    "  presets: tiny, small, llama-3.2-1b, llama-3.2-3b (llama); tiny, qwen3-0.6b, qwen3-1.7b, qwen3-4b (qwen3)\n"
-                   "  types:   f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, q4_k_m (Q4_K with Q6_K for sensitive tensors)\n"
+                   "  types:   f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q3_k, q4_k, q5_k: every matrix of that type;\n"
+                   "           q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, q8_0, iq4_nl, iq4_xs:\n"
+                   "           llama.cpp's mixes (its quantize's per-tensor types, e.g. Q6_K output)\n"
                    "  --vocab  copy the tokenizer of a (vocab-only) GGUF; default: a built-in byte-level vocabulary\n"
                    "The same arguments always give the same file. It is written to a temp file renamed at the end;\n"
                    "Ctrl-C (or an error) removes the temp file. On a terminal a progress line shows on stderr.\n");
@@ -31,9 +33,11 @@ int cmd_synth(int argc, char **argv) {
         else return cli_unknown(&a);
     }
     if (!out) { fprintf(stderr, "reprise synth: -o OUT.gguf is required\n"); return 2; }
-    if (!strcmp(arch, "llama")) p.arch = RP_ARCH_LLAMA;
-    else if (!strcmp(arch, "qwen3")) p.arch = RP_ARCH_QWEN3;
-    else { fprintf(stderr, "reprise synth: --arch must be llama or qwen3, got '%s'\n", arch); return 2; }
+    if (strcmp(arch, "llama") && strcmp(arch, "qwen3")) {
+        fprintf(stderr, "reprise synth: --arch must be llama or qwen3, got '%s'\n", arch);
+        return 2;
+    }
+    p.arch = arch;
     p.n_threads = (int)threads;
     double t0 = cli_now();
     int sig = 0;

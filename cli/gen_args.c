@@ -21,7 +21,9 @@ const char cli_gen_help[] =
     "llama-cli spellings:\n"
     "  -ctk, --cache-type-k T / -ctv, --cache-type-v T   = --kv-type T (K and V share one type: give both the same)\n"
     "  -fa, --flash-attn [on|off|auto]  accepted; attention is always flash-style here (tiled, online softmax)\n"
-    "      --jinja             accepted; chat templates come from the model file\n";
+    "      --chat-template T   the chat template: a built-in (llama3, chatml, qwen3, llama2) or a Jinja file;\n"
+    "                          default: the model's own tokenizer.chat_template (an error at start-up if it fails)\n"
+    "      --jinja             accepted; the model's Jinja chat template is always used\n";
 
 cli_gen cli_gen_defaults(long n_predict) {
     cli_gen g = {.sp = rp_sampler_default_params(), .n_predict = n_predict, .kv_name = "f16"};
@@ -75,9 +77,19 @@ int cli_gen_arg(cli_args *a, cli_gen *g) {
             }
     } else if (cli_is(a, "--jinja", NULL)) {
         /* templates come from the model's tokenizer.chat_template */
+    } else if (cli_is(a, "--chat-template", NULL)) {
+        if (!cli_str(a, &g->chat_template)) return -1;
     } else {
         return 0;
     }
+    return 1;
+}
+
+int cli_gen_chat_template(const char *cmd, rp_model *m, const cli_gen *g) {
+    rp_status st = g->chat_template ? rp_chat_template_set(m, g->chat_template) : rp_chat_template_check(m);
+    if (st == RP_OK || (!g->chat_template && st == RP_ERR_UNSUPPORTED)) return 0;
+    fprintf(stderr, "reprise %s: %s\n", cmd, rp_last_error());
+    if (!g->chat_template) fprintf(stderr, "reprise %s: give another template with --chat-template NAME|FILE\n", cmd);
     return 1;
 }
 

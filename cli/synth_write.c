@@ -3,10 +3,10 @@
 
 #include "progress.h"
 
-rp_status cli_synth_write(rp_synth_params p, const char *path, int *sig) {
+rp_status cli_synth_write(rp_model_synth_params p, const char *path, int *sig) {
     cli_cancellable c;
     cli_cancellable_begin(&c, "synth", true, &p.progress, &p.progress_user);
-    rp_status st = rp_synth_write(&p, path);
+    rp_status st = rp_model_synth(&p, path);
     *sig = cli_cancellable_end(&c);
     return st;
 }

@@ -195,6 +195,15 @@ typedef struct rp_model_desc {
     uint64_t fingerprint;     /* digest of architecture, shapes and weights (cache keys are salted with it) */
     bool has_weights;         /* false for vocab_only loads */
     bool has_tokenizer;       /* false for a GGUF without one: nothing to tokenize, prompt or chat with */
+    /* the rest of the hyper-parameters (`reprise inspect` shows them) */
+    int32_t n_rot;            /* rotated dimensions per head (<= head_dim) */
+    bool rope_neox;           /* NeoX-style rotation (the halves of a head) rather than adjacent pairs */
+    bool rope_llama3;         /* Llama 3's per-frequency scaling (rope_freqs) */
+    float rope_base;
+    float rms_eps;
+    bool tied_output;         /* the output projection is the token embedding (no output.weight) */
+    const char *tokenizer;    /* "spm", "bpe", or "" without a tokenizer */
+    int32_t n_tokens;         /* the tokenizer's vocabulary size (0 without one) */
 } rp_model_desc;
 
 /* Hyper-parameters and identity; the strings live as long as the model. */
@@ -244,6 +253,24 @@ typedef struct rp_chat_message {
 RP_API rp_status rp_chat_render(const rp_model *m, const rp_chat_message *msgs, int32_t n, const char *tools_json,
                                 bool add_generation_prompt, char *buf, size_t cap, size_t *len);
 
+/* The template rp_chat_render (and the server) use: by default the model's own tokenizer.chat_template, run by
+ * a Jinja2 interpreter that renders as Python jinja2 does under HF transformers; for a SentencePiece vocabulary
+ * without one, the "llama2" built-in. rp_chat_template_set replaces it: spec is a built-in's name ("llama3",
+ * "chatml", "qwen3", "llama2") or the path of a Jinja template file (NULL: back to the model's own). The
+ * template is compiled and test-rendered now: an unknown name, an unreadable file or a template that fails is
+ * an error naming line:column, and the model keeps the template it had. Call it before the model is shared
+ * (no render may run meanwhile). */
+RP_API rp_status rp_chat_template_set(rp_model *m, const char *spec);
+/* RP_OK when the model has a chat template that renders; the error of its own tokenizer.chat_template when
+ * that fails to compile or render (RP_ERR_FORMAT), RP_ERR_UNSUPPORTED when it has none. For start-up checks. */
+RP_API rp_status rp_chat_template_check(const rp_model *m);
+/* Where the template comes from: "gguf", a built-in's name, "file", or "none". */
+RP_API const char *rp_chat_template_name(const rp_model *m);
+/* Whether the template renders the tool definitions it is given (a front end that wants the model to see tools
+ * states them itself, e.g. in the system message, when it does not: the plain Llama 3 template ignores them).
+ * Thread-safe. */
+RP_API bool rp_chat_template_shows_tools(const rp_model *m);
+
 /* ===========================================================================
  * Prompts (one thread at a time per prompt)
  * ========================================================================= */
@@ -269,7 +296,8 @@ RP_API int32_t rp_prompt_n_segments(const rp_prompt *p);
 
 /* ===========================================================================
  * Engine (one thread at a time: calls on an engine and its sequences must be
- * serialized by the caller; rp_engine_stats may be called from any thread)
+ * serialized by the caller; rp_engine_stats_get and rp_engine_flush may be
+ * called from any thread)
  * ========================================================================= */
 typedef struct rp_engine rp_engine;
 
@@ -294,6 +322,16 @@ typedef struct rp_engine_params {
                                   rp_engine_stats.has_store is false (default false: rp_engine_create fails) */
     bool load_calibration;     /* static mode: the stored calibration for this model, machine and n_threads
                                   (in cache_dir, else $XDG_CACHE_HOME/reprise) sets L_P / L_S (default true) */
+    bool cache_read_only;      /* open the store in cache_dir for reading only: lookups hit flash, nothing is
+                                  written to it, no lock is taken (another process may write it meanwhile), and a
+                                  directory holding no store is an error (default false) */
+    bool n_ctx_over_train;     /* n_ctx may exceed the model's training context (positions past it extrapolate
+                                  RoPE: quality degrades, as in llama.cpp); default false: n_ctx is capped at it */
+    int32_t deviation;         /* blend's deviation measure at the check layer: an rp_deviation (benchmark
+                                  support, below; default RP_DEVIATION_KV) */
+    int32_t n_seq_max;         /* sequences expected to fill their context at once (default 1): rp_engine_create
+                                  refuses (RP_ERR_NOMEM, naming the bytes) when their KV cache would not fit in
+                                  the memory available (rp_system_mem_available); 0 skips the check */
 } rp_engine_params;
 
 RP_API rp_engine_params rp_engine_default_params(void);
@@ -322,7 +360,7 @@ typedef struct rp_static_shapes {
 } rp_static_shapes;
 
 RP_API void rp_engine_static_shapes(const rp_engine *e, rp_static_shapes *out);
-/* Waits until everything cached so far is on flash (no-op without a store). */
+/* Waits until everything cached so far is on flash (no-op without a store). Thread-safe. */
 RP_API rp_status rp_engine_flush(rp_engine *e);
 
 typedef struct rp_engine_stats {
@@ -332,6 +370,7 @@ typedef struct rp_engine_stats {
     bool has_store;                           /* a store (cache_dir) is attached */
     uint64_t store_bytes;                     /* the store on disk (0 without one) */
     bool store_damaged;                       /* SQLite called its database corrupt: nothing more is written */
+    uint64_t store_evictions;                 /* chunks evicted from the store to keep its disk budget */
 } rp_engine_stats;
 
 RP_API void rp_engine_stats_get(rp_engine *e, rp_engine_stats *out);
@@ -363,6 +402,11 @@ RP_API rp_status rp_seq_truncate(rp_seq *s, int32_t n);
  * generation ends with RP_STOP_CANCELLED. Runs on the caller's thread. */
 typedef bool (*rp_token_fn)(void *user, rp_token tok, const char *text, size_t len);
 
+/* A logits processor: called before each token is sampled with a writable copy of that token's logits
+ * ([n_vocab]) and the sequence so far (hist[0..n_hist)); it may change them (-INFINITY forbids a token: a
+ * grammar, a JSON constraint). Runs on the caller's thread. */
+typedef void (*rp_logits_fn)(void *user, const rp_token *hist, int32_t n_hist, float *logits, int32_t n_vocab);
+
 /* Per-call options: nothing here changes the engine's defaults. */
 typedef struct rp_gen_opts {
     rp_sampler_params sampling;   /* default: rp_sampler_default_params() */
@@ -380,6 +424,13 @@ typedef struct rp_gen_opts {
     bool persist;                 /* cache the prompt's chunks (default true) */
     rp_token_fn on_token;         /* NULL: no streaming */
     void *user;
+    uint8_t *recompute_marks;     /* NULL, or [the prompt's tokens] bytes that rp_seq_prefill sets to 1 for each
+                                     reused (non-prefix) token blend's selection recomputed past its check layer,
+                                     0 for every other token (which tokens a prompt's recompute chose) */
+    rp_logits_fn on_logits;       /* NULL: sample the model's logits as they are */
+    void *logits_user;
+    bool reseed;                  /* the sampler starts from sampling.seed even when the generation goes on (each
+                                     request of a server independent of the last, on a continued sequence) */
 } rp_gen_opts;
 
 RP_API rp_gen_opts rp_gen_default_opts(void);
@@ -422,6 +473,8 @@ typedef struct rp_gen_stats {
     rp_status commit_status;      /* caching the prompt's chunks at the first generated token: RP_OK, or why they
                                      were not cached (the generation went on; after a generate that returned RP_OK,
                                      rp_last_error() has the detail) */
+    rp_token last_token;          /* the last token sampled, -1 if none: with RP_STOP_EOG the end-of-generation
+                                     token (which neither joins the sequence nor reaches on_token) */
 } rp_gen_stats;
 
 /* The stats as one JSON object, the `stats: {json}` line of `reprise run`: the prompt's reuse (prompt_tokens,
@@ -477,6 +530,15 @@ typedef enum rp_agents_policy {
     RP_AGENTS_UNIFORM = 5,     /* HAL's budget split evenly */
 } rp_agents_policy;
 
+/* Who proposes the draft tokens a speculative step verifies. */
+typedef enum rp_draft_kind {
+    RP_DRAFT_AUTO = 0,    /* none for RP_AGENTS_BATCH_AR, the draft model when given, else n-grams (default) */
+    RP_DRAFT_NONE = 1,    /* no speculation (only with RP_AGENTS_BATCH_AR) */
+    RP_DRAFT_NGRAM = 2,   /* prompt lookup in the agent's own history */
+    RP_DRAFT_SELF = 3,    /* the target's first layers and its output head */
+    RP_DRAFT_MODEL = 4,   /* rp_agents_params.draft */
+} rp_draft_kind;
+
 typedef struct rp_agents_params {
     int32_t max_agents;        /* sequences that may exist at once (default 8) */
     int32_t max_active;        /* admitted to the batch at once (<= 0: max_agents) */
@@ -486,6 +548,9 @@ typedef struct rp_agents_params {
     int n_threads;
     rp_agents_policy policy;
     const rp_model *draft;     /* a draft model with the same vocabulary, or NULL (n-gram drafts from history) */
+    rp_draft_kind drafter;     /* default RP_DRAFT_AUTO */
+    double kv_limit_mb;        /* KV in use above which agents waiting on a tool result are demoted (compressed
+                                  in memory) until resumed (0: never; default) */
 } rp_agents_params;
 
 RP_API rp_agents_params rp_agents_default_params(void);
@@ -531,6 +596,12 @@ typedef struct rp_agent_info {
     int32_t generated;         /* tokens of the current / last turn */
     uint64_t drafted, accepted;
     rp_stop_reason stop;       /* how the last turn ended (RP_STOP_NONE while running or waiting) */
+    int32_t n_cached;          /* KV cells filled */
+    bool has_slot;             /* admitted to the batch */
+    bool demoted;              /* its KV is demoted (kv_limit_mb) */
+    uint64_t demotions, restores;
+    int64_t last_step;         /* the step it last took part in (-1: none yet) */
+    rp_stop_reason turn_stop;  /* how the latest turn ended, also while it waits (RP_STOP_NONE while it runs) */
 } rp_agent_info;
 
 RP_API rp_status rp_agents_info(rp_agents *a, rp_agent_id id, rp_agent_info *out);
@@ -540,6 +611,11 @@ RP_API rp_status rp_agents_tokens(rp_agents *a, rp_agent_id id, int32_t from, rp
 typedef struct rp_agents_stats {
     uint64_t steps, rows, generated, drafted, accepted;
     int32_t agents, active, waiting;
+    int32_t demoted;                  /* agents whose KV is demoted now */
+    uint64_t kv_bytes;                /* KV resident in memory */
+    uint64_t demotions, restores;     /* since creation */
+    uint64_t prefill_rows;
+    double draft_s, target_s, total_s;   /* time in draft / target forwards and in steps */
 } rp_agents_stats;
 
 RP_API void rp_agents_stats_get(rp_agents *a, rp_agents_stats *out);
@@ -615,6 +691,501 @@ RP_API rp_status rp_cache_evict(rp_cache *c, uint64_t target_bytes, bool lru, in
 RP_API rp_status rp_cache_compact(rp_cache *c, uint64_t *removed);
 /* Deletes every chunk the handle sees (all, or the bound model's). */
 RP_API rp_status rp_cache_clear(rp_cache *c, uint64_t *n_deleted);
+
+/* ---- analysis, calibration, model files ---- */
+
+/* A plan: what rp_seq_prefill would do with a prompt on an engine, as a dry run. Nothing is computed; no KV cache
+ * is written; nothing is cached or evicted (the chunk cache's lookups count in rp_engine_stats as a prefill's do).
+ * Where each token's KV would come from, the prompt's chunks and segments, and the calls of static mode's schedule
+ * (the DP plan, and the naive one-call-type-per-segment plan beside it) sized by the engine's static shapes. */
+typedef enum rp_plan_kind {
+    RP_PLAN_PREFIX = 0,   /* from the cache's prefix tree (the same tokens at the same positions) */
+    RP_PLAN_REUSE = 1,    /* from a chunk cached elsewhere, re-rotated (approximate; blend recomputes some) */
+    RP_PLAN_NEW = 2,      /* computed from scratch */
+} rp_plan_kind;
+
+/* A chunk's place in the plan (rp_chunk_label_name: the words `reprise plan` prints). The prefix's exact part is
+ * its head: exactly what a plain prefill computes; after it, chunks an approximate run (full, or blend at r < 1)
+ * wrote. */
+typedef enum rp_chunk_label {
+    RP_CHUNK_PREFIX_EXACT = 0,       /* "prefix (exact)": inside the prefix's exact head */
+    RP_CHUNK_PREFIX_APPROX,          /* "prefix (approx.)": inside the prefix, after its exact head */
+    RP_CHUNK_PREFIX_PART_EXACT,      /* "prefix (part exact)": inside the prefix; the exact head ends inside it */
+    RP_CHUNK_PARTIAL_EXACT,          /* "partial prefix (exact)": the prefix ends inside it, its head exact */
+    RP_CHUNK_PARTIAL_APPROX,         /* "partial prefix (approx.)": the prefix ends inside it, its head approximate */
+    RP_CHUNK_REUSED,                 /* "reused (re-rotated)": found cached elsewhere */
+    RP_CHUNK_NEW,                    /* "new" */
+} rp_chunk_label;
+
+/* Thread-safe; a static string ("?" for a value out of range). */
+RP_API const char *rp_chunk_label_name(rp_chunk_label l);
+
+typedef struct rp_plan_chunk {
+    int32_t begin, len;        /* tokens [begin, begin + len) */
+    uint64_t hash;             /* its key in the cache (its tokens and everything before them, salted) */
+    rp_chunk_label label;
+} rp_plan_chunk;
+
+typedef struct rp_plan_segment {   /* a maximal run of tokens of one kind, in prompt order */
+    rp_plan_kind kind;
+    int32_t begin, len;
+} rp_plan_segment;
+
+typedef struct rp_plan_call {      /* one call of a static schedule: tokens [begin, end), padded to its shape */
+    bool recompute;            /* a selective-recompute call (L_S rows) rather than a prefill call (L_P rows) */
+    int32_t begin, end;
+    int32_t n_new, n_reuse;    /* its tokens of each kind */
+    int32_t padding;           /* padding rows up to the shape */
+} rp_plan_call;
+
+typedef struct rp_plan_desc {
+    int32_t n_tokens;
+    /* what rp_gen_stats would count */
+    int32_t reused_prefix, reused_prefix_exact, reused_nonprefix, computed;
+    int32_t recompute_dynamic;        /* reused tokens a (dynamic) blend prefill recomputes past its check layer:
+                                         ceil(r * reused_nonprefix); every new token and the last one besides */
+    const uint8_t *token_kind;        /* [n_tokens] each token's rp_plan_kind */
+    const rp_plan_chunk *chunks;
+    int32_t n_chunks;
+    const rp_plan_segment *segments;
+    int32_t n_segments;
+    rp_static_shapes shapes;          /* what the calls are sized by (rp_engine_static_shapes) */
+    const rp_plan_call *dp_calls;     /* static mode's plan (the DP scheduler) */
+    int32_t n_dp_calls;
+    double dp_cost;                   /* its predicted latency in ms when shapes.calibrated; otherwise a cost in
+                                         placeholder units (the default per-call latencies), not a time */
+    const rp_plan_call *naive_calls;  /* one call type per segment, for comparison */
+    int32_t n_naive_calls;
+    double naive_cost;
+} rp_plan_desc;
+
+typedef struct rp_plan rp_plan;
+
+/* Plans the prompt with the call's reuse options (o: reuse, recompute_ratio, select, cache_namespace; NULL: the
+ * engine's). A prompt prefilled on one of the engine's sequences and not yet cached is cached first (as a prefill
+ * on another sequence does). RP_ERR_RANGE for a prompt longer than the engine's context. As the engine: one thread
+ * at a time; the plan itself is immutable (any thread) and independent of the engine once made. */
+RP_API rp_status rp_engine_plan(rp_engine *e, const rp_prompt *p, const rp_gen_opts *o, rp_plan **out);
+RP_API void rp_plan_free(rp_plan *pl);
+/* The plan's figures; the arrays live as long as the plan. */
+RP_API rp_plan_desc rp_plan_describe(const rp_plan *pl);
+
+/* Calibration of static mode: the latency of prefill calls and of selective-recompute calls over a range of sizes,
+ * measured on this machine, and the two call shapes chosen from them (L_P, L_S: among the sizes near the per-token
+ * turning point, the pair whose DP plans cost least over doc-QA / chat / agent-skill layouts). Engines in static
+ * mode look it up (rp_engine_params.load_calibration) by model, CPU, kernel level and thread count. */
+typedef struct rp_calibrate_params {
+    const int32_t *sizes;      /* call sizes, increasing multiples of 32, at most 64 of them (default: 32, 64, 96,
+                                  128, 192, 256, 384, 512, 768, 1024); the array must outlive the call */
+    int32_t n_sizes;
+    int32_t reps;              /* runs per size, the fastest kept (default 3) */
+} rp_calibrate_params;
+
+RP_API rp_calibrate_params rp_calibrate_default_params(void);
+
+typedef struct rp_calibration {
+    int32_t n_points;
+    int32_t sizes[64];
+    double prefill_ms[64];     /* a plain prefill call of sizes[i] tokens */
+    double recompute_ms[64];   /* a selective-recompute call over sizes[i] reused tokens */
+    rp_static_shapes shapes;   /* the chosen L_P / L_S and their measured latencies (calibrated: true) */
+    float recompute_ratio;     /* the r the shapes were chosen for */
+    int n_threads;             /* the threads it was measured with */
+} rp_calibration;
+
+/* Measures with an engine's settings (p: n_threads, kv_type, recompute_ratio, check_layer, select; NULL: the
+ * defaults; no cache is opened) on a context of its own; seconds on a large model. Changes nothing stored: see
+ * rp_calibration_save. Thread-safe (the model is only read). */
+RP_API rp_status rp_calibrate(const rp_model *m, const rp_engine_params *p, const rp_calibrate_params *cp,
+                              rp_calibration *out);
+/* Stores a calibration where engines look it up: DIR/calib-<model fingerprint>-<machine key hash>.txt with DIR =
+ * cache_dir, else $XDG_CACHE_HOME/reprise, else ~/.cache/reprise (made, private, when missing); one file per
+ * model, CPU, kernel level and thread count (c->n_threads), replacing an earlier one. Its path goes to path (cap
+ * bytes, NUL-terminated; NULL for none). Thread-safe (one writer per file). */
+RP_API rp_status rp_calibration_save(const rp_model *m, const rp_calibration *c, const char *cache_dir, char *path,
+                                     size_t cap);
+/* The stored shapes for this model, machine and thread count (calibrated: true), or false (and *out untouched)
+ * when none matches; cache_dir as for rp_calibration_save. Thread-safe. */
+RP_API bool rp_calibration_lookup(const rp_model *m, const char *cache_dir, int n_threads, rp_static_shapes *out);
+
+/* Random-weight models with real architectures' shapes and metadata (`reprise synth`): for speed work without
+ * downloading weights, and for tests. */
+typedef struct rp_model_synth_params {
+    const char *arch;          /* "llama" (default) or "qwen3" */
+    const char *preset;        /* shapes: "tiny" (default; both architectures), "tiny-llama3", "small" (llama),
+                                  "llama-3.2-1b", "llama-3.2-3b", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b" */
+    const char *type;          /* weights: "f32", "f16", "bf16", "q8_0" (default), "q4_0", "q4_k", "q6_k",
+                                  "q4_k_m" (Q4_K, with Q6_K for the sensitive tensors) */
+    const char *vocab_path;    /* a GGUF whose tokenizer is copied, or NULL: a built-in byte-level vocabulary */
+    uint64_t seed;             /* default 1 */
+    int n_threads;             /* default 2 (the file does not depend on it) */
+    rp_progress_fn progress;   /* NULL, or called as tensor data is made (units: bytes); false cancels the write */
+    void *progress_user;
+} rp_model_synth_params;
+
+RP_API rp_model_synth_params rp_model_synth_default_params(void);
+/* Writes the model to `path` through a temp file renamed at the end: on any failure or a cancel nothing is left
+ * behind. The same parameters give byte-identical files. RP_ERR_INVALID_ARG naming an unknown architecture,
+ * preset (or one of the other architecture) or type. Thread-safe. */
+RP_API rp_status rp_model_synth(const rp_model_synth_params *p, const char *path);
+
+/* A GGUF file's contents as stored, without loading a model (`reprise inspect`): the header, metadata and tensor
+ * table, validated at open (errors name the field and byte offset). Read-only after open: any number of threads. */
+typedef struct rp_model_file rp_model_file;
+
+RP_API rp_status rp_model_file_open(const char *path, rp_model_file **out);
+RP_API void rp_model_file_close(rp_model_file *f);
+
+typedef struct rp_model_file_desc {
+    uint32_t version;          /* GGUF version */
+    uint32_t alignment;        /* of tensor data */
+    uint64_t file_size;
+    uint64_t data_offset;      /* where tensor data starts */
+    int64_t n_meta;            /* metadata keys */
+    int64_t n_tensors;
+    uint64_t tensor_bytes;     /* every tensor's data */
+} rp_model_file_desc;
+
+RP_API rp_model_file_desc rp_model_file_describe(const rp_model_file *f);
+
+/* Metadata value types (GGUF's ids). */
+typedef enum rp_meta_type {
+    RP_META_U8 = 0, RP_META_I8, RP_META_U16, RP_META_I16, RP_META_U32, RP_META_I32, RP_META_F32, RP_META_BOOL,
+    RP_META_STR, RP_META_ARRAY, RP_META_U64, RP_META_I64, RP_META_F64,
+} rp_meta_type;
+
+typedef struct rp_meta_entry {
+    const char *key;           /* NUL-terminated; lives as long as the file handle */
+    rp_meta_type type;
+    const char *type_name;     /* GGUF's name of it ("u32", "str", "arr", ...) */
+    /* the value, by type: unsigned integers in u (and i when it fits), signed ones in i, bool in b (and u, i),
+     * f32 / f64 in f, a string in str / str_len (its bytes in the file, not NUL-terminated), an array's element
+     * type and count in elem_type / n_elems (the elements: rp_model_file_meta_text) */
+    uint64_t u;
+    int64_t i;
+    double f;
+    bool b;
+    const char *str;
+    uint64_t str_len;
+    rp_meta_type elem_type;
+    uint64_t n_elems;
+} rp_meta_entry;
+
+/* Key i (0 <= i < n_meta) in file order; RP_ERR_RANGE otherwise. */
+RP_API rp_status rp_model_file_meta(const rp_model_file *f, int64_t i, rp_meta_entry *out);
+/* The index of a key, or -1. */
+RP_API int64_t rp_model_file_find_meta(const rp_model_file *f, const char *key);
+/* Key i's value for display: numbers in decimal, strings quoted with escapes and long ones shortened, arrays as
+ * "[type x n] [first elements, ...]"; NUL-terminated, cut to fit cap at a UTF-8 boundary. RP_ERR_RANGE for a bad
+ * index. */
+RP_API rp_status rp_model_file_meta_text(const rp_model_file *f, int64_t i, char *buf, size_t cap);
+
+typedef struct rp_tensor_desc {
+    const char *name;          /* NUL-terminated; lives as long as the file handle */
+    int type;                  /* ggml's type id */
+    const char *type_name;     /* "f32", "q8_0", "q4_K", ... */
+    int32_t n_dims;
+    int64_t ne[4];             /* ne[0] is the contiguous (row) dimension; unused ones are 1 */
+    uint64_t offset;           /* from the start of the data section */
+    uint64_t bytes;
+} rp_tensor_desc;
+
+/* Tensor i (0 <= i < n_tensors) in file order; RP_ERR_RANGE otherwise. */
+RP_API rp_status rp_model_file_tensor(const rp_model_file *f, int64_t i, rp_tensor_desc *out);
+
+typedef struct rp_type_share {
+    int type;                  /* ggml's type id */
+    const char *type_name;
+    int64_t n_tensors;
+    uint64_t bytes;
+} rp_type_share;
+
+/* The file's weight types: one entry per type its tensors use, most bytes first (ties: lower type id first).
+ * Writes min(count, cap) entries and returns the count. */
+RP_API int32_t rp_model_file_type_mix(const rp_model_file *f, rp_type_share *out, int32_t cap);
+
+/* This machine as the kernels see it (`reprise inspect --system`). Thread-safe. */
+typedef struct rp_cpu_desc {
+    const char *brand;
+    bool avx2, fma, f16c;
+    bool avx512f, avx512bw, avx512dq, avx512vl, avx512vnni, avx512bf16, avx512fp16, avxvnni;
+    bool amx_tile, amx_int8, amx_bf16;
+    bool os_avx, os_avx512, os_amx;   /* the OS saves these register states */
+    bool amx_permitted;               /* Linux granted the AMX tile state */
+    bool amx_opt_in;                  /* AMX is usable but its kernels stay off until RP_ENABLE_AMX=1 */
+    const char *best;                 /* the best kernel level this CPU and OS allow */
+    const char *active;               /* the level loads pack weights for (rp_cpu_active) */
+    char thp[32];                     /* transparent huge pages' mode ("always", "madvise", "never", "unknown") */
+    bool huge_pages;                  /* packed weights may ask for 2 MiB pages (false under RP_NO_HUGEPAGES) */
+} rp_cpu_desc;
+
+RP_API void rp_cpu_describe(rp_cpu_desc *out);
+
+typedef struct rp_kernel_desc {
+    const char *op;            /* "matmul" (over weights of `type`) or "attention" (over a KV cache of `type`) */
+    const char *type;          /* the type's name */
+    const char *kernel;        /* the kernel the active level uses, or NULL when it has none */
+} rp_kernel_desc;
+
+/* The kernels the active level dispatches to, one entry per operation and type: matmul over every weight type
+ * with kernels (type id order), then attention over f16, q8_0, f32 KV caches. Writes min(count, cap) entries
+ * and returns the count. Thread-safe. */
+RP_API int32_t rp_kernel_table(rp_kernel_desc *out, int32_t cap);
+/* ---- benchmark support ----
+ * What the benchmarks (reprise-bench) need beyond serving calls: a model's figures for throughput reports,
+ * blend's deviation measure (an ablation), and sampling a sequence's logits token by token (decode loops timed
+ * without text). The machine's figures: rp_cpu_describe above. */
+
+/* A model's figures for throughput reports. Thread-safe; static strings. */
+typedef struct rp_model_perf {
+    const char *main_type;           /* the GGUF weight type holding most bytes ("q4_0", "q8_0", "f32", ...) */
+    const char *cpu_level;           /* the kernel level its weights were packed for ("avx512", ...) */
+    double decode_bytes_per_token;   /* weight bytes one decode step streams: every layer matrix and the output
+                                        matrix, as packed (as mapped where a kernel reads GGUF rows); 0 for a
+                                        vocab-only load. Over a memory bandwidth: the decode ceiling. */
+} rp_model_perf;
+
+RP_API void rp_model_perf_get(const rp_model *m, rp_model_perf *out);
+
+/* Blend's deviation measure at the check layer (rp_engine_params.deviation): which of the recomputed vs cached
+ * K and V rank the tokens to recompute. */
+typedef enum rp_deviation {
+    RP_DEVIATION_KV = 0,   /* both (default) */
+    RP_DEVIATION_K = 1,
+    RP_DEVIATION_V = 2,
+} rp_deviation;
+
+/* Samples the next token from the sequence's last logits with its sampler — rp_seq_generate's, under the same
+ * rules (it starts from p's seed after a prefill or reset, or when p differs from the last call's; otherwise it
+ * goes on) — without adding the token: rp_seq_feed it to go on (feeding takes it into the penalty window).
+ * RP_ERR_INVALID_ARG when the sequence has no logits yet. As the engine: one thread at a time. */
+RP_API rp_status rp_seq_sample(rp_seq *s, const rp_sampler_params *p, rp_token *out);
+
+/* ===========================================================================
+ * Long contexts
+ * ========================================================================= */
+
+/* Bytes of one sequence's KV cache (K and V, every layer) at n_ctx cells of
+ * kv_type, allocated when the sequence fills (pages are touched lazily).
+ * Thread-safe. */
+RP_API rp_status rp_kv_estimate(const rp_model *m, int32_t n_ctx, rp_kv_type kv_type, uint64_t *bytes);
+/* What rp_kv_estimate gives for one of the engine's sequences. Thread-safe. */
+RP_API uint64_t rp_engine_kv_bytes(const rp_engine *e);
+/* Memory the system can give without swapping (Linux: MemAvailable), 0 if
+ * unknown. Thread-safe. */
+RP_API uint64_t rp_system_mem_available(void);
+
+/* Context shift: drops tokens [keep, keep + n_drop) of the sequence and moves
+ * the ones after them down, their K re-rotated to the new positions, instead
+ * of recomputing them (a conversation that filled its context drops its
+ * oldest turns and goes on). The moved tokens' KV attended to the dropped
+ * ones when it was computed: it is approximate from `keep` on, as with
+ * llama.cpp's context shift. The last token's logits are computed again by
+ * the next generate. RP_ERR_RANGE unless keep >= 0, n_drop >= 1 and
+ * keep + n_drop <= rp_seq_n_past. One thread at a time per sequence. */
+RP_API rp_status rp_seq_shift(rp_seq *s, int32_t keep, int32_t n_drop);
+/* ===========================================================================
+ * ---- server support ----
+ * What a front end serving many independent requests over one model needs
+ * beside the calls above (src/server, the HTTP server, is built on them).
+ * Thread safety is stated per call.
+ * ========================================================================= */
+
+/* Tokens at the start of the sequence whose KV is exactly what a plain
+ * prefill of them computes (the rest was written after approximate reuse:
+ * full, or blend at r < 1, in this or an earlier call): prefix reuse of a
+ * continued conversation may keep only these. Feeding or generating on an
+ * exact sequence keeps it exact. As the engine: one thread at a time. */
+RP_API int32_t rp_seq_n_exact(const rp_seq *s);
+
+/* KV bytes one token of a sequence takes (K and V, every layer) with KV type t; 0 for a model without weights.
+ * Thread-safe. */
+RP_API uint64_t rp_kv_bytes_per_token(const rp_model *m, rp_kv_type t);
+
+/* ---- chat formats and tool calls ----
+ * The chat-template families (what rp_model_desc.chat_format names), rendering by family without a model (a
+ * front end that prepares prompts before, or apart from, a model), and parsing tool calls out of a reply.
+ * Thread-safe. */
+typedef enum rp_chat_format {
+    RP_CHAT_UNKNOWN = 0,  /* no template: a plain transcript is the front end's choice */
+    RP_CHAT_LLAMA3 = 1,   /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
+    RP_CHAT_CHATML = 2,   /* Qwen 2/3: <|im_start|>role\n...<|im_end|>, <tool_call> JSON </tool_call> */
+    RP_CHAT_LLAMA2 = 3,   /* [INST] ... [/INST] (stories / Llama 2 SPM models without a template) */
+} rp_chat_format;
+
+/* "llama3", "chatml", "llama2", "unknown". */
+RP_API const char *rp_chat_format_name(rp_chat_format f);
+/* The model's chat format (RP_CHAT_UNKNOWN for NULL or a model without a template). */
+RP_API rp_chat_format rp_model_chat_format(const rp_model *m);
+/* rp_chat_render with the template of format f (RP_CHAT_UNKNOWN is RP_ERR_UNSUPPORTED). */
+RP_API rp_status rp_chat_render_format(rp_chat_format f, const rp_chat_message *msgs, int32_t n,
+                                       const char *tools_json, bool add_generation_prompt, char *buf, size_t cap,
+                                       size_t *len);
+
+/* One tool call of an assistant reply. */
+typedef struct rp_tool_call {
+    char *id;          /* "call_..." (may be NULL) */
+    char *name;
+    char *arguments;   /* JSON object text */
+} rp_tool_call;
+
+/* Parses the tool calls out of generated assistant text in format f: *calls gets a malloc'd array of *n_calls
+ * (free with rp_tool_calls_free), *content (malloc'd, free()) the text without them. Text without calls gives
+ * no calls and the text as content; a call whose JSON is malformed stays in the content. */
+RP_API rp_status rp_chat_parse_tool_calls(rp_chat_format f, const char *text, rp_tool_call **calls, size_t *n_calls,
+                                          char **content);
+RP_API void rp_tool_calls_free(rp_tool_call *calls, size_t n);
+
+/* ---- streaming detokenizer ----
+ * Text of tokens fed one at a time, as complete UTF-8 only: bytes of a character split across tokens are held
+ * until its last byte comes (rp_detokenize does the same for a whole array). One thread at a time per handle. */
+typedef struct rp_detokenizer rp_detokenizer;
+
+/* render_special: control tokens as their text; at_start: the text starts here (an SPM vocabulary's leading
+ * space of the first piece is dropped; false for a continuation, which keeps it). */
+RP_API rp_status rp_detokenizer_create(const rp_model *m, bool render_special, bool at_start, rp_detokenizer **out);
+RP_API void rp_detokenizer_free(rp_detokenizer *d);
+/* Writes the bytes token t completes into buf and returns their count; a cap of rp_detokenizer_bound always
+ * suffices, a smaller one that cannot hold them returns -(bytes needed) and changes nothing (retry). */
+RP_API int32_t rp_detokenizer_push(rp_detokenizer *d, rp_token t, char *buf, int32_t cap);
+/* At the end: the held bytes (an incomplete character as U+FFFD); the same return convention. */
+RP_API int32_t rp_detokenizer_flush(rp_detokenizer *d, char *buf, int32_t cap);
+RP_API int32_t rp_detokenizer_bound(const rp_detokenizer *d);
+
+/* ---- the OpenAI-compatible HTTP server ----
+ * `reprise serve` as a library call (docs/server.md describes the HTTP API): the server loads the model, runs
+ * generation on the engine (one sequence at a time, --parallel 1) or on the agents scheduler (parallel > 1),
+ * and answers on its own threads until drained and freed. Every call is thread-safe; rp_server_free waits for
+ * the server's threads. */
+typedef struct rp_server rp_server;
+
+/* Whose cached KV a request may reuse. PER_KEY: only KV computed for requests of the same API key (no client
+ * can confirm another's prompt from cached_tokens or timing); SHARED: one cache for everyone; AUTO: PER_KEY with
+ * more than one key, else SHARED. */
+typedef enum rp_server_cache_ns { RP_SERVER_NS_AUTO = 0, RP_SERVER_NS_SHARED = 1, RP_SERVER_NS_PER_KEY = 2 } rp_server_cache_ns;
+
+typedef struct rp_server_params {
+    /* the model and its generation */
+    const char *model_path;
+    const char *draft_path;      /* draft model for speculative decoding (parallel > 1), or NULL */
+    rp_progress_fn load_progress;   /* NULL, or the model loads' progress */
+    void *load_progress_user;
+    int32_t n_ctx;               /* tokens per sequence (0: min(4096, the model's)) */
+    int n_threads;               /* default 2 */
+    int parallel;                /* sequences decoded together (default 1; 1..64) */
+    int queue_max;               /* requests waiting beyond the running ones; more get 429 (default 64) */
+    int max_sessions;            /* reprise_session sessions kept (default 16) */
+    const char *cache_dir;       /* persistent KV chunk store, or NULL (RAM only) */
+    size_t cache_ram_mb;         /* RAM budget of the chunk cache (default 512) */
+    double cache_disk_gb;        /* disk budget of the store (0: unlimited) */
+    rp_reuse_mode reuse;         /* default reuse of requests (default RP_REUSE_BLEND) */
+    float recompute_ratio;       /* default blend ratio (0.25) */
+    rp_kv_type kv_type;          /* default RP_KV_F16 */
+    bool speculate;              /* parallel > 1: speculative decoding (default true) */
+    double kv_limit_mb;          /* parallel > 1: KV in use above which sessions waiting on a tool result are
+                                    demoted until resumed (0: never) */
+    /* HTTP */
+    const char *host;            /* bind address (default "127.0.0.1") */
+    uint16_t port;               /* default 8080; 0: an ephemeral port (rp_server_port) */
+    const char *api_key;         /* one key (named "default"), or NULL; an empty key is an error */
+    const char *api_key_file;    /* keys, one per line (NAME:KEY or KEY), mode 600; or NULL */
+    rp_server_cache_ns cache_namespace;
+    int key_max_sessions;        /* sessions one key may hold (0: max(1, sessions / keys) with several keys) */
+    double key_kv_mb;            /* KV one key's sessions may hold (0: no limit) */
+    const char *model_id;        /* the name /v1/models reports (NULL: the file's base name) */
+    size_t max_body;             /* request body bytes (default 1 MiB) */
+    int max_depth;               /* JSON nesting (64) */
+    int max_messages;            /* 1024 */
+    int32_t default_max_tokens;  /* chat replies without max_tokens (2048, capped by the context) */
+    double timeout_s;            /* per request, queueing included (600) */
+    double session_ttl_s;        /* idle session lifetime (1800) */
+    int max_connections;         /* open connections in all (256) */
+    int max_connections_per_ip;  /* from one address (64; 0: no cap) */
+    double header_timeout_s, body_timeout_s, idle_timeout_s;   /* 10, 30, 15 */
+    bool quiet;                  /* no access log on stderr */
+    const char *chat_template;   /* a built-in's name or a Jinja file instead of the model's own template, or NULL */
+} rp_server_params;
+
+RP_API rp_server_params rp_server_default_params(void);
+/* Loads the model(s), starts the backend and the HTTP daemon. Errors name what was wrong (a file, a key file's
+ * mode, the port). */
+RP_API rp_status rp_server_create(const rp_server_params *p, rp_server **out);
+RP_API uint16_t rp_server_port(const rp_server *s);          /* the port bound */
+RP_API int rp_server_n_keys(const rp_server *s);              /* API keys configured (0: no authentication) */
+RP_API bool rp_server_cache_per_key(const rp_server *s);      /* the namespace in effect is per key */
+RP_API const char *rp_server_backend_kind(const rp_server *s);   /* "core" (parallel 1) or "sched" */
+RP_API int32_t rp_server_n_ctx(const rp_server *s);           /* tokens per sequence */
+/* Graceful shutdown: stops accepting connections, answers new requests with 503, lets requests in flight finish
+ * for up to deadline_s, cancels the rest (finish_reason "length") and flushes the store. Idempotent. */
+RP_API void rp_server_drain(rp_server *s, double deadline_s);
+/* Stops the daemon (closing connections) and frees everything. */
+RP_API void rp_server_free(rp_server *s);
+
+/* ---- scheduler control ----
+ * What a loop serving agents from other threads needs (the server's --parallel N). Thread-safe, except
+ * rp_agents_last_step (the stepping thread). */
+
+/* Drops an idle or waiting agent's history back to n tokens (its KV with it): the next submit continues from
+ * there. RP_ERR_INVALID_ARG while it runs. */
+RP_API rp_status rp_agents_truncate(rp_agents *a, rp_agent_id id, int32_t n);
+/* The agent's turn ends waiting for a tool result at the next step boundary (RP_AGENT_WAITING; its KV stays);
+ * rp_agents_resume continues it. */
+RP_API rp_status rp_agents_suspend(rp_agents *a, rp_agent_id id);
+/* Blocks until a submit / resume / suspend / remove happened since the last step began, or timeout_s passed
+ * (a loop with nothing to do; keep it short: a cancel only nudges it). True when woken by one. */
+RP_API bool rp_agents_wait(rp_agents *a, double timeout_s);
+/* Wakes rp_agents_wait (work arrived from outside the scheduler). */
+RP_API void rp_agents_wake(rp_agents *a);
+
+/* What the last rp_agents_step did. */
+typedef struct rp_agents_step_info {
+    bool ran;                  /* a target forward ran */
+    bool blocked;              /* a policy without yield: an admitted agent waits on a tool, nothing ran */
+    bool idle;                 /* nothing to do */
+    int32_t rows, prefill_rows, decoding, drafted, accepted, generated, active, waiting;
+    double draft_s, target_s, total_s;
+} rp_agents_step_info;
+
+RP_API void rp_agents_last_step(const rp_agents *a, rp_agents_step_info *out);
+
+/* The most agents a scheduler holds (rp_agents_params.max_agents). */
+#define RP_AGENTS_MAX 256
+
+/* ---- reuse in the scheduler ----
+ * An engine's chunk cache (prefix and non-prefix reuse, blend, the store) feeding agents' prompts: the
+ * hand-off from a prefill engine to continuous batching. The engine (same model and KV type, a context of at
+ * least the agents') is used on the calling thread: call these from the stepping thread, between steps (they
+ * compute on the same cores), and use the engine for nothing else meanwhile (rp_engine_stats_get and
+ * rp_engine_flush excepted). */
+
+/* What a reuse submit did. */
+typedef struct rp_agents_fill {
+    int32_t filled;               /* prompt tokens whose KV the engine put in place (the batch computes the rest) */
+    int32_t reused_prefix;        /* of those, from the cache's prefix tree */
+    int32_t reused_prefix_exact;  /* ... exactly what a plain prefill computes */
+    int32_t reused_nonprefix;     /* chunks cached elsewhere, re-rotated */
+    int32_t recomputed;           /* of those, recomputed past blend's check layer */
+    int32_t exact_head;           /* after the turn, the agent's first exact_head tokens hold exact KV (INT32_MAX:
+                                     all of them) */
+    bool commit_after;            /* the batch computes part of the prompt: cache it after the turn
+                                     (rp_agents_commit_prompt with commit_exact) */
+    bool commit_exact;            /* ... as exact KV (nothing before it was reused approximately) */
+    rp_status fill_status;        /* the engine's prefill: RP_OK, or why it failed (then nothing was filled) */
+    rp_status cache_status;       /* caching the filled chunks: RP_OK, or why they were not cached */
+} rp_agents_fill;
+
+/* Starts a fresh (empty) agent's turn on prompt p: the engine fills its KV up to the end of the prompt's last
+ * reusable chunk (reuse per the options: mode, ratio, rule, namespace; with persist, those chunks are cached at
+ * once) and the batch computes the rest beside the other agents, as rp_agents_submit. A prompt with nothing to
+ * reuse is not filled; a fill that fails is discarded (the batch computes everything; out->fill_status says
+ * why). */
+RP_API rp_status rp_agents_submit_reuse(rp_agents *a, rp_agent_id id, rp_engine *e, const rp_prompt *p,
+                                        const rp_gen_opts *reuse, const rp_turn_opts *o, rp_agents_fill *out);
+/* Caches the chunks of an idle or waiting agent's prompt p (its history starts with p) from its KV, in the
+ * options' namespace; exact: its KV is exactly a plain prefill's. A history that does not start with p (a turn
+ * cancelled before its prompt was computed) caches nothing and is RP_OK. */
+RP_API rp_status rp_agents_commit_prompt(rp_agents *a, rp_agent_id id, rp_engine *e, const rp_prompt *p,
+                                         const rp_gen_opts *reuse, bool exact);
 
 #ifdef __cplusplus
 }

@@ -2,10 +2,11 @@
 # deps.sh — installs the Debian 12 packages Reprise needs to build and test, when it can.
 # As root (or with passwordless sudo) it runs apt-get; otherwise it prints the exact command.
 set -e
-# python3-*: the Python package's test (tests/cli/python_api.sh: a venv, an offline `pip install ./python`)
+# python3-*: the Python package's test (tests/cli/python_api.sh: a venv, an offline `pip install ./python`);
+# python3-jinja2: the reference renderer of the chat-template parity test (tests/test_template_parity.c)
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev libpcre2-dev libjansson-dev libutf8proc-dev \
 libxxhash-dev libsqlite3-dev libzstd-dev libmicrohttpd-dev libcmocka-dev \
-python3 python3-venv python3-pip python3-setuptools python3-wheel"
+python3 python3-venv python3-pip python3-setuptools python3-wheel python3-jinja2"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

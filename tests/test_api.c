@@ -1,5 +1,6 @@
 /* test_api.c — the public API (reprise.h) end to end on stories260K: model, tokenizer, chat, prompts, engine and
  * sequences (reuse, stop strings, streaming, cancel, limits), the cache directory, the agents scheduler. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -749,6 +750,295 @@ static void test_separator_and_pieces(void **state) {
     rp_model_free(m);
 }
 
+/* ---- server support ---- */
+
+typedef struct only_digits {
+    const rp_model *m;
+    int calls;
+    int32_t n_hist_first;
+} only_digits;
+
+/* A logits processor allowing only tokens whose text is all digits (and end-of-generation). */
+static void digits_only(void *user, const rp_token *hist, int32_t n_hist, float *logits, int32_t n_vocab) {
+    only_digits *d = user;
+    if (d->calls++ == 0) d->n_hist_first = n_hist;
+    assert_non_null(hist);
+    for (int32_t id = 0; id < n_vocab; id++) {
+        char piece[64];
+        const int32_t w = rp_token_to_piece(d->m, id, false, piece, (int32_t)sizeof piece);
+        bool ok = w > 0 && w <= (int32_t)sizeof piece;
+        for (int32_t k = 0; ok && k < w; k++) ok = piece[k] >= '0' && piece[k] <= '9';
+        if (!ok) logits[id] = -INFINITY;
+    }
+}
+
+/* The logits hook constrains what is sampled; reseed restarts the sampler on a continued sequence; the stats
+ * name the last token (the end-of-generation one too); a sequence knows its exact head; KV bytes per token. */
+static void test_server_support(void **state) {
+    (void)state;
+    OPEN_MODEL(m);
+    rp_engine_params ep = rp_engine_default_params();
+    ep.n_threads = 1;
+    rp_engine *e = NULL;
+    assert_int_equal(rp_engine_create(m, &ep, &e), RP_OK);
+    rp_seq *s = NULL;
+    assert_int_equal(rp_seq_create(e, &s), RP_OK);
+    rp_prompt *p = NULL;
+    assert_int_equal(rp_prompt_create(&p), RP_OK);
+    const char *prompt = "Once upon a time, there was a little girl named Lily.";
+    assert_int_equal(rp_prompt_add_text(p, m, prompt, strlen(prompt)), RP_OK);
+    const int32_t n = rp_prompt_n_tokens(p);
+    /* without the hook the story goes on in words; with it, every sampled token is digits */
+    rp_gen_opts o = greedy(12);
+    rp_gen_stats st;
+    char out[1024];
+    size_t len = 0;
+    assert_int_equal(rp_seq_prefill(s, p, &o, &st), RP_OK);
+    assert_int_equal(rp_seq_n_exact(s), n);   /* computed from scratch: exact */
+    assert_int_equal(rp_seq_generate(s, &o, out, sizeof out, &len, &st), RP_OK);
+    assert_true(strpbrk(out, "abcdefghijklmnopqrstuvwxyz") != NULL);
+    assert_int_equal(st.last_token, rp_seq_tokens(s)[rp_seq_n_past(s) - 1]);
+    assert_int_equal(rp_seq_n_exact(s), rp_seq_n_past(s));   /* generated on exact KV: exact */
+    only_digits d = {.m = m};
+    o.on_logits = digits_only;
+    o.logits_user = &d;
+    assert_int_equal(rp_seq_prefill(s, p, &o, &st), RP_OK);
+    assert_int_equal(rp_seq_generate(s, &o, out, sizeof out, &len, &st), RP_OK);
+    print_message("  digits only: \"%s\" (%d calls)\n", out, d.calls);
+    assert_true(d.calls >= 1);
+    assert_int_equal(d.n_hist_first, n);   /* the first call sees the prompt */
+    assert_true(len > 0);
+    for (size_t i = 0; i < len; i++) assert_true((out[i] >= '0' && out[i] <= '9') || out[i] == ' ');
+    /* reseed: the same seeded sampling on a continued sequence draws the same tokens again */
+    rp_gen_opts t = rp_gen_default_opts();
+    t.sampling.temp = 1.0f;
+    t.sampling.seed = 42;
+    t.max_tokens = 8;
+    char a[512], b[512], c[512];
+    assert_int_equal(rp_seq_prefill(s, p, &t, &st), RP_OK);
+    assert_int_equal(rp_seq_generate(s, &t, a, sizeof a, &len, &st), RP_OK);
+    assert_int_equal(rp_seq_truncate(s, n), RP_OK);   /* back to the prompt, then a continued generation */
+    assert_int_equal(rp_seq_generate(s, &t, b, sizeof b, &len, &st), RP_OK);
+    assert_int_equal(rp_seq_truncate(s, n), RP_OK);
+    t.reseed = true;
+    assert_int_equal(rp_seq_generate(s, &t, c, sizeof c, &len, &st), RP_OK);
+    print_message("  seeded: \"%s\" / continued: \"%s\" / reseeded: \"%s\"\n", a, b, c);
+    assert_string_equal(c, a);
+    assert_string_not_equal(b, a);
+    /* an end-of-generation token: in the stats, not in the sequence */
+    o = greedy(-1);
+    o.on_logits = NULL;
+    assert_int_equal(rp_seq_prefill(s, p, &o, &st), RP_OK);
+    assert_int_equal(rp_seq_generate(s, &o, out, sizeof out, &len, &st), RP_OK);
+    if (st.stop == RP_STOP_EOG) {
+        assert_true(rp_token_is_eog(m, st.last_token));
+        assert_false(rp_token_is_eog(m, rp_seq_tokens(s)[rp_seq_n_past(s) - 1]));
+    }
+    /* truncating keeps the exact head within the sequence */
+    assert_int_equal(rp_seq_truncate(s, 5), RP_OK);
+    assert_int_equal(rp_seq_n_exact(s), 5);
+    /* K and V of every layer: 2 x n_layer x n_head_kv x head_dim elements */
+    const rp_model_desc md = rp_model_describe(m);
+    assert_int_equal(rp_kv_bytes_per_token(m, RP_KV_F32), 2ull * md.n_layer * md.n_head_kv * md.head_dim * 4);
+    assert_int_equal(rp_kv_bytes_per_token(m, RP_KV_F16), 2ull * md.n_layer * md.n_head_kv * md.head_dim * 2);
+    assert_int_equal(rp_kv_bytes_per_token(NULL, RP_KV_F16), 0);
+    rp_prompt_free(p);
+    rp_seq_free(s);
+    rp_engine_free(e);
+    rp_model_free(m);
+}
+
+/* Chat formats by name, rendering without a model, tool-call parsing, the streaming detokenizer. */
+static void test_chat_formats_and_detokenizer(void **state) {
+    (void)state;
+    assert_string_equal(rp_chat_format_name(RP_CHAT_CHATML), "chatml");
+    assert_string_equal(rp_chat_format_name(RP_CHAT_UNKNOWN), "unknown");
+    assert_int_equal(rp_model_chat_format(NULL), RP_CHAT_UNKNOWN);
+    const rp_chat_message msgs[] = {
+        {.role = "user", .content = "Weather in Paris?"},
+        {.role = "assistant", .tool_calls = "[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+                                            "\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}}]"},
+        {.role = "tool", .content = "sunny", .tool_call_id = "c1"},
+    };
+    char buf[2048];
+    size_t len = 0;
+    assert_int_equal(rp_chat_render_format(RP_CHAT_CHATML, msgs, 3, NULL, true, buf, sizeof buf, &len), RP_OK);
+    assert_int_equal(strlen(buf), len);
+    assert_non_null(strstr(buf, "<|im_start|>user\nWeather in Paris?<|im_end|>"));
+    assert_non_null(strstr(buf, "\"get_weather\""));
+    assert_non_null(strstr(buf, "Paris\"}"));
+    const char *sunny = strstr(buf, "sunny");   /* the tool's result, then the assistant's header */
+    assert_non_null(sunny);
+    assert_non_null(strstr(sunny, "<|im_start|>assistant\n"));
+    char small[8];
+    assert_int_equal(rp_chat_render_format(RP_CHAT_CHATML, msgs, 3, NULL, true, small, sizeof small, &len), RP_ERR_FULL);
+    assert_true(len > sizeof small);
+    /* a reply with a call: parsed out of the content */
+    const char *reply = "Let me look.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>";
+    rp_tool_call *calls = NULL;
+    size_t n = 0;
+    char *content = NULL;
+    assert_int_equal(rp_chat_parse_tool_calls(RP_CHAT_CHATML, reply, &calls, &n, &content), RP_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(calls[0].name, "get_weather");
+    assert_non_null(strstr(calls[0].arguments, "Rome"));
+    assert_string_equal(content, "Let me look.");
+    rp_tool_calls_free(calls, n);
+    free(content);
+    /* the streaming detokenizer gives rp_detokenize's text, piece by piece */
+    OPEN_MODEL(m);
+    rp_token toks[128];
+    int32_t nt = 0;
+    const char *text = "Lily saw a big dog. \xe2\x80\x9cHello!\xe2\x80\x9d she said.";
+    assert_int_equal(rp_tokenize(m, text, strlen(text), false, false, toks, 128, &nt), RP_OK);
+    char whole[512], pieces[512];
+    assert_int_equal(rp_detokenize(m, toks, nt, false, whole, sizeof whole, &len), RP_OK);
+    rp_detokenizer *d = NULL;
+    assert_int_equal(rp_detokenizer_create(m, false, true, &d), RP_OK);
+    assert_true(rp_detokenizer_bound(d) > 0);
+    size_t w = 0;
+    for (int32_t i = 0; i < nt; i++) {
+        const int32_t k = rp_detokenizer_push(d, toks[i], pieces + w, (int32_t)(sizeof pieces - w));
+        assert_true(k >= 0);
+        w += (size_t)k;
+    }
+    w += (size_t)rp_detokenizer_flush(d, pieces + w, (int32_t)(sizeof pieces - w));
+    pieces[w] = 0;
+    assert_string_equal(pieces, whole);
+    assert_string_equal(pieces, text);
+    rp_detokenizer_free(d);
+    assert_int_equal(rp_detokenizer_create(NULL, false, true, &d), RP_ERR_INVALID_ARG);
+    assert_int_equal(rp_model_chat_format(m), RP_CHAT_LLAMA2);   /* stories: an SPM vocabulary without a template */
+    rp_model_free(m);
+}
+
+/* Scheduler control: a kv limit demotes a waiting agent (restored on resume), suspend / truncate, the drafter
+ * kind, the step's report. */
+static void test_agents_control(void **state) {
+    (void)state;
+    OPEN_MODEL(m);
+    rp_agents_params ap = rp_agents_default_params();
+    ap.n_threads = 1;
+    ap.n_ctx = 256;
+    ap.max_agents = 2;
+    ap.kv_limit_mb = 1e-6;   /* any waiting agent's KV is over it */
+    ap.drafter = RP_DRAFT_MODEL;   /* without a draft model: refused */
+    rp_agents *a = NULL;
+    assert_int_equal(rp_agents_create(m, &ap, &a), RP_ERR_INVALID_ARG);
+    ap.drafter = RP_DRAFT_NGRAM;
+    assert_int_equal(rp_agents_create(m, &ap, &a), RP_OK);
+    rp_agent_id id;
+    assert_int_equal(rp_agents_add(a, &id), RP_OK);
+    const char *prompt = "Once upon a time, there was a dog";
+    rp_token t[64];
+    int32_t n = 0;
+    assert_int_equal(rp_tokenize(m, prompt, strlen(prompt), true, false, t, 64, &n), RP_OK);
+    rp_turn_opts to = rp_turn_default_opts();
+    to.sampling.temp = 0;
+    to.max_tokens = 8;
+    to.wait_after = true;   /* the turn ends waiting for a "tool" */
+    assert_int_equal(rp_agents_submit(a, id, t, n, &to), RP_OK);
+    bool ran = false;
+    assert_int_equal(rp_agents_step(a, &ran), RP_OK);
+    rp_agents_step_info si;
+    rp_agents_last_step(a, &si);
+    assert_true(ran && si.ran);
+    assert_int_equal(si.prefill_rows, n);
+    assert_int_equal(rp_agents_run(a), RP_OK);
+    for (int i = 0; i < 4; i++) assert_int_equal(rp_agents_step(a, &ran), RP_OK);   /* demotion at a step boundary */
+    rp_agent_info info;
+    assert_int_equal(rp_agents_info(a, id, &info), RP_OK);
+    assert_int_equal(info.state, RP_AGENT_WAITING);
+    rp_agents_stats as;
+    rp_agents_stats_get(a, &as);
+    print_message("  waiting agent: demoted %d, %llu demotions, kv %llu B\n", info.demoted,
+                  (unsigned long long)as.demotions, (unsigned long long)as.kv_bytes);
+    assert_true(info.demoted && info.demotions == 1);
+    assert_true(as.demotions == 1 && as.demoted == 1);
+    /* resumed: restored, and the turn goes on */
+    to.wait_after = false;
+    assert_int_equal(rp_agents_resume(a, id, t, 2, &to), RP_OK);
+    assert_int_equal(rp_agents_run(a), RP_OK);
+    assert_int_equal(rp_agents_info(a, id, &info), RP_OK);
+    assert_int_equal(info.state, RP_AGENT_IDLE);
+    assert_true(info.restores == 1 && !info.demoted);
+    assert_int_equal(info.n_tokens, n + 8 + 2 + 8);
+    /* truncate back to the prompt; a suspended turn waits */
+    assert_int_equal(rp_agents_truncate(a, id, n), RP_OK);
+    assert_int_equal(rp_agents_info(a, id, &info), RP_OK);
+    assert_int_equal(info.n_tokens, n);
+    assert_int_equal(rp_agents_submit(a, id, t, 1, &to), RP_OK);
+    assert_int_equal(rp_agents_suspend(a, id), RP_OK);
+    rp_agents_wake(a);
+    assert_int_equal(rp_agents_run(a), RP_OK);
+    assert_int_equal(rp_agents_info(a, id, &info), RP_OK);
+    assert_int_equal(info.state, RP_AGENT_WAITING);
+    assert_false(rp_agents_wait(a, 0.001));   /* nothing happened since */
+    rp_agents_free(a);
+    rp_model_free(m);
+}
+
+/* The reuse hand-off: an agent's prompt cached after its turn fills a fresh agent's in the same namespace, never
+ * another's; the filled agent generates what an unfilled one does (greedy). */
+static void test_agents_reuse(void **state) {
+    (void)state;
+    OPEN_MODEL(m);
+    rp_engine_params ep = rp_engine_default_params();
+    ep.n_threads = 1;
+    ep.n_ctx = 256;
+    rp_engine *e = NULL;
+    assert_int_equal(rp_engine_create(m, &ep, &e), RP_OK);
+    rp_agents_params ap = rp_agents_default_params();
+    ap.n_threads = 1;
+    ap.n_ctx = 256;
+    ap.max_agents = 4;
+    ap.policy = RP_AGENTS_BATCH_AR;
+    rp_agents *a = NULL;
+    assert_int_equal(rp_agents_create(m, &ap, &a), RP_OK);
+    rp_prompt *p = NULL;
+    assert_int_equal(rp_prompt_create(&p), RP_OK);
+    const char *doc = "Lily had a red ball and she liked to play with it in the park every day after lunch. ";
+    assert_int_equal(rp_prompt_add_text(p, m, doc, strlen(doc)), RP_OK);
+    assert_int_equal(rp_prompt_add_text(p, m, "Who is Lily?", 12), RP_OK);
+    rp_turn_opts to = rp_turn_default_opts();
+    to.sampling.temp = 0;
+    to.max_tokens = 8;
+    rp_gen_opts ro = rp_gen_default_opts();
+    ro.cache_namespace = 7;
+    rp_agent_id id[3];
+    rp_agents_fill f[3];
+    rp_token out[3][64];
+    int32_t n_out[3];
+    const uint64_t ns[3] = {7, 7, 8};
+    for (int i = 0; i < 3; i++) {
+        ro.cache_namespace = ns[i];
+        assert_int_equal(rp_agents_add(a, &id[i]), RP_OK);
+        assert_int_equal(rp_agents_submit_reuse(a, id[i], e, p, &ro, &to, &f[i]), RP_OK);
+        assert_int_equal(rp_agents_run(a), RP_OK);
+        if (f[i].commit_after)
+            assert_int_equal(rp_agents_commit_prompt(a, id[i], e, p, &ro, f[i].commit_exact), RP_OK);
+        assert_int_equal(rp_agents_tokens(a, id[i], 0, out[i], 64, &n_out[i]), RP_OK);
+        print_message("  agent %d (namespace %llu): filled %d, reused prefix %d, commit after %d\n", i,
+                      (unsigned long long)ns[i], f[i].filled, f[i].reused_prefix, f[i].commit_after);
+    }
+    assert_int_equal(f[0].filled, 0);   /* nothing cached yet: the batch computed the prompt, cached after */
+    assert_true(f[0].commit_after);
+    assert_true(f[1].filled > 0 && f[1].reused_prefix > 0 && f[1].reused_prefix == f[1].reused_prefix_exact);
+    assert_int_equal(f[2].filled, 0);   /* another namespace: nothing of namespace 7 */
+    assert_int_equal(f[2].reused_prefix + f[2].reused_nonprefix, 0);
+    for (int i = 1; i < 3; i++) {
+        assert_int_equal(n_out[i], n_out[0]);
+        assert_memory_equal(out[i], out[0], sizeof out[0][0] * (size_t)n_out[0]);
+    }
+    rp_engine_stats es;
+    rp_engine_stats_get(e, &es);
+    assert_true(es.inserts > 0);
+    rp_prompt_free(p);
+    rp_agents_free(a);
+    rp_engine_free(e);
+    rp_model_free(m);
+}
+
 static void test_system(void **state) {
     (void)state;
     char line[512];
@@ -759,6 +1049,63 @@ static void test_system(void **state) {
     assert_string_equal(rp_cpu_active(), "scalar");
     assert_int_equal(rp_cpu_select("auto"), RP_OK);
     assert_string_not_equal(rp_version(), "");
+}
+
+/* Long contexts: KV estimates, the refusal before allocating, and the context shift. */
+static void test_long_context(void **state) {
+    (void)state;
+    OPEN_MODEL(m);
+    const rp_model_desc md = rp_model_describe(m);
+    uint64_t b = 0;
+    assert_int_equal(rp_kv_estimate(m, 1000, RP_KV_F32, &b), RP_OK);
+    assert_int_equal(b, 2ull * (uint64_t)md.n_layer * 1000u * (uint64_t)md.n_head_kv * (uint64_t)md.head_dim * 4u);
+    assert_int_equal(rp_kv_estimate(m, 1000, RP_KV_F16, &b), RP_OK);
+    assert_int_equal(b, 2ull * (uint64_t)md.n_layer * 1000u * (uint64_t)md.n_head_kv * (uint64_t)md.head_dim * 2u);
+    assert_int_equal(rp_kv_estimate(m, 0, RP_KV_F16, &b), RP_ERR_RANGE);
+    assert_true(rp_system_mem_available() > 0);   /* Linux: MemAvailable */
+    rp_engine_params ep = rp_engine_default_params();
+    ep.n_threads = 1;
+    ep.reuse = RP_REUSE_NONE;
+    ep.n_seq_max = 1 << 30;   /* a billion full sequences do not fit anywhere */
+    rp_engine *e = NULL;
+    assert_int_equal(rp_engine_create(m, &ep, &e), RP_ERR_NOMEM);
+    assert_null(e);
+    print_message("  refused: %s\n", rp_last_error());
+    assert_non_null(strstr(rp_last_error(), "KV cache"));
+    assert_non_null(strstr(rp_last_error(), "available"));
+    ep.n_seq_max = 1;
+    assert_int_equal(rp_engine_create(m, &ep, &e), RP_OK);
+    assert_int_equal(rp_kv_estimate(m, rp_engine_n_ctx(e), RP_KV_F16, &b), RP_OK);
+    assert_int_equal(rp_engine_kv_bytes(e), b);
+    rp_seq *s = NULL;
+    assert_int_equal(rp_seq_create(e, &s), RP_OK);
+    rp_token t[60];
+    for (int i = 0; i < 60; i++) t[i] = 1 + (i * 13 + 7) % (md.n_vocab - 1);
+    assert_int_equal(rp_seq_feed(s, t, 60), RP_OK);
+    assert_int_equal(rp_seq_shift(s, 10, 0), RP_ERR_RANGE);
+    assert_int_equal(rp_seq_shift(s, 50, 11), RP_ERR_RANGE);
+    assert_int_equal(rp_seq_shift(s, 10, 20), RP_OK);
+    assert_int_equal(rp_seq_n_past(s), 40);
+    const rp_token *h = rp_seq_tokens(s);
+    assert_memory_equal(h, t, sizeof *t * 10);
+    assert_memory_equal(h + 10, t + 30, sizeof *t * 30);
+    assert_null(rp_seq_logits(s));   /* the last token is decoded again by the next generate */
+    rp_gen_opts o = greedy(6);
+    char out[256];
+    size_t len = 0;
+    rp_gen_stats st;
+    assert_int_equal(rp_seq_generate(s, &o, out, sizeof out, &len, &st), RP_OK);
+    assert_int_equal(st.generated, 6);
+    assert_int_equal(rp_seq_n_past(s), 46);   /* 40 + 6, the last one pending */
+    /* the pending token has no cell yet: a shift may not drop it, but moves it down */
+    assert_int_equal(rp_seq_shift(s, 40, 6), RP_ERR_RANGE);
+    assert_int_equal(rp_seq_shift(s, 0, 5), RP_OK);
+    assert_int_equal(rp_seq_n_past(s), 41);
+    assert_int_equal(rp_seq_generate(s, &o, out, sizeof out, &len, &st), RP_OK);
+    assert_int_equal(rp_seq_n_past(s), 47);
+    rp_seq_free(s);
+    rp_engine_free(e);
+    rp_model_free(m);
 }
 
 int main(void) {
@@ -775,6 +1122,11 @@ int main(void) {
         cmocka_unit_test(test_agents),
         cmocka_unit_test(test_two_sequences),
         cmocka_unit_test(test_separator_and_pieces),
+        cmocka_unit_test(test_long_context),
+        cmocka_unit_test(test_server_support),
+        cmocka_unit_test(test_chat_formats_and_detokenizer),
+        cmocka_unit_test(test_agents_control),
+        cmocka_unit_test(test_agents_reuse),
     };
     return rp_test_main(tests, NULL, NULL);
 }

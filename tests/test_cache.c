@@ -5,7 +5,7 @@
 #include "testutil.h"
 #include "reuse/cache.h"
 
-/* A hand-built rp_kv (rp_kv_create needs a model). Each K/V row holds 8
+/* An rp_kv from its geometry (two KV heads of 4). Each K/V row holds 8
  * uint32 words encoding (layer, cell, k-or-v, word), so copies can be checked
  * byte-exactly; pos[cell] = cell + POS_OFF. */
 #define N_LAYER 3
@@ -20,40 +20,22 @@ static uint32_t row_word(int32_t layer, int32_t cell, int v, int j) {
 }
 
 static rp_kv *fake_kv(void) {
-    rp_kv *kv = calloc(1, sizeof *kv);
-    assert_non_null(kv);
-    kv->type = RP_TYPE_F32;
-    kv->n_layer = N_LAYER;
-    kv->n_ctx = N_CTX;
-    kv->n_head_kv = 2;
-    kv->head_dim = 4;
-    kv->kv_dim = KV_DIM;
-    kv->row_bytes = ROW_BYTES;
-    kv->k = malloc((size_t)N_LAYER * N_CTX * ROW_BYTES);
-    kv->v = malloc((size_t)N_LAYER * N_CTX * ROW_BYTES);
-    kv->pos = malloc(sizeof(int32_t) * N_CTX);
-    assert_non_null(kv->k);
-    assert_non_null(kv->v);
-    assert_non_null(kv->pos);
+    rp_kv *kv = NULL;
+    assert_int_equal(rp_kv_create_shape(N_LAYER, 2, KV_DIM / 2, N_CTX, RP_TYPE_F32, RP_CPU_SCALAR, &kv), RP_OK);
+    assert_int_equal(kv->row_bytes, ROW_BYTES);
+    uint32_t row[KV_DIM];
     for (int32_t l = 0; l < N_LAYER; l++)
-        for (int32_t c = 0; c < N_CTX; c++) {
-            uint32_t *k = (uint32_t *)rp_kv_k_row(kv, l, c), *v = (uint32_t *)rp_kv_v_row(kv, l, c);
-            for (int j = 0; j < KV_DIM; j++) {
-                k[j] = row_word(l, c, 0, j);
-                v[j] = row_word(l, c, 1, j);
+        for (int32_t c = 0; c < N_CTX; c++)
+            for (int v = 0; v < 2; v++) {
+                for (int j = 0; j < KV_DIM; j++) row[j] = row_word(l, c, v, j);
+                rp_kv_write_rows(kv, v ? RP_KV_V : RP_KV_K, l, c, 1, (const uint8_t *)row);
             }
-        }
     for (int32_t c = 0; c < N_CTX; c++) kv->pos[c] = c + POS_OFF;
     kv->n = N_CTX;
     return kv;
 }
 
-static void free_kv(rp_kv *kv) {
-    free(kv->k);
-    free(kv->v);
-    free(kv->pos);
-    free(kv);
-}
+static void free_kv(rp_kv *kv) { rp_kv_free(kv); }
 
 /* The chunk's payload equals the kv rows of cells [cell0, cell0 + n) and its
  * position is that of cell0. */

@@ -1095,11 +1095,12 @@ static void test_bad_tensors(void **state) {
         {{{"a", 2, {8, 2}, 0, 0}, {"b", 1, {16}, 0, 0}}, 2, 0, 128, RP_ERR_FORMAT, "overlaps"},
         {{{"a", 2, {8, 2}, 0, 0xFFFFFFFFFFFFFFE0ull}}, 1, 0, 128, RP_ERR_FORMAT, "offset+size overflows"},
         {{{"a", 2, {8, 2}, 0, 0x7FFFFFFFFFFFFFE0ull}}, 1, 0, 128, RP_ERR_FORMAT, "beyond file end"},
-        /* (e) unknown type ids */
-        {{{"a", 2, {8, 2}, 4, 0}}, 1, 0, 128, RP_ERR_UNSUPPORTED, "unknown tensor type id 4"},
-        {{{"a", 2, {8, 2}, 39, 0}}, 1, 0, 128, RP_ERR_UNSUPPORTED, "unknown tensor type id 39"},
-        {{{"a", 2, {8, 2}, 1000, 0}}, 1, 0, 128, RP_ERR_UNSUPPORTED, "unknown tensor type id 1000"},
-        {{{"a", 2, {8, 2}, UINT32_MAX, 0}}, 1, 0, 128, RP_ERR_UNSUPPORTED, "unknown tensor type id 4294967295"},
+        /* (e) type ids ggml removed (named, with the tensor) and ids outside ggml's enum */
+        {{{"a", 2, {8, 2}, 4, 0}}, 1, 0, 128, RP_ERR_UNSUPPORTED, "tensor #0 'a': type q4_2 (id 4) is not supported"},
+        {{{"a", 2, {8, 2}, 31, 0}}, 1, 0, 128, RP_ERR_UNSUPPORTED, "'a': type q4_0_4_4 (id 31) is not supported"},
+        {{{"a", 2, {8, 2}, 39, 0}}, 1, 0, 128, RP_ERR_FORMAT, "not a multiple of the mxfp4 block size 32"},
+        {{{"a", 2, {8, 2}, 1000, 0}}, 1, 0, 128, RP_ERR_UNSUPPORTED, "tensor type id 1000 is not a ggml type"},
+        {{{"a", 2, {8, 2}, UINT32_MAX, 0}}, 1, 0, 128, RP_ERR_UNSUPPORTED, "tensor type id 4294967295 is not a ggml type"},
         /* (f) duplicate tensor names */
         {{{"a", 2, {8, 2}, 0, 0}, {"a", 1, {16}, 0, 64}}, 2, 0, 128, RP_ERR_FORMAT, "duplicate tensor name"},
         /* (g) n_dims 0 and 5 */

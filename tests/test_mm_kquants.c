@@ -1,4 +1,4 @@
-/* test_mm_kquants.c — x86 Q4_K / Q6_K matmul kernels (avx2, avx512, amx) against the scalar reference. */
+/* test_mm_kquants.c — x86 K-quant and other block-quant matmul kernels (Q4_K, Q6_K: avx2, avx512, amx; Q2_K, Q3_K, Q5_K, IQ4_XS, Q4_1, Q5_0, Q5_1, IQ4_NL: avx2, avx512) against the scalar reference. */
 #include "testutil.h"
 
 #include <math.h>
@@ -94,12 +94,12 @@ static void check_quant_act(const rp_mm_kernel *k, rp_test_rng *rng) {
 static void test_quant_act(void **state) {
     (void)state;
     rp_test_rng rng = {0x9E3779B97F4A7C15ull};
-    const rp_type types[] = {RP_TYPE_Q4_K, RP_TYPE_Q6_K};
-    for (int t = 0; t < 2; t++) {
+    const rp_type types[] = {RP_TYPE_Q4_K, RP_TYPE_Q6_K, RP_TYPE_Q2_K, RP_TYPE_Q3_K, RP_TYPE_Q5_K, RP_TYPE_IQ4_XS};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         const rp_mm_kernel *ks[8];
         const int nk = rp_mm_kernel_list(types[t], ks, 8);
         for (int i = 0; i < nk; i++)
-            if (ks[i]->pack && level_ok(ks[i])) check_quant_act(ks[i], &rng);
+            if (ks[i]->level > RP_CPU_SCALAR && level_ok(ks[i])) check_quant_act(ks[i], &rng);
     }
 }
 
@@ -131,14 +131,15 @@ static void problem_make(problem *p, rp_type type, int64_t rows, int64_t cols, i
     }
     p->xf = xalloc((size_t)(n * cols) * sizeof(float));
     for (int64_t i = 0; i < n; i++) gen_row(rng, p->xf + i * cols, cols, (int)(i % 5));
-    const size_t qb = rp_type_row_size(RP_TYPE_Q8_K, cols);
+    const rp_type vt = rp_type_vec_dot_type(type);   /* Q8_K, or Q8_0 for the 32-element types */
+    const size_t qb = rp_type_row_size(vt, cols);
     uint8_t *q = xalloc(qb);
     float *af = xalloc((size_t)cols * sizeof(float));
     p->ref = xalloc((size_t)(n * rows) * sizeof(float));
     p->tol = xalloc((size_t)(n * rows) * sizeof(float));
     for (int64_t i = 0; i < n; i++) {
-        assert_true(rp_quantize_row(RP_TYPE_Q8_K, p->xf + i * cols, q, cols));
-        assert_true(rp_dequantize_row(RP_TYPE_Q8_K, q, af, cols));
+        assert_true(rp_quantize_row(vt, p->xf + i * cols, q, cols));
+        assert_true(rp_dequantize_row(vt, q, af, cols));
         for (int64_t r = 0; r < rows; r++) {
             p->ref[i * rows + r] = rp_vec_dot_ref(type, cols, p->w + (size_t)r * p->row_bytes, q);
             double s = 0;
@@ -159,19 +160,27 @@ static void problem_free(problem *p) {
     free(p->tol);
 }
 
-/* Packs (in two group ranges), quantizes, runs gemm over [0, rows) and over a
- * split, and checks every output and that nothing outside [r0, r1) is written.
+/* Packs (in two group ranges; kernels that read the GGUF rows in place get
+ * them as they are), quantizes, runs gemm over [0, rows) and over a split,
+ * and checks every output and that nothing outside [r0, r1) is written.
  * Returns the number of failures (it may run on a thread other than cmocka's,
  * so it reports instead of failing). */
 static int run_kernel(const rp_mm_kernel *k, const problem *p) {
     int bad = 0;
     const int64_t rows = p->rows, cols = p->cols, n = p->n, rb = k->row_block;
     const int64_t groups = (rows + rb - 1) / rb;
-    const size_t pbytes = k->packed_size(rows, cols);
-    uint8_t *packed = xalloc(pbytes);
-    memset(packed, 0xCD, pbytes);   /* pack must write every byte it owns */
-    k->pack(p->w, p->row_bytes, rows, cols, packed, 0, groups / 2);
-    k->pack(p->w, p->row_bytes, rows, cols, packed, groups / 2, groups);
+    uint8_t *packed = NULL;
+    const uint8_t *wmat = p->w;
+    size_t wrb = p->row_bytes;
+    if (k->pack) {
+        const size_t pbytes = k->packed_size(rows, cols);
+        packed = xalloc(pbytes);
+        memset(packed, 0xCD, pbytes);   /* pack must write every byte it owns */
+        k->pack(p->w, p->row_bytes, rows, cols, packed, 0, groups / 2);
+        k->pack(p->w, p->row_bytes, rows, cols, packed, groups / 2, groups);
+        wmat = packed;
+        wrb = 0;
+    }
 
     const size_t astride = (k->act_row_size(cols) + 63) & ~(size_t)63;
     uint8_t *act = xalloc(astride * (size_t)n);
@@ -192,11 +201,11 @@ static int run_kernel(const rp_mm_kernel *k, const problem *p) {
     for (int pass = 0; pass < 2; pass++) {
         for (int64_t i = 0; i < n * ldy; i++) y[i] = NAN;
         if (pass == 0) {
-            k->gemm(packed, 0, rows, cols, act, astride, n, 0, rows, y, ldy, scratch);
+            k->gemm(wmat, wrb, rows, cols, act, astride, n, 0, rows, y, ldy, scratch);
         } else {
             /* later range first: ranges are independent */
             for (int c = ncut - 2; c >= 0; c--)
-                k->gemm(packed, 0, rows, cols, act, astride, n, cuts[c], cuts[c + 1], y, ldy, scratch);
+                k->gemm(wmat, wrb, rows, cols, act, astride, n, cuts[c], cuts[c + 1], y, ldy, scratch);
         }
         for (int64_t i = 0; i < n; i++) {
             for (int64_t r = 0; r < rows; r++) {
@@ -223,22 +232,31 @@ out:
     return bad;
 }
 
+/* Every SIMD kernel of `type` against the reference, on rows that are not
+ * multiples of any row block or register tile, block counts that are odd
+ * (and, for the 32-element types, not multiples of 8), and batch sizes
+ * around the kernels' activation-row tiles. */
 static void test_type(rp_type type) {
     static const int64_t rows_v[] = {1, 3, 15, 16, 17, 31, 33, 255, 257};
-    static const int64_t cols_v[] = {256, 512, 2048, 256 * 11};
-    static const int64_t n_v[] = {1, 2, 3, 15, 16, 17, 33, 64};
+    static const int64_t cols_k[] = {256, 512, 2048, 256 * 11};
+    static const int64_t cols_32[] = {32, 96, 224, 32 * 33, 2048};
+    static const int64_t n_v[] = {1, 2, 3, 5, 15, 16, 17, 33, 64};
+    const bool b32 = rp_type_get_traits(type)->blck_size == 32;
+    const int64_t *cols_v = b32 ? cols_32 : cols_k;
+    const size_t ncols = b32 ? sizeof cols_32 / sizeof cols_32[0] : sizeof cols_k / sizeof cols_k[0];
     const rp_mm_kernel *all[8], *ks[8];
     const int na = rp_mm_kernel_list(type, all, 8);
     int nk = 0;
     for (int i = 0; i < na; i++)
-        if (all[i]->pack && level_ok(all[i])) ks[nk++] = all[i];
+        if (all[i]->level > RP_CPU_SCALAR && level_ok(all[i])) ks[nk++] = all[i];
 #if defined(__x86_64__)
     /* Every level the machine has must have its kernel registered: a
      * family missing from the registry's table (src/kernels/registry.c)
      * silently falls back to the scalar reference. */
-    for (int lvl = RP_CPU_AVX2; lvl <= (int)rp_cpu_info_get()->best; lvl++) {
+    const int top = type == RP_TYPE_Q4_K || type == RP_TYPE_Q6_K ? (int)RP_CPU_AMX : (int)RP_CPU_AVX512;
+    for (int lvl = RP_CPU_AVX2; lvl <= (int)rp_cpu_info_get()->best && lvl <= top; lvl++) {
         bool have = false;
-        for (int i = 0; i < na; i++) have |= all[i]->level == (rp_cpu_level)lvl && all[i]->pack != NULL;
+        for (int i = 0; i < na; i++) have |= all[i]->level == (rp_cpu_level)lvl;
         if (!have) {
             print_message("no %s %s kernel registered though the CPU has the level (src/kernels/registry.c)\n",
                           rp_type_get_traits(type)->name, rp_cpu_level_name((rp_cpu_level)lvl));
@@ -251,12 +269,12 @@ static void test_type(rp_type type) {
     }
     /* the driver reserves scratch for its largest n and runs smaller ones */
     for (int i = 0; i < nk; i++)
-        for (size_t ci = 0; ci < sizeof cols_v / sizeof cols_v[0]; ci++)
+        for (size_t ci = 0; ci < ncols; ci++)
             for (int64_t n = 1; ks[i]->scratch_bytes && n < 600; n++)
                 assert_true(ks[i]->scratch_bytes(cols_v[ci], n) <= ks[i]->scratch_bytes(cols_v[ci], n + 1));
     rp_test_rng rng = {0x2545F4914F6CDD1Dull ^ (uint64_t)type};
     for (size_t ri = 0; ri < sizeof rows_v / sizeof rows_v[0]; ri++)
-        for (size_t ci = 0; ci < sizeof cols_v / sizeof cols_v[0]; ci++) {
+        for (size_t ci = 0; ci < ncols; ci++) {
             const int64_t rows = rows_v[ri], cols = cols_v[ci];
             for (size_t ni = 0; ni < sizeof n_v / sizeof n_v[0]; ni++) {
                 const int64_t n = n_v[ni];
@@ -270,6 +288,14 @@ static void test_type(rp_type type) {
 
 static void test_q4_k(void **state) { (void)state; test_type(RP_TYPE_Q4_K); }
 static void test_q6_k(void **state) { (void)state; test_type(RP_TYPE_Q6_K); }
+static void test_q2_k(void **state) { (void)state; test_type(RP_TYPE_Q2_K); }
+static void test_q3_k(void **state) { (void)state; test_type(RP_TYPE_Q3_K); }
+static void test_q5_k(void **state) { (void)state; test_type(RP_TYPE_Q5_K); }
+static void test_iq4_xs(void **state) { (void)state; test_type(RP_TYPE_IQ4_XS); }
+static void test_q4_1(void **state) { (void)state; test_type(RP_TYPE_Q4_1); }
+static void test_q5_0(void **state) { (void)state; test_type(RP_TYPE_Q5_0); }
+static void test_q5_1(void **state) { (void)state; test_type(RP_TYPE_Q5_1); }
+static void test_iq4_nl(void **state) { (void)state; test_type(RP_TYPE_IQ4_NL); }
 
 /* ------------------------------------------------------------ AMX state */
 
@@ -346,6 +372,14 @@ int main(void) {
         cmocka_unit_test(test_quant_act),
         cmocka_unit_test(test_q4_k),
         cmocka_unit_test(test_q6_k),
+        cmocka_unit_test(test_q2_k),
+        cmocka_unit_test(test_q3_k),
+        cmocka_unit_test(test_q5_k),
+        cmocka_unit_test(test_iq4_xs),
+        cmocka_unit_test(test_q4_1),
+        cmocka_unit_test(test_q5_0),
+        cmocka_unit_test(test_q5_1),
+        cmocka_unit_test(test_iq4_nl),
         cmocka_unit_test(test_amx_thread_state),
     };
     return rp_test_main(tests, NULL, NULL);

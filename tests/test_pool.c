@@ -46,26 +46,19 @@ static rp_kv *fake_kv_ctx(int32_t n_layer, size_t row_bytes, int32_t n_ctx);
 static rp_kv *fake_kv_geo(int32_t n_layer, size_t row_bytes) { return fake_kv_ctx(n_layer, row_bytes, N_CTX); }
 
 static rp_kv *fake_kv_ctx(int32_t n_layer, size_t row_bytes, int32_t n_ctx) {
-    rp_kv *kv = calloc(1, sizeof *kv);
-    assert_non_null(kv);
-    kv->type = RP_TYPE_F32;
-    kv->n_layer = n_layer;
-    kv->n_ctx = n_ctx;
-    kv->n_head_kv = 2;
-    kv->head_dim = (int32_t)(row_bytes / 4 / 2);
-    kv->kv_dim = (int32_t)(row_bytes / 4);
-    kv->row_bytes = row_bytes;
-    kv->k = malloc((size_t)n_layer * n_ctx * row_bytes);
-    kv->v = malloc((size_t)n_layer * n_ctx * row_bytes);
-    kv->pos = malloc(sizeof(int32_t) * n_ctx);
+    rp_kv *kv = NULL;   /* two F32 KV heads of row_bytes / 8 */
+    assert_int_equal(
+        rp_kv_create_shape(n_layer, 2, (int32_t)(row_bytes / 4 / 2), n_ctx, RP_TYPE_F32, RP_CPU_SCALAR, &kv), RP_OK);
+    assert_int_equal(kv->row_bytes, row_bytes);
+    uint32_t *row = malloc(row_bytes);
+    assert_non_null(row);
     for (int32_t l = 0; l < n_layer; l++)
-        for (int32_t c = 0; c < n_ctx; c++) {
-            uint32_t *k = (uint32_t *)rp_kv_k_row(kv, l, c), *v = (uint32_t *)rp_kv_v_row(kv, l, c);
-            for (size_t j = 0; j < row_bytes / 4; j++) {
-                k[j] = row_word(l, c, 0, (int)j & 7);
-                v[j] = row_word(l, c, 1, (int)j & 7);
+        for (int32_t c = 0; c < n_ctx; c++)
+            for (int v = 0; v < 2; v++) {
+                for (size_t j = 0; j < row_bytes / 4; j++) row[j] = row_word(l, c, v, (int)j & 7);
+                rp_kv_write_rows(kv, v ? RP_KV_V : RP_KV_K, l, c, 1, (const uint8_t *)row);
             }
-        }
+    free(row);
     for (int32_t c = 0; c < n_ctx; c++) kv->pos[c] = c + POS_OFF;
     kv->n = n_ctx;
     return kv;
@@ -73,12 +66,7 @@ static rp_kv *fake_kv_ctx(int32_t n_layer, size_t row_bytes, int32_t n_ctx) {
 
 static rp_kv *fake_kv(void) { return fake_kv_geo(N_LAYER, ROW_BYTES); }
 
-static void free_kv(rp_kv *kv) {
-    free(kv->k);
-    free(kv->v);
-    free(kv->pos);
-    free(kv);
-}
+static void free_kv(rp_kv *kv) { rp_kv_free(kv); }
 
 /* The chunk's payload equals the rows of cells [cell0, ...), cell0 = pos0 - POS_OFF. */
 static bool payload_ok(const rp_chunk *ch) {
@@ -364,8 +352,8 @@ static void test_redirty(void **state) {
     assert_int_equal(rp_chunk_cache_flush(c), RP_OK);
     ch = rp_chunk_cache_find(c, t, &s[1]);
     for (int32_t l = 0; l < N_LAYER; l++) {   /* overwrite_payload from cells 20.. */
-        memcpy(rp_chunk_k(ch, l), rp_kv_k_row(kv, l, 20), 20 * ROW_BYTES);
-        memcpy(rp_chunk_v(ch, l), rp_kv_v_row(kv, l, 20), 20 * ROW_BYTES);
+        rp_kv_read_rows(kv, RP_KV_K, l, 20, 20, rp_chunk_k(ch, l));
+        rp_kv_read_rows(kv, RP_KV_V, l, 20, 20, rp_chunk_v(ch, l));
     }
     ch->pos0 = 20 + POS_OFF;
     ch->exact = true;

@@ -101,35 +101,56 @@ static void test_type_traits(void **state) {
     static const struct {
         int id; const char *name; int64_t blck; size_t size; bool quant; bool compute;
     } want[] = {
+        /* every type of ggml's enum (ggml.h / ggml.c type_traits) */
         {0, "f32", 1, 4, false, true},      {1, "f16", 1, 2, false, true},
-        {2, "q4_0", 32, 18, true, true},    {3, "q4_1", 32, 20, true, false},
-        {6, "q5_0", 32, 22, true, false},   {7, "q5_1", 32, 24, true, false},
+        {2, "q4_0", 32, 18, true, true},    {3, "q4_1", 32, 20, true, true},
+        {6, "q5_0", 32, 22, true, true},    {7, "q5_1", 32, 24, true, true},
         {8, "q8_0", 32, 34, true, true},    {9, "q8_1", 32, 36, true, false},
-        {10, "q2_K", 256, 84, true, false}, {11, "q3_K", 256, 110, true, false},
-        {12, "q4_K", 256, 144, true, true}, {13, "q5_K", 256, 176, true, false},
+        {10, "q2_K", 256, 84, true, true},  {11, "q3_K", 256, 110, true, true},
+        {12, "q4_K", 256, 144, true, true}, {13, "q5_K", 256, 176, true, true},
         {14, "q6_K", 256, 210, true, true}, {15, "q8_K", 256, 292, true, false},
+        {16, "iq2_xxs", 256, 66, true, false}, {17, "iq2_xs", 256, 74, true, false},
+        {18, "iq3_xxs", 256, 98, true, false}, {19, "iq1_s", 256, 50, true, false},
+        {20, "iq4_nl", 32, 18, true, true},    {21, "iq3_s", 256, 110, true, false},
+        {22, "iq2_s", 256, 82, true, false},   {23, "iq4_xs", 256, 136, true, true},
         {24, "i8", 1, 1, false, false},     {25, "i16", 1, 2, false, false},
         {26, "i32", 1, 4, false, false},    {27, "i64", 1, 8, false, false},
-        {28, "f64", 1, 8, false, false},    {30, "bf16", 1, 2, false, true},
+        {28, "f64", 1, 8, false, false},    {29, "iq1_m", 256, 56, true, false},
+        {30, "bf16", 1, 2, false, true},
+        {34, "tq1_0", 256, 54, true, false}, {35, "tq2_0", 256, 66, true, false},
+        {39, "mxfp4", 32, 17, true, false},  {40, "nvfp4", 64, 36, true, false},
+        {41, "q1_0", 128, 18, true, false},  {42, "q2_0", 64, 18, true, false},
     };
     int known = 0;
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const rp_type_traits *tr = rp_type_get_traits(want[i].id);
         assert_non_null(tr);
         assert_string_equal(tr->name, want[i].name);
+        assert_string_equal(rp_type_name(want[i].id), want[i].name);
+        assert_false(rp_type_is_removed(want[i].id));
         assert_int_equal(tr->blck_size, want[i].blck);
         assert_int_equal(tr->type_size, want[i].size);
         assert_int_equal(tr->is_quantized, want[i].quant);
         assert_int_equal(tr->can_compute, want[i].compute);
         known++;
     }
-    /* Every other id, and out-of-range ids, are unknown. */
+    /* Every other id, and out-of-range ids, have no traits; the ids ggml
+     * removed still have a name for messages. */
     int found = 0;
     for (int id = -5; id < RP_TYPE_COUNT + 5; id++) found += rp_type_get_traits(id) != NULL;
     assert_int_equal(found, known);
-    assert_null(rp_type_get_traits(4));  /* ggml's removed Q4_2 */
-    assert_null(rp_type_get_traits(16)); /* IQ2_XXS: not supported */
-    assert_null(rp_type_get_traits(29));
+    static const struct { int id; const char *name; } removed[] = {
+        {4, "q4_2"}, {5, "q4_3"}, {31, "q4_0_4_4"}, {32, "q4_0_4_8"}, {33, "q4_0_8_8"},
+        {36, "iq4_nl_4_4"}, {37, "iq4_nl_4_8"}, {38, "iq4_nl_8_8"},
+    };
+    for (size_t i = 0; i < sizeof removed / sizeof removed[0]; i++) {
+        assert_null(rp_type_get_traits(removed[i].id));
+        assert_true(rp_type_is_removed(removed[i].id));
+        assert_string_equal(rp_type_name(removed[i].id), removed[i].name);
+    }
+    assert_int_equal(known + (int)(sizeof removed / sizeof removed[0]), RP_TYPE_COUNT);  /* every id 0..42 */
+    assert_null(rp_type_name(RP_TYPE_COUNT));
+    assert_null(rp_type_name(-1));
     assert_null(rp_type_get_traits(RP_TYPE_COUNT));
     assert_null(rp_type_get_traits(-1));
 }
@@ -693,10 +714,19 @@ static void test_vec_dot_types(void **state) {
     assert_int_equal(rp_type_vec_dot_type(RP_TYPE_Q8_0), RP_TYPE_Q8_0);
     assert_int_equal(rp_type_vec_dot_type(RP_TYPE_Q4_K), RP_TYPE_Q8_K);
     assert_int_equal(rp_type_vec_dot_type(RP_TYPE_Q6_K), RP_TYPE_Q8_K);
-    assert_int_equal(rp_type_vec_dot_type(RP_TYPE_Q4_1), RP_TYPE_COUNT); /* no kernel */
+    assert_int_equal(rp_type_vec_dot_type(RP_TYPE_Q4_1), RP_TYPE_Q8_0);
+    assert_int_equal(rp_type_vec_dot_type(RP_TYPE_Q5_0), RP_TYPE_Q8_0);
+    assert_int_equal(rp_type_vec_dot_type(RP_TYPE_Q5_1), RP_TYPE_Q8_0);
+    assert_int_equal(rp_type_vec_dot_type(RP_TYPE_IQ4_NL), RP_TYPE_Q8_0);
+    assert_int_equal(rp_type_vec_dot_type(RP_TYPE_Q2_K), RP_TYPE_Q8_K);
+    assert_int_equal(rp_type_vec_dot_type(RP_TYPE_Q3_K), RP_TYPE_Q8_K);
+    assert_int_equal(rp_type_vec_dot_type(RP_TYPE_Q5_K), RP_TYPE_Q8_K);
+    assert_int_equal(rp_type_vec_dot_type(RP_TYPE_IQ4_XS), RP_TYPE_Q8_K);
+    assert_int_equal(rp_type_vec_dot_type(RP_TYPE_IQ2_XXS), RP_TYPE_COUNT); /* no kernel */
     /* Unsupported type, ragged n: NaN. */
     uint8_t buf[1024] = {0};
-    assert_true(isnan(rp_vec_dot_ref(RP_TYPE_Q4_1, 32, buf, buf)));
+    assert_true(isnan(rp_vec_dot_ref(RP_TYPE_IQ2_XXS, 256, buf, buf)));
+    assert_true(isnan(rp_vec_dot_ref(RP_TYPE_Q8_1, 32, buf, buf)));
     assert_true(isnan(rp_vec_dot_ref(RP_TYPE_Q8_K, 256, buf, buf)));
     assert_true(isnan(rp_vec_dot_ref((rp_type)4, 32, buf, buf)));
     assert_true(isnan(rp_vec_dot_ref(RP_TYPE_Q4_0, 48, buf, buf)));
@@ -710,8 +740,9 @@ static void test_vec_dot_types(void **state) {
  * terms do not cancel). */
 static void test_vec_dot_matches_dequantized(void **state) {
     (void)state;
-    static const rp_type types[] = {RP_TYPE_F32, RP_TYPE_F16, RP_TYPE_BF16, RP_TYPE_Q8_0,
-                                    RP_TYPE_Q4_0, RP_TYPE_Q4_K, RP_TYPE_Q6_K};
+    static const rp_type types[] = {RP_TYPE_F32, RP_TYPE_F16, RP_TYPE_BF16, RP_TYPE_Q8_0, RP_TYPE_Q4_0,
+                                    RP_TYPE_Q4_K, RP_TYPE_Q6_K, RP_TYPE_Q4_1, RP_TYPE_Q5_0, RP_TYPE_Q5_1,
+                                    RP_TYPE_IQ4_NL, RP_TYPE_Q2_K, RP_TYPE_Q3_K, RP_TYPE_Q5_K, RP_TYPE_IQ4_XS};
     static const int nblocks[] = {1, 3, 7, 9};
     enum { NMAX = 256 * 9 };
     float *w = malloc(NMAX * sizeof(float)), *a = malloc(NMAX * sizeof(float));
@@ -772,14 +803,14 @@ static void test_row_api_contract(void **state) {
     float x[64] = {1.0f}, y[64];
     uint8_t q[256];
     memset(q, 0x77, sizeof q);
-    assert_false(rp_quantize_row(RP_TYPE_Q4_1, x, q, 32)); /* no reference kernel */
+    assert_false(rp_quantize_row(RP_TYPE_Q8_1, x, q, 32)); /* no reference kernel */
     assert_false(rp_quantize_row(RP_TYPE_Q4_0, x, q, 33)); /* ragged */
     assert_false(rp_quantize_row(RP_TYPE_Q4_K, x, q, 64)); /* ragged for 256 */
     assert_false(rp_quantize_row(RP_TYPE_Q8_0, x, q, -32));
     assert_false(rp_quantize_row((rp_type)5, x, q, 32));
     for (size_t i = 0; i < sizeof q; i++) assert_int_equal(q[i], 0x77); /* untouched */
     for (int i = 0; i < 64; i++) y[i] = 42.0f;
-    assert_false(rp_dequantize_row(RP_TYPE_Q5_K, q, y, 256));
+    assert_false(rp_dequantize_row(RP_TYPE_IQ2_XXS, q, y, 256));
     assert_false(rp_dequantize_row(RP_TYPE_Q8_0, q, y, 31));
     assert_false(rp_dequantize_row(RP_TYPE_I32, q, y, 4));
     for (int i = 0; i < 64; i++) assert_true(y[i] == 42.0f); /* untouched */
@@ -858,6 +889,56 @@ static void test_ggml_golden_bytes(void **state) {
     }
     free(x);
     free(q);
+}
+
+/* The types added for llama.cpp's standard mixes, and again Q4_0/Q4_K/Q6_K:
+ * FNV-1a of ggml's bytes (ggml_quantize_chunk, as llama.cpp's quantize runs
+ * it, no importance matrix) for the golden row, and of ggml's dequantization
+ * (dequantize_row_*) of those bytes, from node-llama-cpp's libggml (llama.cpp
+ * 80fb11ac73e6) by bench/peer/ggml_golden.sh, which prints this table. Ours
+ * must produce the same bytes and, from them, the same floats bit for bit. */
+static void test_ggml_golden_new_types(void **state) {
+    (void)state;
+    enum { N = 256 * 512 };
+    static const struct { rp_type t; uint64_t fnv_q, fnv_f; uint8_t head[8]; } want[] = {
+        {RP_TYPE_Q4_1, 0x0c6c96e71197dc1aull, 0x3c2e46d419f40a1bull, {0xdd, 0x0b, 0x3e, 0x97, 0x20, 0x89, 0x76, 0xf7}},
+        {RP_TYPE_Q5_0, 0x51d9c73a4a1a7cc8ull, 0xc8b196dd151d5648ull, {0x80, 0x87, 0xbd, 0x20, 0xa7, 0x8f, 0xbf, 0x0d}},
+        {RP_TYPE_Q5_1, 0xcdcd741de0494bfbull, 0x5fc8435c92964744ull, {0x9c, 0x07, 0x3e, 0x97, 0x42, 0xdf, 0x5a, 0x70}},
+        {RP_TYPE_Q2_K, 0x266c3490fbb09687ull, 0x0058ad7ef212fd13ull, {0xdf, 0x7c, 0x9c, 0xce, 0xbe, 0xdf, 0xce, 0xcc}},
+        {RP_TYPE_Q3_K, 0x84a841f45e629bebull, 0x5ce567e75b5b909bull, {0x00, 0xef, 0x39, 0x71, 0xec, 0xdb, 0xab, 0x70}},
+        {RP_TYPE_Q5_K, 0xb2d1f5277936972dull, 0x1e0b9f731385e99aull, {0x21, 0x00, 0x07, 0x02, 0xfb, 0xfc, 0xff, 0xfc}},
+        {RP_TYPE_IQ4_NL, 0xf1ed2ae370b0f86eull, 0x4bbcebb2725e76a3ull, {0xf3, 0x80, 0xef, 0x86, 0x89, 0x09, 0x7e, 0xa8}},
+        {RP_TYPE_IQ4_XS, 0x2099a8f7e816d9baull, 0x53dbfd76e911cb3dull, {0x09, 0x80, 0x03, 0x00, 0x3c, 0x20, 0x04, 0x10}},
+        {RP_TYPE_Q4_0, 0xeba421553248fe08ull, 0xcc3aa6b20d212c84ull, {0x80, 0x8b, 0xef, 0x86, 0x89, 0x09, 0x8d, 0xa8}},
+        {RP_TYPE_Q4_K, 0x75bc6b5e18180ca2ull, 0x23402c754b63ae99ull, {0x47, 0x00, 0x16, 0x02, 0xfc, 0xf9, 0xff, 0xf9}},
+        {RP_TYPE_Q6_K, 0x4d692f85b9e9ba46ull, 0x647ad205f54d076aull, {0x30, 0x77, 0x3c, 0x8d, 0x5b, 0x0f, 0x7a, 0xd0}},
+    };
+    float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
+    uint8_t *q = malloc(N * 2);
+    assert_true(x && y && q);
+    golden_row(x, N);
+    int bad = 0;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const char *name = rp_type_get_traits(want[i].t)->name;
+        const size_t rs = rp_type_row_size(want[i].t, N);
+        assert_true(rp_quantize_row(want[i].t, x, q, N));
+        const uint64_t hq = fnv1a64(q, rs);
+        if (hq != want[i].fnv_q || memcmp(q, want[i].head, 8) != 0) {
+            print_message("%s: quantized bytes differ from ggml's (fnv %016llx)\n", name, (unsigned long long)hq);
+            bad++;
+            continue; /* the floats are ggml's dequantization of ggml's bytes */
+        }
+        assert_true(rp_dequantize_row(want[i].t, q, y, N));
+        const uint64_t hf = fnv1a64((const uint8_t *)y, N * sizeof(float));
+        if (hf != want[i].fnv_f) {
+            print_message("%s: dequantized floats differ from ggml's (fnv %016llx)\n", name, (unsigned long long)hf);
+            bad++;
+        }
+    }
+    free(x);
+    free(y);
+    free(q);
+    assert_int_equal(bad, 0);
 }
 
 /* The stories260K GGUFs (see shared/models/SOURCES.md) all have their data
@@ -985,6 +1066,7 @@ int main(void) {
         cmocka_unit_test(test_dot_f32_ref),
         cmocka_unit_test(test_row_api_contract),
         cmocka_unit_test(test_ggml_golden_bytes),
+        cmocka_unit_test(test_ggml_golden_new_types),
         cmocka_unit_test(test_stories260k_q8_0_bitexact),
         cmocka_unit_test(test_stories260k_q4_0_bitexact),
     };

@@ -284,11 +284,12 @@ static void check_model_rerotation(const char *path) {
     assert_int_equal(st.n_nonprefix, 40);
     const int32_t kd = f.kv->kv_dim;
     float *reused = malloc(sizeof(float) * (size_t)kd * 39);
-    for (int t = 0; t < 39; t++) memcpy(reused + t * kd, rp_kv_k_row(f.kv, 0, 81 + t), sizeof(float) * (size_t)kd);
+    float *exact = malloc(sizeof(float) * (size_t)kd);
+    for (int t = 0; t < 39; t++) rp_kv_load_row(f.kv, RP_KV_K, 0, 81 + t, reused + t * kd);
     assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p, n, bnd, nb, f.lg_b, &st), RP_OK);
     double worst = 0;
     for (int t = 0; t < 39; t++) {   /* the last token is recomputed; compare the others */
-        const float *exact = (const float *)rp_kv_k_row(f.kv, 0, 81 + t);
+        rp_kv_load_row(f.kv, RP_KV_K, 0, 81 + t, exact);
         double num = 0, den = 0;
         for (int i = 0; i < kd; i++) {
             double e = reused[t * kd + i] - exact[i];
@@ -301,6 +302,7 @@ static void check_model_rerotation(const char *path) {
     print_message("  %s: re-rotated vs recomputed layer-0 K, worst relative error %.2e\n", path, worst);
     assert_true(worst < 1e-3);
     free(reused);
+    free(exact);
     rp_reuse_free(none);
     rp_reuse_free(full);
     fixture_close(&f);
@@ -574,16 +576,16 @@ static void test_static_pad_mask(void **state) {
         /* ... except cells 13 and 29, nudged at the check layer (1) */
         const int32_t nudged[2] = {13, 29};
         for (int k = 0; k < 2; k++) {
-            rp_kv_load_row(f.kv, rp_kv_k_row(f.kv, 1, nudged[k]), row);
+            rp_kv_load_row(f.kv, RP_KV_K, 1, nudged[k], row);
             for (int32_t i = 0; i < kd; i++) row[i] += 0.5f * (float)((i % 7) - 3);
-            rp_kv_store_row(f.kv, rp_kv_k_row(f.kv, 1, nudged[k]), row);
+            rp_kv_store_row(f.kv, RP_KV_K, 1, nudged[k], row);
         }
         /* padding cells past the prompt: garbage of huge deviation at every layer */
         for (int32_t c = N; c < N + PADS; c++)
             for (int32_t l = 0; l < nl; l++) {
                 for (int32_t i = 0; i < kd; i++) row[i] = (float)(1000 * ((c + i + l) % 5) - 2000);
-                rp_kv_store_row(f.kv, rp_kv_k_row(f.kv, l, c), row);
-                rp_kv_store_row(f.kv, rp_kv_v_row(f.kv, l, c), row);
+                rp_kv_store_row(f.kv, RP_KV_K, l, c, row);
+                rp_kv_store_row(f.kv, RP_KV_V, l, c, row);
             }
         rp_batch_clear(&b);
         for (int32_t t = A; t < N; t++) {
@@ -740,9 +742,9 @@ static void test_select_fallback(void **state) {
             assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p, N, NULL, 0, f.lg_a, &rst), RP_OK);
             /* stale KV at the check layer: a different, deterministic nudge per cell */
             for (int32_t t = A; t < N; t++) {
-                rp_kv_load_row(f.kv, rp_kv_k_row(f.kv, 1, t), row);
+                rp_kv_load_row(f.kv, RP_KV_K, 1, t, row);
                 for (int32_t i = 0; i < kd; i++) row[i] += 0.05f * (float)(((t * 31 + i * 7) % 11) - 5);
-                rp_kv_store_row(f.kv, rp_kv_k_row(f.kv, 1, t), row);
+                rp_kv_store_row(f.kv, RP_KV_K, 1, t, row);
             }
             rp_batch_clear(&b);
             for (int32_t t = A; t < N; t++) {
@@ -1235,6 +1237,55 @@ static void test_namespaces(void **state) {
     fixture_close(&f);
 }
 
+/* Context shift: after dropping tokens [20, 60) of a 120-token cache, the
+ * moved cells' layer-0 K (re-rotated) and V equal what a plain prefill of the
+ * remaining 80 tokens computes (layer 0 sees only its own token and
+ * position), positions run 0..79, and the cache holds 80 cells. */
+static void test_context_shift(void **state) {
+    (void)state;
+    OPEN_STORIES(f, RP_TYPE_F32);
+    rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false);
+    rp_token all[120], kept[80];
+    for (int i = 0; i < 120; i++) all[i] = 1 + (i * 37 + 11) % (f.V - 1);
+    for (int i = 0; i < 20; i++) kept[i] = all[i];
+    for (int i = 60; i < 120; i++) kept[i - 40] = all[i];
+    rp_reuse_stats st;
+    assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, all, 120, NULL, 0, f.lg_a, &st), RP_OK);
+    assert_int_equal(rp_rerotate_shift(f.m, f.kv, 20, 0), RP_ERR_RANGE);
+    assert_int_equal(rp_rerotate_shift(f.m, f.kv, 100, 21), RP_ERR_RANGE);
+    assert_int_equal(rp_rerotate_shift(f.m, f.kv, 20, 40), RP_OK);
+    assert_int_equal(f.kv->n, 80);
+    for (int i = 0; i < 80; i++) assert_int_equal(f.kv->pos[i], i);
+    assert_int_equal(f.kv->pos[80], -1);
+    const int32_t kd = f.kv->kv_dim;
+    float *k = malloc(sizeof(float) * (size_t)kd * 80), *v = malloc(sizeof(float) * (size_t)kd * 80);
+    float *ek = malloc(sizeof(float) * (size_t)kd), *ev = malloc(sizeof(float) * (size_t)kd);
+    for (int t = 0; t < 80; t++) {
+        rp_kv_load_row(f.kv, RP_KV_K, 0, t, k + t * kd);
+        rp_kv_load_row(f.kv, RP_KV_V, 0, t, v + t * kd);
+    }
+    assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, kept, 80, NULL, 0, f.lg_b, &st), RP_OK);
+    double worst_k = 0, worst_v = 0;
+    for (int t = 0; t < 80; t++) {
+        rp_kv_load_row(f.kv, RP_KV_K, 0, t, ek);
+        rp_kv_load_row(f.kv, RP_KV_V, 0, t, ev);
+        for (int i = 0; i < kd; i++) {
+            const double dk = fabs(k[t * kd + i] - ek[i]), dv = fabs(v[t * kd + i] - ev[i]);
+            if (dk > worst_k) worst_k = dk;
+            if (dv > worst_v) worst_v = dv;
+        }
+    }
+    print_message("  shift: layer-0 K max |diff| %.2e, V %.2e\n", worst_k, worst_v);
+    assert_true(worst_k < 1e-4);
+    assert_true(worst_v == 0);   /* V moves as is */
+    free(k);
+    free(v);
+    free(ek);
+    free(ev);
+    rp_reuse_free(none);
+    fixture_close(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_namespaces),
@@ -1252,6 +1303,7 @@ int main(void) {
         cmocka_unit_test(test_pipeline_equivalence),
         cmocka_unit_test(test_subchunk_reuse),
         cmocka_unit_test(test_salt),
+        cmocka_unit_test(test_context_shift),
     };
     return rp_test_main(tests, NULL, NULL);
 }

@@ -14,8 +14,8 @@
 #include "model/synth.h"
 #include "sched/sched.h"
 #include "sched/sched_internal.h"
-#include "sched/svg.h"
-#include "sched/trace.h"
+#include "svg.h"
+#include "trace.h"
 
 /* Counting allocator (glibc): the step must not allocate. Not under ASan or TSan,
  * which own malloc. */
@@ -639,8 +639,8 @@ static void snapshot_kv(rp_sched *s, rp_sched_id id, uint8_t **k, int32_t **pos,
     *k = malloc(2 * lb * (size_t)kv->n_layer + 1);
     *pos = malloc(sizeof(int32_t) * (size_t)kv->n + 4);
     for (int32_t l = 0; l < kv->n_layer; l++) {
-        memcpy(*k + (size_t)l * lb, rp_kv_k_row(kv, l, 0), lb);
-        memcpy(*k + (size_t)(kv->n_layer + l) * lb, rp_kv_v_row(kv, l, 0), lb);
+        rp_kv_read_rows(kv, RP_KV_K, l, 0, kv->n, *k + (size_t)l * lb);
+        rp_kv_read_rows(kv, RP_KV_V, l, 0, kv->n, *k + (size_t)(kv->n_layer + l) * lb);
     }
     memcpy(*pos, kv->pos, sizeof(int32_t) * (size_t)kv->n);
 }

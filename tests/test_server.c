@@ -14,12 +14,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "model/model.h"
 #include "server/json_limits.h"
 #include "server/json_prefix.h"
 #include "server/prompt.h"
 #include "server/request.h"
 #include "server/server.h"
 #include "srvtest.h"
+#include "tokenizer/chat_template.h"
 #include "testutil.h"
 
 #define MODEL_REL SRVTEST_MODEL
@@ -140,7 +142,10 @@ static void test_render_documents(void **state) {
         rp_api_error e;
         assert_int_equal(rp_srv_parse_request(RP_EP_CHAT, body, strlen(body), &lim, &r, &e), RP_OK);
         rp_srv_text t;
-        assert_int_equal(rp_srv_render_chat(fmts[f], &r, &t, &e), RP_OK);
+        rp_model fm = {.chat = fmts[f]};   /* a model with just the built-in template of that format */
+        if (fmts[f] != RP_CHAT_UNKNOWN) assert_int_equal(rp_chat_tmpl_builtin(rp_chat_format_name(fmts[f]), &fm.tmpl), RP_OK);
+        assert_int_equal(rp_srv_render_chat(&fm, &r, &t, &e), RP_OK);
+        rp_chat_tmpl_free(fm.tmpl);
         const char *d1 = strstr(t.text, "Tom lives near the river."), *d2 = strstr(t.text, "Anna has a big brown dog.");
         if (!d1 || !d2) print_message("format %s lost the documents: %s\n", rp_chat_format_name(fmts[f]), t.text);
         assert_non_null(d1);

@@ -348,8 +348,8 @@ static void test_self_drafter_rollback(void **state) {
     prefill(&f, clean);
     const int32_t base = f.n - 1;
     const size_t lb = (size_t)base * kv->row_bytes;
-    uint8_t *snap = malloc(lb * (size_t)kv->n_layer);
-    for (int32_t l = 0; l < kv->n_layer; l++) memcpy(snap + l * lb, rp_kv_k_row(kv, l, 0), lb);
+    uint8_t *snap = malloc(lb * (size_t)kv->n_layer), *now = malloc(lb * (size_t)kv->n_layer);
+    for (int32_t l = 0; l < kv->n_layer; l++) rp_kv_read_rows(kv, RP_KV_K, l, 0, base, snap + l * lb);
     rp_kv *kvs[1] = {kv};
     rp_drafter *dr = NULL;
     assert_int_equal(rp_drafter_self_create(f.ctx, kvs, 1, 3, &dr), RP_OK);
@@ -360,7 +360,8 @@ static void test_self_drafter_rollback(void **state) {
     assert_int_equal(r.got, 5);
     assert_int_equal(nf, 5);
     assert_int_equal(kv->n, base + 5);
-    for (int32_t l = 0; l < kv->n_layer; l++) assert_memory_equal(snap + l * lb, rp_kv_k_row(kv, l, 0), lb);
+    for (int32_t l = 0; l < kv->n_layer; l++) rp_kv_read_rows(kv, RP_KV_K, l, 0, base, now + l * lb);
+    assert_memory_equal(snap, now, lb * (size_t)kv->n_layer);
     /* verify: pending + drafts on both caches, logits bit-identical */
     rp_batch b;
     assert_int_equal(rp_batch_init(&b, 16), RP_OK);
@@ -380,6 +381,7 @@ static void test_self_drafter_rollback(void **state) {
     assert_int_equal(kv->pos[base + 2], base + 2);
     free(l1);
     free(snap);
+    free(now);
     rp_batch_free(&b);
     rp_drafter_free(dr);
     rp_kv_free(kv);

@@ -1005,8 +1005,8 @@ static void test_bench_zstd_real_kv(void **state) {
         const size_t blk = nt * kv->row_bytes, bytes = (size_t)kv->n_layer * 2 * blk;
         uint8_t *pl = malloc(bytes);
         for (int32_t l = 0; l < kv->n_layer; l++) {
-            memcpy(pl + (size_t)l * 2 * blk, rp_kv_k_row(kv, l, 0), blk);
-            memcpy(pl + (size_t)l * 2 * blk + blk, rp_kv_v_row(kv, l, 0), blk);
+            rp_kv_read_rows(kv, RP_KV_K, l, 0, (int32_t)nt, pl + (size_t)l * 2 * blk);
+            rp_kv_read_rows(kv, RP_KV_V, l, 0, (int32_t)nt, pl + (size_t)l * 2 * blk + blk);
         }
         const int levels[3] = {1, 3, 19};
         double ratio[3], cms[3], dms[3];

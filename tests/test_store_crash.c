@@ -39,25 +39,16 @@ static bool payload_ok(const uint8_t *kv, int32_t n_tokens, int32_t pos0) {
 }
 
 static rp_kv *fake_kv(void) {
-    rp_kv *kv = calloc(1, sizeof *kv);
-    kv->type = RP_TYPE_F32;
-    kv->n_layer = N_LAYER;
-    kv->n_ctx = N_CTX;
-    kv->n_head_kv = 2;
-    kv->head_dim = 4;
-    kv->kv_dim = 8;
-    kv->row_bytes = ROW_BYTES;
-    kv->k = malloc((size_t)N_LAYER * N_CTX * ROW_BYTES);
-    kv->v = malloc((size_t)N_LAYER * N_CTX * ROW_BYTES);
-    kv->pos = malloc(sizeof(int32_t) * N_CTX);
+    rp_kv *kv = NULL;
+    if (rp_kv_create_shape(N_LAYER, 2, 4, N_CTX, RP_TYPE_F32, RP_CPU_SCALAR, &kv) != RP_OK || kv->row_bytes != ROW_BYTES)
+        _exit(2);   /* the writer child's exit codes name the failed step */
+    uint32_t row[8];
     for (int32_t l = 0; l < N_LAYER; l++)
-        for (int32_t c = 0; c < N_CTX; c++) {
-            uint32_t *k = (uint32_t *)rp_kv_k_row(kv, l, c), *v = (uint32_t *)rp_kv_v_row(kv, l, c);
-            for (int j = 0; j < 8; j++) {
-                k[j] = row_word(l, c, 0, j);
-                v[j] = row_word(l, c, 1, j);
+        for (int32_t c = 0; c < N_CTX; c++)
+            for (int v = 0; v < 2; v++) {
+                for (int j = 0; j < 8; j++) row[j] = row_word(l, c, v, j);
+                rp_kv_write_rows(kv, v ? RP_KV_V : RP_KV_K, l, c, 1, (const uint8_t *)row);
             }
-        }
     for (int32_t c = 0; c < N_CTX; c++) kv->pos[c] = c + POS_OFF;
     kv->n = N_CTX;
     return kv;
@@ -248,10 +239,7 @@ static void test_cli_cache(void **state) {
     }
     rp_chunk_unpin(c, parent);
     rp_chunk_cache_free(c);
-    free(kv->k);
-    free(kv->v);
-    free(kv->pos);
-    free(kv);
+    rp_kv_free(kv);
 
     assert_int_equal(sh("'%s' cache stats --cache-dir '%s' > '%s' 2>&1", bin, dir, out), 0);
     assert_true(file_has(out, "chunks: 6 (2 in files, 4 as BLOBs, 0 corrupt)"));

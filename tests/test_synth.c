@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "model/session.h"
 #include "model/synth.h"
+#include "model/quant_mix.h"
 
 static const rp_token k_prompt[] = {1, 300, 301, 350, 260, 77, 78, 79, 290, 291, 292, 5, 6, 7, 8, 9};
 #define N_PROMPT ((int)(sizeof k_prompt / sizeof k_prompt[0]))
@@ -115,6 +116,10 @@ static void check_arch(rp_arch arch) {
     static const struct { const char *type; float tol_vs_f32; } types[] = {
         {"f16", 0.01f}, {"bf16", 0.05f}, {"q8_0", 0.05f}, {"q6_k", 0.1f},
         {"q4_0", 0.35f}, {"q4_k", 0.3f}, {"q4_k_m", 0.3f},
+        /* the other weight types, pure, and llama.cpp's standard mixes */
+        {"q4_1", 0.35f}, {"q5_0", 0.2f}, {"q5_1", 0.2f}, {"q3_k", 0.6f}, {"q5_k", 0.2f},
+        {"q2_k", 0.5f}, {"q3_k_s", 0.6f}, {"q3_k_m", 0.5f}, {"q3_k_l", 0.5f}, {"q4_k_s", 0.3f},
+        {"q5_k_s", 0.2f}, {"q5_k_m", 0.2f}, {"iq4_nl", 0.35f}, {"iq4_xs", 0.35f},
     };
     char ref_path[512], qpath[512], dqpath[512];
     snprintf(ref_path, sizeof ref_path, "%s/%s-f32.gguf", rp_test_tmpdir(), rp_arch_name(arch));
@@ -138,7 +143,7 @@ static void check_arch(rp_arch arch) {
                       rp_arch_name(arch), types[i].type, e_exact, e_quant, scale, argmax(q, nv), argmax(ref, nv));
         /* float types are computed exactly; integer kernels quantize activations
          * to int8 blocks (as ggml does), which moves logits by ~1% of their scale */
-        bool is_q = types[i].type[0] == 'q';
+        bool is_q = types[i].type[0] == 'q' || types[i].type[0] == 'i';
         assert_true(e_exact < (is_q ? 0.03f : 1e-4f));
         assert_true(e_quant < types[i].tol_vs_f32);
         free(q);
@@ -244,8 +249,57 @@ static void test_presets(void **state) {
     p.preset = "nope";
     assert_int_equal(rp_synth_write(&p, path), RP_ERR_INVALID_ARG);
     p.preset = "tiny";
-    p.type = "q5_0";
+    p.type = "iq2_xxs";   /* a ggml type without kernels */
     assert_int_equal(rp_synth_write(&p, path), RP_ERR_INVALID_ARG);
+    p.type = "q4_k_x";
+    assert_int_equal(rp_synth_write(&p, path), RP_ERR_INVALID_ARG);
+}
+
+/* llama.cpp's per-tensor types for its mixes (src/llama-quant.cpp, no
+ * imatrix), for a 32-layer model with GQA 4 (Llama 3 8B's shape) and GQA 2. */
+static void test_quant_mixes(void **state) {
+    (void)state;
+    static const struct {
+        const char *ftype; const char *role; int layer, n_gqa; rp_type want;
+    } c[] = {
+        {"q2_k", "attn_v", 5, 4, RP_TYPE_Q4_K},       {"q2_k", "attn_v", 5, 2, RP_TYPE_Q3_K},
+        {"q2_k", "ffn_down", 5, 4, RP_TYPE_Q3_K},     {"q2_k", "attn_output", 5, 4, RP_TYPE_Q3_K},
+        {"q2_k", "ffn_up", 5, 4, RP_TYPE_Q2_K},       {"q2_k", "output", 0, 4, RP_TYPE_Q6_K},
+        {"q3_k_s", "attn_v", 0, 4, RP_TYPE_Q3_K},     {"q3_k_s", "ffn_down", 0, 4, RP_TYPE_Q3_K},
+        {"q3_k_m", "attn_v", 1, 4, RP_TYPE_Q5_K},     {"q3_k_m", "attn_v", 2, 4, RP_TYPE_Q4_K},
+        {"q3_k_m", "ffn_down", 1, 4, RP_TYPE_Q5_K},   {"q3_k_m", "ffn_down", 2, 4, RP_TYPE_Q4_K},
+        {"q3_k_m", "attn_output", 9, 4, RP_TYPE_Q4_K}, {"q3_k_m", "attn_q", 9, 4, RP_TYPE_Q3_K},
+        {"q3_k_l", "attn_v", 9, 4, RP_TYPE_Q5_K},     {"q3_k_l", "ffn_down", 9, 4, RP_TYPE_Q5_K},
+        {"q3_k_l", "attn_output", 9, 4, RP_TYPE_Q5_K}, {"q3_k_l", "ffn_gate", 9, 4, RP_TYPE_Q3_K},
+        {"q4_k_s", "attn_v", 3, 4, RP_TYPE_Q5_K},     {"q4_k_s", "attn_v", 4, 4, RP_TYPE_Q4_K},
+        {"q4_k_s", "ffn_down", 3, 4, RP_TYPE_Q5_K},   {"q4_k_s", "ffn_down", 4, 4, RP_TYPE_Q4_K},
+        {"q4_k_m", "attn_v", 0, 4, RP_TYPE_Q6_K},     {"q4_k_m", "attn_v", 4, 4, RP_TYPE_Q4_K},
+        {"q4_k_m", "attn_v", 6, 4, RP_TYPE_Q6_K},     {"q4_k_m", "ffn_down", 28, 4, RP_TYPE_Q6_K},
+        {"q4_k_m", "token_embd", 0, 4, RP_TYPE_Q6_K}, {"q5_k_s", "attn_v", 0, 4, RP_TYPE_Q5_K},
+        {"q5_k_m", "ffn_down", 31, 4, RP_TYPE_Q6_K},  {"q5_k_m", "ffn_down", 5, 4, RP_TYPE_Q5_K},
+        {"q6_k", "attn_v", 0, 4, RP_TYPE_Q6_K},       {"q8_0", "output", 0, 4, RP_TYPE_Q8_0},
+        {"iq4_xs", "attn_v", 9, 4, RP_TYPE_Q5_K},     {"iq4_xs", "attn_v", 9, 2, RP_TYPE_IQ4_XS},
+        {"iq4_xs", "ffn_down", 3, 4, RP_TYPE_Q5_K},   {"iq4_xs", "ffn_down", 4, 4, RP_TYPE_IQ4_XS},
+        {"iq4_nl", "output", 0, 4, RP_TYPE_Q6_K},     {"iq4_nl", "ffn_up", 9, 4, RP_TYPE_IQ4_NL},
+        {"q4_0", "output", 0, 4, RP_TYPE_Q4_0},       {"q4_k", "attn_v", 0, 4, RP_TYPE_Q4_K}, /* pure */
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        const rp_ftype *f = rp_ftype_find(c[i].ftype);
+        assert_non_null(f);
+        const rp_type got = rp_ftype_tensor_type(f, c[i].role, c[i].layer, 32, c[i].n_gqa, true, 4096);
+        if (got != c[i].want)
+            fail_msg("%s %s layer %d gqa %d: %s, want %s", c[i].ftype, c[i].role, c[i].layer, c[i].n_gqa,
+                     rp_type_get_traits((int)got)->name, rp_type_get_traits((int)c[i].want)->name);
+    }
+    /* rows no block of the type divides fall back as llama.cpp does */
+    const rp_ftype *q4km = rp_ftype_find("Q4_K_M");
+    assert_non_null(q4km);
+    assert_int_equal(rp_ftype_tensor_type(q4km, "ffn_up", 5, 32, 4, true, 96), RP_TYPE_Q5_0);
+    assert_int_equal(rp_ftype_tensor_type(q4km, "ffn_up", 5, 32, 4, true, 40), RP_TYPE_F16);
+    assert_int_equal(rp_ftype_tensor_type(rp_ftype_find("iq4_xs"), "ffn_up", 5, 32, 4, true, 96), RP_TYPE_IQ4_NL);
+    assert_int_equal(rp_ftype_tensor_type(q4km, "output", 0, 32, 4, true, 96), RP_TYPE_Q8_0);
+    assert_null(rp_ftype_find("q4_k_x"));
+    assert_null(rp_ftype_find("iq2_xxs"));
 }
 
 /* A synthetic model with a real tokenizer: the Qwen3 vocab is carried over and used. */
@@ -331,6 +385,7 @@ int main(void) {
         cmocka_unit_test(test_progress_and_cancel),
         cmocka_unit_test(test_presets),
         cmocka_unit_test(test_vocab_carryover),
+        cmocka_unit_test(test_quant_mixes),
         cmocka_unit_test(test_missing_and_misshapen_tensors),
     };
     return rp_test_main(tests, NULL, NULL);

@@ -1,7 +1,8 @@
-/* test_threadpool.c — the persistent pool: every item exactly once (fixed and guided claims), guided claim sizes, arguments. */
+/* test_threadpool.c — the work-stealing pool: every item exactly once, claim sizes, absent and slow workers, run-time thread count. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "testutil.h"
 #include "core/threadpool.h"
@@ -41,8 +42,10 @@ static void test_pool_exactly_once(void **state) {
     assert_int_equal(rp_pool_create(1000, &p), RP_ERR_INVALID_ARG);
 }
 
-/* Guided claims: a claim starting at b has max(min, (n - b) / (2T)) items
- * (the last one cut at n), so claims shrink to the minimum at the end. */
+/* Guided claims: every claim of a loop with n > min has at least `min` items
+ * (the last one of a share may be shorter), claims cover [0, n) exactly once,
+ * and claims shrink: the largest is long (a quarter-share or more), the last
+ * ones are the minimum. */
 typedef struct { atomic_int n_claims; int64_t begin[4096], end[4096]; } claim_log;
 
 static void claim_body(void *vp, int64_t b, int64_t e, int tid) {
@@ -52,10 +55,17 @@ static void claim_body(void *vp, int64_t b, int64_t e, int tid) {
     if (i < 4096) { l->begin[i] = b; l->end[i] = e; }
 }
 
+static int cmp_begin(const void *a, const void *b) {
+    const int64_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
 static void test_pool_guided_claims(void **state) {
     (void)state;
     claim_log *l = calloc(1, sizeof *l);
+    int64_t (*pairs)[2] = calloc(4096, sizeof *pairs);
     assert_non_null(l);
+    assert_non_null(pairs);
     for (int nt = 2; nt <= 4; nt++) {
         rp_pool *p = NULL;
         assert_int_equal(rp_pool_create(nt, &p), RP_OK);
@@ -68,35 +78,154 @@ static void test_pool_guided_claims(void **state) {
                 rp_pool_parallel_for_guided(p, n, mn, claim_body, l);
                 const int k = atomic_load(&l->n_claims);
                 assert_true(k >= 1 && k < 4096);
-                int64_t covered = 0, smallest = n, largest = 0;
+                int64_t largest = 0, short_ones = 0;
                 for (int i = 0; i < k; i++) {
-                    const int64_t b = l->begin[i], e = l->end[i];
-                    int64_t want = (n - b) / (2 * nt);
-                    if (want < mn) want = mn;
-                    if (b + want > n) want = n - b;
-                    if (n > mn && e - b != want)
-                        fail_msg("n=%lld min=%lld T=%d: claim [%lld, %lld) has %lld items, want %lld", (long long)n,
-                                 (long long)mn, nt, (long long)b, (long long)e, (long long)(e - b), (long long)want);
-                    covered += e - b;
-                    if (e - b < smallest) smallest = e - b;
-                    if (e - b > largest) largest = e - b;
+                    pairs[i][0] = l->begin[i];
+                    pairs[i][1] = l->end[i];
+                    const int64_t len = l->end[i] - l->begin[i];
+                    assert_true(len >= 1);
+                    if (len > largest) largest = len;
+                    if (len < mn) short_ones++;
                 }
-                assert_int_equal(covered, n);
-                if (n >= 4 * nt * mn) {
-                    /* long claims first, the minimum at the end */
-                    assert_int_equal(largest, n / (2 * nt));
-                    assert_true(smallest <= mn);
+                /* exact cover, no overlap */
+                qsort(pairs, (size_t)k, sizeof *pairs, cmp_begin);
+                int64_t at = 0;
+                for (int i = 0; i < k; i++) {
+                    if (pairs[i][0] != at) fail_msg("n=%lld min=%lld T=%d: gap or overlap at %lld", (long long)n, (long long)mn, nt, (long long)at);
+                    at = pairs[i][1];
                 }
+                assert_int_equal(at, n);
+                /* only a share's last claim (one per worker share, plus stolen tails) is below the minimum */
+                if (k > 1) assert_true(short_ones <= 2 * nt);
+                if (n >= 8 * nt * mn) assert_true(largest >= n / nt / 4 - mn);
             }
         rp_pool_free(p);
     }
+    free(pairs);
     free(l);
+}
+
+/* A worker that does not show up (descheduled by another process, simulated
+ * with a stall before it looks at the loop) does not hold the loop up: the
+ * caller takes its whole share, the loop returns long before the stall ends,
+ * and every item runs exactly once. The old pool waited for every worker to
+ * enter and leave each loop. */
+typedef struct { atomic_int *hits; atomic_int by_tid[8]; } who_arg;
+
+static void who_body(void *vp, int64_t b, int64_t e, int tid) {
+    who_arg *a = vp;
+    for (int64_t i = b; i < e; i++) atomic_fetch_add(&a->hits[i], 1);
+    atomic_fetch_add(&a->by_tid[tid], (int)(e - b));
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void test_pool_absent_worker(void **state) {
+    (void)state;
+    rp_pool *p = NULL;
+    assert_int_equal(rp_pool_create(2, &p), RP_OK);
+    enum { N = 4096 };
+    atomic_int *hits = calloc(N, sizeof *hits);
+    /* let the worker go to sleep on its condition variable first, as an idle worker does */
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    rp_pool_debug_stall(p, 1, 2000 * 1000);   /* 2 s */
+    who_arg a = {hits, {0}};
+    const double t0 = now_s();
+    rp_pool_parallel_for(p, N, 16, who_body, &a);
+    const double dt = now_s() - t0;
+    for (int i = 0; i < N; i++) assert_int_equal(atomic_load(&hits[i]), 1);
+    assert_int_equal(atomic_load(&a.by_tid[0]), N);   /* the caller did the absent worker's share */
+    if (dt > 1.0) fail_msg("the loop waited %.2f s for a worker that never came", dt);
+    /* back-to-back loops go on without it too, and each item still runs once */
+    for (int rep = 0; rep < 50; rep++) {
+        for (int i = 0; i < N; i++) atomic_store(&hits[i], 0);
+        rp_pool_parallel_for_guided(p, N, 8, who_body, &a);
+        for (int i = 0; i < N; i++) assert_int_equal(atomic_load(&hits[i]), 1);
+    }
+    rp_pool_free(p);   /* joins the stalled worker once it wakes */
+    free(hits);
+}
+
+/* A worker that is slow inside its claim (here: every claim it makes sleeps)
+ * loses the rest of its share to the others: it runs few items, the loop
+ * still covers every item once. */
+typedef struct { atomic_int *hits; atomic_int by_tid[8]; } slow_arg;
+
+static void slow_body(void *vp, int64_t b, int64_t e, int tid) {
+    slow_arg *a = vp;
+    if (tid == 1) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    } else {
+        volatile double x = 0;   /* a few microseconds of work per item */
+        for (int64_t i = b; i < e; i++)
+            for (int j = 0; j < 2000; j++) x += j;
+    }
+    for (int64_t i = b; i < e; i++) atomic_fetch_add(&a->hits[i], 1);
+    atomic_fetch_add(&a->by_tid[tid], (int)(e - b));
+}
+
+static void test_pool_slow_worker(void **state) {
+    (void)state;
+    for (int nt = 2; nt <= 3; nt++) {
+        rp_pool *p = NULL;
+        assert_int_equal(rp_pool_create(nt, &p), RP_OK);
+        enum { N = 2000 };
+        atomic_int *hits = calloc(N, sizeof *hits);
+        slow_arg a = {hits, {0}};
+        rp_pool_parallel_for(p, N, 4, slow_body, &a);
+        for (int i = 0; i < N; i++) assert_int_equal(atomic_load(&hits[i]), 1);
+        const int slow = atomic_load(&a.by_tid[1]);
+        /* its share was N / nt items; a handful of claims of 4 at most ran there */
+        if (slow > N / nt / 4) fail_msg("T=%d: the slow worker ran %d of its %d items", nt, slow, N / nt);
+        int sum = 0;
+        for (int t = 0; t < nt; t++) sum += atomic_load(&a.by_tid[t]);
+        assert_int_equal(sum, N);
+        rp_pool_free(p);
+        free(hits);
+    }
+}
+
+/* The thread count is adjustable at run time up to the creation bound:
+ * workers beyond it take no items. */
+static void test_pool_set_active(void **state) {
+    (void)state;
+    rp_pool *p = NULL;
+    assert_int_equal(rp_pool_create(4, &p), RP_OK);
+    assert_int_equal(rp_pool_active(p), 4);
+    enum { N = 3000 };
+    atomic_int *hits = calloc(N, sizeof *hits);
+    for (int act = 1; act <= 4; act++) {
+        rp_pool_set_active(p, act);
+        assert_int_equal(rp_pool_active(p), act);
+        for (int rep = 0; rep < 20; rep++) {
+            who_arg a = {hits, {0}};
+            for (int i = 0; i < N; i++) atomic_store(&hits[i], 0);
+            rp_pool_parallel_for(p, N, 3, who_body, &a);
+            for (int i = 0; i < N; i++) assert_int_equal(atomic_load(&hits[i]), 1);
+            for (int t = act; t < 4; t++) assert_int_equal(atomic_load(&a.by_tid[t]), 0);
+        }
+    }
+    rp_pool_set_active(p, 0);
+    assert_int_equal(rp_pool_active(p), 1);
+    rp_pool_set_active(p, 99);
+    assert_int_equal(rp_pool_active(p), 4);
+    rp_pool_free(p);
+    free(hits);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_exactly_once),
         cmocka_unit_test(test_pool_guided_claims),
+        cmocka_unit_test(test_pool_absent_worker),
+        cmocka_unit_test(test_pool_slow_worker),
+        cmocka_unit_test(test_pool_set_active),
     };
     return rp_test_main(tests, NULL, NULL);
 }

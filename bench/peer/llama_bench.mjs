@@ -2,6 +2,7 @@
 // llama_bench.mjs — llama-bench-style prefill (ppN) / decode (tgN) throughput of
 // llama.cpp, through node-llama-cpp's prebuilt CPU binaries, on the same GGUF
 // files and (by default) the same prompt tokens as `reprise bench model`.
+import { spawn } from "node:child_process";
 import os from "node:os";
 import path from "node:path";
 import {
@@ -11,7 +12,7 @@ import {
 import { ensureShim } from "./shim.mjs";
 
 const USAGE = `usage: node bench/peer/llama_bench.mjs -m MODEL.gguf [-p 128,512] [-n 64] [-t 1,2] [-r 5]
-                                   [-b 512] [--tg-depth 0] [--tg-feed greedy|tokens] [--fa 0|1|auto]
+                                   [-b 512] [-d 0,4096] [--busy N] [--tg-depth 0] [--tg-feed greedy|tokens] [--fa 0|1|auto]
                                    [--tokens FILE.json] [--cpu-variant NAME] [--threadpool persistent|disposable] [--pin]
                                    [--json] [--verbose]
   ppN  N prompt tokens evaluated from an empty KV cache in batches of -b (one batch when
@@ -21,6 +22,10 @@ const USAGE = `usage: node bench/peer/llama_bench.mjs -m MODEL.gguf [-p 128,512]
        (or after --tg-depth K prompt tokens evaluated untimed). The first evaluated token is
        prompt token K; the next ones are the sampled tokens (--tg-feed greedy, default) or
        the following prompt tokens (--tg-feed tokens, as reprise bench model does).
+  -d D,...  each test after D tokens of context (evaluated untimed), as llama-bench's -d and
+       'reprise bench model -d' (the same context token ids); rows read "pp512 @ d4096".
+  --busy N  every run twice, alternating: quiet, then with another process spinning N threads
+       (as 'reprise bench model --busy'); the busy rows give their paired median ratio to quiet.
   Median, min and max tok/s over -r runs after one warm-up run of each test.
   Prompt tokens: the same fixed xorshift64 sequence as 'reprise bench model' (ids in
   [0, n_vocab)), or the JSON array of token ids in --tokens.
@@ -42,6 +47,8 @@ const opts = parseArgs(process.argv.slice(2), {
     "-r": { key: "reps", arg: true }, "--repetitions": { key: "reps", arg: true },
     "-b": { key: "batch", arg: true }, "--batch-size": { key: "batch", arg: true },
     "--tg-depth": { key: "tgDepth", arg: true },
+    "-d": { key: "depth", arg: true }, "--n-depth": { key: "depth", arg: true },
+    "--busy": { key: "busy", arg: true },
     "--tg-feed": { key: "tgFeed", arg: true },
     "--fa": { key: "fa", arg: true },
     "--tokens": { key: "tokens", arg: true },
@@ -59,6 +66,13 @@ const threadList = parseIntList("-t", opts.threads ?? "2");
 const reps = parsePositiveInt("-r", opts.reps ?? "5");
 const nBatch = parsePositiveInt("-b", opts.batch ?? "512");
 const tgDepth = opts.tgDepth == null ? 0 : (opts.tgDepth === "0" ? 0 : parsePositiveInt("--tg-depth", opts.tgDepth));
+const depths = (opts.depth ?? "0").split(",").map((d) => {
+    if (!/^\d+$/.test(d)) die(`-d expects comma-separated depths >= 0, got '${opts.depth}'`);
+    return Number(d);
+});
+const busy = opts.busy == null ? 0 : parsePositiveInt("--busy", opts.busy);
+if (tgDepth > 0 && depths.some((d) => d > 0)) die("--tg-depth and -d exclude each other");
+const maxDepth = Math.max(...depths);
 const tgFeed = opts.tgFeed ?? "greedy";
 if (tgFeed !== "greedy" && tgFeed !== "tokens") die("--tg-feed must be 'greedy' or 'tokens'");
 const fa = opts.fa ?? "0";
@@ -77,7 +91,7 @@ const mtype = mainWeightType(llama, model, GgmlType);
 
 const maxPp = pps.length ? Math.max(...pps) : 0;
 const maxTg = tgs.length ? Math.max(...tgs) + tgDepth : 0;
-const maxTok = Math.max(1, maxPp, maxTg);
+const maxTok = Math.max(1, maxPp, maxTg) + maxDepth;
 // tokens needed: pp uses toks[0..N); tg uses toks[0..depth] (+ toks[depth..depth+N) with --tg-feed tokens)
 const needTok = Math.max(1, maxPp, tgs.length ? tgDepth + (tgFeed === "tokens" ? Math.max(...tgs) : 1) : 0);
 let toks;
@@ -87,6 +101,9 @@ if (tokensPath) {
 } else {
     toks = reprisePromptTokens(needTok, nVocab);
 }
+// -d context tokens: reprise bench model's, its xorshift64 stream after its max(1, -p, -n) test tokens
+const reprTok = Math.max(1, maxPp, tgs.length ? Math.max(...tgs) : 0);
+const dtoks = maxDepth > 0 ? reprisePromptTokens(reprTok + maxDepth, nVocab).slice(reprTok) : [];
 const batchSize = Math.min(nBatch, maxTok);
 
 note(describeBuild(info));
@@ -99,9 +116,16 @@ note(`threadpool: ${shim.threadpool === "persistent" ? "persistent per context (
 note(`batch ${batchSize} (ubatch = batch in node-llama-cpp), flash_attn ${fa}, kv f16, ` +
     `tg from depth ${tgDepth}, tg feed ${tgFeed}, prompt tokens ${tokensPath ? "from " + opts.tokens : "reprise xorshift64"}`);
 
-// One ppN run: clear the KV cache (untimed), then time prefill of N tokens + greedy sample of the next.
-async function runPp(seq, n) {
+// The context a run starts from: -d tokens (untimed), or none.
+async function atDepth(seq, depth) {
     await seq.clearHistory();
+    if (depth > 0) await seq.evaluateWithoutGeneratingNewTokens(dtoks.slice(0, depth));
+}
+
+// One ppN run: clear the KV cache, evaluate `depth` context tokens (untimed), then time prefill of N tokens +
+// greedy sample of the next.
+async function runPp(seq, n, depth) {
+    await atDepth(seq, depth);
     const prompt = toks.slice(0, n);
     const t0 = nowNs();
     const gen = seq.evaluate(prompt, { temperature: 0, yieldEogToken: true });
@@ -112,10 +136,10 @@ async function runPp(seq, n) {
     return n / dt;
 }
 
-// One tgN run: clear the KV cache, evaluate tgDepth prompt tokens (untimed), then time
-// N single-token evaluations, each followed by a greedy sample.
-async function runTg(seq, n) {
-    await seq.clearHistory();
+// One tgN run: clear the KV cache, evaluate tgDepth prompt tokens or `depth` context tokens (untimed), then
+// time N single-token evaluations, each followed by a greedy sample.
+async function runTg(seq, n, depth) {
+    await atDepth(seq, depth);
     if (tgDepth > 0) await seq.evaluateWithoutGeneratingNewTokens(toks.slice(0, tgDepth));
     const t0 = nowNs();
     const gen = seq.evaluate([toks[tgDepth]], { temperature: 0, yieldEogToken: true });
@@ -126,6 +150,18 @@ async function runTg(seq, n) {
     await gen.return();
     if (r.done) throw new Error("generation stopped early");
     return n / dt;
+}
+
+// --busy: another process spinning `n` threads until killed.
+function busyStart(n) {
+    const code = `const { Worker } = require("node:worker_threads");
+for (let i = 1; i < ${n}; i++) new Worker("for (;;) {}", { eval: true });
+for (;;) {}`;
+    return spawn(process.execPath, ["-e", code], { stdio: "ignore" });
+}
+async function busyStop(child) {
+    if (!child) return;
+    await new Promise((resolve) => { child.once("exit", resolve); child.kill("SIGKILL"); });
 }
 
 const results = [];
@@ -144,35 +180,60 @@ for (const threads of threadList) {
         failedCreationRemedy: false
     });
     const seq = ctx.getSequence();
-    const tests = [...pps.map((n) => ["pp", n]), ...tgs.map((n) => ["tg", n])];
-    for (const [kind, n] of tests) {
+    const tests = [];
+    for (const depth of depths)
+        tests.push(...pps.map((n) => ["pp", n, depth]), ...tgs.map((n) => ["tg", n, depth]));
+    for (const [kind, n, depth] of tests) {
         const run = kind === "pp" ? runPp : runTg;
-        await run(seq, n); // warm-up
-        const samples = [];
+        await run(seq, n, depth); // warm-up
+        const variants = busy > 0 ? [0, busy] : [0];
+        const samples = variants.map(() => []);
         const cpu0 = process.cpuUsage();
         const t0 = nowNs();
-        for (let r = 0; r < reps; r++) samples.push(await run(seq, n));
+        for (let r = 0; r < reps; r++)
+            for (let v = 0; v < variants.length; v++) {   // alternating quiet / busy: paired
+                const child = variants[v] > 0 ? busyStart(variants[v]) : null;
+                if (child) await new Promise((res) => setTimeout(res, 50)); // let it start spinning
+                try { samples[v].push(await run(seq, n, depth)); } finally { await busyStop(child); }
+            }
         const wall = secondsSince(t0);
         const cpu = process.cpuUsage(cpu0);
         const par = (cpu.user + cpu.system) / 1e6 / wall;
         const used = ctx.currentThreads; // llama_n_threads() of the context
         if (used !== threads) die(`context runs ${used} threads, ${threads} were requested`, 1);
-        const s = stats(samples);
-        const test = `${kind}${n}`;
-        note(`${test} t=${threads}: llama_n_threads=${used}, process CPU time / wall time = ${par.toFixed(2)} over ${wall.toFixed(2)} s`);
-        if (par > threads + 0.5)
-            note(`warning: ${test} t=${threads} used more CPU than ${threads} thread(s) can`);
-        else if (par < 0.85 * threads)
-            note(`warning: ${test} t=${threads} ran on only ${par.toFixed(2)} CPUs on average (other load on the machine, ` +
-                `or threads sharing one CPU): this row is unreliable; load average now ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
-        const row = {
-            engine: "llama.cpp", model: mname, type: mtype, test, threads,
-            tok_s_median: +s.median.toFixed(3), tok_s_min: +s.min.toFixed(3), tok_s_max: +s.max.toFixed(3)
-        };
-        results.push(row);
-        if (!opts.json)
-            process.stdout.write(`| ${mname.slice(0, 28).padEnd(28)} | ${mtype.padEnd(6)} | ${String(threads).padStart(7)} | ${test.padStart(8)} | ` +
-                `${s.median.toFixed(2).padStart(12)} | ${s.min.toFixed(2).padStart(10)} | ${s.max.toFixed(2).padStart(10)} |\n`);
+        for (let v = 0; v < variants.length; v++) {
+            const s = stats(samples[v]);
+            const test = `${kind}${n}${depth > 0 ? ` @ d${depth}` : ""}${variants[v] > 0 ? ` busy=${variants[v]}` : ""}`;
+            if (v === 0) {
+                note(`${test} t=${threads}: llama_n_threads=${used}, process CPU time / wall time = ${par.toFixed(2)} over ${wall.toFixed(2)} s`);
+                if (busy === 0 && par > threads + 0.5)
+                    note(`warning: ${test} t=${threads} used more CPU than ${threads} thread(s) can`);
+                else if (busy === 0 && par < 0.85 * threads)
+                    note(`warning: ${test} t=${threads} ran on only ${par.toFixed(2)} CPUs on average (other load on the machine, ` +
+                        `or threads sharing one CPU): this row is unreliable; load average now ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
+            }
+            const row = {
+                engine: "llama.cpp", model: mname, type: mtype, test, threads,
+                tok_s_median: +s.median.toFixed(3), tok_s_min: +s.min.toFixed(3), tok_s_max: +s.max.toFixed(3)
+            };
+            if (depth > 0) row.depth = depth;
+            let ratio = null;
+            if (variants[v] > 0) {
+                ratio = stats(samples[v].map((x, i) => x / samples[0][i]));
+                row.busy = variants[v];
+                row.vs_quiet_median = +ratio.median.toFixed(4);
+                row.vs_quiet_min = +ratio.min.toFixed(4);
+                row.vs_quiet_max = +ratio.max.toFixed(4);
+            }
+            results.push(row);
+            if (!opts.json) {
+                process.stdout.write(`| ${mname.slice(0, 28).padEnd(28)} | ${mtype.padEnd(6)} | ${String(threads).padStart(7)} | ${test.padStart(8)} | ` +
+                    `${s.median.toFixed(2).padStart(12)} | ${s.min.toFixed(2).padStart(10)} | ${s.max.toFixed(2).padStart(10)} |\n`);
+                if (ratio)
+                    process.stdout.write(`|   busy=${variants[v]} / quiet: ${ratio.median.toFixed(3)}x (median of ${reps} paired runs; ` +
+                        `min ${ratio.min.toFixed(3)}x, max ${ratio.max.toFixed(3)}x)\n`);
+            }
+        }
     }
     await ctx.dispose();
 }

@@ -15,11 +15,14 @@ import { die, note, parseArgs, parseIntList, parsePositiveInt } from "./common.m
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const USAGE = `usage: node bench/peer/side_by_side.mjs -m MODEL.gguf[,MODEL2.gguf...] [-p 512] [-n 64] [-t 2]
-                                        [-r 1] [--rounds 5] [--reprise PATH] [--peer-arg ARG]... [--json]
+                                        [-d 0,4096] [--busy N] [-r 1] [--rounds 5] [--reprise PATH]
+                                        [--peer-arg ARG]... [--json]
   Runs 'reprise bench model' and 'node bench/peer/llama_bench.mjs' with the same -m/-p/-n/-t/-r
   (same prompt token ids, same threads) --rounds times, alternating which engine goes first,
   and prints per test: both engines' median tok/s over the rounds and the median, min and max
   of the per-round ratios Reprise / llama.cpp.
+  -d / --busy go to both engines (depths of context before each test; quiet and busy runs paired
+  inside each engine, whose busy rows carry vs_quiet_median).
   -r is the number of timed runs inside each engine process per round (after its warm-up).
   --reprise PATH: the reprise binary (default: build/reprise at the repository root, or $RP_BIN).
   --peer-arg ARG: passed on to llama_bench.mjs (repeatable), e.g. --peer-arg=--cpu-variant=icelake.
@@ -44,6 +47,7 @@ const opts = parseArgs(rest, {
     "-m": { key: "model", arg: true }, "--model": { key: "model", arg: true },
     "-p": { key: "pp", arg: true }, "-n": { key: "tg", arg: true },
     "-t": { key: "threads", arg: true }, "-r": { key: "reps", arg: true },
+    "-d": { key: "depth", arg: true }, "--busy": { key: "busy", arg: true },
     "--rounds": { key: "rounds", arg: true },
     "--reprise": { key: "reprise", arg: true },
     "--json": { key: "json", arg: false }
@@ -65,6 +69,8 @@ if (!fs.existsSync(reprise)) die(`reprise binary not found at '${reprise}' (buil
 // One engine run: returns its JSON rows; a failed run is fatal (a missing row would skew the pairing).
 function runEngine(engine, model) {
     const common = ["-m", model, "-p", pp, "-n", tg, "-t", threads, "-r", reps, "--json"];
+    if (opts.depth) common.push("-d", opts.depth);
+    if (opts.busy) common.push("--busy", opts.busy);
     const [cmd, args] = engine === "reprise"
         ? [reprise, ["bench", "model", ...common]]
         : [process.execPath, [path.join(HERE, "llama_bench.mjs"), ...common, ...peerArgs]];
@@ -104,9 +110,13 @@ for (const model of models) {
             const key = `${row.test}/${row.threads}`;
             const peer = got.llama.find((x) => x.test === row.test && x.threads === row.threads);
             if (!peer) die(`llama.cpp gave no row for ${row.test} at ${row.threads} threads`, 1);
-            if (!per.has(key)) per.set(key, { type: row.type, test: row.test, threads: row.threads, r: [], l: [] });
+            if (!per.has(key)) per.set(key, { type: row.type, test: row.test, threads: row.threads, r: [], l: [], rq: [], lq: [] });
             per.get(key).r.push(row.tok_s_median);
             per.get(key).l.push(peer.tok_s_median);
+            if (row.vs_quiet_median != null) {   // busy rows: each engine's busy / quiet ratio in this round
+                per.get(key).rq.push(row.vs_quiet_median);
+                per.get(key).lq.push(peer.vs_quiet_median);
+            }
         }
     }
     process.stderr.write("\n");
@@ -116,7 +126,8 @@ for (const model of models) {
             model: mname, type: e.type, test: e.test, threads: e.threads, rounds,
             reprise_tok_s: med(e.r), llama_tok_s: med(e.l),
             ratio_median: med(ratios), ratio_min: Math.min(...ratios), ratio_max: Math.max(...ratios),
-            reprise_rounds: e.r, llama_rounds: e.l
+            reprise_rounds: e.r, llama_rounds: e.l,
+            ...(e.rq.length ? { reprise_vs_quiet: med(e.rq), llama_vs_quiet: med(e.lq) } : {})
         });
     }
 }
@@ -125,9 +136,11 @@ if (opts.json) {
     process.stdout.write(JSON.stringify(out, null, 1) + "\n");
 } else {
     note(`reprise: ${reprise}; ${rounds} rounds, -r ${reps} per engine per round, order alternating`);
-    const hdr = ["model", "type", "test", "threads", "Reprise tok/s", "llama.cpp tok/s", "ratio (median)", "ratio min-max"];
+    const hdr = ["model", "type", "test", "threads", "Reprise tok/s", "llama.cpp tok/s", "ratio (median)", "ratio min-max",
+        "busy/quiet R | L"];
     const rows = out.map((o) => [o.model, o.type, o.test, String(o.threads), o.reprise_tok_s.toFixed(2),
-        o.llama_tok_s.toFixed(2), o.ratio_median.toFixed(2) + "x", `${o.ratio_min.toFixed(2)}-${o.ratio_max.toFixed(2)}`]);
+        o.llama_tok_s.toFixed(2), o.ratio_median.toFixed(2) + "x", `${o.ratio_min.toFixed(2)}-${o.ratio_max.toFixed(2)}`,
+        o.reprise_vs_quiet != null ? `${o.reprise_vs_quiet.toFixed(2)} | ${o.llama_vs_quiet.toFixed(2)}` : ""]);
     const w = hdr.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
     const line = (r) => "| " + r.map((c, i) => (i < 3 ? c.padEnd(w[i]) : c.padStart(w[i]))).join(" | ") + " |";
     process.stdout.write(line(hdr) + "\n" + "|" + w.map((n) => "-".repeat(n + 2)).join("|") + "|\n");

@@ -6,7 +6,7 @@
         for piece in e.stream("Lily went to the park", max_tokens=32):
             print(piece, end="", flush=True)
 
-Handles (Model, Engine, Sequence, Prompt, Agents, Cache) free their C object on close(), at the end of a `with`
+Handles (Model, ModelFile, Engine, Sequence, Prompt, Agents, Cache) free their C object on close(), at the end of a `with`
 block, or when collected; each keeps its parents alive, and closing a parent closes its children first. A failed
 call raises reprise.Error (status, status_name, detail = rp_last_error()). The library is found through
 REPRISE_LIBRARY, else next to this package, else a checkout's build/libreprise.so, else
@@ -19,6 +19,7 @@ from .engine import Engine, Generation, Sequence
 from .enums import AgentState, KVType, Policy, Reuse, Select, Status, StopReason
 from .errors import Error
 from .model import Model, ModelDesc, cpu_active, cpu_select, library_path, system_info, version
+from .modelfile import ModelFile
 from .prompt import Prompt
 from .stats import AgentInfo, AgentsStats, CacheEntry, CacheInfo, EngineStats, GenStats, VerifyResult
 from .stream import Stream
@@ -27,7 +28,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Agents", "AgentInfo", "AgentState", "AgentsStats", "Cache", "CacheEntry", "CacheInfo", "Engine", "EngineStats",
-    "Error", "GenStats", "Generation", "KVType", "LibraryNotFound", "Model", "ModelDesc", "Policy", "Prompt",
-    "Reuse", "Select", "Sequence", "Status", "StopReason", "Stream", "VerifyResult", "cpu_active", "cpu_select",
-    "library_path", "system_info", "version",
+    "Error", "GenStats", "Generation", "KVType", "LibraryNotFound", "Model", "ModelDesc", "ModelFile", "Policy",
+    "Prompt", "Reuse", "Select", "Sequence", "Status", "StopReason", "Stream", "VerifyResult", "cpu_active",
+    "cpu_select", "library_path", "system_info", "version",
 ]

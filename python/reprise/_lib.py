@@ -10,8 +10,8 @@ import ctypes
 import ctypes.util
 import glob
 import os
-from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char_p, c_double, c_float, c_int, c_int32, c_int64,
-                    c_long, c_size_t, c_uint64, c_void_p)
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char, c_char_p, c_double, c_float, c_int, c_int32,
+                    c_int64, c_long, c_size_t, c_uint8, c_uint16, c_uint32, c_uint64, c_void_p)
 
 #: the library's major version these declarations are written for (its SONAME is libreprise.so.MAJOR)
 ABI_MAJOR = 0
@@ -80,6 +80,7 @@ c_token = c_int32
 progress_fn = CFUNCTYPE(c_bool, c_void_p, c_uint64, c_uint64)
 token_fn = CFUNCTYPE(c_bool, c_void_p, c_token, c_void_p, c_size_t)          # text as a pointer: not NUL-ended
 agent_token_fn = CFUNCTYPE(c_bool, c_void_p, c_int64, c_token)
+logits_fn = CFUNCTYPE(None, c_void_p, POINTER(c_token), c_int32, POINTER(c_float), c_int32)
 
 
 class rp_logit_bias(Structure):
@@ -102,7 +103,9 @@ class rp_model_desc(Structure):
     _fields_ = [("name", c_char_p), ("arch", c_char_p), ("chat_format", c_char_p), ("n_vocab", c_int32),
                 ("n_ctx_train", c_int32), ("n_embd", c_int32), ("n_ff", c_int32), ("n_layer", c_int32),
                 ("n_head", c_int32), ("n_head_kv", c_int32), ("head_dim", c_int32), ("weight_bytes", c_uint64),
-                ("fingerprint", c_uint64), ("has_weights", c_bool), ("has_tokenizer", c_bool)]
+                ("fingerprint", c_uint64), ("has_weights", c_bool), ("has_tokenizer", c_bool), ("n_rot", c_int32),
+                ("rope_neox", c_bool), ("rope_llama3", c_bool), ("rope_base", c_float), ("rms_eps", c_float),
+                ("tied_output", c_bool), ("tokenizer", c_char_p), ("n_tokens", c_int32)]
 
 
 class rp_chat_message(Structure):
@@ -115,7 +118,8 @@ class rp_engine_params(Structure):
                 ("reuse", c_int), ("recompute_ratio", c_float), ("select", c_int), ("check_layer", c_int32),
                 ("static_mode", c_bool), ("naive_schedule", c_bool), ("cache_ram_bytes", c_size_t),
                 ("cache_dir", c_char_p), ("cache_disk_bytes", c_uint64), ("cache_dir_optional", c_bool),
-                ("load_calibration", c_bool)]
+                ("load_calibration", c_bool), ("cache_read_only", c_bool), ("n_ctx_over_train", c_bool),
+                ("deviation", c_int32), ("n_seq_max", c_int32)]
 
 
 class rp_static_shapes(Structure):
@@ -127,14 +131,16 @@ class rp_engine_stats(Structure):
     _fields_ = [(n, c_uint64) for n in ("cache_chunks", "cache_bytes", "inserts", "evictions", "prefix_hits",
                                         "content_hits", "misses", "flash_hits", "loads", "load_failures",
                                         "prefetched", "prefetch_used", "written", "write_failures")] + \
-               [("has_store", c_bool), ("store_bytes", c_uint64), ("store_damaged", c_bool)]
+               [("has_store", c_bool), ("store_bytes", c_uint64), ("store_damaged", c_bool),
+                ("store_evictions", c_uint64)]
 
 
 class rp_gen_opts(Structure):
     _fields_ = [("sampling", rp_sampler_params), ("max_tokens", c_int32), ("ignore_eos", c_bool),
                 ("stop", POINTER(c_char_p)), ("n_stop", c_int32), ("reuse", c_int), ("recompute_ratio", c_float),
                 ("select", c_int), ("static_mode", c_int), ("cache_namespace", c_uint64), ("persist", c_bool),
-                ("on_token", token_fn), ("user", c_void_p)]
+                ("on_token", token_fn), ("user", c_void_p), ("recompute_marks", POINTER(c_uint8)),
+                ("on_logits", logits_fn), ("logits_user", c_void_p), ("reseed", c_bool)]
 
 
 class rp_gen_stats(Structure):
@@ -146,12 +152,13 @@ class rp_gen_stats(Structure):
                [(n, c_int32) for n in ("chunks", "subchunk", "computed_rows", "calls", "pad_rows", "attempts")] + \
                [(n, c_double) for n in ("match_ms", "load_ms", "load_exposed_ms", "compute_ms", "plan_ms")] + \
                [("bytes_loaded", c_uint64), ("static_shapes", c_bool), ("calibrated", c_bool),
-                ("commit_status", c_int)]
+                ("commit_status", c_int), ("last_token", c_token)]
 
 
 class rp_agents_params(Structure):
     _fields_ = [("max_agents", c_int32), ("max_active", c_int32), ("n_ctx", c_int32), ("n_batch", c_int32),
-                ("kv_type", c_int), ("n_threads", c_int), ("policy", c_int), ("draft", c_void_p)]
+                ("kv_type", c_int), ("n_threads", c_int), ("policy", c_int), ("draft", c_void_p), ("drafter", c_int),
+                ("kv_limit_mb", c_double)]
 
 
 class rp_turn_opts(Structure):
@@ -162,12 +169,16 @@ class rp_turn_opts(Structure):
 
 class rp_agent_info(Structure):
     _fields_ = [("state", c_int), ("n_tokens", c_int32), ("generated", c_int32), ("drafted", c_uint64),
-                ("accepted", c_uint64), ("stop", c_int)]
+                ("accepted", c_uint64), ("stop", c_int), ("n_cached", c_int32), ("has_slot", c_bool),
+                ("demoted", c_bool), ("demotions", c_uint64), ("restores", c_uint64), ("last_step", c_int64),
+                ("turn_stop", c_int)]
 
 
 class rp_agents_stats(Structure):
     _fields_ = [(n, c_uint64) for n in ("steps", "rows", "generated", "drafted", "accepted")] + \
-               [(n, c_int32) for n in ("agents", "active", "waiting")]
+               [(n, c_int32) for n in ("agents", "active", "waiting", "demoted")] + \
+               [(n, c_uint64) for n in ("kv_bytes", "demotions", "restores", "prefill_rows")] + \
+               [(n, c_double) for n in ("draft_s", "target_s", "total_s")]
 
 
 class rp_cache_info(Structure):
@@ -188,14 +199,120 @@ class rp_cache_model(Structure):
                 ("row_bytes", c_uint64), ("chunks", c_uint64), ("bytes", c_uint64)]
 
 
+# analysis, calibration, model files
+class rp_plan_chunk(Structure):
+    _fields_ = [("begin", c_int32), ("len", c_int32), ("hash", c_uint64), ("label", c_int)]
+
+
+class rp_plan_segment(Structure):
+    _fields_ = [("kind", c_int), ("begin", c_int32), ("len", c_int32)]
+
+
+class rp_plan_call(Structure):
+    _fields_ = [("recompute", c_bool)] + [(n, c_int32) for n in ("begin", "end", "n_new", "n_reuse", "padding")]
+
+
+class rp_plan_desc(Structure):
+    _fields_ = [(n, c_int32) for n in ("n_tokens", "reused_prefix", "reused_prefix_exact", "reused_nonprefix",
+                                       "computed", "recompute_dynamic")] + \
+               [("token_kind", POINTER(c_uint8)), ("chunks", POINTER(rp_plan_chunk)), ("n_chunks", c_int32),
+                ("segments", POINTER(rp_plan_segment)), ("n_segments", c_int32), ("shapes", rp_static_shapes),
+                ("dp_calls", POINTER(rp_plan_call)), ("n_dp_calls", c_int32), ("dp_cost", c_double),
+                ("naive_calls", POINTER(rp_plan_call)), ("n_naive_calls", c_int32), ("naive_cost", c_double)]
+
+
+class rp_calibrate_params(Structure):
+    _fields_ = [("sizes", POINTER(c_int32)), ("n_sizes", c_int32), ("reps", c_int32)]
+
+
+class rp_calibration(Structure):
+    _fields_ = [("n_points", c_int32), ("sizes", c_int32 * 64), ("prefill_ms", c_double * 64),
+                ("recompute_ms", c_double * 64), ("shapes", rp_static_shapes), ("recompute_ratio", c_float),
+                ("n_threads", c_int)]
+
+
+class rp_model_synth_params(Structure):
+    _fields_ = [("arch", c_char_p), ("preset", c_char_p), ("type", c_char_p), ("vocab_path", c_char_p),
+                ("seed", c_uint64), ("n_threads", c_int), ("progress", progress_fn), ("progress_user", c_void_p)]
+
+
+class rp_model_file_desc(Structure):
+    _fields_ = [("version", c_uint32), ("alignment", c_uint32), ("file_size", c_uint64), ("data_offset", c_uint64),
+                ("n_meta", c_int64), ("n_tensors", c_int64), ("tensor_bytes", c_uint64)]
+
+
+class rp_meta_entry(Structure):
+    _fields_ = [("key", c_char_p), ("type", c_int), ("type_name", c_char_p), ("u", c_uint64), ("i", c_int64),
+                ("f", c_double), ("b", c_bool), ("str", c_void_p), ("str_len", c_uint64), ("elem_type", c_int),
+                ("n_elems", c_uint64)]
+
+
+class rp_tensor_desc(Structure):
+    _fields_ = [("name", c_char_p), ("type", c_int), ("type_name", c_char_p), ("n_dims", c_int32),
+                ("ne", c_int64 * 4), ("offset", c_uint64), ("bytes", c_uint64)]
+
+
+class rp_type_share(Structure):
+    _fields_ = [("type", c_int), ("type_name", c_char_p), ("n_tensors", c_int64), ("bytes", c_uint64)]
+
+
+class rp_cpu_desc(Structure):
+    _fields_ = [("brand", c_char_p)] + \
+               [(n, c_bool) for n in ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512dq", "avx512vl",
+                                      "avx512vnni", "avx512bf16", "avx512fp16", "avxvnni", "amx_tile", "amx_int8",
+                                      "amx_bf16", "os_avx", "os_avx512", "os_amx", "amx_permitted", "amx_opt_in")] + \
+               [("best", c_char_p), ("active", c_char_p), ("thp", c_char * 32), ("huge_pages", c_bool)]
+
+
+class rp_kernel_desc(Structure):
+    _fields_ = [("op", c_char_p), ("type", c_char_p), ("kernel", c_char_p)]
+class rp_tool_call(Structure):
+    _fields_ = [("id", c_char_p), ("name", c_char_p), ("arguments", c_char_p)]
+
+
+class rp_server_params(Structure):
+    _fields_ = [("model_path", c_char_p), ("draft_path", c_char_p), ("load_progress", progress_fn),
+                ("load_progress_user", c_void_p), ("n_ctx", c_int32), ("n_threads", c_int), ("parallel", c_int),
+                ("queue_max", c_int), ("max_sessions", c_int), ("cache_dir", c_char_p), ("cache_ram_mb", c_size_t),
+                ("cache_disk_gb", c_double), ("reuse", c_int), ("recompute_ratio", c_float), ("kv_type", c_int),
+                ("speculate", c_bool), ("kv_limit_mb", c_double), ("host", c_char_p), ("port", c_uint16),
+                ("api_key", c_char_p), ("api_key_file", c_char_p), ("cache_namespace", c_int),
+                ("key_max_sessions", c_int), ("key_kv_mb", c_double), ("model_id", c_char_p), ("max_body", c_size_t),
+                ("max_depth", c_int), ("max_messages", c_int), ("default_max_tokens", c_int32),
+                ("timeout_s", c_double), ("session_ttl_s", c_double), ("max_connections", c_int),
+                ("max_connections_per_ip", c_int), ("header_timeout_s", c_double), ("body_timeout_s", c_double),
+                ("idle_timeout_s", c_double), ("quiet", c_bool), ("chat_template", c_char_p)]
+
+
+class rp_agents_fill(Structure):
+    _fields_ = [(n, c_int32) for n in ("filled", "reused_prefix", "reused_prefix_exact", "reused_nonprefix",
+                                       "recomputed", "exact_head")] + \
+               [("commit_after", c_bool), ("commit_exact", c_bool), ("fill_status", c_int), ("cache_status", c_int)]
+
+
+class rp_agents_step_info(Structure):
+    _fields_ = [(n, c_bool) for n in ("ran", "blocked", "idle")] + \
+               [(n, c_int32) for n in ("rows", "prefill_rows", "decoding", "drafted", "accepted", "generated",
+                                       "active", "waiting")] + \
+               [(n, c_double) for n in ("draft_s", "target_s", "total_s")]
+
+
 cache_list_fn = CFUNCTYPE(c_bool, c_void_p, POINTER(rp_cache_entry))
 cache_models_fn = CFUNCTYPE(c_bool, c_void_p, POINTER(rp_cache_model))
 cache_bad_fn = CFUNCTYPE(None, c_void_p, c_uint64, c_char_p)
 
+# benchmark support
+class rp_model_perf(Structure):
+    _fields_ = [("main_type", c_char_p), ("cpu_level", c_char_p), ("decode_bytes_per_token", c_double)]
+
+
 #: every struct above, for the layout test
 STRUCTS = [rp_logit_bias, rp_sampler_params, rp_model_params, rp_model_desc, rp_chat_message, rp_engine_params,
            rp_static_shapes, rp_engine_stats, rp_gen_opts, rp_gen_stats, rp_agents_params, rp_turn_opts,
-           rp_agent_info, rp_agents_stats, rp_cache_info, rp_cache_model, rp_cache_entry]
+           rp_agent_info, rp_agents_stats, rp_cache_info, rp_cache_model, rp_cache_entry, rp_plan_chunk,
+           rp_plan_segment, rp_plan_call, rp_plan_desc, rp_calibrate_params, rp_calibration, rp_model_synth_params,
+           rp_model_file_desc, rp_meta_entry, rp_tensor_desc, rp_type_share, rp_cpu_desc, rp_kernel_desc,
+           rp_model_perf, rp_tool_call, rp_server_params, rp_agents_step_info, rp_agents_fill]
 
 # ---------------------------------------------------------------------------------------------------------
 # functions: name -> (restype, argtypes)
@@ -236,6 +353,10 @@ PROTOTYPES = {
     "rp_token_eot": (c_token, [H]),
     "rp_token_is_eog": (c_bool, [H, c_token]),
     "rp_chat_render": (ST, [H, POINTER(rp_chat_message), c_int32, c_char_p, c_bool, c_char_p, c_size_t, P_SIZE]),
+    "rp_chat_template_set": (ST, [H, c_char_p]),
+    "rp_chat_template_check": (ST, [H]),
+    "rp_chat_template_name": (c_char_p, [H]),
+    "rp_chat_template_shows_tools": (c_bool, [H]),
     # prompt
     "rp_prompt_create": (ST, [OUT_H]),
     "rp_prompt_free": (None, [H]),
@@ -301,6 +422,66 @@ PROTOTYPES = {
     "rp_cache_evict": (ST, [H, c_uint64, c_bool, P_I32, P_U64]),
     "rp_cache_compact": (ST, [H, P_U64]),
     "rp_cache_clear": (ST, [H, P_U64]),
+    # analysis, calibration, model files
+    "rp_chunk_label_name": (c_char_p, [c_int]),
+    "rp_engine_plan": (ST, [H, H, POINTER(rp_gen_opts), OUT_H]),
+    "rp_plan_free": (None, [H]),
+    "rp_plan_describe": (rp_plan_desc, [H]),
+    "rp_calibrate_default_params": (rp_calibrate_params, []),
+    "rp_calibrate": (ST, [H, POINTER(rp_engine_params), POINTER(rp_calibrate_params), POINTER(rp_calibration)]),
+    "rp_calibration_save": (ST, [H, POINTER(rp_calibration), c_char_p, c_char_p, c_size_t]),
+    "rp_calibration_lookup": (c_bool, [H, c_char_p, c_int, POINTER(rp_static_shapes)]),
+    "rp_model_synth_default_params": (rp_model_synth_params, []),
+    "rp_model_synth": (ST, [POINTER(rp_model_synth_params), c_char_p]),
+    "rp_model_file_open": (ST, [c_char_p, OUT_H]),
+    "rp_model_file_close": (None, [H]),
+    "rp_model_file_describe": (rp_model_file_desc, [H]),
+    "rp_model_file_meta": (ST, [H, c_int64, POINTER(rp_meta_entry)]),
+    "rp_model_file_find_meta": (c_int64, [H, c_char_p]),
+    "rp_model_file_meta_text": (ST, [H, c_int64, c_char_p, c_size_t]),
+    "rp_model_file_tensor": (ST, [H, c_int64, POINTER(rp_tensor_desc)]),
+    "rp_model_file_type_mix": (c_int32, [H, POINTER(rp_type_share), c_int32]),
+    "rp_cpu_describe": (None, [POINTER(rp_cpu_desc)]),
+    "rp_kernel_table": (c_int32, [POINTER(rp_kernel_desc), c_int32]),
+    # benchmark support
+    "rp_model_perf_get": (None, [H, POINTER(rp_model_perf)]),
+    "rp_seq_sample": (ST, [H, POINTER(rp_sampler_params), P_TOK]),
+    # long contexts
+    "rp_kv_estimate": (ST, [H, c_int32, c_int, P_U64]),
+    "rp_engine_kv_bytes": (c_uint64, [H]),
+    "rp_system_mem_available": (c_uint64, []),
+    "rp_seq_shift": (ST, [H, c_int32, c_int32]),
+    # server support
+    "rp_seq_n_exact": (c_int32, [H]),
+    "rp_kv_bytes_per_token": (c_uint64, [H, c_int]),
+    "rp_chat_format_name": (c_char_p, [c_int]),
+    "rp_model_chat_format": (c_int, [H]),
+    "rp_chat_render_format": (ST, [c_int, POINTER(rp_chat_message), c_int32, c_char_p, c_bool, c_char_p, c_size_t,
+                                   P_SIZE]),
+    "rp_chat_parse_tool_calls": (ST, [c_int, c_char_p, POINTER(POINTER(rp_tool_call)), P_SIZE, POINTER(c_void_p)]),
+    "rp_tool_calls_free": (None, [POINTER(rp_tool_call), c_size_t]),
+    "rp_detokenizer_create": (ST, [H, c_bool, c_bool, OUT_H]),
+    "rp_detokenizer_free": (None, [H]),
+    "rp_detokenizer_push": (c_int32, [H, c_token, c_char_p, c_int32]),
+    "rp_detokenizer_flush": (c_int32, [H, c_char_p, c_int32]),
+    "rp_detokenizer_bound": (c_int32, [H]),
+    "rp_agents_truncate": (ST, [H, c_int64, c_int32]),
+    "rp_agents_suspend": (ST, [H, c_int64]),
+    "rp_agents_wait": (c_bool, [H, c_double]),
+    "rp_agents_wake": (None, [H]),
+    "rp_agents_last_step": (None, [H, POINTER(rp_agents_step_info)]),
+    "rp_agents_submit_reuse": (ST, [H, c_int64, H, H, POINTER(rp_gen_opts), POINTER(rp_turn_opts),
+                                    POINTER(rp_agents_fill)]),
+    "rp_agents_commit_prompt": (ST, [H, c_int64, H, H, POINTER(rp_gen_opts), c_bool]),
+    "rp_server_default_params": (rp_server_params, []),
+    "rp_server_create": (ST, [POINTER(rp_server_params), OUT_H]),
+    "rp_server_port": (c_uint16, [H]),
+    "rp_server_n_keys": (c_int, [H]),
+    "rp_server_cache_per_key": (c_bool, [H]),
+    "rp_server_backend_kind": (c_char_p, [H]),
+    "rp_server_n_ctx": (c_int32, [H]),
+    "rp_server_drain": (None, [H, c_double]),
+    "rp_server_free": (None, [H]),
 }
 
 

@@ -61,6 +61,14 @@ class ModelDesc:
     fingerprint: int
     has_weights: bool
     has_tokenizer: bool
+    n_rot: int
+    rope_neox: bool
+    rope_llama3: bool
+    rope_base: float
+    rms_eps: float
+    tied_output: bool
+    tokenizer: str
+    n_tokens: int
 
 
 #: the first buffer size the text / token calls try (they retry with what the library says it needs); tests
@@ -238,6 +246,20 @@ class Model(Handle):
         return bool(lib.rp_token_is_eog(self._h, int(token)))
 
     # ---- chat ----
+    def set_chat_template(self, spec: Optional[str]) -> None:
+        """Replaces the chat template: a built-in's name ("llama3", "chatml", "qwen3", "llama2") or a Jinja template
+        file; None goes back to the model's own. A template that fails raises, and the old one stays."""
+        check(lib.rp_chat_template_set(self._h, None if spec is None else os.fsencode(spec)))
+
+    def check_chat_template(self) -> None:
+        """Raises when the model's chat template cannot be used (its error names line:column), or it has none."""
+        check(lib.rp_chat_template_check(self._h))
+
+    @property
+    def chat_template(self) -> str:
+        """Where the chat template comes from: "gguf", a built-in's name, "file" or "none"."""
+        return lib.rp_chat_template_name(self._h).decode()
+
     def chat_render(self, messages: Iterable[Message], tools=None, add_generation_prompt: bool = True) -> str:
         """The prompt text of messages under the model's chat template. messages: dicts in OpenAI's shape
         (role, content, tool_calls, tool_call_id, name) or (role, content) pairs; tools: OpenAI tool

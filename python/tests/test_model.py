@@ -39,6 +39,10 @@ class TestModel(unittest.TestCase):
         d = m.describe()
         self.assertEqual((d.arch, d.n_vocab, d.n_ctx_train), ("llama", 512, 512))
         self.assertTrue(d.has_weights and d.n_layer > 0 and d.fingerprint != 0)
+        # the rest of the hyper-parameters, as `reprise inspect` prints them for stories260K
+        self.assertEqual((d.tokenizer, d.n_tokens, d.n_rot, d.rope_neox, d.tied_output), ("spm", 512, 8, False, False))
+        self.assertAlmostEqual(d.rope_base, 10000.0)
+        self.assertAlmostEqual(d.rms_eps, 1e-5, places=9)
         self.assertEqual(m.meta("general.architecture"), "llama")
         self.assertEqual(int(m.meta("llama.block_count")), d.n_layer)
         self.assertIsNone(m.meta("no.such.key"))
@@ -90,6 +94,21 @@ class TestModel(unittest.TestCase):
         with self.assertRaises(ValueError):
             m.chat_render([{"role": "user", "contents": "typo"}])
 
+    def test_chat_template(self):
+        m = support.model(self)   # TinyStories: no template in the file, the llama2 built-in
+        self.assertEqual(m.chat_template, "llama2")
+        m.check_chat_template()
+        m.set_chat_template("chatml")
+        self.assertEqual(m.chat_template, "chatml")
+        self.assertIn("<|im_start|>user\nHi<|im_end|>", m.chat_render([("user", "Hi")]))
+        with self.assertRaises(reprise.Error) as cm:
+            m.set_chat_template("no-such-template")
+        self.assertEqual(cm.exception.status, reprise.Status.INVALID_ARG)
+        self.assertIn("not a built-in", str(cm.exception))
+        self.assertEqual(m.chat_template, "chatml")   # kept
+        m.set_chat_template(None)
+        self.assertEqual(m.chat_template, "llama2")
+
     def test_chat_tools(self):
         m = support.model(self)
         tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
@@ -137,6 +156,24 @@ class TestModel(unittest.TestCase):
         with self.assertRaises(reprise.Error) as cm:
             reprise.Engine(m)
         self.assertIn("vocab-only", str(cm.exception))
+
+
+@support.needs_model
+class TestModelFile(unittest.TestCase):
+    def test_metadata_and_tensors(self):
+        with reprise.ModelFile(support.MODEL) as f:
+            d = f.describe()
+            meta, tensors = f.meta(), f.tensors()
+            self.assertEqual((len(meta), len(tensors)), (d["n_meta"], d["n_tensors"]))
+            self.assertEqual(meta["general.architecture"], "'llama'")
+            self.assertEqual(f.meta("llama.block_count"), "5")
+            self.assertIsNone(f.meta("no.such.key"))
+            self.assertEqual(sum(t[4] for t in tensors), d["tensor_bytes"])
+            emb = [t for t in tensors if t[0] == "token_embd.weight"]
+            self.assertEqual(emb[0][2], (64, 512))   # n_embd x n_vocab, ne[0] first
+        with self.assertRaises(reprise.Error) as cm:
+            reprise.ModelFile(os.path.join(support.SHARED, "no-such-file.gguf"))
+        self.assertEqual(cm.exception.status, reprise.Status.IO)
 
 
 @support.needs_model

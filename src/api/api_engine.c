@@ -37,6 +37,9 @@ rp_engine_params rp_engine_default_params(void) {
         .cache_disk_bytes = 0,
         .cache_dir_optional = false,
         .load_calibration = true,
+        .cache_read_only = false,
+        .n_ctx_over_train = false,
+        .n_seq_max = 1,
     };
     return p;
 }
@@ -53,12 +56,15 @@ static rp_status check_params(const rp_model *m, const rp_engine_params *p) {
         return rp_errorf(RP_ERR_INVALID_ARG, "engine: recompute ratio %g not in [0, 1]", (double)p->recompute_ratio);
     if ((unsigned)p->select > RP_SELECT_ATTN) return rp_errorf(RP_ERR_INVALID_ARG, "engine: selection rule %d", (int)p->select);
     if (p->check_layer < 0) return rp_errorf(RP_ERR_INVALID_ARG, "engine: check layer %d is negative", p->check_layer);
+    if ((unsigned)p->deviation > RP_DEVIATION_V) return rp_errorf(RP_ERR_INVALID_ARG, "engine: deviation %d", (int)p->deviation);
+    if (p->n_seq_max < 0) return rp_errorf(RP_ERR_INVALID_ARG, "engine: n_seq_max %d is negative", p->n_seq_max);
     return RP_OK;
 }
 
 /* The flash tier: the store in cache_dir, bound to the engine's salt, as the chunk cache's pool. */
 static rp_status attach_store(rp_engine *e) {
     rp_store_params sp = rp_store_default_params();
+    sp.read_only = e->p.cache_read_only;   /* a reader: no lock, no writes (the cache pool reads only) */
     rp_store *store = NULL;
     RP_TRY(rp_store_open(e->cache_dir, &sp, &store));
     snprintf(e->notice, sizeof e->notice, "%s", rp_store_notice(store));
@@ -87,16 +93,19 @@ rp_status rp_engine_create(rp_model *m, const rp_engine_params *p, rp_engine **o
     rp.ratio = p->recompute_ratio;
     rp.blend.check_layer = p->check_layer;
     rp.blend.select = p->select;
+    rp.blend.dev = p->deviation == RP_DEVIATION_K ? RP_DEV_K : p->deviation == RP_DEVIATION_V ? RP_DEV_V : RP_DEV_KV;
     rp.static_mode = p->static_mode;
     rp.naive_schedule = p->naive_schedule;
     rp.cache_bytes = p->cache_ram_bytes;
     if (p->static_mode && p->load_calibration)
         e->calibrated = rp_calib_lookup(m->fingerprint, p->cache_dir, p->n_threads, &rp.static_cfg);
     const int32_t n_train = m->hp.n_ctx_train > 0 ? m->hp.n_ctx_train : 1 << 24;
-    e->n_ctx = p->n_ctx > 0 ? (p->n_ctx < n_train ? p->n_ctx : n_train) : (4096 < n_train ? 4096 : n_train);
+    e->n_ctx = p->n_ctx > 0 ? (p->n_ctx < n_train || p->n_ctx_over_train ? p->n_ctx : n_train)
+                            : (4096 < n_train ? 4096 : n_train);
     /* static calls' padding rows sit in cells past the context: scratch no real row attends */
     const int32_t pad = p->static_mode ? (rp.static_cfg.L_S > rp.static_cfg.L_P ? rp.static_cfg.L_S : rp.static_cfg.L_P) : 0;
     e->n_cells = e->n_ctx + pad;
+    if (st == RP_OK && p->n_seq_max > 0) st = rp_api_check_kv_fits(e);
     rp_ctx_params cp = rp_ctx_default_params();
     cp.n_threads = p->n_threads;
     cp.n_batch = p->n_batch;
@@ -176,6 +185,7 @@ void rp_engine_stats_get(rp_engine *e, rp_engine_stats *out) {
     out->has_store = rp_chunk_cache_has_store(rp_reuse_cache(e->reuse));
     out->store_bytes = cs.disk_bytes;
     out->store_damaged = cs.store_damaged;
+    out->store_evictions = cs.disk_evictions;
 }
 
 /* ---- sequences ---- */
@@ -216,7 +226,7 @@ void rp_seq_free(rp_seq *s) {
 void rp_seq_reset(rp_seq *s) {
     if (!s) return;
     rp_session_reset(s->s);
-    s->n_hist = s->n_prompt = 0;
+    s->n_hist = s->n_prompt = s->n_exact = 0;
     s->pending_tok = s->logits_ok = false;
     s->fresh_prefill = false;
     s->smp_restart = true;
@@ -224,6 +234,7 @@ void rp_seq_reset(rp_seq *s) {
 }
 
 int32_t rp_seq_n_past(const rp_seq *s) { return s ? s->n_hist : 0; }
+int32_t rp_seq_n_exact(const rp_seq *s) { return s ? s->n_exact : 0; }
 const rp_token *rp_seq_tokens(const rp_seq *s) { return s ? s->hist : NULL; }
 const float *rp_seq_logits(const rp_seq *s) {
     return s && s->n_hist > 0 && s->logits_ok && !s->pending_tok ? rp_session_logits(s->s) : NULL;
@@ -241,6 +252,7 @@ rp_status rp_seq_truncate(rp_seq *s, int32_t n) {
     if (s->pending_tok) s->pending_tok = false;   /* the pending token is the last one: cut */
     rp_kv_truncate(rp_session_kv(s->s), n);
     s->n_hist = n;
+    if (s->n_exact > n) s->n_exact = n;
     s->logits_ok = false;   /* hist[n - 1]'s logits are not kept: a generate re-decodes it */
     s->fresh_prefill = false;
     return RP_OK;
@@ -300,13 +312,15 @@ rp_status rp_seq_prefill(rp_seq *s, const rp_prompt *p, const rp_gen_opts *o, rp
     /* the reuse engine remembers one prompt: another sequence's uncommitted one is cached now, not lost */
     if (e->pending && e->pending != s) (void)rp_seq_commit(e->pending);
     e->pending = NULL;
-    s->n_hist = s->n_prompt = 0;
+    s->n_hist = s->n_prompt = s->n_exact = 0;
     s->pending_tok = s->logits_ok = false;
     s->fresh_prefill = false;
     s->smp_restart = true;   /* a new generation: the sampler starts from its seed */
     const double t0 = now_ms();
+    rp_reuse_trace_selection(e->reuse, o->recompute_marks);
     rp_status rs = rp_reuse_prefill_opts(e->reuse, &ro, e->ctx, rp_session_kv(s->s), p->toks, p->n, p->bounds,
                                          p->n_bounds, e->logits, &rst);
+    rp_reuse_trace_selection(e->reuse, NULL);
     if (rs == RP_OK) rs = rp_session_adopt(s->s, p->toks, p->n, e->logits);
     if (rs != RP_OK) {
         rp_session_reset(s->s);
@@ -315,6 +329,7 @@ rp_status rp_seq_prefill(rp_seq *s, const rp_prompt *p, const rp_gen_opts *o, rp
     const double dt = now_ms() - t0;
     memcpy(s->hist, p->toks, sizeof *p->toks * (size_t)p->n);
     s->n_hist = s->n_prompt = p->n;
+    s->n_exact = rst.n_exact_head < p->n ? rst.n_exact_head : p->n;
     s->logits_ok = true;
     const int mode = o->reuse >= 0 ? o->reuse : (int)e->p.reuse;
     if (o->persist && mode != RP_REUSE_NONE) e->pending = s;
@@ -365,6 +380,7 @@ rp_status rp_seq_feed(rp_seq *s, const rp_token *t, int32_t n) {
     }
     RP_TRY(rp_session_feed(s->s, t, n));
     memcpy(s->hist + s->n_hist, t, sizeof *t * (size_t)n);
+    if (s->n_exact == s->n_hist) s->n_exact += n;   /* computed on exact KV: exact */
     s->n_hist += n;
     s->logits_ok = true;
     s->fresh_prefill = false;
@@ -434,8 +450,8 @@ static bool same_sampling(const rp_sampler_params *a, const rp_logit_bias *a_bia
 
 /* The sequence's sampler for these params: the one it has (the generation goes on), or a new one from the seed
  * whose penalty window is the sequence's last tokens. */
-static rp_status seq_sampler(rp_seq *s, const rp_sampler_params *sp) {
-    if (s->smp && !s->smp_restart && same_sampling(&s->smp_p, s->smp_bias, sp)) return RP_OK;
+static rp_status seq_sampler(rp_seq *s, const rp_sampler_params *sp, bool reseed) {
+    if (s->smp && !s->smp_restart && !reseed && same_sampling(&s->smp_p, s->smp_bias, sp)) return RP_OK;
     if (sp->n_bias < 0 || (sp->n_bias > 0 && !sp->bias))
         return rp_errorf(RP_ERR_INVALID_ARG, "seq: %d logit biases", sp->n_bias);
     rp_sampler *smp = NULL;
@@ -458,6 +474,8 @@ static rp_status seq_sampler(rp_seq *s, const rp_sampler_params *sp) {
     return RP_OK;
 }
 
+rp_status rp_api_seq_sampler(rp_seq *s, const rp_sampler_params *sp) { return seq_sampler(s, sp, false); }
+
 rp_status rp_seq_generate(rp_seq *s, const rp_gen_opts *o, char *buf, size_t cap, size_t *len, rp_gen_stats *st) {
     rp_gen_stats tmp;
     if (!st) st = &tmp;
@@ -475,8 +493,9 @@ rp_status rp_seq_generate(rp_seq *s, const rp_gen_opts *o, char *buf, size_t cap
     *st = s->fresh_prefill ? s->prefill : (rp_gen_stats){0};
     s->fresh_prefill = false;
     st->commit_status = RP_OK;
+    st->last_token = -1;
     RP_TRY(ensure_logits(s));
-    RP_TRY(seq_sampler(s, &o->sampling));
+    RP_TRY(seq_sampler(s, &o->sampling, o->reseed));
     rp_sampler *smp = s->smp;
     rp_detok dt;
     rp_detok_init(&dt, m->tok, false);
@@ -488,7 +507,14 @@ rp_status rp_seq_generate(rp_seq *s, const rp_gen_opts *o, char *buf, size_t cap
     const double t0 = now_ms();
     const long max = o->max_tokens < 0 ? (long)1 << 40 : o->max_tokens;
     for (long k = 0; k < max; k++) {
-        const rp_token t = rp_sampler_sample(smp, rp_session_logits(s->s));
+        const float *lg = rp_session_logits(s->s);
+        if (o->on_logits) {   /* a writable copy (the engine's prefill buffer is free while generating) */
+            memcpy(e->logits, lg, sizeof *lg * (size_t)m->hp.n_vocab);
+            o->on_logits(o->logits_user, s->hist, s->n_hist, e->logits, m->hp.n_vocab);
+            lg = e->logits;
+        }
+        const rp_token t = rp_sampler_sample(smp, lg);
+        st->last_token = t;
         if (e->pending == s) {   /* cache the prompt's chunks after the first token, off the TTFT path */
             e->pending = NULL;
             st->commit_status = rp_reuse_commit(e->reuse, rp_session_kv(s->s));   /* a failure only loses cache */
@@ -518,6 +544,7 @@ rp_status rp_seq_generate(rp_seq *s, const rp_gen_opts *o, char *buf, size_t cap
             /* the last token joins the sequence undecoded: its logits would go unused unless the sequence goes
              * on (then the next feed or generate decodes it) */
             if (s->n_hist < e->n_ctx) {
+                if (s->n_exact == s->n_hist) s->n_exact++;
                 s->hist[s->n_hist++] = t;
                 s->pending_tok = true;
             }
@@ -528,6 +555,7 @@ rp_status rp_seq_generate(rp_seq *s, const rp_gen_opts *o, char *buf, size_t cap
             break;
         }
         if ((rs = rp_session_feed(s->s, &t, 1)) != RP_OK) break;
+        if (s->n_exact == s->n_hist) s->n_exact++;
         s->hist[s->n_hist++] = t;
     }
     if (rs == RP_OK && st->stop != RP_STOP_STRING && st->stop != RP_STOP_CANCELLED) {

@@ -36,6 +36,7 @@ struct rp_seq {
     rp_token *hist;             /* [n_cells] the sequence's tokens: its KV cache's, then a pending one */
     int32_t n_hist;
     int32_t n_prompt;           /* tokens of the last prefilled prompt (its commit needs their cells) */
+    int32_t n_exact;            /* hist[0..n_exact) hold exactly what a plain prefill computes (rp_seq_n_exact) */
     bool pending_tok;           /* hist[n_hist - 1] was generated and is not decoded yet */
     bool logits_ok;             /* the session's logits are hist[n_hist - 1]'s (false after a truncate) */
     rp_gen_stats prefill;       /* the last prefill's figures, handed to the generate after it */
@@ -48,7 +49,14 @@ struct rp_seq {
     size_t text_cap;
 };
 
+/* RP_ERR_NOMEM naming the bytes when n_seq_max sequences' KV at n_cells would not fit in available memory
+ * (api_ctx.c). */
+rp_status rp_api_check_kv_fits(const rp_engine *e);
+
 /* The reuse engine's options for a call. */
 rp_reuse_opts rp_api_reuse_opts(const rp_gen_opts *o);
+/* The sequence's sampler for these params (rp_seq_generate's: kept while the generation goes on, else made
+ * anew from the seed), in s->smp. */
+rp_status rp_api_seq_sampler(rp_seq *s, const rp_sampler_params *sp);
 
 #endif /* RP_API_INTERNAL_H */

@@ -68,6 +68,14 @@ rp_model_desc rp_model_describe(const rp_model *m) {
     d.fingerprint = m->fingerprint;
     d.has_weights = m->layers != NULL;
     d.has_tokenizer = m->tok != NULL;
+    d.n_rot = h->n_rot;
+    d.rope_neox = h->rope_kind == RP_ROPE_NEOX;
+    d.rope_llama3 = h->rope_llama3;
+    d.rope_base = h->rope_base;
+    d.rms_eps = h->rms_eps;
+    d.tied_output = m->tied_output;
+    d.tokenizer = !m->tok ? "" : rp_tokenizer_kind(m->tok) == RP_TOK_SPM ? "spm" : "bpe";
+    d.n_tokens = m->tok ? rp_tokenizer_n_vocab(m->tok) : 0;
     return d;
 }
 
@@ -234,10 +242,29 @@ static rp_status parse_calls(const char *json, size_t msg, rp_tool_call **out, s
     return RP_OK;
 }
 
+rp_chat_format rp_model_chat_format(const rp_model *m) { return m ? m->chat : RP_CHAT_UNKNOWN; }
+
+static rp_status render_msgs(const rp_model *m, rp_chat_format f, const rp_chat_message *msgs, int32_t n,
+                             const char *tools_json, bool add_generation_prompt, char *buf, size_t cap, size_t *len);
+
+/* The model's own template (its tokenizer.chat_template through the Jinja interpreter, or the one
+ * rp_chat_template_set gave it). */
 rp_status rp_chat_render(const rp_model *m, const rp_chat_message *msgs, int32_t n, const char *tools_json,
                          bool add_generation_prompt, char *buf, size_t cap, size_t *len) {
     *len = 0;
     if (!m) return rp_errorf(RP_ERR_INVALID_ARG, "chat: no model");
+    return render_msgs(m, RP_CHAT_UNKNOWN, msgs, n, tools_json, add_generation_prompt, buf, cap, len);
+}
+
+/* A built-in family's renderer, without a model. */
+rp_status rp_chat_render_format(rp_chat_format f, const rp_chat_message *msgs, int32_t n, const char *tools_json,
+                                bool add_generation_prompt, char *buf, size_t cap, size_t *len) {
+    return render_msgs(NULL, f, msgs, n, tools_json, add_generation_prompt, buf, cap, len);
+}
+
+static rp_status render_msgs(const rp_model *m, rp_chat_format f, const rp_chat_message *msgs, int32_t n,
+                             const char *tools_json, bool add_generation_prompt, char *buf, size_t cap, size_t *len) {
+    *len = 0;
     if (n < 0 || (n > 0 && !msgs)) return rp_errorf(RP_ERR_INVALID_ARG, "chat: %d messages", n);
     rp_chat_msg *cm = calloc((size_t)(n > 0 ? n : 1), sizeof *cm);
     rp_tool_call **calls = calloc((size_t)(n > 0 ? n : 1), sizeof *calls);
@@ -252,9 +279,9 @@ rp_status rp_chat_render(const rp_model *m, const rp_chat_message *msgs, int32_t
     }
     char *text = NULL;
     if (st == RP_OK) {
-        /* no BOS text: tokenizing the result adds BOS where the vocabulary wants one (rp_prompt_add_text) */
+        /* no leading BOS text: tokenizing the result adds BOS where the vocabulary wants one (rp_prompt_add_text) */
         const rp_chat_opts o = {.tools_json = tools_json, .add_generation_prompt = add_generation_prompt};
-        st = rp_chat_apply(m->chat, cm, (size_t)n, &o, &text);
+        st = m ? rp_model_render_chat(m, cm, (size_t)n, &o, &text) : rp_chat_apply(f, cm, (size_t)n, &o, &text);
     }
     if (st == RP_OK) {
         const size_t l = strlen(text);

@@ -418,9 +418,14 @@ static rp_status parse_tensor(rp_parser *p, rp_gguf *g, uint64_t i, rp_tspan *sp
     at_field = p->pos;
     RP_TRY(get_u32(p, "type", &type_id));
     const rp_type_traits *tr = type_id < RP_TYPE_COUNT ? rp_type_get_traits((int)type_id) : NULL;
+    if (tr == NULL && type_id < RP_TYPE_COUNT && rp_type_is_removed((int)type_id))
+        return rp_errorf(RP_ERR_UNSUPPORTED,
+                         "gguf: %s: type %s (id %" PRIu32 ") is not supported: ggml removed it, so its block size is "
+                         "unknown (at byte %" PRIu64 ")", p->where, rp_type_name((int)type_id), type_id, at_field);
     if (!tr || tr->blck_size <= 0 || tr->type_size == 0)
-        return rp_errorf(RP_ERR_UNSUPPORTED, "gguf: %s: unknown tensor type id %" PRIu32 " (at byte %" PRIu64 ")",
-                         p->where, type_id, at_field);
+        return rp_errorf(RP_ERR_UNSUPPORTED,
+                         "gguf: %s: tensor type id %" PRIu32 " is not a ggml type (ggml's ids are 0..%d; at byte %" PRIu64 ")",
+                         p->where, type_id, RP_TYPE_COUNT - 1, at_field);
     t->type = (rp_type)type_id;
     uint64_t blck = (uint64_t)tr->blck_size;
     if ((uint64_t)t->ne[0] % blck != 0)

@@ -11,17 +11,20 @@ float rp_bf16_to_fp32(uint16_t h);
 uint16_t rp_fp32_to_bf16(float f);
 
 /* Dequantize k elements (k a multiple of the type's block size) of type `t`
- * from `src` into `dst`. Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K,
- * Q8_K. Returns false for other types (dst untouched). */
+ * from `src` into `dst`. Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+ * Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, Q8_K. Returns false for
+ * other types (dst untouched). */
 bool rp_dequantize_row(rp_type t, const void *src, float *dst, int64_t k);
 
 /* Quantize k floats into `dst` (row_size(t, k) bytes) with ggml's reference
  * rounding, so our files are bit-identical to ggml's quantize of the same data.
- * Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q8_K. */
+ * (For IQ4_NL / IQ4_XS: ggml_quantize_chunk's, which llama.cpp's quantize uses.)
+ * Supported: the types rp_dequantize_row supports. */
 bool rp_quantize_row(rp_type t, const float *src, void *dst, int64_t k);
 
 /* The activation type a weight type's integer dot product consumes
- * (ggml's vec_dot_type): Q8_0 for Q4_0/Q8_0, Q8_K for Q4_K/Q6_K, F32 for
+ * (ggml's vec_dot_type, except Q8_0 for Q4_1/Q5_1 where ggml uses Q8_1): Q8_0
+ * for the 32-element types, Q8_K for the 256-element ones, F32 for
  * F32/F16/BF16. */
 rp_type rp_type_vec_dot_type(rp_type t);
 

@@ -3,7 +3,8 @@
 
 /* Reference kernels (always linked). */
 extern const rp_mm_kernel rp_mm_ref_f32, rp_mm_ref_f16, rp_mm_ref_bf16, rp_mm_ref_q8_0, rp_mm_ref_q4_0,
-    rp_mm_ref_q4_k, rp_mm_ref_q6_k;
+    rp_mm_ref_q4_k, rp_mm_ref_q6_k, rp_mm_ref_q4_1, rp_mm_ref_q5_0, rp_mm_ref_q5_1, rp_mm_ref_iq4_nl, rp_mm_ref_q2_k,
+    rp_mm_ref_q3_k, rp_mm_ref_q5_k, rp_mm_ref_iq4_xs;
 
 /* SIMD kernels: src/kernels/x86/, one family per file, all compiled on x86-64. Each is named here with a
  * strong reference on purpose: a program linking libreprise.a gets only the archive members that something
@@ -17,6 +18,10 @@ extern const rp_mm_kernel rp_mm_q6_k_avx2, rp_mm_q6_k_avx512, rp_mm_q6_k_amx;
 extern const rp_mm_kernel rp_mm_f16_avx2, rp_mm_f16_avx512;
 extern const rp_mm_kernel rp_mm_bf16_avx2, rp_mm_bf16_avx512, rp_mm_bf16_amx;
 extern const rp_mm_kernel rp_mm_f32_avx2, rp_mm_f32_avx512;
+extern const rp_mm_kernel rp_mm_q4_1_avx2, rp_mm_q4_1_avx512, rp_mm_q5_0_avx2, rp_mm_q5_0_avx512;
+extern const rp_mm_kernel rp_mm_q5_1_avx2, rp_mm_q5_1_avx512, rp_mm_iq4_nl_avx2, rp_mm_iq4_nl_avx512;
+extern const rp_mm_kernel rp_mm_q2_k_avx2, rp_mm_q2_k_avx512, rp_mm_q3_k_avx2, rp_mm_q3_k_avx512;
+extern const rp_mm_kernel rp_mm_q5_k_avx2, rp_mm_q5_k_avx512, rp_mm_iq4_xs_avx2, rp_mm_iq4_xs_avx512;
 extern const rp_attn_kernel rp_attn_f16_avx2, rp_attn_f16_avx512;
 extern const rp_attn_kernel rp_attn_q8_0_avx2, rp_attn_q8_0_avx512;
 extern const rp_attn_kernel rp_attn_f32_avx2, rp_attn_f32_avx512;
@@ -57,6 +62,14 @@ static const rp_mm_kernel *const k_mm[] = {
     X86(&rp_mm_f16_avx512, &rp_mm_f16_avx2) &rp_mm_ref_f16,
     X86(&rp_mm_bf16_amx, &rp_mm_bf16_avx512, &rp_mm_bf16_avx2) &rp_mm_ref_bf16,
     X86(&rp_mm_f32_avx512, &rp_mm_f32_avx2) &rp_mm_ref_f32,
+    X86(&rp_mm_q4_1_avx512, &rp_mm_q4_1_avx2) &rp_mm_ref_q4_1,
+    X86(&rp_mm_q5_0_avx512, &rp_mm_q5_0_avx2) &rp_mm_ref_q5_0,
+    X86(&rp_mm_q5_1_avx512, &rp_mm_q5_1_avx2) &rp_mm_ref_q5_1,
+    X86(&rp_mm_iq4_nl_avx512, &rp_mm_iq4_nl_avx2) &rp_mm_ref_iq4_nl,
+    X86(&rp_mm_q2_k_avx512, &rp_mm_q2_k_avx2) &rp_mm_ref_q2_k,
+    X86(&rp_mm_q3_k_avx512, &rp_mm_q3_k_avx2) &rp_mm_ref_q3_k,
+    X86(&rp_mm_q5_k_avx512, &rp_mm_q5_k_avx2) &rp_mm_ref_q5_k,
+    X86(&rp_mm_iq4_xs_avx512, &rp_mm_iq4_xs_avx2) &rp_mm_ref_iq4_xs,
 };
 
 static const rp_attn_kernel k_attn_ref[3] = {

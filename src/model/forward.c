@@ -224,10 +224,9 @@ static void att_body(void *vp, int64_t ib, int64_t ie, int tid) {
             .out = c->att + (int64_t)r0 * QD, .out_stride = QD,
             .n_rows = nr, .n_cells = c->n_cells + r0,
             .head_begin = g * G, .n_heads = G, .head_dim = HD,
-            .k = rp_kv_k_row(kv, j->layer, 0), .v = rp_kv_v_row(kv, j->layer, 0),
-            .kv_row_bytes = kv->row_bytes, .kv_type = kv->type, .kv_head = g,
             .scale = 1.0f / sqrtf((float)HD), .scratch = c->att_scratch[tid],
         };
+        rp_kv_attn_view(kv, j->layer, g, &a);
         j->kern[kv_slot(kv->type)]->fn(&a);
     }
 }
@@ -261,7 +260,7 @@ static rp_status validate(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32
         if (b->seq[i] < 0 || b->seq[i] >= n_kvs || !kvs[b->seq[i]])
             return rp_errorf(RP_ERR_RANGE, "forward: row %d sequence %d not in [0, %d)", i, b->seq[i], n_kvs);
         const rp_kv *kv = kvs[b->seq[i]];
-        if (kv->n_layer != hp->n_layer || kv->kv_dim != hp->n_head_kv * hp->head_dim)
+        if (kv->n_layer != hp->n_layer || kv->n_head_kv != hp->n_head_kv || kv->head_dim != hp->head_dim)
             return rp_errorf(RP_ERR_INVALID_ARG, "forward: sequence %d cache was made for another model", b->seq[i]);
         if (b->cell[i] < 0 || b->cell[i] >= kv->n_ctx)
             return rp_errorf(RP_ERR_RANGE, "forward: row %d cell %d not in [0, %d) (context full?)", i, b->cell[i],
@@ -359,8 +358,8 @@ void rp_fwd_store(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l) {
     const int32_t KD = c->m->hp.n_head_kv * c->m->hp.head_dim;
     for (int32_t i = 0; i < b->n; i++) {
         rp_kv *kv = kvs[b->seq[i]];
-        rp_kv_store_row(kv, rp_kv_k_row(kv, l, b->cell[i]), c->k + (size_t)i * KD);
-        rp_kv_store_row(kv, rp_kv_v_row(kv, l, b->cell[i]), c->v + (size_t)i * KD);
+        rp_kv_store_row(kv, RP_KV_K, l, b->cell[i], c->k + (size_t)i * KD);
+        rp_kv_store_row(kv, RP_KV_V, l, b->cell[i], c->v + (size_t)i * KD);
         kv->pos[b->cell[i]] = b->pos[i];
         if (b->cell[i] + 1 > kv->n) kv->n = b->cell[i] + 1;
     }

@@ -71,8 +71,8 @@ static rp_status bind_matrix(const rp_gguf *g, const char *name, int64_t cols, i
                          (long long)cols, (long long)rows);
     const rp_type_traits *tr = rp_type_get_traits((int)t->type);
     if (!tr || !tr->can_compute)
-        return rp_errorf(RP_ERR_UNSUPPORTED, "model: tensor '%s' has type %s, which Reprise cannot compute yet", name,
-                         tr ? tr->name : "?");
+        return rp_errorf(RP_ERR_UNSUPPORTED, "model: tensor '%s': type %s is not supported (Reprise has no kernels for it)",
+                         name, tr ? tr->name : "?");
     w->data = t->data;
     w->type = t->type;
     w->rows = rows;
@@ -387,13 +387,7 @@ rp_status rp_model_load(const char *path, rp_model_params params, rp_model **out
     if (rp_gguf_find_key(g, "tokenizer.ggml.model") >= 0) {
         if ((st = rp_tokenizer_load(g, &m->tok)) != RP_OK) goto fail;
         m->hp.n_vocab = rp_tokenizer_n_vocab(m->tok);   /* refined from token_embd below */
-        rp_str tmpl;
-        if (rp_gguf_get_str(g, "tokenizer.chat_template", &tmpl) == RP_OK) {
-            char *ts = strndup(tmpl.ptr, tmpl.len);
-            if (ts) { m->chat = rp_chat_detect(ts); free(ts); }
-        }
-        if (m->chat == RP_CHAT_UNKNOWN && rp_tokenizer_kind(m->tok) == RP_TOK_SPM)
-            m->chat = RP_CHAT_LLAMA2;
+        if ((st = rp_model_chat_init(m)) != RP_OK) goto fail;
     }
     if (params.vocab_only) {
         if (!m->tok) { st = rp_errorf(RP_ERR_FORMAT, "model: no tokenizer in '%s'", path); goto fail; }
@@ -421,6 +415,7 @@ fail:
 
 void rp_model_free(rp_model *m) {
     if (!m) return;
+    rp_model_chat_free(m);
     rp_tokenizer_free(m->tok);
     if (m->layers)
         for (int l = 0; l < m->hp.n_layer; l++) {

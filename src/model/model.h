@@ -72,7 +72,10 @@ typedef struct rp_model {
     float *rope_inv_freq;     /* [n_rot/2] theta_i = pos * inv_freq[i] (scaling folded in) */
     float *norm_store;        /* F32 copies of non-F32 norm vectors (owned) */
     rp_tokenizer *tok;        /* NULL only when the file has no tokenizer */
-    rp_chat_format chat;
+    rp_chat_format chat;      /* tool-call syntax of the chat template's replies */
+    struct rp_chat_tmpl *tmpl;   /* the chat template (NULL: none, or tmpl_error) */
+    char *tmpl_error;         /* why the model's own template cannot be used (NULL: fine or absent) */
+    char tmpl_origin[16];     /* "gguf", a built-in's name, "file", "none" */
     uint64_t fingerprint;     /* digest of architecture, shapes and weights — salts cache keys */
     uint64_t weight_bytes;    /* bytes of all weight data (for bandwidth ceilings) */
     int cpu_level;            /* the rp_cpu_level the weights are packed for */
@@ -82,6 +85,12 @@ typedef struct rp_model {
 /* rp_model_params, rp_model_default_params, rp_model_load and rp_model_free
  * are the public API's (reprise.h): the model struct above is what its
  * opaque rp_model handle points to. */
+
+/* The chat template (model_chat.c): the file's own, set at load; rendering with the vocabulary's BOS / EOS
+ * texts (a leading BOS the tokenizer adds anyway is dropped). */
+rp_status rp_model_chat_init(rp_model *m);
+void rp_model_chat_free(rp_model *m);
+rp_status rp_model_render_chat(const rp_model *m, const rp_chat_msg *msgs, size_t n, const rp_chat_opts *o, char **out);
 
 /* RoPE angles for `pos`: writes cos/sin for each of n_rot/2 pairs. */
 void rp_model_rope_cs(const rp_model *m, int32_t pos, float *cos_out, float *sin_out);

@@ -11,6 +11,7 @@
 #include "core/threadpool.h"
 #include "gguf/gguf.h"
 #include "kernels/quant.h"
+#include "model/quant_mix.h"
 
 typedef struct preset {
     const char *name;
@@ -213,32 +214,6 @@ static rp_status write_builtin_vocab(rp_gguf_writer *w, int32_t n_vocab, char **
     return st;
 }
 
-/* Type of each matrix for a requested file type. q4_k_m follows llama.cpp's
- * Q4_K_M recipe in spirit: Q4_K everywhere, Q6_K for attn_v and ffn_down in
- * the first and last eighths and every third layer between, and for the output. */
-static rp_type matrix_type(const char *ftype, const char *role, int layer, int n_layer) {
-    if (strcmp(ftype, "q4_k_m") == 0) {
-        bool sensitive = strcmp(role, "attn_v") == 0 || strcmp(role, "ffn_down") == 0;
-        bool use_more = layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
-        if (strcmp(role, "output") == 0) return RP_TYPE_Q6_K;
-        if (sensitive && use_more) return RP_TYPE_Q6_K;
-        return RP_TYPE_Q4_K;
-    }
-    return (rp_type)rp_type_from_name(ftype);
-}
-
-static uint32_t file_type_id(const char *t) {
-    /* llama_ftype values */
-    if (!strcmp(t, "f32")) return 0;
-    if (!strcmp(t, "f16")) return 1;
-    if (!strcmp(t, "q4_0")) return 2;
-    if (!strcmp(t, "q8_0")) return 7;
-    if (!strcmp(t, "q4_k") || !strcmp(t, "q4_k_m")) return 15;
-    if (!strcmp(t, "q6_k")) return 18;
-    if (!strcmp(t, "bf16")) return 32;
-    return 0;
-}
-
 rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
     const preset *pr = NULL;
     for (size_t i = 0; i < sizeof k_presets / sizeof k_presets[0]; i++)
@@ -252,11 +227,8 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
                          "synth: unknown preset '%s' (tiny, small, llama-3.2-1b, llama-3.2-3b, qwen3-0.6b, qwen3-1.7b, qwen3-4b)",
                          p->preset);
     }
-    int tid = strcmp(p->type, "q4_k_m") == 0 ? RP_TYPE_Q4_K : rp_type_from_name(p->type);
-    const rp_type_traits *tt = tid >= 0 ? rp_type_get_traits(tid) : NULL;
-    if (!tt || !tt->can_compute || tid == RP_TYPE_Q8_K)
-        return rp_errorf(RP_ERR_INVALID_ARG, "synth: --type '%s' not one of f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, q4_k_m",
-                         p->type);
+    const rp_ftype *ft = rp_ftype_find(p->type);
+    if (!ft) return rp_errorf(RP_ERR_INVALID_ARG, "synth: --type '%s' not one of %s", p->type, rp_ftype_list());
 
     rp_gguf_writer *w = NULL;
     RP_TRY(rp_gguf_writer_create(&w));
@@ -275,7 +247,7 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
     CHK(rp_gguf_writer_set_str(w, "general.architecture", an));
     snprintf(name, sizeof name, "reprise-synth-%s-%s", pr->name, p->type);
     CHK(rp_gguf_writer_set_str(w, "general.name", name));
-    CHK(rp_gguf_writer_set_u32(w, "general.file_type", file_type_id(p->type)));
+    CHK(rp_gguf_writer_set_u32(w, "general.file_type", ft->llama_ftype));
     CHK(rp_gguf_writer_set_u64(w, "reprise.synth.seed", p->seed));
 
     if (p->vocab_path) {
@@ -326,8 +298,10 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
             t_->seed = mix64(p->seed ^ XXH3_64bits(t_->name, strlen(t_->name))); \
         }                                                                        \
     } while (0)
-    rp_type emb_t = matrix_type(p->type, "token_embd", 0, pr->n_layer);
-    if (strcmp(p->type, "q4_k_m") == 0) emb_t = RP_TYPE_Q6_K;   /* tied: the embedding is the output */
+    /* tensor types as llama.cpp's quantize gives them; no output.weight: the embedding is tied */
+    const int n_gqa = pr->n_head / pr->n_head_kv;
+#define MTYPE(role, layer, ncols) rp_ftype_tensor_type(ft, role, layer, pr->n_layer, n_gqa, true, ncols)
+    rp_type emb_t = MTYPE("token_embd", 0, E);
     SPEC("token_embd.weight", emb_t, E, n_vocab, FILL_UNIFORM, 1.0f);
     SPEC("output_norm.weight", RP_TYPE_F32, E, 1, FILL_NORM, 0.05f);
     if (pr->llama3_rope) SPEC("rope_freqs.weight", RP_TYPE_F32, pr->head_dim / 2, 1, FILL_ROPE, 0);
@@ -336,7 +310,7 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
         float se = 1.7f / sqrtf((float)E), sf = 1.7f / sqrtf((float)F), sq = 1.7f / sqrtf((float)QD);
 #define LSPEC(suffix, role, c, r, kd, sc_)                                           \
         snprintf(nm, sizeof nm, "blk.%d.%s", l, suffix);                             \
-        SPEC(nm, (kd) == FILL_NORM ? RP_TYPE_F32 : matrix_type(p->type, role, l, pr->n_layer), c, r, kd, sc_)
+        SPEC(nm, (kd) == FILL_NORM ? RP_TYPE_F32 : MTYPE(role, l, c), c, r, kd, sc_)
         LSPEC("attn_norm.weight", "", E, 1, FILL_NORM, 0.05f);
         LSPEC("attn_q.weight", "attn_q", E, QD, FILL_UNIFORM, se);
         LSPEC("attn_k.weight", "attn_k", E, KD, FILL_UNIFORM, se);
@@ -352,6 +326,7 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
         LSPEC("ffn_down.weight", "ffn_down", F, E, FILL_UNIFORM, sf);
 #undef LSPEC
     }
+#undef MTYPE
 #undef SPEC
     for (size_t i = 0; st == RP_OK && i < n_specs; i++) {
         tensor_spec *t = &specs[i];

@@ -10,7 +10,7 @@
 typedef struct rp_synth_params {
     rp_arch arch;
     const char *preset;       /* tiny | small (llama) | llama-3.2-1b | llama-3.2-3b | qwen3-0.6b | qwen3-1.7b | qwen3-4b */
-    const char *type;         /* f32 | f16 | bf16 | q8_0 | q4_0 | q4_k | q6_k | q4_k_m (a Q4_K_M-style mix) */
+    const char *type;         /* a file type of model/quant_mix.h: f32, q8_0, q4_k (pure), q4_k_m, q3_k_s, ... (llama.cpp's mixes) */
     const char *vocab_path;   /* a GGUF whose tokenizer.* keys are copied; NULL: built-in byte-level vocab */
     uint64_t seed;
     int n_threads;

@@ -58,8 +58,8 @@ void rp_blend_ws_free(rp_blend_ws *ws) {
 }
 
 /* squared distance between a fresh row and the cached row in a cell */
-static float row_dev(const rp_kv *kv, const uint8_t *cached, const float *fresh, float *tmp) {
-    rp_kv_load_row(kv, cached, tmp);
+static float row_dev(const rp_kv *kv, rp_kv_part part, int32_t layer, int32_t cell, const float *fresh, float *tmp) {
+    rp_kv_load_row(kv, part, layer, cell, tmp);
     /* per KV head, squared error relative to the head's cached energy, summed:
      * heads with large activations would otherwise drown the others */
     double s = 0;
@@ -123,7 +123,7 @@ static int32_t attention_paid(const rp_model *m, const rp_kv *kv, const rp_batch
         nq++;
         const float *qr = q + (size_t)qi * QD;
         for (int32_t j = 0; j < n_prior; j++) {
-            rp_kv_load_row(kv, rp_kv_k_row(kv, l, b->cell[0] - n_prior + j), ws->tmp);
+            rp_kv_load_row(kv, RP_KV_K, l, b->cell[0] - n_prior + j, ws->tmp);
             for (int32_t h = 0; h < H; h++)
                 ws->score[(size_t)h * W + j] = scale * dot(qr + (size_t)h * HD, ws->tmp + (size_t)(h / group) * HD, HD);
         }
@@ -212,8 +212,8 @@ rp_status rp_blend_run(rp_ctx *c, rp_kv *kv, rp_batch *b, const uint8_t *kinds, 
             for (int32_t i = 0; i < b->n; i++) {
                 if (kinds[i] != RP_ROW_REUSE || b->logits[i]) continue;
                 float d = 0;
-                if (p->dev & RP_DEV_K) d += row_dev(kv, rp_kv_k_row(kv, l, b->cell[i]), fk + (size_t)i * KD, ws->tmp);
-                if (p->dev & RP_DEV_V) d += row_dev(kv, rp_kv_v_row(kv, l, b->cell[i]), fv + (size_t)i * KD, ws->tmp);
+                if (p->dev & RP_DEV_K) d += row_dev(kv, RP_KV_K, l, b->cell[i], fk + (size_t)i * KD, ws->tmp);
+                if (p->dev & RP_DEV_V) d += row_dev(kv, RP_KV_V, l, b->cell[i], fv + (size_t)i * KD, ws->tmp);
                 ws->dev[i] = d;
                 ws->rank[n_cand++] = (rp_blend_rank){d, i};
             }

@@ -773,7 +773,8 @@ rp_status rp_chunk_cache_insert(rp_chunk_cache *c, const rp_chunk *parent, const
                          "chunk_cache_insert: kv (type %d, row_bytes %zu, n_layer %d) does not match the cache "
                          "(type %d, row_bytes %zu, n_layer %d)",
                          (int)kv->type, kv->row_bytes, kv->n_layer, (int)c->p.kv_type, c->p.row_bytes, c->p.n_layer);
-    if (!kv->k || !kv->v || !kv->pos) return rp_errorf(RP_ERR_INVALID_ARG, "chunk_cache_insert: kv has no storage");
+    if (!kv->buf[RP_KV_K] || !kv->buf[RP_KV_V] || !kv->pos)
+        return rp_errorf(RP_ERR_INVALID_ARG, "chunk_cache_insert: kv has no storage");
     if (cell0 < 0 || kv->n > kv->n_ctx || cell0 > kv->n - len)
         return rp_errorf(RP_ERR_INVALID_ARG, "chunk_cache_insert: cells [%d, %d) not within the %d filled cells",
                          cell0, cell0 + len, kv->n);
@@ -826,11 +827,9 @@ rp_status rp_chunk_cache_insert(rp_chunk_cache *c, const rp_chunk *parent, const
     memcpy(ch->tokens, t, sizeof(rp_token) * (size_t)len);
     ch->pos0 = kv->pos[cell0];
     ch->recompute_ms = recompute_ms;
-    /* cells are contiguous within a layer, so each layer's K (and V) block is one memcpy */
-    const size_t blk = (size_t)len * kv->row_bytes;
     for (int32_t l = 0; l < kv->n_layer; l++) {
-        memcpy(rp_chunk_k(ch, l), rp_kv_k_row(kv, l, cell0), blk);
-        memcpy(rp_chunk_v(ch, l), rp_kv_v_row(kv, l, cell0), blk);
+        rp_kv_read_rows(kv, RP_KV_K, l, cell0, len, rp_chunk_k(ch, l));
+        rp_kv_read_rows(kv, RP_KV_V, l, cell0, len, rp_chunk_v(ch, l));
     }
 
     pthread_mutex_lock(&c->mu);

@@ -280,19 +280,19 @@ rp_status rp_reuse_put_vector(rp_reuse *e, const rp_token *toks, int32_t n, cons
  * positions == cells (cs/sn: the rotation table for the delta), V as is. */
 static void place_layer(const rp_model *m, rp_kv *kv, const placement *p, int32_t l, const float *cs, float *krow) {
     const rp_chunk *ch = p->ch;
-    const size_t rb = kv->row_bytes;
+    const size_t rb = ch->row_bytes;
     const int32_t delta = p->cell0 - (ch->pos0 + p->t0), half = m->hp.n_rot / 2;
     const uint8_t *sk = rp_chunk_k(ch, l) + (size_t)p->t0 * rb, *sv = rp_chunk_v(ch, l) + (size_t)p->t0 * rb;
     if (delta == 0) {
-        memcpy(rp_kv_k_row(kv, l, p->cell0), sk, rb * (size_t)p->n);
+        rp_kv_write_rows(kv, RP_KV_K, l, p->cell0, p->n, sk);
     } else {
         for (int32_t t = 0; t < p->n; t++) {
-            rp_kv_load_row(kv, sk + (size_t)t * rb, krow);
+            rp_kv_decode_row(kv, sk + (size_t)t * rb, krow);
             rp_rerotate_row(m, krow, cs, cs + half);
-            rp_kv_store_row(kv, rp_kv_k_row(kv, l, p->cell0 + t), krow);
+            rp_kv_store_row(kv, RP_KV_K, l, p->cell0 + t, krow);
         }
     }
-    memcpy(rp_kv_v_row(kv, l, p->cell0), sv, rb * (size_t)p->n);
+    rp_kv_write_rows(kv, RP_KV_V, l, p->cell0, p->n, sv);
 }
 
 static bool place_all_layers(rp_chunk_cache *cache, const rp_model *m, rp_kv *kv, const placement *p, float *cs,
@@ -849,10 +849,9 @@ done:
 /* Overwrites an existing chunk's payload with this prompt's KV (same tokens,
  * same layout): upgrades an approximate chunk once an exact copy exists. */
 static void overwrite_payload(rp_chunk *ch, const rp_kv *kv, int32_t cell0) {
-    const size_t rb = kv->row_bytes, n = (size_t)ch->n_tokens;
     for (int32_t l = 0; l < kv->n_layer; l++) {
-        memcpy(rp_chunk_k(ch, l), rp_kv_k_row(kv, l, cell0), rb * n);
-        memcpy(rp_chunk_v(ch, l), rp_kv_v_row(kv, l, cell0), rb * n);
+        rp_kv_read_rows(kv, RP_KV_K, l, cell0, ch->n_tokens, rp_chunk_k(ch, l));
+        rp_kv_read_rows(kv, RP_KV_V, l, cell0, ch->n_tokens, rp_chunk_v(ch, l));
     }
     ch->pos0 = kv->pos[cell0];
 }

@@ -2,6 +2,10 @@
 #include "reuse/rerotate.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
 
 void rp_rerotate_table(const rp_model *m, int32_t delta, float *c, float *s) {
     int half = m->hp.n_rot / 2;
@@ -30,4 +34,30 @@ void rp_rerotate_row(const rp_model *m, float *k, const float *cs, const float *
             }
         }
     }
+}
+
+rp_status rp_rerotate_shift(const rp_model *m, rp_kv *kv, int32_t keep, int32_t n_drop) {
+    if (keep < 0 || n_drop < 1 || (int64_t)keep + n_drop > kv->n)
+        return rp_errorf(RP_ERR_RANGE, "kv shift: dropping [%d, %d) of %d cells", keep, keep + n_drop, kv->n);
+    const int32_t half = m->hp.n_rot / 2, moved = kv->n - keep - n_drop;
+    float *cs = malloc(sizeof(float) * ((size_t)2 * (size_t)(half > 0 ? half : 1) + (size_t)kv->kv_dim));
+    if (!cs) return rp_errorf(RP_ERR_NOMEM, "kv shift: out of memory");
+    float *krow = cs + 2 * (half > 0 ? half : 1);
+    rp_rerotate_table(m, -n_drop, cs, cs + half);
+    for (int32_t l = 0; l < kv->n_layer; l++) {
+        if (moved > 0) {
+            rp_kv_move_cells(kv, RP_KV_V, l, keep, keep + n_drop, moved);
+            for (int32_t t = 0; t < moved; t++) {
+                rp_kv_load_row(kv, RP_KV_K, l, keep + n_drop + t, krow);
+                rp_rerotate_row(m, krow, cs, cs + half);
+                rp_kv_store_row(kv, RP_KV_K, l, keep + t, krow);
+            }
+        }
+    }
+    for (int32_t t = 0; t < moved; t++) kv->pos[keep + t] = kv->pos[keep + n_drop + t] - n_drop;
+    const int32_t n = kv->n - n_drop;
+    for (int32_t i = n; i < kv->n; i++) kv->pos[i] = -1;
+    kv->n = n;
+    free(cs);
+    return RP_OK;
 }

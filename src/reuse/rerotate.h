@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "kv/kv.h"
 #include "model/model.h"
 
 /* cos/sin of delta * inv_freq[i] for each of n_rot/2 pairs (computed in
@@ -14,5 +15,13 @@ void rp_rerotate_table(const rp_model *m, int32_t delta, float *cos_out, float *
 
 /* Rotates every KV head of one K row (kv_dim floats) in place. */
 void rp_rerotate_row(const rp_model *m, float *k_row, const float *cs, const float *sn);
+
+/* Context shift: drops cells [keep, keep + n_drop) of the cache and moves
+ * the cells after them down by n_drop, their K re-rotated to the new
+ * positions (pos - n_drop). The moved KV attended to the dropped tokens when
+ * it was computed, so it is approximate from `keep` on (what llama.cpp's
+ * context shift does). RP_ERR_RANGE unless 0 <= keep, n_drop >= 1 and
+ * keep + n_drop <= kv->n; RP_ERR_NOMEM for the row scratch. */
+rp_status rp_rerotate_shift(const rp_model *m, rp_kv *kv, int32_t keep, int32_t n_drop);
 
 #endif /* RP_REUSE_REROTATE_H */

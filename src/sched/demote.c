@@ -11,7 +11,7 @@
 /* Blob layout (little-endian host order; the blob never leaves this machine):
  *   "RPKVDEM1" | u32 n_kv | per cache: i32 type, n_layer, n_ctx, kv_dim, n;
  *   u64 row_bytes; i32 pos[n]; then per layer K rows [0, n), then per layer
- *   V rows [0, n) — only the filled cells, so a short history is small.
+ *   V rows [0, n) (whole rows, rp_kv_read_rows) — only the filled cells, so a short history is small.
  * The whole blob is zstd-compressed (level 1: demotion sits on the step path
  * under memory pressure, so speed matters more than ratio). */
 
@@ -46,9 +46,9 @@ rp_status rp_kv_blob_write(rp_kv *const *kvs, int32_t n_kv, void **out, size_t *
         w += sizeof h;
         memcpy(w, kv->pos, sizeof(int32_t) * (size_t)kv->n);
         w += sizeof(int32_t) * (size_t)kv->n;
-        const size_t layer_bytes = (size_t)kv->n * kv->row_bytes;   /* cells [0, n) of a layer are contiguous */
-        for (int32_t l = 0; l < kv->n_layer; l++, w += layer_bytes) memcpy(w, rp_kv_k_row(kv, l, 0), layer_bytes);
-        for (int32_t l = 0; l < kv->n_layer; l++, w += layer_bytes) memcpy(w, rp_kv_v_row(kv, l, 0), layer_bytes);
+        const size_t layer_bytes = (size_t)kv->n * kv->row_bytes;
+        for (int32_t l = 0; l < kv->n_layer; l++, w += layer_bytes) rp_kv_read_rows(kv, RP_KV_K, l, 0, kv->n, w);
+        for (int32_t l = 0; l < kv->n_layer; l++, w += layer_bytes) rp_kv_read_rows(kv, RP_KV_V, l, 0, kv->n, w);
     }
     size_t cap = ZSTD_compressBound(raw_len);
     void *z = malloc(cap);
@@ -107,8 +107,8 @@ rp_status rp_kv_blob_read(const void *blob, size_t len, rp_kv *const *kvs, int32
         rp_kv_clear(kv);
         memcpy(kv->pos, r, sizeof(int32_t) * (size_t)h.n);
         r += sizeof(int32_t) * (size_t)h.n;
-        for (int32_t l = 0; l < kv->n_layer; l++, r += layer_bytes) memcpy(rp_kv_k_row(kv, l, 0), r, layer_bytes);
-        for (int32_t l = 0; l < kv->n_layer; l++, r += layer_bytes) memcpy(rp_kv_v_row(kv, l, 0), r, layer_bytes);
+        for (int32_t l = 0; l < kv->n_layer; l++, r += layer_bytes) rp_kv_write_rows(kv, RP_KV_K, l, 0, h.n, r);
+        for (int32_t l = 0; l < kv->n_layer; l++, r += layer_bytes) rp_kv_write_rows(kv, RP_KV_V, l, 0, h.n, r);
         kv->n = h.n;
     }
     free(raw);

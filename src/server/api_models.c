@@ -13,10 +13,11 @@ static json_t *model_obj(rp_server *s) {
     json_object_set_new(m, "owned_by", json_string("reprise"));
     json_t *meta = json_object();
     const rp_model *md = rp_backend_model(s->b);
-    json_object_set_new(meta, "arch", json_string(rp_arch_name(md->hp.arch)));
+    const rp_model_desc d = rp_model_describe(md);
+    json_object_set_new(meta, "arch", json_string(d.arch));
     json_object_set_new(meta, "n_ctx", json_integer(rp_backend_n_ctx(s->b)));
-    json_object_set_new(meta, "n_vocab", json_integer(md->hp.n_vocab));
-    json_object_set_new(meta, "chat_format", json_string(rp_chat_format_name(md->chat)));
+    json_object_set_new(meta, "n_vocab", json_integer(d.n_vocab));
+    json_object_set_new(meta, "chat_format", json_string(rp_chat_format_name(rp_model_chat_format(md))));
     json_object_set_new(meta, "backend", json_string(rp_backend_kind(s->b)));
     json_object_set_new(m, "reprise", meta);
     return m;

@@ -9,7 +9,6 @@
 #include <time.h>
 
 #include "core/error.h"
-#include "reuse/engine.h"
 
 double rp_srv_now(void) {
     struct timespec ts;
@@ -28,7 +27,7 @@ rp_backend_config rp_backend_default_config(void) {
         .cache_disk_gb = 0,
         .reuse_mode = RP_REUSE_BLEND,
         .recompute_ratio = 0.25f,
-        .kv_type = RP_TYPE_F16,
+        .kv_type = RP_KV_F16,
         .speculate = true,
     };
     return c;
@@ -50,17 +49,22 @@ rp_status rp_backend_create(const rp_backend_config *cfg, rp_backend **out) {
     mp.progress_user = cfg->load_progress_user;
     rp_status st = rp_model_load(cfg->model_path, mp, &b->m);
     if (st != RP_OK) goto fail;
-    if (!b->m->tok) {
+    const rp_model_desc md = rp_model_describe(b->m);
+    if (!md.has_tokenizer) {
         st = rp_errorf(RP_ERR_UNSUPPORTED, "'%s' has no tokenizer", cfg->model_path);
         goto fail;
     }
+    /* the chat template renders, or the server does not start (a model without one keeps a plain transcript) */
+    st = cfg->chat_template ? rp_chat_template_set(b->m, cfg->chat_template) : rp_chat_template_check(b->m);
+    if (st == RP_ERR_UNSUPPORTED && !cfg->chat_template) st = RP_OK;
+    if (st != RP_OK) goto fail;
     if (cfg->draft_path && (st = rp_model_load(cfg->draft_path, mp, &b->dm)) != RP_OK) goto fail;
     int32_t n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : 4096;
-    if (b->m->hp.n_ctx_train > 0 && n_ctx > b->m->hp.n_ctx_train) {
+    if (md.n_ctx_train > 0 && n_ctx > md.n_ctx_train) {
         if (cfg->n_ctx > 0)
             fprintf(stderr, "reprise serve: -c %d exceeds the model's training context %d; using %d\n", cfg->n_ctx,
-                    b->m->hp.n_ctx_train, b->m->hp.n_ctx_train);
-        n_ctx = b->m->hp.n_ctx_train;
+                    md.n_ctx_train, md.n_ctx_train);
+        n_ctx = md.n_ctx_train;
     }
     b->n_ctx = n_ctx;
     b->ops = cfg->parallel > 1 ? &rp_backend_sched_ops : &rp_backend_core_ops;
@@ -85,8 +89,7 @@ void rp_backend_free(rp_backend *b) {
 const rp_model *rp_backend_model(const rp_backend *b) { return b->m; }
 int32_t rp_backend_n_ctx(const rp_backend *b) { return b->n_ctx; }
 uint64_t rp_backend_kv_bytes_per_token(const rp_backend *b) {
-    const rp_hparams *hp = &b->m->hp;
-    return 2 * (uint64_t)hp->n_layer * rp_type_row_size(b->cfg.kv_type, hp->n_head_kv * hp->head_dim);
+    return rp_kv_bytes_per_token(b->m, b->cfg.kv_type);
 }
 const char *rp_backend_kind(const rp_backend *b) { return b->ops->kind; }
 rp_status rp_backend_flush(rp_backend *b) { return b->ops->flush ? b->ops->flush(b) : RP_OK; }
@@ -109,6 +112,7 @@ static void job_free(rp_job *j) {
     free(j->bounds);
     free(j->bias);
     free(j->gen);
+    rp_prompt_free(j->prompt);
     free(j);
 }
 
@@ -127,7 +131,7 @@ rp_status rp_backend_submit(rp_backend *b, const rp_job_params *p, rp_job **out)
     if ((int64_t)p->n + p->max_tokens > b->n_ctx)
         return rp_errorf(RP_ERR_RANGE, "backend: %d prompt + %d new tokens exceed the context of %d", p->n,
                          p->max_tokens, b->n_ctx);
-    const int32_t n_vocab = b->m->hp.n_vocab;
+    const int32_t n_vocab = rp_model_describe(b->m).n_vocab;
     for (int32_t i = 0; i < p->n; i++)
         if (p->toks[i] < 0 || p->toks[i] >= n_vocab)
             return rp_errorf(RP_ERR_RANGE, "backend: token %d at %d is not in the vocabulary (%d)", p->toks[i], i, n_vocab);
@@ -167,6 +171,19 @@ rp_status rp_backend_submit(rp_backend *b, const rp_job_params *p, rp_job **out)
     }
     *out = j;
     return RP_OK;
+}
+
+rp_status rp_job_prompt(const rp_job *j, rp_prompt *p) {
+    rp_prompt_clear(p);
+    rp_status st = RP_OK;
+    for (int32_t i = 0, from = 0; st == RP_OK && i <= j->p.n_bounds; i++) {
+        const int32_t to = i < j->p.n_bounds ? j->bounds[i] : j->p.n;
+        if (to > from && to <= j->p.n) {
+            st = rp_prompt_add_tokens(p, j->toks + from, to - from, true);
+            from = to;
+        }
+    }
+    return st;
 }
 
 static void deadline_in(struct timespec *ts, double s) {

@@ -7,9 +7,6 @@
 #include <stdint.h>
 
 #include "reprise.h"
-#include "kernels/types.h"
-#include "model/model.h"
-#include "model/sampler.h"
 
 /* Two implementations sit behind this interface:
  *   core  (--parallel 1): one generation at a time on a worker thread over
@@ -27,6 +24,7 @@
 typedef struct rp_backend_config {
     const char *model_path;
     const char *draft_path;     /* draft model for speculative decoding (sched backend), or NULL */
+    const char *chat_template;  /* --chat-template: a built-in's name or a Jinja file, or NULL (the model's own) */
     rp_progress_fn load_progress;   /* NULL, or the model loads' progress (rp_model_params.progress) */
     void *load_progress_user;
     int32_t n_ctx;              /* tokens per sequence (0: min(4096, the model's)) */
@@ -39,7 +37,7 @@ typedef struct rp_backend_config {
     double cache_disk_gb;       /* flash budget of the store (0: unlimited) */
     int reuse_mode;             /* default rp_reuse_mode for requests (blend) */
     float recompute_ratio;      /* default blend ratio */
-    rp_type kv_type;
+    rp_kv_type kv_type;
     bool speculate;             /* sched: speculative decoding (n-gram drafter, or the draft model) */
     double kv_limit_mb;         /* sched: KV in use above which sessions waiting on a tool result are
                                    demoted (compressed in memory) until resumed (0: never) */

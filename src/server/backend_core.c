@@ -1,33 +1,27 @@
-/* backend_core.c — the serial backend: one job at a time on a worker thread, prefill through the reuse engine, bounded FIFO. */
+/* backend_core.c — the serial backend: one job at a time on a worker thread over the public engine (rp_engine /
+ * rp_seq: reuse, chunk cache, store), bounded FIFO. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
-#include "model/forward.h"
-#include "model/session.h"
-#include "reuse/engine.h"
 #include "server/backend_internal.h"
 #include "server/json_prefix.h"
-#include "store/store.h"
 
 struct rp_bk_session {
-    rp_session *s;        /* created on the worker at the session's first job */
-    rp_token *hist;       /* tokens in the KV: hist[0..n_hist) == cells [0, n_hist) */
-    int32_t n_hist;
-    int32_t n_exact;      /* cells [0, n_exact) hold exactly what a plain prefill computes (the rest came after
-                             approximate reuse) */
+    rp_seq *seq;          /* created on the worker at the session's first job; its tokens are the KV's */
     bool waiting;         /* the last turn ended in a tool call */
+    rp_bk_session *next;  /* freed sessions waiting for the worker (core.dead) */
 };
 
 typedef struct core {
     rp_backend *b;
-    rp_ctx *ctx;
-    rp_reuse *e;
-    rp_session *scratch;          /* the sequence of one-off jobs */
-    float *logits;                /* [n_vocab] first-token logits from the reuse engine */
-    float *masked;                /* [n_vocab] constrained logits */
+    rp_engine *e;
+    rp_seq *scratch;              /* the sequence of one-off jobs */
+    rp_prompt *prompt;            /* the running job's prompt (worker) */
+    int32_t n_vocab;
+    bool *allowed;                /* [n_vocab] the JSON constraint's verdicts for one step */
     char *pieces;                 /* vocabulary pieces for the JSON constraint (built on first use) */
     int32_t *piece_off;           /* [n_vocab + 1] */
 
@@ -38,6 +32,7 @@ typedef struct core {
     rp_job *head, *tail;          /* queue (mu) */
     int32_t n_queued;
     rp_job *running;              /* (mu) */
+    rp_bk_session *dead;          /* freed sessions: the worker frees their sequences, as the engine's thread (mu) */
     bool stop;
 
     rp_backend_stats st;          /* counters (mu) */
@@ -48,9 +43,8 @@ typedef struct core {
 
 static rp_status build_pieces(core *c) {
     if (c->pieces) return RP_OK;
-    const rp_tokenizer *tok = c->b->m->tok;
-    const int32_t nv = c->b->m->hp.n_vocab;
-    const int32_t nt = rp_tokenizer_n_vocab(tok) < nv ? rp_tokenizer_n_vocab(tok) : nv;
+    const rp_model *m = c->b->m;
+    const int32_t nv = c->n_vocab;
     int32_t *off = malloc(sizeof *off * ((size_t)nv + 1));
     size_t cap = (size_t)nv * 8 + 64, len = 0;
     char *buf = malloc(cap);
@@ -58,8 +52,8 @@ static rp_status build_pieces(core *c) {
     for (int32_t id = 0; id < nv; id++) {
         off[id] = (int32_t)len;
         char tmp[512];
-        int w = id < nt && !rp_tokenizer_is_eog(tok, id) ? rp_tokenizer_token_to_piece(tok, id, false, tmp, sizeof tmp) : 0;
-        if (w < 0 || w > (int)sizeof tmp) w = 0;
+        int32_t w = !rp_token_is_eog(m, id) ? rp_token_to_piece(m, id, false, tmp, (int32_t)sizeof tmp) : 0;
+        if (w < 0 || w > (int32_t)sizeof tmp) w = 0;
         if (len + (size_t)w > cap) {
             cap = (len + (size_t)w) * 2;
             char *nb = realloc(buf, cap);
@@ -79,18 +73,42 @@ oom:
     return rp_errorf(RP_ERR_NOMEM, "server: out of memory for the vocabulary pieces");
 }
 
-/* Copies logits with every token that cannot continue the JSON prefix banned. */
-static const float *constrain(core *c, const rp_json_prefix *jp, const float *logits) {
-    const int32_t nv = c->b->m->hp.n_vocab;
+/* A job's generation: the JSON prefix so far, and how the job's callbacks ended it. */
+typedef struct run_state {
+    core *c;
+    rp_job *j;
+    bool constrain;
+    rp_json_prefix jp;
+    bool json_done, bad, gone;   /* the object closed / a token that cannot continue it / the job was cancelled */
+} run_state;
+
+/* rp_logits_fn: bans every token that cannot continue the JSON prefix (nothing is banned when no token could). */
+static void constrain_logits(void *user, const rp_token *hist, int32_t n_hist, float *logits, int32_t n_vocab) {
+    run_state *r = user;
+    core *c = r->c;
     int32_t allowed = 0;
-    for (int32_t id = 0; id < nv; id++) {
+    for (int32_t id = 0; id < n_vocab; id++) {
         const int32_t a = c->piece_off[id], z = c->piece_off[id + 1];
-        rp_json_prefix t = *jp;
-        bool ok = z > a && rp_jsonp_feed(&t, c->pieces + a, (size_t)(z - a));
-        c->masked[id] = ok ? logits[id] : -INFINITY;
-        allowed += ok;
+        rp_json_prefix t = r->jp;
+        c->allowed[id] = z > a && rp_jsonp_feed(&t, c->pieces + a, (size_t)(z - a));
+        allowed += c->allowed[id];
     }
-    return allowed > 0 ? c->masked : logits;
+    if (allowed > 0)
+        for (int32_t id = 0; id < n_vocab; id++)
+            if (!c->allowed[id]) logits[id] = -INFINITY;
+}
+
+/* rp_token_fn: hands each token to the consumer; the JSON object closing (or breaking) ends the generation. */
+static bool on_token(void *user, rp_token t, const char *text, size_t len) {
+    run_state *r = user;
+    if (t < 0) return true;   /* the end's flush of held text: the consumer detokenizes itself */
+    r->gone = !rp_job_push(r->j, t);
+    if (r->constrain) {
+        const int32_t a = r->c->piece_off[t], z = r->c->piece_off[t + 1];
+        r->bad = !rp_jsonp_feed(&r->jp, r->c->pieces + a, (size_t)(z - a));   /* only when nothing was allowed */
+        r->json_done = !r->bad && rp_jsonp_done(&r->jp);
+    }
+    return !r->gone && !r->bad && !r->json_done;
 }
 
 /* ------------------------------------------------------------ running a job */
@@ -118,15 +136,17 @@ static void finish(core *c, rp_job *j, rp_job_finish why, rp_job_stats *st, cons
     rp_job_complete(j, why, st, err);
 }
 
-/* Caches the prompt's chunks (in its prefill's namespace). */
-static void commit_prompt(core *c, rp_session *s) {
-    if (rp_reuse_commit(c->e, rp_session_kv(s)) != RP_OK)
-        fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
+static rp_job_finish finish_of(const run_state *r, rp_stop_reason stop) {
+    switch (stop) {
+    case RP_STOP_EOG: return RP_JOB_EOG;
+    case RP_STOP_CONTEXT: return RP_JOB_CTX;
+    case RP_STOP_CANCELLED: return r->json_done ? RP_JOB_JSON_DONE : r->gone ? RP_JOB_CANCELLED : RP_JOB_LENGTH;
+    default: return RP_JOB_LENGTH;
+    }
 }
 
 static void run_job(core *c, rp_job *j) {
     rp_backend *b = c->b;
-    const rp_model *m = b->m;
     rp_job_stats st;
     memset(&st, 0, sizeof st);
     st.n_prompt = j->p.n;
@@ -138,126 +158,105 @@ static void run_job(core *c, rp_job *j) {
     struct rp_bk_session *cs = j->p.session;
     rp_status rs = RP_OK;
     char err[256] = "";
-    rp_sampler *smp = NULL;
-    rp_session *s = c->scratch;
-    if (cs && !cs->s) {
-        rp_session_params sp = rp_session_default_params();
-        sp.n_ctx = b->n_ctx;
-        sp.kv_type = b->cfg.kv_type;
-        cs->hist = malloc(sizeof *cs->hist * (size_t)b->n_ctx);
-        if (!cs->hist) rs = rp_errorf(RP_ERR_NOMEM, "server: out of memory for a session");
-        else rs = rp_session_create(c->ctx, sp, &cs->s);
-        if (rs != RP_OK) goto fail;
-        cs->n_hist = 0;
-    }
-    if (cs) s = cs->s;
-    int32_t common = cs ? common_prefix(cs->hist, cs->n_hist, j->toks, j->p.n) : 0;
+    if (cs && !cs->seq && (rs = rp_seq_create(c->e, &cs->seq)) != RP_OK) goto fail;
+    rp_seq *s = cs ? cs->seq : c->scratch;
+    const int32_t n_hist = cs ? rp_seq_n_past(s) : 0, n_exact = cs ? rp_seq_n_exact(s) : 0;
+    int32_t common = cs ? common_prefix(rp_seq_tokens(s), n_hist, j->toks, j->p.n) : 0;
     const int mode = j->p.reuse_mode >= 0 ? j->p.reuse_mode : b->cfg.reuse_mode;
-    if (cs && mode == RP_REUSE_PREFIX && common > cs->n_exact) common = cs->n_exact;   /* prefix mode: exact KV only */
+    if (cs && mode == RP_REUSE_PREFIX && common > n_exact) common = n_exact;   /* prefix mode: exact KV only */
     if (common >= j->p.n) common = j->p.n - 1;   /* the last prompt token is run again for its logits */
-    const bool via_engine = common == 0;
+    rp_gen_opts o = rp_gen_default_opts();
+    o.reuse = j->p.reuse_mode;        /* -1: the engine's (the server's --reuse) */
+    o.recompute_ratio = j->p.recompute_ratio;
+    o.cache_namespace = j->p.cache_ns;   /* the request's API key's namespace (0: shared) */
+    o.persist = j->p.persist;
     const double t0 = rp_srv_now();
-    if (via_engine) {
-        const rp_reuse_opts o = rp_backend_reuse_opts(j);
-        rp_reuse_stats rst;
-        memset(&rst, 0, sizeof rst);
-        rs = rp_reuse_prefill_opts(c->e, &o, c->ctx, rp_session_kv(s), j->toks, j->p.n, j->bounds, j->p.n_bounds,
-                                   c->logits, &rst);
-        if (rs == RP_OK) rs = rp_session_adopt(s, j->toks, j->p.n, c->logits);
-        st.n_prefix = rst.n_prefix;
-        st.n_prefix_exact = rst.n_prefix_exact;
-        st.n_nonprefix = rst.n_nonprefix;
-        st.n_recomputed = rst.n_recomputed;
-        st.n_computed = j->p.n - rst.n_prefix - rst.n_nonprefix;
-        if (cs) cs->n_exact = rst.n_exact_head;
-    } else {
-        rp_kv_truncate(rp_session_kv(s), common);
-        rs = rp_session_feed(s, j->toks + common, j->p.n - common);
+    if (common == 0) {   /* through the reuse engine */
+        rp_gen_stats ps;
+        memset(&ps, 0, sizeof ps);
+        rs = rp_job_prompt(j, c->prompt);
+        if (rs == RP_OK) rs = rp_seq_prefill(s, c->prompt, &o, &ps);
+        st.n_prefix = ps.reused_prefix;
+        st.n_prefix_exact = ps.reused_prefix_exact;
+        st.n_nonprefix = ps.reused_nonprefix;
+        st.n_recomputed = ps.recomputed;
+        st.n_computed = j->p.n - ps.reused_prefix - ps.reused_nonprefix;
+    } else {   /* a session continued from the common prefix of its tokens and the prompt */
+        rs = rp_seq_truncate(s, common);
+        if (rs == RP_OK) rs = rp_seq_feed(s, j->toks + common, j->p.n - common);
         st.n_prefix = common;
-        st.n_prefix_exact = cs->n_exact < common ? cs->n_exact : common;
+        st.n_prefix_exact = n_exact < common ? n_exact : common;
         st.n_computed = j->p.n - common;
-        if (cs->n_exact >= common) cs->n_exact = j->p.n;   /* computed on exact KV: exact */
     }
-    if (cs) {
-        if (rs == RP_OK) {
-            memcpy(cs->hist, j->toks, sizeof *cs->hist * (size_t)j->p.n);
-            cs->n_hist = j->p.n;
-        } else {
-            cs->n_hist = cs->n_exact = 0;   /* the KV is in an unknown state: start over next time */
-        }
-        cs->waiting = false;
-    }
+    if (cs) cs->waiting = false;
     if (rs != RP_OK) goto fail;
     const double t1 = rp_srv_now();
     st.prefill_ms = (t1 - t0) * 1e3;
 
-    rp_sampler_params spp = j->p.sampler;
-    if ((rs = rp_sampler_create(spp, m->hp.n_vocab, &smp)) != RP_OK) goto fail;
-    for (int32_t i = j->p.n - spp.repeat_last_n > 0 ? j->p.n - spp.repeat_last_n : 0; i < j->p.n; i++)
-        rp_sampler_accept(smp, j->toks[i]);
-    rp_json_prefix jp;
-    rp_jsonp_init(&jp);
-    const bool cj = j->p.constrain_json;
-    if (cj && (rs = build_pieces(c)) != RP_OK) goto fail;
+    run_state r = {.c = c, .j = j, .constrain = j->p.constrain_json};
+    rp_jsonp_init(&r.jp);
+    if (r.constrain && (rs = build_pieces(c)) != RP_OK) goto fail;
+    o.sampling = j->p.sampler;
+    o.max_tokens = j->p.max_tokens;
+    o.reseed = true;   /* every request samples from its own seed, on a continued session too */
+    o.on_token = on_token;
+    o.user = &r;
+    if (r.constrain) {
+        o.on_logits = constrain_logits;
+        o.logits_user = &r;
+    }
+    rp_gen_stats gs;
     rp_job_finish why = RP_JOB_LENGTH;
-    bool committed = !via_engine || !j->p.persist;
-    for (int32_t n_gen = 0;;) {
-        if (n_gen >= j->p.max_tokens) { why = RP_JOB_LENGTH; break; }
-        if (atomic_load(&j->cancel)) { why = RP_JOB_CANCELLED; break; }
-        const float *lg = rp_session_logits(s);
-        if (cj) lg = constrain(c, &jp, lg);
-        rp_token t = rp_sampler_sample(smp, lg);
-        rp_sampler_accept(smp, t);
-        n_gen++;
-        if (!committed) {   /* cache the prompt's chunks after the first token, off the TTFT path */
-            commit_prompt(c, s);
-            committed = true;
-        }
-        bool more = rp_job_push(j, t);
-        const bool eog = rp_tokenizer_is_eog(m->tok, t);
-        bool bad = false;
-        if (cj && !eog) {
-            const int32_t a = c->piece_off[t], z = c->piece_off[t + 1];
-            bad = !rp_jsonp_feed(&jp, c->pieces + a, (size_t)(z - a));   /* only when nothing was allowed */
-        }
-        const bool json_done = cj && !bad && rp_jsonp_done(&jp);
-        const bool cont = !eog && !json_done && !bad && more && n_gen < j->p.max_tokens;
-        /* the sampled token joins the KV to continue; a session keeps its whole reply resident for the next turn */
-        if ((cont || cs) && rp_session_n_past(s) < b->n_ctx) {
-            if ((rs = rp_session_feed(s, &t, 1)) != RP_OK) goto fail;
-            if (cs) {
-                if (cs->n_exact == cs->n_hist) cs->n_exact++;
-                cs->hist[cs->n_hist++] = t;
-            }
-        } else if (cont) {
-            why = RP_JOB_CTX;
-            break;
-        }
-        if (!cont) {
-            why = eog ? RP_JOB_EOG : json_done ? RP_JOB_JSON_DONE : !more ? RP_JOB_CANCELLED : RP_JOB_LENGTH;
-            break;
+    if (atomic_load(&j->cancel)) {
+        why = RP_JOB_CANCELLED;
+    } else if (j->p.max_tokens > 0) {
+        if ((rs = rp_seq_generate(s, &o, NULL, 0, NULL, &gs)) != RP_OK) goto fail;
+        if (gs.commit_status != RP_OK) fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
+        why = finish_of(&r, gs.stop);
+        if (gs.stop == RP_STOP_EOG) {
+            /* the end-of-generation token goes to the consumer, and a session keeps its whole reply resident
+             * for the next turn (the chat template renders it after the reply) */
+            rp_job_push(j, gs.last_token);
+            if (cs && rp_seq_n_past(s) < b->n_ctx && (rs = rp_seq_feed(s, &gs.last_token, 1)) != RP_OK) goto fail;
         }
     }
     st.decode_ms = (rp_srv_now() - t1) * 1e3;
-    if (!committed) commit_prompt(c, s);
-    rp_sampler_free(smp);
-    finish(c, j, why, &st, why == RP_JOB_ERROR ? err : NULL);
+    if (rp_seq_commit(s) != RP_OK)   /* nothing generated: the prompt's chunks are cached now */
+        fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
+    finish(c, j, why, &st, NULL);
     return;
 fail:
     snprintf(err, sizeof err, "%s: %s", rp_strerror(rs), rp_last_error());
-    if (cs) cs->n_hist = cs->n_exact = 0;
-    rp_sampler_free(smp);
+    if (cs && cs->seq) rp_seq_reset(cs->seq);   /* the KV is in an unknown state: start over next time */
     finish(c, j, RP_JOB_ERROR, &st, err);
+}
+
+/* Frees the sequences of freed sessions (the engine's thread: the worker, or the stop after it). */
+static void bury(core *c) {
+    pthread_mutex_lock(&c->mu);
+    rp_bk_session *d = c->dead;
+    c->dead = NULL;
+    pthread_mutex_unlock(&c->mu);
+    for (rp_bk_session *nx; d; d = nx) {
+        nx = d->next;
+        rp_seq_free(d->seq);
+        free(d);
+    }
 }
 
 static void *worker(void *arg) {
     core *c = arg;
     for (;;) {
         pthread_mutex_lock(&c->mu);
-        while (!c->head && !c->stop) pthread_cond_wait(&c->cv, &c->mu);
+        while (!c->head && !c->stop && !c->dead) pthread_cond_wait(&c->cv, &c->mu);
         if (c->stop) {
             pthread_mutex_unlock(&c->mu);
             break;
+        }
+        if (!c->head) {
+            pthread_mutex_unlock(&c->mu);
+            bury(c);
+            continue;
         }
         rp_job *j = c->head;
         c->head = j->next;
@@ -266,6 +265,7 @@ static void *worker(void *arg) {
         j->next = NULL;
         c->running = j;
         pthread_mutex_unlock(&c->mu);
+        bury(c);
         run_job(c, j);
     }
     return NULL;
@@ -280,20 +280,12 @@ static rp_status core_start(rp_backend *b) {
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     b->impl = c;
-    const rp_model *m = b->m;
-    rp_ctx_params cp = rp_ctx_default_params();
-    cp.n_threads = b->cfg.n_threads;
-    cp.n_outputs = 1;
-    cp.n_ctx_max = b->n_ctx;
-    rp_status st = rp_ctx_create(m, cp, &c->ctx);
-    rp_session_params sp = rp_session_default_params();
-    sp.n_ctx = b->n_ctx;
-    sp.kv_type = b->cfg.kv_type;
-    if (st == RP_OK) st = rp_session_create(c->ctx, sp, &c->scratch);
-    if (st == RP_OK) st = rp_backend_reuse_open(b, &c->e);
-    c->logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
-    c->masked = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
-    if (st == RP_OK && (!c->logits || !c->masked)) st = rp_errorf(RP_ERR_NOMEM, "server: out of memory");
+    c->n_vocab = rp_model_describe(b->m).n_vocab;
+    rp_status st = rp_backend_engine_open(b, &c->e);
+    if (st == RP_OK) st = rp_seq_create(c->e, &c->scratch);
+    if (st == RP_OK) st = rp_prompt_create(&c->prompt);
+    c->allowed = malloc(sizeof *c->allowed * (size_t)c->n_vocab);
+    if (st == RP_OK && !c->allowed) st = rp_errorf(RP_ERR_NOMEM, "server: out of memory");
     if (st == RP_OK) {
         if (pthread_create(&c->th, NULL, worker, c) != 0) st = rp_errorf(RP_ERR_INTERNAL, "server: cannot start the worker");
         else c->th_started = true;
@@ -321,11 +313,11 @@ static void core_stop(rp_backend *b) {
         nx = j->next;
         rp_job_complete(j, RP_JOB_CANCELLED, NULL, NULL);
     }
-    rp_backend_reuse_close(c->e);
-    rp_session_free(c->scratch);
-    rp_ctx_free(c->ctx);
-    free(c->logits);
-    free(c->masked);
+    bury(c);
+    rp_seq_free(c->scratch);
+    rp_prompt_free(c->prompt);
+    rp_backend_engine_close(c->e);   /* after every sequence of it: the sessions' went with the session table */
+    free(c->allowed);
     free(c->pieces);
     free(c->piece_off);
     pthread_mutex_destroy(&c->mu);
@@ -384,18 +376,20 @@ static rp_status core_session_create(rp_backend *b, rp_bk_session **out) {
     return RP_OK;
 }
 
+/* No job of the session runs (the session table ensures it); its sequence is freed by the worker, the engine's
+ * thread (an engine's calls are serialized), before the next job. */
 static void core_session_free(rp_backend *b, rp_bk_session *s) {
     core *c = b->impl;
-    rp_session_free(s->s);
-    free(s->hist);
-    free(s);
     pthread_mutex_lock(&c->mu);
     c->n_sessions--;
+    s->next = c->dead;
+    c->dead = s;
+    pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);
 }
 
 static void core_session_suspend(rp_backend *b, rp_bk_session *s) { s->waiting = true; }
-static int32_t core_session_resident(rp_backend *b, rp_bk_session *s) { return s->n_hist; }
+static int32_t core_session_resident(rp_backend *b, rp_bk_session *s) { return s->seq ? rp_seq_n_past(s->seq) : 0; }
 
 static void core_stats(rp_backend *b, rp_backend_stats *out) {
     core *c = b->impl;
@@ -405,12 +399,12 @@ static void core_stats(rp_backend *b, rp_backend_stats *out) {
     out->running = c->running ? 1 : 0;
     out->sessions = c->n_sessions;
     pthread_mutex_unlock(&c->mu);
-    rp_backend_reuse_snapshot(c->e, out);   /* the cache's figures now (thread-safe), not as of the last job */
+    rp_backend_engine_snapshot(c->e, out);   /* the cache's figures now (thread-safe), not as of the last job */
 }
 
 static rp_status core_flush(rp_backend *b) {
     core *c = b->impl;
-    return rp_backend_reuse_flush(c->e);
+    return c->e ? rp_engine_flush(c->e) : RP_OK;
 }
 
 const rp_backend_ops rp_backend_core_ops = {

@@ -5,7 +5,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "reuse/engine.h"
 #include "server/backend.h"
 
 struct rp_job {
@@ -39,6 +38,7 @@ struct rp_job {
     bool commit_exact;           /* ... as exact KV (nothing before them was reused approximately) */
     int32_t exact_head;          /* sched: after the job, cells [0, exact_head) of its sequence are exactly what a
                                     plain prefill computes (INT32_MAX: all of them) */
+    rp_prompt *prompt;           /* sched: the prompt with its pieces, for the engine (built by the loop) */
 };
 
 /* A backend implementation. */
@@ -78,16 +78,13 @@ bool rp_job_push(rp_job *j, rp_token t);
 void rp_job_complete(rp_job *j, rp_job_finish why, const rp_job_stats *st, const char *err);
 void rp_job_unref(rp_job *j);
 
-/* The reuse engine with the backend's mode, ratio and RAM budget, and the
- * flash store when cfg.cache_dir is set (backend_reuse.c). close flushes and
- * detaches the store; snapshot copies the cache figures as they are now into
- * st (any thread: the cache locks itself; a no-op without an engine). */
-rp_status rp_backend_reuse_open(const rp_backend *b, rp_reuse **out);
-void rp_backend_reuse_close(rp_reuse *e);
-void rp_backend_reuse_snapshot(rp_reuse *e, rp_backend_stats *st);
-rp_status rp_backend_reuse_flush(rp_reuse *e);
-/* A job's options for the engine's *_opts calls: its reprise_cache mode and
- * recompute ratio over the engine's defaults, and its cache namespace. */
-rp_reuse_opts rp_backend_reuse_opts(const rp_job *j);
+/* Replaces p with the job's prompt, each of its pieces (bounds) a segment: the engine chunks at them. */
+rp_status rp_job_prompt(const rp_job *j, rp_prompt *p);
 
+/* The backends' public engine: the backend's threads, context, KV type, reuse defaults and RAM budget,
+ * and the flash store when cfg.cache_dir is set (its notice printed). close flushes (a failure printed) and frees;
+ * snapshot copies the cache figures as they are now (any thread; a no-op without an engine). */
+rp_status rp_backend_engine_open(const rp_backend *b, rp_engine **out);
+void rp_backend_engine_close(rp_engine *e);
+void rp_backend_engine_snapshot(rp_engine *e, rp_backend_stats *st);
 #endif /* RP_SERVER_BACKEND_INTERNAL_H */

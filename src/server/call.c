@@ -73,10 +73,11 @@ rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const ch
     random_hex(c->id + strlen(c->id), 12);
     const rp_model *m = rp_backend_model(s->b);
     const int32_t n_ctx = rp_backend_n_ctx(s->b);
+    const int32_t n_vocab = rp_model_describe(m).n_vocab;
     rp_status st = rp_srv_parse_request(ep, body, len, &s->lim, &c->req, err);
     if (st != RP_OK) goto fail;
     rp_srv_request *r = &c->req;
-    st = ep == RP_EP_CHAT ? rp_srv_render_chat(m->chat, r, &c->text, err) : rp_srv_render_completion(r, &c->text, err);
+    st = ep == RP_EP_CHAT ? rp_srv_render_chat(m, r, &c->text, err) : rp_srv_render_completion(r, &c->text, err);
     if (st != RP_OK) goto fail;
     const int32_t reserve = r->max_tokens >= 0 ? r->max_tokens : ep == RP_EP_COMPLETIONS ? 16 : 1;
     const int32_t budget = n_ctx - (reserve > 0 ? reserve : 0);
@@ -97,15 +98,15 @@ rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const ch
             goto fail;
         }
         for (size_t i = 0; i < r->n_prompt_ids; i++) {
-            if (r->prompt_ids[i] >= m->hp.n_vocab) {
+            if (r->prompt_ids[i] >= n_vocab) {
                 st = rp_api_errorf(err, RP_ERR_RANGE, 400, NULL, "prompt", "token id %d is not in the vocabulary (%d)",
-                                   r->prompt_ids[i], m->hp.n_vocab);
+                                   r->prompt_ids[i], n_vocab);
                 goto fail;
             }
             c->prompt.toks[i] = r->prompt_ids[i];
         }
         c->prompt.n = (int32_t)r->n_prompt_ids;
-    } else if ((st = rp_srv_tokenize(m->tok, &c->text, budget, &c->prompt, err)) != RP_OK) {
+    } else if ((st = rp_srv_tokenize(m, &c->text, budget, &c->prompt, err)) != RP_OK) {
         goto fail;
     }
     int32_t max_tokens = r->max_tokens;
@@ -115,12 +116,12 @@ rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const ch
         if (max_tokens > room) max_tokens = room;
     }
     for (int32_t i = 0; i < r->n_bias; i++)
-        if (r->bias[i].token >= m->hp.n_vocab) {
+        if (r->bias[i].token >= n_vocab) {
             st = rp_api_errorf(err, RP_ERR_RANGE, 400, NULL, "logit_bias", "token id %d is not in the vocabulary (%d)",
-                               r->bias[i].token, m->hp.n_vocab);
+                               r->bias[i].token, n_vocab);
             goto fail;
         }
-    if ((st = rp_srv_gen_init(&c->gen, m->tok, r, ep == RP_EP_CHAT ? &c->text : NULL)) != RP_OK) {
+    if ((st = rp_srv_gen_init(&c->gen, m, r, ep == RP_EP_CHAT ? &c->text : NULL)) != RP_OK) {
         rp_api_errorf(err, st, 500, NULL, NULL, "out of memory");
         goto fail;
     }

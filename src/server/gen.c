@@ -7,13 +7,9 @@
 #include "core/error.h"
 #include "server/json_prefix.h"
 
-rp_status rp_srv_gen_init(rp_srv_gen *g, const rp_tokenizer *tok, const rp_srv_request *r, const rp_srv_text *t) {
+rp_status rp_srv_gen_init(rp_srv_gen *g, const rp_model *m, const rp_srv_request *r, const rp_srv_text *t) {
     memset(g, 0, sizeof *g);
-    g->tok = tok;
-    if (tok) {
-        rp_detok_init(&g->dt, tok, false);
-        g->dt.at_start = false;   /* a continuation keeps its leading space */
-    }
+    if (m) RP_TRY(rp_detokenizer_create(m, false, false, &g->dt));   /* a continuation keeps its leading space */
     for (int i = 0; i < r->n_stop; i++) g->stop[g->n_stop++] = r->stop[i];
     g->tools = t && t->tools_active && t->parse_fmt != RP_CHAT_UNKNOWN;
     g->fmt = t ? t->parse_fmt : RP_CHAT_UNKNOWN;
@@ -22,12 +18,16 @@ rp_status rp_srv_gen_init(rp_srv_gen *g, const rp_tokenizer *tok, const rp_srv_r
     g->hold_all = g->forced != NULL;
     g->cap = 256;
     g->text = malloc(g->cap);
-    if (!g->text) return rp_errorf(RP_ERR_NOMEM, "server: out of memory");
+    if (!g->text) {
+        rp_srv_gen_free(g);
+        return rp_errorf(RP_ERR_NOMEM, "server: out of memory");
+    }
     g->text[0] = '\0';
     return RP_OK;
 }
 
 void rp_srv_gen_free(rp_srv_gen *g) {
+    rp_detokenizer_free(g->dt);
     free(g->text);
     memset(g, 0, sizeof *g);
 }
@@ -69,7 +69,7 @@ static void check_stops(rp_srv_gen *g, size_t from) {
 rp_status rp_srv_gen_feed(rp_srv_gen *g, const rp_token *toks, int32_t n) {
     for (int32_t i = 0; i < n && !g->stopped; i++) {
         char buf[4096];
-        int w = rp_detok_push(&g->dt, toks[i], buf, sizeof buf);
+        int32_t w = g->dt ? rp_detokenizer_push(g->dt, toks[i], buf, (int32_t)sizeof buf) : 0;
         if (w <= 0) continue;
         size_t from = g->len;
         RP_TRY(append(g, buf, (size_t)w));
@@ -81,9 +81,9 @@ rp_status rp_srv_gen_feed(rp_srv_gen *g, const rp_token *toks, int32_t n) {
 rp_status rp_srv_gen_flush(rp_srv_gen *g) {
     if (g->flushed) return RP_OK;
     g->flushed = true;
-    if (g->stopped || !g->tok) return RP_OK;
+    if (g->stopped || !g->dt) return RP_OK;
     char buf[64];
-    int w = rp_detok_flush(&g->dt, buf, sizeof buf);
+    int32_t w = rp_detokenizer_flush(g->dt, buf, (int32_t)sizeof buf);
     if (w > 0) {
         size_t from = g->len;
         RP_TRY(append(g, buf, (size_t)w));

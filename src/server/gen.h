@@ -10,16 +10,13 @@
 #include "server/backend.h"
 #include "server/prompt.h"
 #include "server/request.h"
-#include "tokenizer/chat.h"
-#include "tokenizer/tokenizer.h"
 
 /* Single-threaded (the request's thread). Text grows with the tokens fed;
  * a stop sequence cuts it where the sequence starts (the sequence is not
  * returned), and bytes that might start a stop sequence or a tool call are
  * held back from streaming until the next tokens decide. */
 typedef struct rp_srv_gen {
-    const rp_tokenizer *tok;
-    rp_detok dt;
+    rp_detokenizer *dt;         /* NULL without a model (the fuzz target feeds text directly) */
     char *text;                 /* generated text (NUL-terminated), cut at a stop sequence */
     size_t len, cap;
     size_t emitted;             /* bytes already streamed as content */
@@ -35,7 +32,7 @@ typedef struct rp_srv_gen {
     bool hold_all;              /* nothing is streamed as content (forced call, Llama 3 JSON reply) */
 } rp_srv_gen;
 
-rp_status rp_srv_gen_init(rp_srv_gen *g, const rp_tokenizer *tok, const rp_srv_request *r, const rp_srv_text *t);
+rp_status rp_srv_gen_init(rp_srv_gen *g, const rp_model *m, const rp_srv_request *r, const rp_srv_text *t);
 void rp_srv_gen_free(rp_srv_gen *g);
 
 /* Appends the text of n tokens; returns RP_OK (text bounded by the tokens'

@@ -496,7 +496,7 @@ rp_status rp_server_start(const rp_server_config *cfg, rp_server **out) {
     } else {
         model_id_from_path(cfg->backend.model_path, s->model_id, sizeof s->model_id);
     }
-    snprintf(s->fingerprint, sizeof s->fingerprint, "fp_%016llx", (unsigned long long)m->fingerprint);
+    snprintf(s->fingerprint, sizeof s->fingerprint, "fp_%016llx", (unsigned long long)rp_model_describe(m).fingerprint);
     s->created = (int64_t)time(NULL);
     s->lim = rp_srv_default_limits(rp_backend_n_ctx(s->b));
     s->lim.max_body = cfg->max_body;
@@ -541,9 +541,9 @@ fail:
     return st;
 }
 
-uint16_t rp_server_port(const rp_server *s) { return s->port; }
-int rp_server_n_keys(const rp_server *s) { return s->keys.n; }
-bool rp_server_cache_per_key(const rp_server *s) { return s->ns_per_key; }
+uint16_t rp_server_port(const rp_server *s) { return s ? s->port : 0; }
+int rp_server_n_keys(const rp_server *s) { return s ? s->keys.n : 0; }
+bool rp_server_cache_per_key(const rp_server *s) { return s && s->ns_per_key; }
 rp_backend *rp_server_backend(rp_server *s) { return s->b; }
 
 void rp_server_drain(rp_server *s, double deadline_s) {

@@ -95,7 +95,7 @@ static bool system_extra(const rp_srv_request *r, bool generic_tools, bool tools
 }
 
 /* Plain transcript for models without a chat template. */
-static void plain_transcript(const rp_chat_msg *m, size_t n, sbuf *b) {
+static void plain_transcript(const rp_srv_msg *m, size_t n, sbuf *b) {
     for (size_t i = 0; i < n; i++) {
         const char *role = m[i].role;
         sb_str(b, !strcmp(role, "system") ? "System: " : !strcmp(role, "user") ? "User: " : "Assistant: ");
@@ -109,11 +109,11 @@ static void plain_transcript(const rp_chat_msg *m, size_t n, sbuf *b) {
  * become <tool_call> blocks in the content, tool results user turns with
  * <tool_response> blocks; consecutive turns of the same role are merged (the
  * Llama 2 template needs strict alternation). */
-static rp_status generic_messages(const rp_chat_msg *in, size_t n, rp_chat_msg *out, size_t *n_out, strpool *sp,
+static rp_status generic_messages(const rp_srv_msg *in, size_t n, rp_srv_msg *out, size_t *n_out, strpool *sp,
                                   rp_api_error *err) {
     size_t w = 0;
     for (size_t i = 0; i < n; i++) {
-        const rp_chat_msg *m = &in[i];
+        const rp_srv_msg *m = &in[i];
         sbuf b = {0};
         const char *role = !strcmp(m->role, "tool") ? "user" : m->role;
         if (!strcmp(m->role, "tool")) {
@@ -144,10 +144,66 @@ static rp_status generic_messages(const rp_chat_msg *in, size_t n, rp_chat_msg *
         }
         const char *s = pool_take(sp, &b);
         if (!s) return rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory rendering the prompt");
-        out[w++] = (rp_chat_msg){.role = role, .content = s};
+        out[w++] = (rp_srv_msg){.role = role, .content = s};
     }
     *n_out = w;
     return RP_OK;
+}
+
+/* The tool calls of a message as OpenAI's JSON array (malloc'd), or NULL when it has none. */
+static char *calls_json(const rp_srv_msg *m) {
+    if (m->n_tool_calls == 0) return NULL;
+    json_t *arr = json_array();
+    for (size_t k = 0; arr && k < m->n_tool_calls; k++) {
+        const rp_tool_call *c = &m->tool_calls[k];
+        json_t *fn = json_pack("{s:s, s:s}", "name", c->name ? c->name : "", "arguments",
+                               c->arguments ? c->arguments : "{}");
+        json_t *o = fn ? json_pack("{s:s, s:o}", "type", "function", "function", fn) : NULL;
+        if (o && c->id) json_object_set_new(o, "id", json_string(c->id));
+        if (!o || json_array_append_new(arr, o) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    char *s = arr ? json_dumps(arr, JSON_COMPACT) : NULL;
+    json_decref(arr);
+    return s;
+}
+
+/* The chat template of `fmt` over the messages (the public renderer: tool calls travel as JSON). *out malloc'd. */
+static rp_status render_template(const rp_model *m, const rp_srv_msg *msgs, size_t n, const char *tools_json,
+                                 char **out) {
+    *out = NULL;
+    rp_chat_message *cm = calloc(n ? n : 1, sizeof *cm);
+    char **calls = calloc(n ? n : 1, sizeof *calls);
+    rp_status st = cm && calls ? RP_OK : rp_errorf(RP_ERR_NOMEM, "chat: out of memory");
+    for (size_t i = 0; i < n && st == RP_OK; i++) {
+        cm[i] = (rp_chat_message){.role = msgs[i].role, .content = msgs[i].content,
+                                  .tool_call_id = msgs[i].tool_call_id, .name = msgs[i].name};
+        if (msgs[i].n_tool_calls && !(cm[i].tool_calls = calls[i] = calls_json(&msgs[i])))
+            st = rp_errorf(RP_ERR_NOMEM, "chat: out of memory");
+    }
+    size_t len = 0, cap = 4096;
+    for (int tries = 0; st == RP_OK && tries < 2; tries++) {
+        char *buf = malloc(cap);
+        if (!buf) {
+            st = rp_errorf(RP_ERR_NOMEM, "chat: out of memory");
+            break;
+        }
+        st = rp_chat_render(m, cm, (int32_t)n, tools_json, true, buf, cap, &len);
+        if (st == RP_OK) {
+            *out = buf;
+            break;
+        }
+        free(buf);
+        if (st != RP_ERR_FULL) break;
+        cap = len + 1;   /* the size it needs */
+        st = RP_OK;
+    }
+    for (size_t i = 0; calls && i < n; i++) free(calls[i]);
+    free(calls);
+    free(cm);
+    return st;
 }
 
 /* Splits `rendered` at the marker into pieces: head | doc 1 | ... | doc n | tail. */
@@ -209,7 +265,8 @@ static rp_status place_documents(const rp_srv_request *r, char *rendered, const 
     return RP_OK;
 }
 
-rp_status rp_srv_render_chat(rp_chat_format fmt, const rp_srv_request *r, rp_srv_text *t, rp_api_error *err) {
+rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_text *t, rp_api_error *err) {
+    const rp_chat_format fmt = rp_model_chat_format(m);
     memset(t, 0, sizeof *t);
     if (r->ep != RP_EP_CHAT || r->n_msgs == 0)
         return rp_api_errorf(err, RP_ERR_INVALID_ARG, 400, NULL, "messages", "'messages' is required");
@@ -217,7 +274,8 @@ rp_status rp_srv_render_chat(rp_chat_format fmt, const rp_srv_request *r, rp_srv
     bool has_tool_msgs = false;
     for (size_t i = 0; i < r->n_msgs; i++)
         has_tool_msgs |= r->msgs[i].n_tool_calls > 0 || !strcmp(r->msgs[i].role, "tool");
-    const bool native = fmt == RP_CHAT_LLAMA3 || fmt == RP_CHAT_CHATML;
+    /* a template of a known tool syntax that shows the tools (the plain Llama 3 one does not) */
+    const bool native = (fmt == RP_CHAT_LLAMA3 || fmt == RP_CHAT_CHATML) && rp_chat_template_shows_tools(m);
     const bool generic = !native && (tools_active || has_tool_msgs);
     t->tools_active = tools_active;
     t->parse_fmt = !tools_active ? RP_CHAT_UNKNOWN : native ? fmt : RP_CHAT_CHATML;
@@ -232,7 +290,7 @@ rp_status rp_srv_render_chat(rp_chat_format fmt, const rp_srv_request *r, rp_srv
         snprintf(marker, sizeof marker, "\x02" "RPDOCS%016llx\x03", (unsigned long long)nonce);
     }
     strpool *sp = calloc(1, sizeof *sp);
-    rp_chat_msg *msgs = calloc(r->n_msgs + 1, sizeof *msgs);
+    rp_srv_msg *msgs = calloc(r->n_msgs + 1, sizeof *msgs);
     rp_status st = RP_OK;
     char *rendered = NULL;
     if (!sp || !msgs) {
@@ -261,7 +319,7 @@ rp_status rp_srv_render_chat(rp_chat_format fmt, const rp_srv_request *r, rp_srv
             msgs[0].content = pool_take(sp, &s);
         } else {
             memmove(msgs + 1, msgs, n * sizeof *msgs);
-            msgs[0] = (rp_chat_msg){.role = "system", .content = pool_take(sp, &extra)};
+            msgs[0] = (rp_srv_msg){.role = "system", .content = pool_take(sp, &extra)};
             n++;
         }
         if (!msgs[0].content) {
@@ -272,7 +330,7 @@ rp_status rp_srv_render_chat(rp_chat_format fmt, const rp_srv_request *r, rp_srv
         free(extra.p);
     }
 
-    if (fmt == RP_CHAT_UNKNOWN) {
+    if (rp_chat_template_check(m) == RP_ERR_UNSUPPORTED) {   /* no chat template at all */
         sbuf b = {0};
         plain_transcript(msgs, n, &b);
         if (b.oom || !b.p) {
@@ -282,12 +340,7 @@ rp_status rp_srv_render_chat(rp_chat_format fmt, const rp_srv_request *r, rp_srv
         }
         rendered = b.p;
     } else {
-        rp_chat_opts co = {
-            .tools_json = native && tools_active ? r->tools_json : NULL,
-            .add_generation_prompt = true,
-            .enable_thinking = false,
-        };
-        st = rp_chat_apply(fmt, msgs, n, &co, &rendered);
+        st = render_template(m, msgs, n, native && tools_active ? r->tools_json : NULL, &rendered);
         if (st != RP_OK) {
             st = rp_api_errorf(err, st == RP_ERR_NOMEM ? RP_ERR_NOMEM : RP_ERR_INVALID_ARG, st == RP_ERR_NOMEM ? 500 : 400,
                                st == RP_ERR_UNSUPPORTED ? "unsupported_value" : NULL, "messages", "%s", rp_last_error());
@@ -372,7 +425,7 @@ void rp_srv_text_free(rp_srv_text *t) {
     memset(t, 0, sizeof *t);
 }
 
-rp_status rp_srv_tokenize(const rp_tokenizer *tok, const rp_srv_text *t, int32_t max_tokens, rp_srv_prompt *p,
+rp_status rp_srv_tokenize(const rp_model *m, const rp_srv_text *t, int32_t max_tokens, rp_srv_prompt *p,
                           rp_api_error *err) {
     memset(p, 0, sizeof *p);
     if (max_tokens < 1) max_tokens = 1;
@@ -387,22 +440,24 @@ rp_status rp_srv_tokenize(const rp_tokenizer *tok, const rp_srv_text *t, int32_t
     for (int i = 0; i < t->n_pieces; i++) {
         size_t len = t->cut[i + 1] - t->cut[i];
         if (len == 0 && !(i == 0 && p->n == 0)) continue;
-        rp_tokenize_opts o = {.add_bos = i == 0 && rp_tokenizer_add_bos(tok), .parse_special = t->special[i]};
-        size_t room = over ? 0 : (size_t)(max_tokens + 1 - p->n), got = 0;
-        rp_status st = rp_tokenizer_encode(tok, t->text + t->cut[i], len, o, over ? NULL : p->toks + p->n, room, &got);
+        /* BOS before the first piece when the vocabulary wants one */
+        const int32_t room = over ? 0 : max_tokens + 1 - p->n;
+        int32_t got = 0;
+        rp_status st = rp_tokenize(m, t->text + t->cut[i], len, i == 0, t->special[i], over ? NULL : p->toks + p->n,
+                                   room, &got);
         if (st == RP_ERR_FULL) {
             over = true;
-            need_total += got;
+            need_total += (size_t)got;
             continue;
         }
         if (st != RP_OK) {
             rp_srv_prompt_free(p);
             return rp_api_errorf(err, st, 400, NULL, NULL, "tokenizing the prompt failed: %s", rp_last_error());
         }
-        need_total += got;
+        need_total += (size_t)got;
         if (over) continue;
         if (p->n > 0 && got > 0) p->bounds[p->n_bounds++] = p->n;
-        p->n += (int32_t)got;
+        p->n += got;
     }
     if (over || p->n > max_tokens) {
         rp_srv_prompt_free(p);

@@ -9,8 +9,6 @@
 #include "reprise.h"
 #include "server/errors.h"
 #include "server/request.h"
-#include "tokenizer/chat.h"
-#include "tokenizer/tokenizer.h"
 
 #define RP_SRV_MAX_PIECES (RP_SRV_MAX_DOCS_PIECES + 2)
 #define RP_SRV_MAX_DOCS_PIECES 256
@@ -41,7 +39,7 @@ typedef struct rp_srv_text {
  * arguments are then constrained to one JSON object). reprise_documents
  * join the system message, each its own piece. Errors are 400s naming the
  * message. */
-rp_status rp_srv_render_chat(rp_chat_format fmt, const rp_srv_request *r, rp_srv_text *out, rp_api_error *err);
+rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_text *out, rp_api_error *err);
 
 /* /v1/completions: documents (each a piece) then the prompt text. */
 rp_status rp_srv_render_completion(const rp_srv_request *r, rp_srv_text *out, rp_api_error *err);
@@ -59,7 +57,7 @@ typedef struct rp_srv_prompt {
 /* Tokenizes the pieces (BOS first when the vocabulary wants one). More than
  * `max_tokens` tokens is a 400 context_length_exceeded; allocation is at most
  * max_tokens + 1 ids. */
-rp_status rp_srv_tokenize(const rp_tokenizer *tok, const rp_srv_text *t, int32_t max_tokens, rp_srv_prompt *out,
+rp_status rp_srv_tokenize(const rp_model *m, const rp_srv_text *t, int32_t max_tokens, rp_srv_prompt *out,
                           rp_api_error *err);
 void rp_srv_prompt_free(rp_srv_prompt *p);
 

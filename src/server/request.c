@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "reuse/engine.h"
 #include "server/json_limits.h"
 
 rp_srv_limits rp_srv_default_limits(int32_t n_ctx) {
@@ -139,7 +138,7 @@ static bool tool_name_ok(const char *s) {
 
 /* ------------------------------------------------------------------ chat */
 
-static rp_status parse_tool_calls(rp_srv_request *r, const json_t *arr, size_t mi, rp_chat_msg *m, rp_api_error *err) {
+static rp_status parse_tool_calls(rp_srv_request *r, const json_t *arr, size_t mi, rp_srv_msg *m, rp_api_error *err) {
     char param[96];
     snprintf(param, sizeof param, "messages[%zu].tool_calls", mi);
     if (!json_is_array(arr)) return BAD(param, "'%s' must be an array", param);
@@ -211,7 +210,7 @@ static rp_status parse_messages(rp_srv_request *r, const json_t *arr, const rp_s
         snprintf(param, sizeof param, "messages[%zu].role", i);
         if (!json_is_string(role)) return BAD(param, "'%s' must be a string", param);
         const char *rs = json_string_value(role);
-        rp_chat_msg *cm = &r->msgs[i];
+        rp_srv_msg *cm = &r->msgs[i];
         if (!strcmp(rs, "system") || !strcmp(rs, "developer")) cm->role = "system";
         else if (!strcmp(rs, "user")) cm->role = "user";
         else if (!strcmp(rs, "assistant")) cm->role = "assistant";

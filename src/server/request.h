@@ -7,9 +7,7 @@
 #include <stdint.h>
 
 #include "reprise.h"
-#include "model/sampler.h"
 #include "server/errors.h"
-#include "tokenizer/chat.h"
 
 #define RP_SRV_MAX_STOP 4          /* stop sequences per request (OpenAI's limit) */
 #define RP_SRV_MAX_STOP_LEN 256    /* bytes per stop sequence */
@@ -36,6 +34,17 @@ typedef enum rp_srv_session_kind {
     RP_SRV_SESSION_ID = 2,    /* "reprise_session": "<32 hex>" */
 } rp_srv_session_kind;
 
+/* A message as parsed: OpenAI's shape with its tool calls as structs (rp_chat_message carries them as JSON). For
+ * role "tool", tool_call_id / name say which call it answers. */
+typedef struct rp_srv_msg {
+    const char *role;
+    const char *content;              /* may be NULL (assistant with only tool calls) */
+    const rp_tool_call *tool_calls;   /* assistant only; may be NULL */
+    size_t n_tool_calls;
+    const char *tool_call_id;         /* tool only; may be NULL */
+    const char *name;                 /* tool only; may be NULL */
+} rp_srv_msg;
+
 /* Request-size limits (the server's configuration; all > 0). */
 typedef struct rp_srv_limits {
     size_t max_body;          /* bytes (default 1 MiB) */
@@ -56,7 +65,7 @@ typedef struct rp_srv_request {
     const char *model;              /* may be NULL (any model name is answered by the loaded one) */
 
     /* chat */
-    rp_chat_msg *msgs;
+    rp_srv_msg *msgs;
     size_t n_msgs;
     rp_tool_call *calls;            /* storage for every message's tool_calls */
     size_t n_calls;

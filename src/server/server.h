@@ -43,24 +43,19 @@ typedef struct rp_server_config {
  * cache for everyone (the most reuse). AUTO (default): PER_KEY when more
  * than one key is configured (several tenants), SHARED otherwise (one
  * client, or no auth: nobody to isolate from). */
-typedef enum rp_srv_cache_ns { RP_SRV_NS_AUTO = 0, RP_SRV_NS_SHARED = 1, RP_SRV_NS_PER_KEY = 2 } rp_srv_cache_ns;
+typedef enum rp_srv_cache_ns {
+    RP_SRV_NS_AUTO = RP_SERVER_NS_AUTO, RP_SRV_NS_SHARED = RP_SERVER_NS_SHARED, RP_SRV_NS_PER_KEY = RP_SERVER_NS_PER_KEY
+} rp_srv_cache_ns;
 
 rp_server_config rp_server_default_config(void);
 
-typedef struct rp_server rp_server;
+/* The server (rp_server, reprise.h: rp_server_port, rp_server_n_keys, rp_server_cache_per_key, rp_server_drain
+ * are public). rp_server_create (public) maps its params onto this config and calls rp_server_start. */
 
 /* Loads the model, starts the backend and the HTTP daemon. */
 rp_status rp_server_start(const rp_server_config *cfg, rp_server **out);
-uint16_t rp_server_port(const rp_server *s);
-int rp_server_n_keys(const rp_server *s);           /* API keys configured (0: no auth) */
-bool rp_server_cache_per_key(const rp_server *s);   /* the cache namespace in effect is per key */
 rp_backend *rp_server_backend(rp_server *s);
-/* Graceful shutdown, step one: stop accepting connections, answer new
- * requests on open ones with 503, let in-flight generations finish for up to
- * deadline_s, then cancel the rest (they end with finish_reason "length"),
- * and flush the store. Idempotent. */
-void rp_server_drain(rp_server *s, double deadline_s);
-/* Stops the daemon (closing connections) and frees everything. */
+/* Stops the daemon (closing connections) and frees everything (rp_server_free). */
 void rp_server_stop(rp_server *s);
 
 #endif /* RP_SERVER_H */

@@ -2,13 +2,14 @@
 #include "tokenizer/chat.h"
 
 #include <jansson.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "template/template.h"
+#include "template/tvalue.h"
 
 /* ------------------------------------------------------------------------- */
 /* Growable string. Appends never fail loudly: an allocation failure sets
@@ -65,154 +66,24 @@ static rp_status sb_finish(sb *b, char **out) {
  * which is what HF's Jinja `tojson` filter calls: keys in input order, UTF-8
  * kept as is, control characters as \u00xx, floats as Python's repr. */
 
+/* JSON as Jinja's `tojson` prints it in HF chat templates (Python's json.dumps, ensure_ascii=False): the
+ * template interpreter's writer. indent < 0 is one line with item_sep / key_sep. */
 typedef struct json_style {
-    int indent;            /* < 0: one line; >= 0: newline + indent spaces per level */
-    const char *item_sep;  /* between items on one line: ", " (Python) or "," (compact) */
-    const char *key_sep;   /* ": " or ":" */
+    int indent;
+    const char *item_sep, *key_sep;
 } json_style;
 
 static const json_style k_py_style = {-1, ", ", ": "};
 static const json_style k_compact_style = {-1, ",", ":"};
 
-static void json_put_string(sb *b, const char *s, size_t n) {
-    static const char hex[] = "0123456789abcdef";
-    sb_putc(b, '"');
-    size_t run = 0; /* start of the pending unescaped run */
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        const char *esc = NULL;
-        char u[7];
-        switch (c) {
-        case '"': esc = "\\\""; break;
-        case '\\': esc = "\\\\"; break;
-        case '\n': esc = "\\n"; break;
-        case '\r': esc = "\\r"; break;
-        case '\t': esc = "\\t"; break;
-        case '\b': esc = "\\b"; break;
-        case '\f': esc = "\\f"; break;
-        default:
-            if (c < 0x20) {
-                u[0] = '\\'; u[1] = 'u'; u[2] = '0'; u[3] = '0';
-                u[4] = hex[c >> 4]; u[5] = hex[c & 15]; u[6] = '\0';
-                esc = u;
-            }
-        }
-        if (esc) {
-            sb_putn(b, s + run, i - run);
-            sb_puts(b, esc);
-            run = i + 1;
-        }
-    }
-    sb_putn(b, s + run, n - run);
-    sb_putc(b, '"');
-}
-
-/* Python's float repr: the shortest digits that read back to the same double,
- * in fixed notation when the decimal exponent is in [-4, 16), else
- * d[.ddd]e+XX; fixed notation always shows a fractional part ("1.0"). */
-static void json_put_real(sb *b, double v) {
-    if (isnan(v)) { sb_puts(b, "NaN"); return; }
-    if (isinf(v)) { sb_puts(b, v < 0 ? "-Infinity" : "Infinity"); return; }
-    char e[40];
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(e, sizeof e, "%.*e", prec - 1, v);
-        if (strtod(e, NULL) == v) break;
-    }
-    /* e is "[-]d[.ddd]e[+-]XX": split into sign, digits, exponent. */
-    const char *p = e;
-    bool neg = *p == '-';
-    if (neg) p++;
-    char digits[24];
-    size_t nd = 0;
-    for (; *p && *p != 'e'; p++)
-        if (*p != '.' && nd < sizeof digits - 1) digits[nd++] = *p;
-    while (nd > 1 && digits[nd - 1] == '0') nd--; /* "%.0e" never pads, but be safe */
-    digits[nd] = '\0';
-    int exp10 = *p == 'e' ? atoi(p + 1) : 0;
-
-    if (neg) sb_putc(b, '-');
-    if (exp10 >= -4 && exp10 < 16) {
-        if (exp10 < 0) {
-            sb_puts(b, "0.");
-            for (int i = -1; i > exp10; i--) sb_putc(b, '0');
-            sb_putn(b, digits, nd);
-        } else {
-            size_t int_len = (size_t)exp10 + 1;
-            if (nd <= int_len) {
-                sb_putn(b, digits, nd);
-                for (size_t i = nd; i < int_len; i++) sb_putc(b, '0');
-                sb_puts(b, ".0");
-            } else {
-                sb_putn(b, digits, int_len);
-                sb_putc(b, '.');
-                sb_putn(b, digits + int_len, nd - int_len);
-            }
-        }
-    } else {
-        sb_putc(b, digits[0]);
-        if (nd > 1) {
-            sb_putc(b, '.');
-            sb_putn(b, digits + 1, nd - 1);
-        }
-        char x[16];
-        snprintf(x, sizeof x, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
-        sb_puts(b, x);
-    }
-}
-
-static void json_newline(sb *b, const json_style *st, int depth) {
-    sb_putc(b, '\n');
-    for (long i = 0; i < (long)st->indent * depth; i++) sb_putc(b, ' ');
-}
-
-static void json_put(sb *b, const json_t *v, const json_style *st, int depth) {
-    /* With indent, Python puts "," at line ends instead of item_sep. */
-    const char *sep = st->indent >= 0 ? "," : st->item_sep;
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: {
-        if (json_object_size(v) == 0) { sb_puts(b, "{}"); return; }
-        sb_putc(b, '{');
-        bool first = true;
-        for (void *it = json_object_iter((json_t *)v); it;
-             it = json_object_iter_next((json_t *)v, it)) {
-            if (!first) sb_puts(b, sep);
-            first = false;
-            if (st->indent >= 0) json_newline(b, st, depth + 1);
-            json_put_string(b, json_object_iter_key(it), json_object_iter_key_len(it));
-            sb_puts(b, st->key_sep);
-            json_put(b, json_object_iter_value(it), st, depth + 1);
-        }
-        if (st->indent >= 0) json_newline(b, st, depth);
-        sb_putc(b, '}');
+static void json_put(sb *b, const json_t *v, const json_style *st) {
+    char *text = NULL;
+    if (rp_tmpl_json_dumps(v, st->indent, st->indent >= 0 ? NULL : st->item_sep, st->key_sep, &text) != RP_OK) {
+        b->oom = true;
         return;
     }
-    case JSON_ARRAY: {
-        size_t n = json_array_size(v);
-        if (n == 0) { sb_puts(b, "[]"); return; }
-        sb_putc(b, '[');
-        for (size_t i = 0; i < n; i++) {
-            if (i) sb_puts(b, sep);
-            if (st->indent >= 0) json_newline(b, st, depth + 1);
-            json_put(b, json_array_get(v, i), st, depth + 1);
-        }
-        if (st->indent >= 0) json_newline(b, st, depth);
-        sb_putc(b, ']');
-        return;
-    }
-    case JSON_STRING:
-        json_put_string(b, json_string_value(v), json_string_length(v));
-        return;
-    case JSON_INTEGER: {
-        char x[32];
-        snprintf(x, sizeof x, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        sb_puts(b, x);
-        return;
-    }
-    case JSON_REAL: json_put_real(b, json_real_value(v)); return;
-    case JSON_TRUE: sb_puts(b, "true"); return;
-    case JSON_FALSE: sb_puts(b, "false"); return;
-    case JSON_NULL: sb_puts(b, "null"); return;
-    }
+    sb_puts(b, text);
+    free(text);
 }
 
 rp_status rp_chat_tojson(const char *json_text, int indent, bool compact, char **out) {
@@ -227,7 +98,7 @@ rp_status rp_chat_tojson(const char *json_text, int indent, bool compact, char *
     json_style st = compact ? k_compact_style : k_py_style;
     st.indent = indent < 0 ? -1 : indent;
     sb b = {0};
-    json_put(&b, v, &st, 0);
+    json_put(&b, v, &st);
     json_decref(v);
     return sb_finish(&b, out);
 }
@@ -242,34 +113,19 @@ typedef struct span {
 
 static span span_of(const char *s) { return (span){s ? s : "", s ? strlen(s) : 0}; }
 
-/* Byte length of the whitespace code point at s[0..n) as Python's
- * str.isspace() sees it (Jinja `trim` is str.strip()), or 0 if none. */
-static size_t py_space_len(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if ((c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20)) return 1;
-    if (c == 0xc2 && n >= 2 && (s[1] == 0x85 || s[1] == 0xa0)) return 2;
-    if (n >= 3 && c == 0xe1 && s[1] == 0x9a && s[2] == 0x80) return 3; /* U+1680 */
-    if (n >= 3 && c == 0xe2 && s[1] == 0x80 &&
-        ((s[2] >= 0x80 && s[2] <= 0x8a) || s[2] == 0xa8 || s[2] == 0xa9 || s[2] == 0xaf))
-        return 3; /* U+2000..200A, U+2028, U+2029, U+202F */
-    if (n >= 3 && c == 0xe2 && s[1] == 0x81 && s[2] == 0x9f) return 3; /* U+205F */
-    if (n >= 3 && c == 0xe3 && s[1] == 0x80 && s[2] == 0x80) return 3; /* U+3000 */
-    return 0;
-}
-
 /* str.strip() with no arguments. */
 static span py_strip(span s) {
     const unsigned char *p = (const unsigned char *)s.p;
     size_t i = 0, end = 0;
     while (i < s.n) {
-        size_t k = py_space_len(p + i, s.n - i);
+        size_t k = tu_space_len((const char *)p + i, s.n - i);
         if (k) { i += k; continue; }
         break;
     }
     size_t start = i;
     end = start;
     while (i < s.n) {
-        size_t k = py_space_len(p + i, s.n - i);
+        size_t k = tu_space_len((const char *)p + i, s.n - i);
         if (k) { i += k; continue; }
         i++;
         end = i;
@@ -325,7 +181,7 @@ static void put_arguments(sb *b, const char *args) {
     if (!args) { sb_puts(b, "{}"); return; }
     json_t *v = json_loads(args, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
     if (!v) { sb_puts(b, args); return; }
-    json_put(b, v, &k_py_style, 0);
+    json_put(b, v, &k_py_style);
     json_decref(v);
 }
 
@@ -371,9 +227,9 @@ static rp_status render_llama3(sb *b, const rp_chat_msg *m, size_t n, const json
                              "(got role \"%s\")", i, m[i].role);
         l3_header(b, "user");
         sb_puts(b, k_l3_tool_preamble);
-        json_style st = {4, ", ", ": "};
+        const json_style st = {4, ", ", ": "};
         for (size_t t = 0; t < json_array_size(tools); t++) {
-            json_put(b, json_array_get(tools, t), &st, 0);
+            json_put(b, json_array_get(tools, t), &st);
             sb_puts(b, "\n\n");
         }
         sb_span(b, py_strip(span_of(m[i].content)));
@@ -433,7 +289,7 @@ static void render_chatml(sb *b, const rp_chat_msg *m, size_t n, const json_t *t
         sb_puts(b, k_qwen_tools_head);
         for (size_t t = 0; t < json_array_size(tools); t++) {
             sb_putc(b, '\n');
-            json_put(b, json_array_get(tools, t), &k_py_style, 0);
+            json_put(b, json_array_get(tools, t), &k_py_style);
         }
         sb_puts(b, k_qwen_tools_tail);
     } else if (first_sys) {
@@ -579,7 +435,7 @@ rp_chat_format rp_chat_detect(const char *template_str) {
     return RP_CHAT_UNKNOWN;
 }
 
-static rp_status check_messages(const rp_chat_msg *m, size_t n) {
+rp_status rp_chat_check_messages(const rp_chat_msg *m, size_t n) {
     static const char *const roles[] = {"system", "user", "assistant", "tool"};
     for (size_t i = 0; i < n; i++) {
         if (!m[i].role) return rp_errorf(RP_ERR_INVALID_ARG, "chat: message %zu has no role", i);
@@ -617,7 +473,7 @@ rp_status rp_chat_apply(rp_chat_format f, const rp_chat_msg *msgs, size_t n_msgs
         return rp_errorf(RP_ERR_INVALID_ARG, "chat: format %d out of range", (int)f);
     static const rp_chat_opts k_defaults = {0};
     const rp_chat_opts *o = opts ? opts : &k_defaults;
-    RP_TRY(check_messages(msgs, n_msgs));
+    RP_TRY(rp_chat_check_messages(msgs, n_msgs));
 
     json_t *tools = NULL;
     if (o->tools_json) {

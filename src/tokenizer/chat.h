@@ -7,26 +7,13 @@
 
 #include "reprise.h"
 
-typedef enum rp_chat_format {
-    RP_CHAT_UNKNOWN = 0,
-    RP_CHAT_LLAMA3 = 1,   /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
-    RP_CHAT_CHATML = 2,   /* Qwen 2/3: <|im_start|>role\n...<|im_end|>, <tool_call> JSON </tool_call> */
-    RP_CHAT_LLAMA2 = 3,   /* [INST] ... [/INST] (stories / Llama 2 SPM models without a template) */
-} rp_chat_format;
-
-const char *rp_chat_format_name(rp_chat_format f);
+/* rp_chat_format, rp_chat_format_name, rp_tool_call, rp_chat_parse_tool_calls and rp_tool_calls_free are public
+ * (reprise.h). */
 
 /* Recognizes the format from a `tokenizer.chat_template` string (no general
  * Jinja: it looks for each family's marker tokens). NULL or an unrecognized
  * template gives RP_CHAT_UNKNOWN. */
 rp_chat_format rp_chat_detect(const char *template_str);
-
-/* One tool call made by the assistant. */
-typedef struct rp_tool_call {
-    char *id;          /* "call_..." (may be NULL in input messages) */
-    char *name;
-    char *arguments;   /* JSON object text */
-} rp_tool_call;
 
 /* A message in OpenAI's shape. role: "system" | "user" | "assistant" | "tool".
  * For role "tool", tool_call_id / name say which call this answers. */
@@ -43,8 +30,13 @@ typedef struct rp_chat_opts {
     const char *tools_json;       /* JSON array of OpenAI tool definitions, or NULL */
     bool add_generation_prompt;   /* end with the assistant header so the model answers */
     bool enable_thinking;         /* Qwen3: false adds an empty <think></think> block (as its template does) */
-    const char *bos_text;         /* text of BOS to prefix (Llama 3 "<|begin_of_text|>"), or NULL */
+    const char *bos_text;         /* text of BOS to prefix (Llama 3 "<|begin_of_text|>"), or NULL; Jinja: bos_token */
+    const char *eos_text;         /* Jinja templates' eos_token (built-ins do not use it), or NULL */
+    int64_t now;                  /* Jinja strftime_now's clock, Unix seconds UTC (0: the current time) */
 } rp_chat_opts;
+
+/* Roles known, tool calls only on assistant messages and named: RP_ERR_INVALID_ARG naming the message. */
+rp_status rp_chat_check_messages(const rp_chat_msg *msgs, size_t n);
 
 /* Renders messages into prompt text (with special-token texts, to be tokenized
  * with parse_special). *out is malloc'd; caller frees. Bad input (unknown role,
@@ -59,15 +51,6 @@ rp_status rp_chat_apply(rp_chat_format f, const rp_chat_msg *msgs, size_t n_msgs
  * own line indented by that many spaces per level. *out is malloc'd.
  * Malformed JSON -> RP_ERR_FORMAT. */
 rp_status rp_chat_tojson(const char *json_text, int indent, bool compact, char **out);
-
-/* Parses tool calls out of generated assistant text. On success *calls is a
- * malloc'd array of *n_calls entries (each field malloc'd; free with
- * rp_tool_calls_free) and *content (malloc'd, may be "") is the text with the
- * calls removed. Text without calls gives n_calls = 0 and content = text.
- * A call whose JSON is malformed is left in content, not returned. */
-rp_status rp_chat_parse_tool_calls(rp_chat_format f, const char *text,
-                                   rp_tool_call **calls, size_t *n_calls, char **content);
-void rp_tool_calls_free(rp_tool_call *calls, size_t n);
 
 /* True if `text` (generated so far) contains the start of a tool call in this
  * format (the scheduler uses this to suspend a session waiting on a tool). */

@@ -14,17 +14,31 @@ trap 'rm -rf "$TMP"' EXIT
 "$BIN" run --bogus >/dev/null 2>&1; check "unknown option exits 2" '[ $? -eq 2 ]'
 "$BIN" run -m x.gguf -p hi -n notanumber >/dev/null 2>&1; check "bad number exits 2" '[ $? -eq 2 ]'
 
-# --help lists every command main.c dispatches and every bench subcommand cmd_bench.c dispatches
+# --help lists every command main.c dispatches and every benchmark reprise-bench (bench/main.c) dispatches
 HERE="$(cd "$(dirname "$0")/../.." && pwd)"
 "$BIN" --help > "$TMP/help" 2>&1
 missing=""
 for c in $(grep -o 'strcmp(c, "[a-z]*")' "$HERE/cli/main.c" | sed 's/.*"\(.*\)".*/\1/'); do
   grep -q "^  $c " "$TMP/help" || missing="$missing $c"
 done
-for b in $(grep -o 'strcmp(argv\[1\], "[a-z]*")' "$HERE/cli/cmd_bench.c" | sed 's/.*"\(.*\)".*/\1/'); do
+for b in $(grep -o 'strcmp(argv\[1\], "[a-z]*")' "$HERE/bench/main.c" | sed 's/.*"\(.*\)".*/\1/'); do
   grep -q "^    bench $b " "$TMP/help" || missing="$missing bench-$b"
 done
 check "--help lists every command and bench subcommand (missing:${missing:- none})" '[ -z "$missing" ] && [ "$(grep -c "strcmp(c, " "$HERE/cli/main.c")" -ge 10 ]'
+
+# `reprise bench` forwards to reprise-bench: the one beside the binary, else PATH's, else a clear error
+BENCH_HELP="$("$BIN" bench --help 2>&1)"; rc=$?
+check "bench --help: reprise-bench's benchmark list, through the forwarder" '[ $rc -eq 0 ] && grep -q "^  ablation " <<<"$BENCH_HELP"'
+"$BIN" bench frobnicate >/dev/null 2>"$TMP/e"; rc=$?
+check "bench frobnicate: reprise-bench's exit 2 and message come through" '[ $rc -eq 2 ] && grep -q "unknown benchmark .frobnicate." "$TMP/e"'
+mkdir -p "$TMP/alone" "$TMP/onpath"
+cp "$BIN" "$TMP/alone/reprise"
+PATH="$TMP/onpath" "$TMP/alone/reprise" bench model --help >/dev/null 2>"$TMP/e"; rc=$?
+check "bench without reprise-bench beside it or on PATH: exit 127, says what is missing" \
+  '[ $rc -eq 127 ] && grep -q "reprise-bench. is not installed" "$TMP/e"'
+printf '#!/bin/sh\necho "path-bench $*"\n' > "$TMP/onpath/reprise-bench"; chmod +x "$TMP/onpath/reprise-bench"
+out="$(PATH="$TMP/onpath" "$TMP/alone/reprise" bench model -r 1 2>&1)"
+check "bench falls back to reprise-bench on PATH, with the same arguments" '[ "$out" = "path-bench model -r 1" ]'
 
 # unknown options: the closest known option of that command
 "$BIN" run --top_k 5 >/dev/null 2>"$TMP/e"; rc=$?
@@ -219,6 +233,19 @@ G="$SHARED/models/vocab/ggml-vocab-gpt-2.gguf"
 if [ -f "$G" ]; then
   "$BIN" run -m "$G" -p hi >/dev/null 2>"$TMP/e"; rc=$?
   check "unknown architecture is a clear error" '[ $rc -eq 1 ] && grep -q "unknown architecture .gpt2." "$TMP/e"'
+fi
+
+M="$SHARED/models/stories260K.gguf"
+if [ -f "$M" ]; then
+  # bench model -d (depth) and --busy (a competing process): rows, paired ratios and JSON fields
+  out=$("$BIN" bench model -m "$M" -p 8 -n 4 -d 0,32 -r 2 -t 2 --busy 1 2>/dev/null); rc=$?
+  check "bench model -d 0,32 --busy 1: quiet and busy rows at each depth" '[ $rc -eq 0 ] && echo "$out" | grep -q "| *pp8 |" && echo "$out" | grep -q "tg4 @ d32 busy=1" && echo "$out" | grep -q "busy=1 / quiet: "'
+  js=$("$BIN" bench model -m "$M" -p 0 -n 4 -d 16 -r 2 --busy 2 --ceiling --json 2>/dev/null)
+  check "bench model --json: depth, busy, vs_quiet and the KV-counting ceiling" 'echo "$js" | python3 -c "import json,sys; r=json.load(sys.stdin); assert len(r)==2 and r[0][\"depth\"]==16 and \"busy\" not in r[0] and r[1][\"busy\"]==2 and r[1][\"vs_quiet_median\"]>0 and r[0][\"bytes_per_token\"]>0"'
+  "$BIN" bench model -m "$M" -d -5 >/dev/null 2>"$TMP/e"; rc=$?
+  check "bench model -d -5 is an error naming -d" '[ $rc -eq 2 ] && grep -q "\-d expects" "$TMP/e"'
+  # no busy process survives the benchmark
+  check "bench model --busy leaves no spinning process behind" '! pgrep -f "reprise-bench model -m $M -p 0 -n 4 -d 16" >/dev/null'
 fi
 
 finish

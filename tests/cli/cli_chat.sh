@@ -46,6 +46,12 @@ if [ -f "$V" ]; then
   "$BIN" synth --arch llama --preset tiny --type q8_0 --vocab "$V" -o "$TMP/t3.gguf" 2>/dev/null
   python3 -c "print('=' * 9000)" | "$BIN" chat -m "$TMP/t3.gguf" -n 4 --temp 0 >"$TMP/o" 2>"$TMP/e"; rc=$?
   check "chat: a 9000-byte line is one turn (2 prompts: the line, then EOF)" '[ $rc -eq 0 ] && [ "$(prompts "$TMP/e")" -eq 2 ] && ! grep -q "does not fit" "$TMP/e"'
+  # a conversation that fills its context goes on: the oldest turns go, the kept turns' KV is shifted (not
+  # recomputed), and every line still gets a reply
+  printf 'Once upon a time there was a cat\nThe dog ran to the park and\nShe saw a big tree with\nThen the bird sang a song\nThe end of the story was\n' |
+    "$BIN" chat -m "$M" -c 160 -n 16 --temp 0 -t 1 >"$TMP/o" 2>"$TMP/e"; rc=$?
+  check "chat: a full context drops the oldest turns and shifts the rest (5 replies)" '[ $rc -eq 0 ] && [ "$(prompts "$TMP/e")" -eq 6 ] && grep -q "context full: dropped the 2 oldest messages (.* tokens); the rest of the conversation.s KV moved down" "$TMP/e" && ! grep -q "message dropped" "$TMP/e" && [ "$(grep -c . "$TMP/o")" -ge 5 ]'
+  check "chat: the banner names the context and its KV memory" 'grep -q "context 160 tokens (KV cache up to .* MiB, f16)" "$TMP/e"'
 else
   skip=$((skip+1)); echo "SKIP long-line check: $V not found"
 fi

@@ -2,7 +2,8 @@
 # install.sh CMAKE BUILD_DIR SRC_DIR CC LIBDIR — `cmake --install` into a temporary prefix, then programs built
 # against that prefix the way a user builds them:
 #  - the files: LIBDIR/libreprise.so (-> the SONAME), LIBDIR/libreprise.a, include/reprise.h (and every other
-#    header under include/), LIBDIR/pkgconfig/reprise.pc, LIBDIR/cmake/reprise/, bin/reprise, the LICENSE;
+#    header under include/), LIBDIR/pkgconfig/reprise.pc, LIBDIR/cmake/reprise/, bin/reprise, bin/reprise-bench, the LICENSE;
+#    `reprise bench` of the installed reprise runs the installed reprise-bench;
 #  - tests/library/smoke.c built with nothing but `pkg-config --cflags --libs reprise` (PKG_CONFIG_PATH at the
 #    prefix): once against libreprise.so, once with `pkg-config --static` against libreprise.a (the archive named
 #    as -l:libreprise.a, since a plain -lreprise picks the shared library beside it), which then runs with no
@@ -33,7 +34,7 @@ check "cmake --install $build --prefix <tmp>" '"$cmake" --install "$build" --pre
 [ "$fail" -eq 0 ] || { tail_of "$work/install.log"; finish; exit 1; }
 for f in "$libdir/libreprise.so" "$libdir/libreprise.a" include/reprise.h "$libdir/pkgconfig/reprise.pc" \
          "$libdir/cmake/reprise/repriseConfig.cmake" "$libdir/cmake/reprise/repriseConfigVersion.cmake" bin/reprise \
-         share/doc/reprise/LICENSE; do
+         bin/reprise-bench share/doc/reprise/LICENSE; do
   check "installed $f" '[ -f "$prefix/$f" ]'
 done
 (cd "$src/include" && find . -name '*.h' | sort) >"$work/headers.src"
@@ -47,6 +48,10 @@ export PKG_CONFIG_PATH="$lib/pkgconfig"
 ver=$(pkg-config --modversion reprise)
 check "pkg-config --modversion reprise: $ver" '[ -n "$ver" ]'
 check "bin/reprise --version says $ver" '"$prefix/bin/reprise" --version 2>/dev/null | grep -qx "reprise $ver"'
+check "bin/reprise-bench --version says $ver" \
+  '"$prefix/bin/reprise-bench" --version 2>/dev/null | grep -qx "reprise-bench $ver"'
+check "bin/reprise bench --version runs the installed reprise-bench (PATH empty)" \
+  '[ "$(PATH=/nonexistent "$prefix/bin/reprise" bench --version 2>&1)" = "reprise-bench $ver" ]'
 
 # build NAME SOURCE KIND: $work/NAME-KIND from SOURCE with pkg-config's flags only; KIND is shared or static
 build() {

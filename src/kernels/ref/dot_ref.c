@@ -20,9 +20,17 @@ rp_type rp_type_vec_dot_type(rp_type t) {
         return RP_TYPE_F32;
     case RP_TYPE_Q4_0:
     case RP_TYPE_Q8_0:
+    case RP_TYPE_Q4_1:
+    case RP_TYPE_Q5_0:
+    case RP_TYPE_Q5_1:
+    case RP_TYPE_IQ4_NL:
         return RP_TYPE_Q8_0;
     case RP_TYPE_Q4_K:
     case RP_TYPE_Q6_K:
+    case RP_TYPE_Q2_K:
+    case RP_TYPE_Q3_K:
+    case RP_TYPE_Q5_K:
+    case RP_TYPE_IQ4_XS:
         return RP_TYPE_Q8_K;
     default:
         /* No dot kernel: RP_TYPE_COUNT is not a valid type, so traits lookups
@@ -140,6 +148,163 @@ static float rp_dot_q6_k_q8_k(int64_t nb, const rp_block_q6_k *w, const rp_block
     return sumf;
 }
 
+/* ---- the types added for llama.cpp's standard mixes. The 32-element ones
+ * take Q8_0 activations (ggml gives Q4_1 / Q5_1 Q8_1 ones, whose fp16 sum
+ * d*sum(q) is a rounding ggml adds; here sum(q) stays an exact integer), the
+ * 256-element ones Q8_K. Same pattern: exact integer sums per block or
+ * group, one float product per block. */
+
+/* The 5th bits of a Q5_0 / Q5_1 block, element j at bit j. */
+static inline uint32_t rp_q5_qh(const uint8_t *qh) {
+    return (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+}
+
+/* Code j (0..31) of a 32-element block in Q4_0 nibble order. */
+static inline int rp_nib(const uint8_t *qs, int j) { return j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4); }
+
+/* Q4_1 x Q8_0: value = d*q + m, so sum = (dw*da)*sum(q*a) + (m*da)*sum(a). */
+static float rp_dot_q4_1_q8_0(int64_t nb, const rp_block_q4_1 *w, const rp_block_q8_0 *a) {
+    float sumf = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        int sumi = 0, suma = 0;
+        for (int j = 0; j < 32; j++) {
+            sumi += rp_nib(w[i].qs, j) * a[i].qs[j];
+            suma += a[i].qs[j];
+        }
+        const float da = rp_fp16_to_fp32(a[i].d);
+        sumf += (rp_fp16_to_fp32(w[i].d) * da) * (float)sumi + (rp_fp16_to_fp32(w[i].m) * da) * (float)suma;
+    }
+    return sumf;
+}
+
+/* Q5_0 x Q8_0: q - 16 in [-16, 15]; |sumi| <= 32 * 16 * 128. */
+static float rp_dot_q5_0_q8_0(int64_t nb, const rp_block_q5_0 *w, const rp_block_q8_0 *a) {
+    float sumf = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        const uint32_t qh = rp_q5_qh(w[i].qh);
+        int sumi = 0;
+        for (int j = 0; j < 32; j++) sumi += ((rp_nib(w[i].qs, j) | (int)((qh >> j) & 1) << 4) - 16) * a[i].qs[j];
+        sumf += sumi * (rp_fp16_to_fp32(w[i].d) * rp_fp16_to_fp32(a[i].d));
+    }
+    return sumf;
+}
+
+static float rp_dot_q5_1_q8_0(int64_t nb, const rp_block_q5_1 *w, const rp_block_q8_0 *a) {
+    float sumf = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        const uint32_t qh = rp_q5_qh(w[i].qh);
+        int sumi = 0, suma = 0;
+        for (int j = 0; j < 32; j++) {
+            sumi += (rp_nib(w[i].qs, j) | (int)((qh >> j) & 1) << 4) * a[i].qs[j];
+            suma += a[i].qs[j];
+        }
+        const float da = rp_fp16_to_fp32(a[i].d);
+        sumf += (rp_fp16_to_fp32(w[i].d) * da) * (float)sumi + (rp_fp16_to_fp32(w[i].m) * da) * (float)suma;
+    }
+    return sumf;
+}
+
+/* IQ4_NL x Q8_0: grid values in [-127, 113]; |sumi| <= 32 * 127 * 128. */
+static float rp_dot_iq4_nl_q8_0(int64_t nb, const rp_block_iq4_nl *w, const rp_block_q8_0 *a) {
+    float sumf = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        int sumi = 0;
+        for (int j = 0; j < 32; j++) sumi += rp_iq4nl_values[rp_nib(w[i].qs, j)] * a[i].qs[j];
+        sumf += sumi * (rp_fp16_to_fp32(w[i].d) * rp_fp16_to_fp32(a[i].d));
+    }
+    return sumf;
+}
+
+/* Q2_K x Q8_K: value = d*sc_g*q - dmin*m_g over 16 groups of 16:
+ *   sum = d*da * sum_g sc_g <q, a>_g  -  dmin*da * sum_g m_g bsum_g.
+ * |isum| <= 256 * 3 * 127 * 15. */
+static float rp_dot_q2_k_q8_k(int64_t nb, const rp_block_q2_k *w, const rp_block_q8_k *a) {
+    float sumf = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        int isum = 0, summs = 0;
+        for (int g = 0; g < 16; g++) {
+            int s = 0;
+            for (int l = 0; l < 16; l++) {
+                const int j = 16 * g + l;
+                s += ((w[i].qs[32 * (j / 128) + j % 32] >> (2 * ((j % 128) / 32))) & 3) * a[i].qs[j];
+            }
+            isum += (w[i].scales[g] & 0xF) * s;
+            summs += (w[i].scales[g] >> 4) * a[i].bsums[g];
+        }
+        const float d = rp_fp16_to_fp32(w[i].d) * a[i].d;
+        const float dmin = rp_fp16_to_fp32(w[i].dmin) * a[i].d;
+        sumf += d * isum;
+        sumf -= dmin * summs;
+    }
+    return sumf;
+}
+
+/* Q3_K x Q8_K: value = d*(sc_g - 32)*(q - 4), q in [0, 7]; |isum| <= 256 * 4 * 128 * 32. */
+static float rp_dot_q3_k_q8_k(int64_t nb, const rp_block_q3_k *w, const rp_block_q8_k *a) {
+    float sumf = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *s = w[i].scales;
+        int isum = 0;
+        for (int g = 0; g < 16; g++) {
+            const int sc = ((g < 8 ? (s[g] & 0xF) : (s[g - 8] >> 4)) | (((s[8 + g % 4] >> (2 * (g / 4))) & 3) << 4)) - 32;
+            int t = 0;
+            for (int l = 0; l < 16; l++) {
+                const int j = 16 * g + l;
+                const int lo = (w[i].qs[32 * (j / 128) + j % 32] >> (2 * ((j % 128) / 32))) & 3;
+                const int hi = (w[i].hmask[j % 32] >> (j / 32)) & 1;
+                t += (lo + 4 * hi - 4) * a[i].qs[j];
+            }
+            isum += sc * t;
+        }
+        sumf += rp_fp16_to_fp32(w[i].d) * a[i].d * isum;
+    }
+    return sumf;
+}
+
+/* Q5_K x Q8_K: Q4_K's formula with q in [0, 31]. |isum| <= 256 * 31 * 127 * 63. */
+static float rp_dot_q5_k_q8_k(int64_t nb, const rp_block_q5_k *w, const rp_block_q8_k *a) {
+    float sumf = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        uint8_t sc[8], mn[8];
+        for (int j = 0; j < 8; j++) rp_q4_k_scale_min(j, w[i].scales, &sc[j], &mn[j]);
+        int summs = 0;
+        for (int g = 0; g < RP_QK_K / 16; g++) summs += a[i].bsums[g] * mn[g / 2];
+        int isum = 0;
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *q = w[i].qs + 32 * (j / 2);
+            const int8_t *q8 = a[i].qs + 32 * j;
+            int s = 0;
+            for (int l = 0; l < 32; l++) {
+                const int lo = (j & 1) ? (q[l] >> 4) : (q[l] & 0xF);
+                s += (lo | (((w[i].qh[l] >> j) & 1) << 4)) * q8[l];
+            }
+            isum += sc[j] * s;
+        }
+        const float d = rp_fp16_to_fp32(w[i].d) * a[i].d;
+        const float dmin = rp_fp16_to_fp32(w[i].dmin) * a[i].d;
+        sumf += d * isum;
+        sumf -= dmin * summs;
+    }
+    return sumf;
+}
+
+/* IQ4_XS x Q8_K: value = d*(ls_j - 32)*grid[q] over 8 groups of 32;
+ * |isum| <= 256 * 127 * 128 * 32. */
+static float rp_dot_iq4_xs_q8_k(int64_t nb, const rp_block_iq4_xs *w, const rp_block_q8_k *a) {
+    float sumf = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        int isum = 0;
+        for (int ib = 0; ib < 8; ib++) {
+            const int ls = ((w[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((w[i].scales_h >> (2 * ib)) & 3) << 4);
+            int s = 0;
+            for (int j = 0; j < 32; j++) s += rp_iq4nl_values[rp_nib(w[i].qs + 16 * ib, j)] * a[i].qs[32 * ib + j];
+            isum += (ls - 32) * s;
+        }
+        sumf += rp_fp16_to_fp32(w[i].d) * a[i].d * isum;
+    }
+    return sumf;
+}
+
 float rp_vec_dot_ref(rp_type t, int64_t n, const void *w, const void *a) {
     const rp_type_traits *tr = rp_type_get_traits((int)t);
     if (!tr || !tr->can_compute || n < 0 || n % tr->blck_size != 0) return NAN;
@@ -153,6 +318,14 @@ float rp_vec_dot_ref(rp_type t, int64_t n, const void *w, const void *a) {
     case RP_TYPE_Q8_0: return rp_dot_q8_0_q8_0(nb, w, a);
     case RP_TYPE_Q4_K: return rp_dot_q4_k_q8_k(nb, w, a);
     case RP_TYPE_Q6_K: return rp_dot_q6_k_q8_k(nb, w, a);
+    case RP_TYPE_Q4_1: return rp_dot_q4_1_q8_0(nb, w, a);
+    case RP_TYPE_Q5_0: return rp_dot_q5_0_q8_0(nb, w, a);
+    case RP_TYPE_Q5_1: return rp_dot_q5_1_q8_0(nb, w, a);
+    case RP_TYPE_IQ4_NL: return rp_dot_iq4_nl_q8_0(nb, w, a);
+    case RP_TYPE_Q2_K: return rp_dot_q2_k_q8_k(nb, w, a);
+    case RP_TYPE_Q3_K: return rp_dot_q3_k_q8_k(nb, w, a);
+    case RP_TYPE_Q5_K: return rp_dot_q5_k_q8_k(nb, w, a);
+    case RP_TYPE_IQ4_XS: return rp_dot_iq4_xs_q8_k(nb, w, a);
     default: return NAN;
     }
 }

@@ -29,6 +29,14 @@ REF_GEMM(gemm_q8_0, RP_TYPE_Q8_0)
 REF_GEMM(gemm_q4_0, RP_TYPE_Q4_0)
 REF_GEMM(gemm_q4_k, RP_TYPE_Q4_K)
 REF_GEMM(gemm_q6_k, RP_TYPE_Q6_K)
+REF_GEMM(gemm_q4_1, RP_TYPE_Q4_1)
+REF_GEMM(gemm_q5_0, RP_TYPE_Q5_0)
+REF_GEMM(gemm_q5_1, RP_TYPE_Q5_1)
+REF_GEMM(gemm_iq4_nl, RP_TYPE_IQ4_NL)
+REF_GEMM(gemm_q2_k, RP_TYPE_Q2_K)
+REF_GEMM(gemm_q3_k, RP_TYPE_Q3_K)
+REF_GEMM(gemm_q5_k, RP_TYPE_Q5_K)
+REF_GEMM(gemm_iq4_xs, RP_TYPE_IQ4_XS)
 
 #define REF_KERNEL(VAR, NAME, WT, AT, ACTSZ, QUANT, GEMM) \
     const rp_mm_kernel VAR = {NAME, WT, RP_CPU_SCALAR, AT, 1, NULL, NULL, ACTSZ, QUANT, NULL, GEMM}
@@ -40,3 +48,11 @@ REF_KERNEL(rp_mm_ref_q8_0, "q8_0/ref", RP_TYPE_Q8_0, RP_TYPE_Q8_0, act_q8_0, qua
 REF_KERNEL(rp_mm_ref_q4_0, "q4_0/ref", RP_TYPE_Q4_0, RP_TYPE_Q8_0, act_q8_0, quant_q8_0, gemm_q4_0);
 REF_KERNEL(rp_mm_ref_q4_k, "q4_k/ref", RP_TYPE_Q4_K, RP_TYPE_Q8_K, act_q8_k, quant_q8_k, gemm_q4_k);
 REF_KERNEL(rp_mm_ref_q6_k, "q6_k/ref", RP_TYPE_Q6_K, RP_TYPE_Q8_K, act_q8_k, quant_q8_k, gemm_q6_k);
+REF_KERNEL(rp_mm_ref_q4_1, "q4_1/ref", RP_TYPE_Q4_1, RP_TYPE_Q8_0, act_q8_0, quant_q8_0, gemm_q4_1);
+REF_KERNEL(rp_mm_ref_q5_0, "q5_0/ref", RP_TYPE_Q5_0, RP_TYPE_Q8_0, act_q8_0, quant_q8_0, gemm_q5_0);
+REF_KERNEL(rp_mm_ref_q5_1, "q5_1/ref", RP_TYPE_Q5_1, RP_TYPE_Q8_0, act_q8_0, quant_q8_0, gemm_q5_1);
+REF_KERNEL(rp_mm_ref_iq4_nl, "iq4_nl/ref", RP_TYPE_IQ4_NL, RP_TYPE_Q8_0, act_q8_0, quant_q8_0, gemm_iq4_nl);
+REF_KERNEL(rp_mm_ref_q2_k, "q2_k/ref", RP_TYPE_Q2_K, RP_TYPE_Q8_K, act_q8_k, quant_q8_k, gemm_q2_k);
+REF_KERNEL(rp_mm_ref_q3_k, "q3_k/ref", RP_TYPE_Q3_K, RP_TYPE_Q8_K, act_q8_k, quant_q8_k, gemm_q3_k);
+REF_KERNEL(rp_mm_ref_q5_k, "q5_k/ref", RP_TYPE_Q5_K, RP_TYPE_Q8_K, act_q8_k, quant_q8_k, gemm_q5_k);
+REF_KERNEL(rp_mm_ref_iq4_xs, "iq4_xs/ref", RP_TYPE_IQ4_XS, RP_TYPE_Q8_K, act_q8_k, quant_q8_k, gemm_iq4_xs);

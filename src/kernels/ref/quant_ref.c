@@ -1,5 +1,6 @@
 /* quant_ref.c — scalar reference (de)quantization, bit-identical to ggml's *_ref quantizers. */
 #include "kernels/quant.h"
+#include "kernels/ref/quant_util.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -19,27 +20,9 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
-/* ggml treats a group whose largest |x| is below this as all zero. */
-#define RP_GROUP_MAX_EPS 1e-15f
-
 /* Contract of every quantizer here: inputs are finite. Non-finite inputs give
  * unspecified bytes but never undefined behaviour (all float->int
  * conversions below are range-guarded or go through rp_nearest_int). */
-
-/* Round to nearest, ties to even, for |f| <= 2^22 - 1 (ggml's nearest_int):
- * adding 1.5 * 2^23 leaves the rounded integer in the low mantissa bits.
- * Used instead of lrintf because it is what ggml's quantizers use, so ties
- * resolve identically; outside the range the result is garbage, not UB. */
-static inline int rp_nearest_int(float f) {
-    const float v = f + 12582912.f;
-    int32_t i;
-    memcpy(&i, &v, sizeof i);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
-static inline int rp_clampi(int v, int lo, int hi) {
-    return v < lo ? lo : (v > hi ? hi : v);
-}
 
 /* ------------------------------------------------------------------ Q8_0 */
 
@@ -123,9 +106,10 @@ static void rp_dequantize_q4_0(const rp_block_q4_0 *x, float *y, int64_t nb) {
  * grid, then tries nstep+1 grid densities (nmax + rmin + rdelta*is)/(max-min)
  * and for each solves the weighted least-squares (scale, min) for those L,
  * keeping the best. min is clamped to <= 0 (the stored min is subtracted).
- * Float operation order mirrors ggml's exactly. Laux is scratch of n bytes. */
-static float rp_make_qkx2_quants(int n, int nmax, const float *x, const float *w, uint8_t *L,
-                                 float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep) {
+ * Float operation order mirrors ggml's exactly. Laux is scratch of n bytes.
+ * Shared with Q2_K (use_mad) and Q5_K (quant_kq_ref.c). */
+float rp_make_qkx2_quants(int n, int nmax, const float *x, const float *w, uint8_t *L, float *the_min,
+                          uint8_t *Laux, float rmin, float rdelta, int nstep, bool use_mad) {
     float min = x[0], max = x[0];
     float sum_w = w[0];
     float sum_x = sum_w * x[0];
@@ -148,8 +132,12 @@ static float rp_make_qkx2_quants(int n, int nmax, const float *x, const float *w
         const int l = rp_nearest_int(iscale * (x[i] - min));
         L[i] = (uint8_t)rp_clampi(l, 0, nmax);
         float diff = scale * L[i] + min - x[i];
-        diff = diff * diff;
+        diff = use_mad ? fabsf(diff) : diff * diff;
         best_error += w[i] * diff;
+    }
+    if (nstep < 1) {
+        *the_min = -min;
+        return scale;
     }
     for (int is = 0; is <= nstep; is++) {
         iscale = (rmin + rdelta * is + nmax) / (max - min);
@@ -172,7 +160,7 @@ static float rp_make_qkx2_quants(int n, int nmax, const float *x, const float *w
             float cur_error = 0;
             for (int i = 0; i < n; i++) {
                 float diff = this_scale * Laux[i] + this_min - x[i];
-                diff = diff * diff;
+                diff = use_mad ? fabsf(diff) : diff * diff;
                 cur_error += w[i] * diff;
             }
             if (cur_error < best_error) {
@@ -210,7 +198,7 @@ static void rp_quantize_q4_k(const float *x, rp_block_q4_k *y, int64_t nb) {
             /* Weight large-magnitude values more: they dominate matmuls. */
             for (int l = 0; l < 32; l++) weights[l] = av_x + fabsf(xs[l]);
             scales[j] = rp_make_qkx2_quants(32, 15, xs, weights, L + 32 * j, &mins[j], Laux,
-                                            -1.f, 0.1f, 20);
+                                            -1.f, 0.1f, 20, false);
             if (scales[j] > max_scale) max_scale = scales[j];
             if (mins[j] > max_min) max_min = mins[j];
         }
@@ -457,6 +445,8 @@ static int64_t rp_row_blocks(rp_type t, int64_t k) {
     case RP_TYPE_F32: case RP_TYPE_F16: case RP_TYPE_BF16:
     case RP_TYPE_Q8_0: case RP_TYPE_Q4_0: case RP_TYPE_Q4_K:
     case RP_TYPE_Q6_K: case RP_TYPE_Q8_K:
+    case RP_TYPE_Q4_1: case RP_TYPE_Q5_0: case RP_TYPE_Q5_1: case RP_TYPE_IQ4_NL:
+    case RP_TYPE_Q2_K: case RP_TYPE_Q3_K: case RP_TYPE_Q5_K: case RP_TYPE_IQ4_XS:
         break;
     default:
         return -1;
@@ -490,6 +480,14 @@ bool rp_dequantize_row(rp_type t, const void *src, float *dst, int64_t k) {
     case RP_TYPE_Q4_K: rp_dequantize_q4_k(src, dst, nb); return true;
     case RP_TYPE_Q6_K: rp_dequantize_q6_k(src, dst, nb); return true;
     case RP_TYPE_Q8_K: rp_dequantize_q8_k(src, dst, nb); return true;
+    case RP_TYPE_Q4_1: rp_dequantize_q4_1(src, dst, nb); return true;
+    case RP_TYPE_Q5_0: rp_dequantize_q5_0(src, dst, nb); return true;
+    case RP_TYPE_Q5_1: rp_dequantize_q5_1(src, dst, nb); return true;
+    case RP_TYPE_IQ4_NL: rp_dequantize_iq4_nl(src, dst, nb); return true;
+    case RP_TYPE_IQ4_XS: rp_dequantize_iq4_xs(src, dst, nb); return true;
+    case RP_TYPE_Q2_K: rp_dequantize_q2_k(src, dst, nb); return true;
+    case RP_TYPE_Q3_K: rp_dequantize_q3_k(src, dst, nb); return true;
+    case RP_TYPE_Q5_K: rp_dequantize_q5_k(src, dst, nb); return true;
     default: return false;
     }
 }
@@ -518,6 +516,14 @@ bool rp_quantize_row(rp_type t, const float *src, void *dst, int64_t k) {
     case RP_TYPE_Q4_K: rp_quantize_q4_k(src, dst, nb); return true;
     case RP_TYPE_Q6_K: rp_quantize_q6_k(src, dst, nb); return true;
     case RP_TYPE_Q8_K: rp_quantize_q8_k(src, dst, nb); return true;
+    case RP_TYPE_Q4_1: rp_quantize_q4_1(src, dst, nb); return true;
+    case RP_TYPE_Q5_0: rp_quantize_q5_0(src, dst, nb); return true;
+    case RP_TYPE_Q5_1: rp_quantize_q5_1(src, dst, nb); return true;
+    case RP_TYPE_IQ4_NL: rp_quantize_iq4_nl(src, dst, nb); return true;
+    case RP_TYPE_IQ4_XS: rp_quantize_iq4_xs(src, dst, nb); return true;
+    case RP_TYPE_Q2_K: rp_quantize_q2_k(src, dst, nb); return true;
+    case RP_TYPE_Q3_K: rp_quantize_q3_k(src, dst, nb); return true;
+    case RP_TYPE_Q5_K: rp_quantize_q5_k(src, dst, nb); return true;
     default: return false;
     }
 }
