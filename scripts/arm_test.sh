@@ -5,8 +5,8 @@
 #   max (SME, SVE2, I8MM, DotProd)   every kernel test (each checks every ARM kernel at or below the level
 #                                    against the scalar reference) and the stories260K goldens
 #   max,sve=off,sme=off (I8MM)       dispatch
-#   neoverse-n1 (DotProd, no I8MM)   dispatch, the Q4_0/Q8_0 and element-wise kernels
-#   cortex-a72 (NEON only)           dispatch, the Q4_0/Q8_0 and element-wise kernels, the goldens
+#   neoverse-n1 (DotProd, no I8MM)   dispatch, the element-wise kernels
+#   cortex-a72 (NEON only)           dispatch, the element-wise kernels, the goldens (NEON kernels end to end)
 # test_cpu checks each model's detected level (RP_TEST_EXPECT_CPU), lib_static_registry the kernels each level
 # selects from libreprise.a. Emulation proves correctness, not speed: qemu runs these 10-50x slower than native
 # (more for the multi-threaded ones), hence the short list and a time budget; the rest of the suite runs
@@ -71,8 +71,8 @@ echo "arm_test: cross build (aarch64) $(($(date +%s) - t0)) s"
 # and I8MM kernels; the other models check that dispatch picks what they have (test_cpu, lib_static_registry) and
 # run what their level selects. test_model's goldens run at the best level only (RP_TEST_LEVELS=best): natively
 # it takes ~2 s for all levels, under qemu minutes per level.
-RUNS="cortex-a72|neon|test_cpu lib_static_registry test_ew test_mm_q4_0_q8_0
-neoverse-n1|dotprod|test_cpu lib_static_registry test_ew test_mm_q4_0_q8_0
+RUNS="cortex-a72|neon|test_cpu lib_static_registry test_ew
+neoverse-n1|dotprod|test_cpu lib_static_registry test_ew
 max,sve=off,sme=off|i8mm|test_cpu lib_static_registry
 max|sme|test_cpu lib_static_registry test_quant test_ew test_mm_q4_0_q8_0 test_mm_float test_attn
 cortex-a72|neon|test_model
