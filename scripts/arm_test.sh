@@ -3,10 +3,10 @@
 # (cmake/aarch64-linux-gnu.cmake, Debian's gcc-aarch64-linux-gnu and the arm64 -dev packages) and runs the unit
 # tests that matter under qemu-aarch64-static at several emulated CPU models, one per dispatch level:
 #   max (SME, SVE2, I8MM, DotProd)   every kernel test (each checks every ARM kernel at or below the level
-#                                    against the scalar reference) and the stories260K goldens
+#                                    against the scalar reference)
 #   max,sve=off,sme=off (I8MM)       dispatch
 #   neoverse-n1 (DotProd, no I8MM)   dispatch, the element-wise kernels
-#   cortex-a72 (NEON only)           dispatch, the element-wise kernels, the goldens (NEON kernels end to end)
+#   cortex-a72 (NEON only)           dispatch, the element-wise kernels
 # test_cpu checks each model's detected level (RP_TEST_EXPECT_CPU), lib_static_registry the kernels each level
 # selects from libreprise.a. Emulation proves correctness, not speed: qemu runs these 10-50x slower than native
 # (more for the multi-threaded ones), hence the short list and a time budget; the rest of the suite runs
@@ -69,14 +69,15 @@ echo "arm_test: cross build (aarch64) $(($(date +%s) - t0)) s"
 # ---- runs: "qemu cpu model | expected level | tests", cheapest first ----
 # Every kernel test checks every kernel at or below the machine's level, so the max run covers the NEON, DotProd
 # and I8MM kernels; the other models check that dispatch picks what they have (test_cpu, lib_static_registry) and
-# run what their level selects. test_model's goldens run at the best level only (RP_TEST_LEVELS=best): natively
-# it takes ~2 s for all levels, under qemu minutes per level.
+# run what their level selects.
 RUNS="cortex-a72|neon|test_cpu lib_static_registry test_ew
 neoverse-n1|dotprod|test_cpu lib_static_registry test_ew
 max,sve=off,sme=off|i8mm|test_cpu lib_static_registry
 max|sme|test_cpu lib_static_registry test_quant test_ew test_mm_q4_0_q8_0 test_mm_float test_attn
-cortex-a72|neon|test_model
-max|sme|test_model test_mm_kquants"
+max|sme|test_mm_kquants"
+# test_model (the stories260K goldens, RP_TEST_LEVELS=best) is built but not in the list: under qemu one level
+# took over 9 minutes of one core (the thread pool's spin-waits are slow to emulate), too long for CI. Run it by
+# hand: RP_TEST_LEVELS=best qemu-aarch64-static -L /usr/aarch64-linux-gnu -cpu cortex-a72 build-aarch64/test_model
 # CI budget: runs that would start after this many seconds are skipped (listed as such, not failed)
 budget=${RP_ARM_BUDGET:-480}
 
