@@ -29,11 +29,16 @@ const char *cli_bw_pattern_name(int pattern) {
 }
 
 typedef uint64_t bw_v8 __attribute__((vector_size(64), aligned(64)));
+#if defined(__x86_64__)
+#define BW_TARGET(isa) __attribute__((target(isa)))
+#else
+#define BW_TARGET(isa)   /* the compiler's own vector width: the generic vectors below lower to it */
+#endif
 typedef uint64_t bw_v4 __attribute__((vector_size(32), aligned(32)));
 
 /* n words (a multiple of 8) from 64-byte-aligned p; two lines per step, two
  * independent accumulators. */
-__attribute__((target("avx512f"))) static uint64_t bw_wide512(const uint64_t *p, size_t n) {
+BW_TARGET("avx512f") static uint64_t bw_wide512(const uint64_t *p, size_t n) {
     bw_v8 a = {0}, b = {0};
     const bw_v8 *v = (const bw_v8 *)(const void *)p;
     size_t lines = n / 8, i = 0;
@@ -42,7 +47,7 @@ __attribute__((target("avx512f"))) static uint64_t bw_wide512(const uint64_t *p,
     a ^= b;
     return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
 }
-__attribute__((target("avx2"))) static uint64_t bw_wide256(const uint64_t *p, size_t n) {
+BW_TARGET("avx2") static uint64_t bw_wide256(const uint64_t *p, size_t n) {
     bw_v4 a = {0}, b = {0};
     const bw_v4 *v = (const bw_v4 *)(const void *)p;
     for (size_t i = 0; i + 2 <= n / 4; i += 2) { a ^= v[i]; b ^= v[i + 1]; }
@@ -56,7 +61,7 @@ static void *bw_thread(void *vp) {
     bw_arg *a = vp;
     if (a->pattern == CLI_BW_WIDE) {
         rp_cpu_level lvl = rp_cpu_level_active();
-        a->sink = lvl >= RP_CPU_AVX512 ? bw_wide512(a->p, a->n) : bw_wide256(a->p, a->n);
+        a->sink = lvl >= RP_CPU_AVX512 ? bw_wide512(a->p, a->n) : bw_wide256(a->p, a->n);   /* (aarch64: NEON loads) */
         return NULL;
     }
     uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;

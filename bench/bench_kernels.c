@@ -156,7 +156,7 @@ int bench_kernels(int argc, char **argv) {
         if (cli_is(&a, "-h", "--help")) {
             printf("usage: reprise bench kernels [-m MODEL.gguf] [--types f16,bf16,q8_0,q4_0,q4_k,q6_k] [-t 1,2]\n"
                    "                             [--rows R] [--cols C] [--n-big N] [-r 5] [--mem-mb 1024]\n"
-                   "                             [--cpu scalar|avx2|avx512|amx] [--pages-ab] [--json]\n"
+                   "                             [--cpu LEVEL] [--pages-ab] [--json]\n"
                    "Measures streaming memory bandwidth, each weight type's matmul kernel at n = 1 (decode,\n"
                    "GB/s of weights) and n = N (prefill, GFLOP/s); with -m, the model's decode ceiling\n"
                    "(weight bytes read per token / bandwidth). --pages-ab: only the n = 1 kernel, its packed\n"

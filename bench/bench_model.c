@@ -68,7 +68,7 @@ int bench_model(int argc, char **argv) {
         int r;
         if (cli_is(&a, "-h", "--help")) {
             printf("usage: reprise bench model -m MODEL.gguf [-p 128,512,2048] [-n 64] [-d 0,4096] [-t 1,2] [-r 5]\n"
-                   "                           [-b 512] [--kv-type f16|q8_0] [--cpu scalar|avx2|avx512|amx] [--ceiling]\n"
+                   "                           [-b 512] [--kv-type f16|q8_0] [--cpu LEVEL] [--ceiling]\n"
                    "                           [--busy N] [--json]\n"
                    "                           [--temp 0,1 [--top-k K] [--top-p P] [--min-p P] [--seed S] ...]\n"
                    "  ppN: N prompt tokens evaluated in batches of -b (logits for the last only)\n"

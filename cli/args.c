@@ -243,7 +243,7 @@ double cli_now(void) {
 bool cli_set_cpu(const char *cmd, const char *level) {
     rp_status st = rp_cpu_select(level);
     if (st == RP_ERR_INVALID_ARG) {
-        fprintf(stderr, "reprise %s: --cpu must be scalar, avx2, avx512 or amx, got '%s'\n", cmd, level);
+        fprintf(stderr, "reprise %s: --cpu: %s\n", cmd, rp_last_error());
         return false;
     }
     if (st != RP_OK) {

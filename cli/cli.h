@@ -17,8 +17,8 @@ int cmd_serve(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 
-/* Applies a --cpu LEVEL option (scalar|avx2|avx512|amx, or auto) before models load;
- * prints the error and returns false if the machine lacks it. */
+/* Applies a --cpu LEVEL option (scalar|avx2|avx512|amx on x86-64, scalar|neon|dotprod|i8mm|sve2|sme on
+ * aarch64, or auto) before models load; prints the error and returns false if the machine lacks it. */
 bool cli_set_cpu(const char *cmd, const char *level);
 /* Parses "128,512,2048" into at most `cap` positive integers; returns the count or -1. */
 int cli_int_list(const char *cmd, const char *opt, const char *s, long *out, int cap);

@@ -64,7 +64,8 @@ static void serve_usage(void) {
            "      --no-spec           no speculative decoding (scheduler)\n"
            "      --drain-timeout S   on SIGTERM, seconds in-flight requests may finish (default 30)\n"
            "      --quiet             no access log\n"
-           "      --cpu LEVEL         force a kernel level: scalar, avx2, avx512, amx\n");
+           "      --cpu LEVEL         force a kernel level: scalar, avx2, avx512, amx (x86-64);\n"
+           "                          neon, dotprod, i8mm, sve2, sme (aarch64)\n");
 }
 
 int cmd_serve(int argc, char **argv) {

@@ -152,13 +152,16 @@ RP_API rp_sampler_params rp_sampler_default_params(void);
 
 /* Selects the kernel level later loads pack weights for: "auto" (the best
  * this CPU and OS allow; also RP_CPU / RP_FORCE_REF=1 in the environment),
- * "scalar", "avx2", "avx512", "amx". RP_ERR_UNSUPPORTED if the machine lacks
- * it, RP_ERR_INVALID_ARG for an unknown name. */
+ * "scalar", and this architecture's levels: "avx2", "avx512", "amx" on x86-64;
+ * "neon", "dotprod", "i8mm", "sve2", "sme" on aarch64 (elsewhere only scalar).
+ * RP_ERR_UNSUPPORTED if the machine lacks it, RP_ERR_INVALID_ARG for an
+ * unknown name (another architecture's included). */
 RP_API rp_status rp_cpu_select(const char *level);
-/* The active level's name ("avx512", ...). */
+/* The active level's name ("avx512", "dotprod", ...). */
 RP_API const char *rp_cpu_active(void);
-/* One line: CPU brand, features, the active level. Returns the length the
- * full line needs (truncated to cap - 1 bytes, NUL-terminated). */
+/* One line: CPU brand, features, this build's levels, the best and the active
+ * level. Returns the length the full line needs (truncated to cap - 1 bytes,
+ * NUL-terminated). */
 RP_API size_t rp_system_info(char *buf, size_t cap);
 
 /* ===========================================================================

@@ -1,4 +1,5 @@
-/* test_mm_q4_0_q8_0.c — x86 Q4_0/Q8_0 matmul kernels (avx2, avx512, amx) against the scalar reference. */
+/* test_mm_q4_0_q8_0.c — Q4_0/Q8_0 matmul kernels (x86: avx2, avx512, amx; aarch64: neon, dotprod, i8mm) against the
+ * scalar reference. */
 #include "testutil.h"
 
 #include <math.h>
@@ -69,8 +70,13 @@ static int usable(rp_type t, const rp_mm_kernel **out) {
 }
 
 static int32_t bias_mul_of(const rp_mm_kernel *k) {
+#if defined(__aarch64__)
+    (void)k;
+    return 0;   /* signed x signed dots (SDOT / SMULL): no bias */
+#else
     if (k->wtype == RP_TYPE_Q4_0) return -8;
     return k->level == RP_CPU_AVX2 ? 0 : -128;
+#endif
 }
 
 /* One weight matrix with its references for a set of activations. */
@@ -328,6 +334,10 @@ static void test_quant_act_exact(void **state) {
 /* ------------------------------------------------ AMX: threads and configs */
 
 static const rp_mm_kernel *amx_kernel(rp_type t) {
+#if !defined(__x86_64__)
+    (void)t;
+    return NULL;   /* (level 3 elsewhere is not AMX: aarch64's I8MM) */
+#endif
     const rp_mm_kernel *ks[8];
     const int nk = usable(t, ks);
     for (int i = 0; i < nk; i++)

@@ -8,6 +8,7 @@
 #include "testutil.h"
 #include "core/error.h"
 #include "kernels/cpu.h"
+#include "kernels/kernels.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/session.h"
@@ -104,16 +105,43 @@ static void golden_file_at(const char *mp, const char *model_rel, const char *go
     free(cases);
 }
 
+/* Whether level `lvl` selects any kernel the level below it does not (aarch64's SVE2 and SME levels have none of
+ * their own yet: they run the I8MM kernels, and x86-64 without AMX kernels for a type likewise). */
+static bool level_has_own_kernels(int lvl) {
+    if (lvl == 0) return true;
+    static const rp_type mm[] = {RP_TYPE_F32, RP_TYPE_F16, RP_TYPE_BF16, RP_TYPE_Q8_0, RP_TYPE_Q4_0,
+                                 RP_TYPE_Q4_K, RP_TYPE_Q6_K};
+    static const rp_type kv[] = {RP_TYPE_F32, RP_TYPE_F16, RP_TYPE_Q8_0};
+    const rp_cpu_level a = (rp_cpu_level)lvl, b = (rp_cpu_level)(lvl - 1);
+    for (size_t i = 0; i < sizeof mm / sizeof mm[0]; i++)
+        if (rp_mm_kernel_select(mm[i], a) != rp_mm_kernel_select(mm[i], b)) return true;
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        if (rp_attn_kernel_select(kv[i], a) != rp_attn_kernel_select(kv[i], b)) return true;
+    return rp_ew_kernel_select(a) != rp_ew_kernel_select(b);
+}
+
 /* Runs the golden comparison at every dispatch level this machine has
- * (scalar reference, AVX2, AVX-512, AMX): every level must meet the same bar. */
+ * (scalar reference, AVX2, AVX-512, AMX; NEON, DotProd, I8MM ...): every level must meet the same bar. A level
+ * that selects the same kernels as the one below is the same computation and is not run again.
+ * RP_TEST_LEVELS=best runs only the machine's best level (scripts/arm_test.sh, for the emulated CPU models
+ * below `max`, whose lower levels the `max` run covers). */
 static void golden_file(const char *model_rel, const char *golden_rel, rp_type kv_type, float logit_tol,
                         int min_prompt_matches, bool require_bos_case) {
     const char *mp = rp_test_shared(model_rel);
     RP_REQUIRE_SHARED(mp, model_rel);
     char path[4096];
     snprintf(path, sizeof path, "%s", mp);
-    for (int lvl = 0; lvl <= (int)rp_cpu_info_get()->best; lvl++)
+    const int best = (int)rp_cpu_info_get()->best;
+    const char *only = getenv("RP_TEST_LEVELS");
+    const bool best_only = only && !strcmp(only, "best");
+    for (int lvl = best_only ? best : 0; lvl <= best; lvl++) {
+        if (!best_only && !level_has_own_kernels(lvl)) {
+            print_message("  [cpu level %s: the kernels of %s, not run again]\n", rp_cpu_level_name((rp_cpu_level)lvl),
+                          rp_cpu_level_name((rp_cpu_level)(lvl - 1)));
+            continue;
+        }
         golden_file_at(path, model_rel, golden_rel, kv_type, logit_tol, min_prompt_matches, require_bos_case, lvl);
+    }
 }
 
 /* F32 weights, F32 KV: the float64 golden must be matched exactly (greedy)

@@ -19,7 +19,7 @@ rp_status rp_cpu_select(const char *level) {
     if (!level) return rp_errorf(RP_ERR_INVALID_ARG, "cpu: no level given");
     if (!strcmp(level, "auto")) return rp_cpu_set_level(rp_cpu_info_get()->best);
     const int l = rp_cpu_level_parse(level);
-    if (l < 0) return rp_errorf(RP_ERR_INVALID_ARG, "cpu: level '%s' unknown (auto, scalar, avx2, avx512, amx)", level);
+    if (l < 0) return rp_errorf(RP_ERR_INVALID_ARG, "cpu: level '%s' unknown here (auto, %s)", level, rp_cpu_level_names());
     return rp_cpu_set_level((rp_cpu_level)l);
 }
 
@@ -27,11 +27,22 @@ const char *rp_cpu_active(void) { return rp_cpu_level_name(rp_cpu_level_active()
 
 size_t rp_system_info(char *buf, size_t cap) {
     const rp_cpu_info *c = rp_cpu_info_get();
+#if defined(__aarch64__)
+    const int n = snprintf(buf, cap, "cpu: %s | neon %d fphp %d dotprod %d i8mm %d bf16 %d | sve %d sve2 %d sme %d | "
+                                     "levels %s | best %s, active %s",
+                           c->brand, c->neon, c->fphp, c->dotprod, c->i8mm, c->bf16, c->sve, c->sve2, c->sme,
+                           rp_cpu_level_names(), rp_cpu_level_name(c->best), rp_cpu_level_name(rp_cpu_level_active()));
+#elif defined(__x86_64__)
     const int n = snprintf(buf, cap, "cpu: %s | avx2 %d fma %d f16c %d | avx512 f %d bw %d dq %d vl %d vnni %d bf16 %d | "
-                                     "amx %d (permitted %d) | best %s, active %s",
+                                     "amx %d (permitted %d) | levels %s | best %s, active %s",
                            c->brand, c->avx2, c->fma, c->f16c, c->avx512f, c->avx512bw, c->avx512dq, c->avx512vl,
                            c->avx512vnni, c->avx512bf16, c->amx_tile && c->amx_int8, c->amx_permitted,
-                           rp_cpu_level_name(c->best), rp_cpu_level_name(rp_cpu_level_active()));
+                           rp_cpu_level_names(), rp_cpu_level_name(c->best), rp_cpu_level_name(rp_cpu_level_active()));
+#else
+    const int n = snprintf(buf, cap, "cpu: %s | no SIMD kernels for this architecture | levels %s | best %s, active %s",
+                           c->brand, rp_cpu_level_names(), rp_cpu_level_name(c->best),
+                           rp_cpu_level_name(rp_cpu_level_active()));
+#endif
     return n > 0 ? (size_t)n : 0;
 }
 

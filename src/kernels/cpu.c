@@ -1,4 +1,5 @@
-/* cpu.c — CPUID/XGETBV feature detection, AMX state permission, and the active dispatch level. */
+/* cpu.c — feature detection (x86-64: CPUID/XGETBV, AMX state permission; aarch64: getauxval hwcaps) and the
+ * active dispatch level. */
 #include "kernels/cpu.h"
 
 #include <pthread.h>
@@ -12,6 +13,10 @@
 #include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <stdio.h>
+#include <sys/auxv.h>
 #endif
 
 static rp_cpu_info g_info;
@@ -35,10 +40,51 @@ static bool request_amx(void) {
 }
 #endif
 
+#if defined(__aarch64__)
+/* Linux arm64 hwcap bits (arch/arm64/include/uapi/asm/hwcap.h), spelled out so older headers build too */
+#define RP_HWCAP_ASIMD (1UL << 1)
+#define RP_HWCAP_FPHP (1UL << 9)
+#define RP_HWCAP_ASIMDDP (1UL << 20)
+#define RP_HWCAP_SVE (1UL << 22)
+#define RP_HWCAP2_SVE2 (1UL << 1)
+#define RP_HWCAP2_I8MM (1UL << 13)
+#define RP_HWCAP2_BF16 (1UL << 14)
+#define RP_HWCAP2_SME (1UL << 23)
+
+static void detect_arm(rp_cpu_info *c) {
+    strcpy(c->brand, "aarch64");
+#if defined(__linux__)
+    const unsigned long h1 = getauxval(AT_HWCAP), h2 = getauxval(AT_HWCAP2);
+    c->neon = (h1 & RP_HWCAP_ASIMD) != 0;
+    c->fphp = (h1 & RP_HWCAP_FPHP) != 0;
+    c->dotprod = (h1 & RP_HWCAP_ASIMDDP) != 0;
+    c->sve = (h1 & RP_HWCAP_SVE) != 0;
+    c->sve2 = (h2 & RP_HWCAP2_SVE2) != 0;
+    c->i8mm = (h2 & RP_HWCAP2_I8MM) != 0;
+    c->bf16 = (h2 & RP_HWCAP2_BF16) != 0;
+    c->sme = (h2 & RP_HWCAP2_SME) != 0;
+    /* the core's MIDR (implementer, part) names it where the kernel exposes it */
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/regs/identification/midr_el1", "r");
+    if (f) {
+        unsigned long long midr = 0;
+        if (fscanf(f, "%llx", &midr) == 1)
+            snprintf(c->brand, sizeof c->brand, "aarch64 implementer 0x%02llx part 0x%03llx", (midr >> 24) & 0xff,
+                     (midr >> 4) & 0xfff);
+        fclose(f);
+    }
+#else
+    c->neon = true;   /* Advanced SIMD is architectural on AArch64; the rest is not probed here */
+#endif
+}
+#endif
+
 static void detect(void) {
     rp_cpu_info *c = &g_info;
     memset(c, 0, sizeof *c);
     strcpy(c->brand, "unknown");
+#if defined(__aarch64__)
+    detect_arm(c);
+#endif
 #if defined(__x86_64__)
     unsigned a, b, cx, d, max = __get_cpuid_max(0, NULL);
     unsigned ext = __get_cpuid_max(0x80000000, NULL);
@@ -80,6 +126,14 @@ static void detect(void) {
 done:
 #endif
     c->best = RP_CPU_SCALAR;
+#if defined(__aarch64__)
+    /* each level needs everything below it */
+    if (c->neon) c->best = RP_CPU_NEON;
+    if (c->best == RP_CPU_NEON && c->dotprod) c->best = RP_CPU_DOTPROD;
+    if (c->best == RP_CPU_DOTPROD && c->i8mm) c->best = RP_CPU_I8MM;
+    if (c->best == RP_CPU_I8MM && c->sve && c->sve2) c->best = RP_CPU_SVE2;
+    if (c->best == RP_CPU_SVE2 && c->sme) c->best = RP_CPU_SME;
+#endif
     if (c->avx2 && c->fma && c->f16c && c->os_avx) c->best = RP_CPU_AVX2;
     if (c->best == RP_CPU_AVX2 && c->avx512f && c->avx512bw && c->avx512dq && c->avx512vl && c->avx512vnni &&
         c->os_avx512)
@@ -108,16 +162,30 @@ const rp_cpu_info *rp_cpu_info_get(void) {
     return &g_info;
 }
 
-const char *rp_cpu_level_name(rp_cpu_level l) {
-    static const char *const names[] = {"scalar", "avx2", "avx512", "amx"};
-    return (unsigned)l < RP_CPU_LEVEL_COUNT ? names[l] : "?";
-}
+/* this build's chain, indexed by level */
+#if defined(__x86_64__)
+static const char *const k_names[] = {"scalar", "avx2", "avx512", "amx"};
+#define RP_LEVEL_NAMES "scalar, avx2, avx512, amx"
+#elif defined(__aarch64__)
+static const char *const k_names[] = {"scalar", "neon", "dotprod", "i8mm", "sve2", "sme"};
+#define RP_LEVEL_NAMES "scalar, neon, dotprod, i8mm, sve2, sme"
+#else
+static const char *const k_names[] = {"scalar"};
+#define RP_LEVEL_NAMES "scalar"
+#endif
+#define RP_N_LEVELS ((int)(sizeof k_names / sizeof k_names[0]))
+_Static_assert(RP_N_LEVELS <= RP_CPU_LEVEL_COUNT, "cpu: RP_CPU_LEVEL_COUNT bounds every chain");
+
+rp_cpu_level rp_cpu_level_top(void) { return (rp_cpu_level)(RP_N_LEVELS - 1); }
+
+const char *rp_cpu_level_name(rp_cpu_level l) { return (int)l >= 0 && (int)l < RP_N_LEVELS ? k_names[l] : "?"; }
+
+const char *rp_cpu_level_names(void) { return RP_LEVEL_NAMES; }
 
 int rp_cpu_level_parse(const char *s) {
-    if (!strcmp(s, "scalar") || !strcmp(s, "ref")) return RP_CPU_SCALAR;
-    if (!strcmp(s, "avx2")) return RP_CPU_AVX2;
-    if (!strcmp(s, "avx512")) return RP_CPU_AVX512;
-    if (!strcmp(s, "amx")) return RP_CPU_AMX;
+    if (!strcmp(s, "ref")) return RP_CPU_SCALAR;
+    for (int i = 0; i < RP_N_LEVELS; i++)
+        if (!strcmp(s, k_names[i])) return i;
     return -1;
 }
 
@@ -128,7 +196,7 @@ rp_cpu_level rp_cpu_level_active(void) {
 
 rp_status rp_cpu_set_level(rp_cpu_level l) {
     const rp_cpu_info *c = rp_cpu_info_get();
-    if ((unsigned)l >= RP_CPU_LEVEL_COUNT) return rp_errorf(RP_ERR_INVALID_ARG, "cpu: level %d unknown", (int)l);
+    if ((int)l < 0 || (int)l >= RP_N_LEVELS) return rp_errorf(RP_ERR_INVALID_ARG, "cpu: level %d unknown", (int)l);
     if (l > c->best)
         return rp_errorf(RP_ERR_UNSUPPORTED, "cpu: level %s not available on this machine (best: %s)",
                          rp_cpu_level_name(l), rp_cpu_level_name(c->best));

@@ -28,15 +28,33 @@ extern const rp_attn_kernel rp_attn_f32_avx2, rp_attn_f32_avx512;
 extern const rp_ew_kernel rp_ew_avx2, rp_ew_avx512;
 extern const rp_ew_kernel rp_ew_ref;
 
-/* X86(a, b, ...): table entries present on x86-64 only (the families above exist only there). */
+/* SIMD kernels: src/kernels/arm/, one family per file, all compiled on aarch64 (named strongly, as above). */
+extern const rp_mm_kernel rp_mm_q4_0_i8mm, rp_mm_q4_0_dotprod, rp_mm_q4_0_neon;
+extern const rp_mm_kernel rp_mm_q8_0_i8mm, rp_mm_q8_0_dotprod, rp_mm_q8_0_neon;
+extern const rp_mm_kernel rp_mm_q4_k_dotprod, rp_mm_q4_k_neon;
+extern const rp_mm_kernel rp_mm_q6_k_dotprod, rp_mm_q6_k_neon;
+extern const rp_mm_kernel rp_mm_f16_neon, rp_mm_bf16_neon, rp_mm_f32_neon;
+extern const rp_attn_kernel rp_attn_f16_neon, rp_attn_q8_0_neon, rp_attn_f32_neon;
+extern const rp_ew_kernel rp_ew_neon;
+
+/* X86(a, b, ...) / ARM(a, b, ...): table entries present on x86-64 / aarch64 only (the families above exist
+ * only there). */
 #if defined(__x86_64__)
 #define X86(...) __VA_ARGS__,
 #else
 #define X86(...)
 #endif
+#if defined(__aarch64__)
+#define ARM(...) __VA_ARGS__,
+#else
+#define ARM(...)
+#endif
 
-/* Ordered from most to least specialized. */
+/* Ordered from most to least specialized within a type (the ARM entries come first: no type has both). */
 static const rp_mm_kernel *const k_mm[] = {
+    ARM(&rp_mm_q4_0_i8mm, &rp_mm_q4_0_dotprod, &rp_mm_q4_0_neon, &rp_mm_q8_0_i8mm, &rp_mm_q8_0_dotprod,
+        &rp_mm_q8_0_neon, &rp_mm_q4_k_dotprod, &rp_mm_q4_k_neon, &rp_mm_q6_k_dotprod, &rp_mm_q6_k_neon,
+        &rp_mm_f16_neon, &rp_mm_bf16_neon, &rp_mm_f32_neon)
     X86(&rp_mm_q4_0_amx, &rp_mm_q4_0_avx512, &rp_mm_q4_0_avx2) &rp_mm_ref_q4_0,
     X86(&rp_mm_q8_0_amx, &rp_mm_q8_0_avx512, &rp_mm_q8_0_avx2) &rp_mm_ref_q8_0,
     X86(&rp_mm_q4_k_amx, &rp_mm_q4_k_avx512, &rp_mm_q4_k_avx2) &rp_mm_ref_q4_k,
@@ -63,6 +81,7 @@ static const rp_attn_kernel k_attn_ref[3] = {
 typedef struct { rp_type t; const rp_attn_kernel *k; } attn_entry;
 
 static const attn_entry k_attn[] = {
+    ARM({RP_TYPE_F16, &rp_attn_f16_neon}, {RP_TYPE_Q8_0, &rp_attn_q8_0_neon}, {RP_TYPE_F32, &rp_attn_f32_neon})
     X86({RP_TYPE_F16, &rp_attn_f16_avx512}, {RP_TYPE_F16, &rp_attn_f16_avx2}) {RP_TYPE_F16, &k_attn_ref[1]},
     X86({RP_TYPE_Q8_0, &rp_attn_q8_0_avx512}, {RP_TYPE_Q8_0, &rp_attn_q8_0_avx2}) {RP_TYPE_Q8_0, &k_attn_ref[2]},
     X86({RP_TYPE_F32, &rp_attn_f32_avx512}, {RP_TYPE_F32, &rp_attn_f32_avx2}) {RP_TYPE_F32, &k_attn_ref[0]},
@@ -98,7 +117,7 @@ int rp_attn_kernel_list(rp_type kv_type, const rp_attn_kernel **out, int cap) {
     return n;
 }
 
-static const rp_ew_kernel *const k_ew[] = {X86(&rp_ew_avx512, &rp_ew_avx2) &rp_ew_ref};
+static const rp_ew_kernel *const k_ew[] = {ARM(&rp_ew_neon) X86(&rp_ew_avx512, &rp_ew_avx2) &rp_ew_ref};
 
 const rp_ew_kernel *rp_ew_kernel_select(rp_cpu_level level) {
     for (size_t i = 0; i < N_OF(k_ew); i++)

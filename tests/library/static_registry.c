@@ -10,8 +10,20 @@
 #include "kernels/cpu.h"
 #include "kernels/kernels.h"
 
-/* The families src/kernels/x86/ provides: each type's highest level (the ones below it exist too). */
+/* The families src/kernels/x86/ (src/kernels/arm/ on aarch64) provides: each type's highest level (the ones
+ * below it exist too; RP_CPU_SCALAR: none). */
 typedef struct { rp_type type; const char *name; rp_cpu_level top; } family;
+#if defined(__aarch64__)
+static const family k_mm[] = {
+    {RP_TYPE_Q4_0, "q4_0", RP_CPU_I8MM},    {RP_TYPE_Q8_0, "q8_0", RP_CPU_I8MM},
+    {RP_TYPE_Q4_K, "q4_k", RP_CPU_DOTPROD}, {RP_TYPE_Q6_K, "q6_k", RP_CPU_DOTPROD},
+    {RP_TYPE_BF16, "bf16", RP_CPU_NEON},    {RP_TYPE_F16, "f16", RP_CPU_NEON},      {RP_TYPE_F32, "f32", RP_CPU_NEON},
+};
+static const family k_attn[] = {
+    {RP_TYPE_F32, "f32", RP_CPU_NEON}, {RP_TYPE_F16, "f16", RP_CPU_NEON}, {RP_TYPE_Q8_0, "q8_0", RP_CPU_NEON},
+};
+static const rp_cpu_level k_ew_top = RP_CPU_NEON;
+#else
 static const family k_mm[] = {
     {RP_TYPE_Q4_0, "q4_0", RP_CPU_AMX},   {RP_TYPE_Q8_0, "q8_0", RP_CPU_AMX}, {RP_TYPE_Q4_K, "q4_k", RP_CPU_AMX},
     {RP_TYPE_Q6_K, "q6_k", RP_CPU_AMX},   {RP_TYPE_BF16, "bf16", RP_CPU_AMX}, {RP_TYPE_F16, "f16", RP_CPU_AVX512},
@@ -24,6 +36,7 @@ static const family k_attn[] = {
     {RP_TYPE_F32, "f32", RP_CPU_AVX512}, {RP_TYPE_F16, "f16", RP_CPU_AVX512}, {RP_TYPE_Q8_0, "q8_0", RP_CPU_AVX512},
 };
 static const rp_cpu_level k_ew_top = RP_CPU_AVX512;
+#endif
 
 static rp_cpu_level expect(rp_cpu_level lvl, rp_cpu_level top) { return lvl < top ? lvl : top; }
 

@@ -1,4 +1,4 @@
-/* ew_avx512.c — element-wise kernels (SwiGLU, F32 <-> F16 rows) for AVX-512, from the template in float_x86.h. */
+/* ew_avx512.c — element-wise kernels (SwiGLU, F32 <-> F16 rows) for AVX-512, from the template in kernels/float_tmpl.h. */
 #define RP_FX_EW 1
 #include "kernels/x86/float_x86.h"
 

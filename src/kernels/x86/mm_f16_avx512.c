@@ -2,7 +2,7 @@
 #define RP_FX_MM_WT 1
 #include "kernels/x86/float_x86.h"
 
-/* Layout and blocking: see the matmul template in float_x86.h. */
+/* Layout and blocking: see the matmul template in kernels/float_tmpl.h. */
 const rp_mm_kernel rp_mm_f16_avx512 = {
     .name = "f16/avx512",
     .wtype = RP_TYPE_F16,
