@@ -8,11 +8,7 @@
 #include "testutil.h"
 #include "reprise.h"
 
-#define OPEN_MODEL(m)                                                                                  \
-    const char *mp_ = rp_test_shared("models/stories260K.gguf");                                       \
-    if (!mp_) RP_SKIP("models/stories260K.gguf not found (set RP_SHARED_DIR)\n");                      \
-    rp_model *m = NULL;                                                                                \
-    assert_int_equal(rp_model_load(mp_, rp_model_default_params(), &m), RP_OK)
+#define OPEN_MODEL(m) RP_OPEN_STORIES(m)
 
 static void fresh_dir(char *dir, size_t cap, const char *name) {
     snprintf(dir, cap, "%.200s/%s", rp_test_tmpdir(), name);

@@ -17,10 +17,7 @@ static rp_model *load(const char *path) {
     return m;
 }
 
-#define OPEN_MODEL(m)                                                                 \
-    const char *m##_path = rp_test_shared("models/stories260K.gguf");                 \
-    RP_REQUIRE_SHARED(m##_path, "models/stories260K.gguf");                           \
-    rp_model *m = load(m##_path)
+#define OPEN_MODEL(m) RP_OPEN_STORIES(m)
 
 static void tmp_path(char *buf, size_t cap, const char *name) {
     snprintf(buf, cap, "%.200s/%s", rp_test_tmpdir(), name);

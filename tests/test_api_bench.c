@@ -8,17 +8,7 @@
 #include "testutil.h"
 #include "reprise.h"
 
-static rp_model *load_stories(void) {
-    const char *mp = rp_test_shared("models/stories260K.gguf");
-    if (!mp) return NULL;
-    rp_model *m = NULL;
-    assert_int_equal(rp_model_load(mp, rp_model_default_params(), &m), RP_OK);
-    return m;
-}
-
-#define OPEN_MODEL(m)             \
-    rp_model *m = load_stories(); \
-    if (!m) RP_SKIP("models/stories260K.gguf not found (set RP_SHARED_DIR)\n")
+#define OPEN_MODEL(m) RP_OPEN_STORIES(m)
 
 static void test_cpu_and_model_figures(void **state) {
     (void)state;

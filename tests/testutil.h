@@ -32,6 +32,14 @@ void rp_test_count_skip(void);
         if (!(path)) RP_SKIP("%s/%s not found (set RP_SHARED_DIR)\n", rp_test_shared_dir(), rel); \
     } while (0)
 
+/* The public-API tests' prologue: declares `m`, stories260K loaded with rp_model_load (reprise.h), or skips the
+ * test when ../shared lacks it. */
+#define RP_OPEN_STORIES(m)                                               \
+    const char *m##_path = rp_test_shared("models/stories260K.gguf");    \
+    RP_REQUIRE_SHARED(m##_path, "models/stories260K.gguf");              \
+    rp_model *m = NULL;                                                  \
+    assert_int_equal(rp_model_load(m##_path, rp_model_default_params(), &m), RP_OK)
+
 /* Every test program's main: runs the group, then prints "P passed, F failed,
  * S skipped" (the line the shell tests print too; scripts/test.sh sums them)
  * and returns 1 if any test failed, 0 if none, or RP_TEST_SKIPPED when nothing failed
