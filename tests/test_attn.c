@@ -104,7 +104,40 @@ static double g_worst;
  * S = max_t scale * sum_d |q_d k_d|, and the output (a convex combination of
  * V rows) moves by at most |ds| * 2 max|v| plus float accumulation error of
  * the weighted sums: |err| <= max|v| * (1e-5 + 2e-6 * S). */
-static void check(const rp_attn_kernel *k, const problem *p) {
+static void compare(const rp_attn_kernel *k, const problem *p, const float *out, const float *ref, float sentinel);
+
+/* Runs kernel k on cells [b[r], b[r + 1]) for each of the nb ranges in
+ * partial mode (rp_attn_args.ml; cache pointers shifted, row extents clipped,
+ * rows with no cell in a range included) and merges them with rp_attn_merge
+ * into out (the layout of q). */
+static void run_split(const rp_attn_kernel *k, const problem *p, const int32_t *b, int nb, float *out, void *scratch,
+                      size_t sb) {
+    const int32_t nq = p->n_rows * p->G;
+    float *parts = xalloc(sizeof(float) * (size_t)nb * (size_t)nq * (size_t)p->D);
+    float *mls = xalloc(sizeof(float) * (size_t)nb * 2 * (size_t)nq);
+    int32_t *nc = xalloc(sizeof(int32_t) * (size_t)p->n_rows);
+    for (int r = 0; r < nb; r++) {
+        for (int32_t i = 0; i < p->n_rows; i++) {
+            int32_t v = p->n_cells[i] - b[r];
+            nc[i] = v < 0 ? 0 : v < b[r + 1] - b[r] ? v : b[r + 1] - b[r];
+        }
+        rp_attn_args a;
+        memset(scratch, 0xFF, sb);
+        set_args(&a, p, NULL, scratch);
+        a.n_cells = nc;
+        a.k += (size_t)b[r] * p->row_bytes;
+        a.v += (size_t)b[r] * p->row_bytes;
+        a.out = parts + (size_t)r * (size_t)nq * (size_t)p->D - (int64_t)a.head_begin * p->D;
+        a.out_stride = (int64_t)p->G * p->D;
+        a.ml = mls + (size_t)r * 2 * (size_t)nq;
+        k->fn(&a);
+    }
+    rp_attn_merge(parts, (int64_t)nq * p->D, mls, 2 * nq, nb, nq, p->G, p->D,
+                  out + (int64_t)p->kv_head * p->G * p->D, p->q_stride);
+    free(parts); free(mls); free(nc);
+}
+
+static void check_ranges(const rp_attn_kernel *k, const problem *p, const int32_t *bounds, int nb) {
     const size_t osz = (size_t)(p->q_stride * p->n_rows);
     float *out = xalloc(sizeof(float) * osz), *ref = xalloc(sizeof(float) * osz);
     const float sentinel = -777.0f;
@@ -115,9 +148,20 @@ static void check(const rp_attn_kernel *k, const problem *p) {
     rp_attn_args a;
     set_args(&a, p, ref, scratch);
     rp_attn_ref(&a);
-    memset(scratch, 0xFF, sb);
-    set_args(&a, p, out, scratch);
-    k->fn(&a);
+    if (bounds) {
+        run_split(k, p, bounds, nb, out, scratch, sb);
+    } else {
+        memset(scratch, 0xFF, sb);
+        set_args(&a, p, out, scratch);
+        k->fn(&a);
+    }
+    compare(k, p, out, ref, sentinel);
+    free(out); free(ref); free(scratch);
+}
+
+static void check(const rp_attn_kernel *k, const problem *p) { check_ranges(k, p, NULL, 0); }
+
+static void compare(const rp_attn_kernel *k, const problem *p, const float *out, const float *ref, float sentinel) {
     const int64_t E = (int64_t)HK * p->D;
     for (int32_t i = 0; i < p->n_rows; i++)
         for (int32_t hh = 0; hh < HK * p->G; hh++) {
@@ -152,7 +196,6 @@ static void check(const rp_attn_kernel *k, const problem *p) {
                 if (err / tol > g_worst) g_worst = err / tol;
             }
         }
-    free(out); free(ref); free(scratch);
 }
 
 static int kernels_for(rp_type t, const rp_attn_kernel **out, int cap) {
@@ -236,6 +279,40 @@ static void check_irregular(rp_type t) {
         }
 }
 
+/* Flash-decoding: the cells split into KV ranges (whole tiles as the forward
+ * pass cuts them, and odd cuts), each range a partial-mode call, merged; every
+ * kernel, the reference included, against the one-pass reference. Rows of
+ * different extents so some rows have no cell in the later ranges. */
+static void check_split(rp_type t) {
+    const rp_attn_kernel *all[8];
+    const int nk = rp_attn_kernel_list(t, all, 8);
+    assert_true(nk >= 1);
+    uint64_t seed = 400 + (uint64_t)t;
+    static const int32_t dims[] = {64, 128, 24, 80};
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+        for (size_t gi = 0; gi < 4; gi++) {
+            /* decode (one row), and a short verification run of 3 rows */
+            const int32_t one[1] = {1000}, three[3] = {1000, 700, 130};
+            for (int shape = 0; shape < 2; shape++) {
+                problem p;
+                make_problem(&p, t, dims[di], k_groups[gi], shape ? 3 : 1, shape ? three : one,
+                             (seed % 2) ? 4.0f : 1.0f, seed);
+                seed++;
+                static const int32_t tiles[] = {0, 256, 512, 768, 1000};
+                static const int32_t odd[] = {0, 1, 77, 500, 999, 1000};
+                for (int j = 0; j < nk; j++) {
+                    check_ranges(all[j], &p, tiles, 4);
+                    check_ranges(all[j], &p, odd, 5);
+                }
+                free_problem(&p);
+            }
+        }
+}
+
+static void test_attn_f32_split(void **s) { (void)s; check_split(RP_TYPE_F32); }
+static void test_attn_f16_split(void **s) { (void)s; check_split(RP_TYPE_F16); }
+static void test_attn_q8_0_split(void **s) { (void)s; check_split(RP_TYPE_Q8_0); }
+
 static void test_attn_f32_prefill(void **s) { (void)s; check_prefill(RP_TYPE_F32); }
 static void test_attn_f16_prefill(void **s) { (void)s; check_prefill(RP_TYPE_F16); }
 static void test_attn_q8_0_prefill(void **s) { (void)s; check_prefill(RP_TYPE_Q8_0); }
@@ -277,6 +354,9 @@ int main(void) {
         cmocka_unit_test(test_attn_f32_irregular),
         cmocka_unit_test(test_attn_f16_irregular),
         cmocka_unit_test(test_attn_q8_0_irregular),
+        cmocka_unit_test(test_attn_f32_split),
+        cmocka_unit_test(test_attn_f16_split),
+        cmocka_unit_test(test_attn_q8_0_split),
     };
     return rp_test_main(tests, NULL, teardown);
 }

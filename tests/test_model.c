@@ -299,6 +299,73 @@ static void test_batched_multi_sequence(void **state) {
     rp_model_free(m);
 }
 
+/* Flash-decoding: decode (one row) and a 3-row verification run at depth
+ * 1,500 give the same logits with the attention split into KV ranges as
+ * without (RP_ATTN_SPLIT=0), for F32, F16 and Q8_0 caches, and the split did
+ * happen (stories260K has 4 KV heads, fewer than 8 items per thread). */
+static void test_attn_split_at_depth(void **state) {
+    (void)state;
+    const char *mp = rp_test_shared("models/stories260K.gguf");
+    RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");
+    rp_model *m = NULL;
+    assert_int_equal(rp_model_load(mp, rp_model_default_params(), &m), RP_OK);
+    enum { DEPTH = 1500, NB = 256 };
+    rp_ctx_params cp = rp_ctx_default_params();
+    cp.n_ctx_max = 2048;
+    cp.n_batch = NB;
+    cp.n_outputs = 4;
+    cp.n_threads = 2;
+    rp_ctx *ctx[2] = {NULL, NULL};   /* [0]: split, [1]: RP_ATTN_SPLIT=0 */
+    unsetenv("RP_ATTN_SPLIT");
+    assert_int_equal(rp_ctx_create(m, cp, &ctx[0]), RP_OK);
+    setenv("RP_ATTN_SPLIT", "0", 1);
+    assert_int_equal(rp_ctx_create(m, cp, &ctx[1]), RP_OK);
+    unsetenv("RP_ATTN_SPLIT");
+    static const rp_type kvt[3] = {RP_TYPE_F32, RP_TYPE_F16, RP_TYPE_Q8_0};
+    rp_batch b;
+    assert_int_equal(rp_batch_init(&b, NB), RP_OK);
+    rp_test_rng r = {12345};
+    for (int t = 0; t < 3; t++) {
+        float lg[2][3][512];
+        int32_t split[2] = {0, 0};
+        for (int v = 0; v < 2; v++) {
+            rp_kv *kv = NULL;
+            assert_int_equal(rp_kv_create(m, 2048, kvt[t], &kv), RP_OK);
+            r.s = 12345;   /* the same tokens for both variants */
+            for (int p0 = 0; p0 < DEPTH; p0 += NB) {
+                rp_batch_clear(&b);
+                for (int p = p0; p < p0 + NB && p < DEPTH; p++)
+                    rp_batch_add(&b, p ? 3 + (rp_token)(rp_test_rng_next(&r) % 500) : 1, 0, p, p, false);
+                assert_int_equal(rp_forward(ctx[v], &b, &kv, 1), RP_OK);
+            }
+            rp_batch_clear(&b);
+            rp_batch_add(&b, 300, 0, DEPTH, DEPTH, true);   /* decode */
+            assert_int_equal(rp_forward(ctx[v], &b, &kv, 1), RP_OK);
+            memcpy(lg[v][0], rp_ctx_logits(ctx[v], 0), sizeof lg[v][0]);
+            split[v] = rp_ctx_last_attn_split(ctx[v]);
+            rp_batch_clear(&b);   /* a verification run of 2 more rows */
+            rp_batch_add(&b, 301, 0, DEPTH + 1, DEPTH + 1, true);
+            rp_batch_add(&b, 302, 0, DEPTH + 2, DEPTH + 2, true);
+            assert_int_equal(rp_forward(ctx[v], &b, &kv, 1), RP_OK);
+            memcpy(lg[v][1], rp_ctx_logits(ctx[v], 0), sizeof lg[v][1]);
+            memcpy(lg[v][2], rp_ctx_logits(ctx[v], 1), sizeof lg[v][2]);
+            rp_kv_free(kv);
+        }
+        assert_true(split[0] > 1);
+        assert_int_equal(split[1], 1);
+        float mx = 0;
+        for (int o = 0; o < 3; o++)
+            for (int k = 0; k < 512; k++) mx = fmaxf(mx, fabsf(lg[0][o][k] - lg[1][o][k]));
+        print_message("  kv %s: %d ranges, split vs one pass max |diff| %.2e\n", rp_type_name(kvt[t]), split[0],
+                      (double)mx);
+        assert_true(mx < 1e-4f);
+    }
+    rp_batch_free(&b);
+    rp_ctx_free(ctx[0]);
+    rp_ctx_free(ctx[1]);
+    rp_model_free(m);
+}
+
 /* Rolling back the cache (rejected draft tokens) and re-feeding gives the
  * same logits as never having fed them. */
 static void test_kv_truncate_rollback(void **state) {
@@ -346,6 +413,7 @@ int main(void) {
         cmocka_unit_test(test_golden_tokenizer),
         cmocka_unit_test(test_batched_multi_sequence),
         cmocka_unit_test(test_kv_truncate_rollback),
+        cmocka_unit_test(test_attn_split_at_depth),
     };
     return rp_test_main(tests, NULL, NULL);
 }

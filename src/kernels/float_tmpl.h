@@ -716,8 +716,16 @@ static void fx_attn_run(fx_actx *x, const int f16) {
         fx_pv_all(x, vb, vs, first, f16);
     }
     for (int32_t qv = 0; qv < x->NQ; qv++) {
-        const fx_v inv = fx_set1((float)(1.0 / (double)x->L[qv]));
         float *o = fx_optr(x, qv);
+        if (a->ml) {   /* partial mode: unnormalized, with (M, L); empty rows are zero */
+            const int has = a->n_cells[qv / x->G] > 0;
+            a->ml[2 * qv] = has ? x->M[qv] : -INFINITY;
+            a->ml[2 * qv + 1] = has ? x->L[qv] : 0.0f;
+            if (!has)
+                for (int dv = 0; dv < x->DV; dv++) fx_stm(o + dv * FX_W, fx_zero(), dv == x->DV - 1 ? x->ln : FX_W);
+            continue;
+        }
+        const fx_v inv = fx_set1((float)(1.0 / (double)x->L[qv]));
         for (int dv = 0; dv < x->DV; dv++) {
             const int n = dv == x->DV - 1 ? x->ln : FX_W;
             fx_stm(o + dv * FX_W, fx_mul(fx_ldqm(o + dv * FX_W, n), inv), n);

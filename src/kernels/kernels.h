@@ -101,6 +101,12 @@ typedef struct rp_attn_args {
     int32_t kv_head;
     float scale;                /* 1 / sqrt(head_dim) */
     void *scratch;              /* rp_attn_scratch_bytes() per thread */
+    /* Partial mode (flash-decoding: one KV range of a longer sequence), when
+     * non-NULL: out is left unnormalized (sum of e^(s - M) v) and, per query
+     * vector qv = row * n_heads + (h - head_begin), ml[2 qv] = M (the range's
+     * max score) and ml[2 qv + 1] = L (sum of e^(s - M)); rows may then have
+     * n_cells 0 (M = -inf, L = 0, out = 0). rp_attn_merge combines ranges. */
+    float *ml;
 } rp_attn_args;
 
 typedef void (*rp_attn_fn)(const rp_attn_args *a);
@@ -122,5 +128,14 @@ int rp_attn_kernel_list(rp_type kv_type, const rp_attn_kernel **out, int cap);
 
 /* Reference kernels (always present). */
 void rp_attn_ref(const rp_attn_args *a);
+
+/* Combines n_parts partial results (rp_attn_args.ml) of nq query vectors of
+ * head_dim: part p's unnormalized outputs at outs + p * part_stride, query
+ * vector qv at + qv * head_dim, its (M, L) at mls + p * ml_stride + 2 qv. The
+ * normalized result of qv goes to dst(qv) = dst + (qv / heads) * dst_stride +
+ * (qv % heads) * head_dim. */
+void rp_attn_merge(const float *outs, int64_t part_stride, const float *mls, int64_t ml_stride, int32_t n_parts,
+                   int32_t nq,
+                   int32_t heads, int32_t head_dim, float *dst, int64_t dst_stride);
 
 #endif /* RP_KERNELS_KERNELS_H */

@@ -10,6 +10,13 @@
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 
+/* Flash-decoding split (attention over KV ranges, see att_plan): runs of at
+ * most SPLIT_ROWS rows, aiming at ITEMS_PER_THREAD work items per thread,
+ * ranges of at least MIN_CELLS cells. RP_ATTN_SPLIT=0 turns it off. */
+#define RP_FWD_SPLIT_ROWS 4
+#define RP_FWD_SPLIT_ITEMS_PER_THREAD 8
+#define RP_FWD_SPLIT_MIN_CELLS 512
+
 rp_status rp_batch_init(rp_batch *b, int32_t cap) {
     memset(b, 0, sizeof *b);
     if (cap <= 0) return rp_errorf(RP_ERR_INVALID_ARG, "batch: capacity %d must be positive", cap);
@@ -67,6 +74,12 @@ struct rp_ctx {
     int32_t *n_cells;     /* [n_batch] attention extent per row */
     int32_t *runs;        /* [2 * n_batch] (first row, row count) of attention runs */
     int32_t n_runs;
+    /* flash-decoding: KV ranges of short runs as separate work items */
+    int32_t split_cap;    /* items the partial buffers hold; 0: split off */
+    float *part_out;      /* [split_cap][RP_FWD_SPLIT_ROWS x G x head_dim] unnormalized outputs */
+    float *part_ml;       /* [split_cap][2 x RP_FWD_SPLIT_ROWS x G] (M, L) */
+    int32_t *part_nc;     /* [split_cap][RP_FWD_SPLIT_ROWS] cells of each row in the item's range */
+    int32_t last_split;   /* max ranges per (run, head) in the last forward */
     const rp_ew_kernel *ew;   /* element-wise kernels at the model's dispatch level */
     rp_layer_hook hook;
     void *hook_user;
@@ -115,6 +128,14 @@ rp_status rp_ctx_create(const rp_model *m, rp_ctx_params p, rp_ctx **out) {
     c->n_cells = malloc(sizeof(int32_t) * B);
     c->runs = malloc(sizeof(int32_t) * 2 * B);
     if (!c->att_scratch || !c->n_cells || !c->runs) ok = false;
+    const size_t G = (size_t)(hp->n_head / hp->n_head_kv);
+    c->split_cap = RP_FWD_SPLIT_ITEMS_PER_THREAD * 2 * T;
+    c->part_out = xalloc((size_t)c->split_cap * RP_FWD_SPLIT_ROWS * G * (size_t)hp->head_dim, &ok);
+    c->part_ml = xalloc((size_t)c->split_cap * 2 * RP_FWD_SPLIT_ROWS * G, &ok);
+    c->part_nc = malloc(sizeof(int32_t) * (size_t)c->split_cap * RP_FWD_SPLIT_ROWS);
+    if (!c->part_nc) ok = false;
+    const char *sp = getenv("RP_ATTN_SPLIT");
+    if (sp && strcmp(sp, "0") == 0) c->split_cap = 0;
     size_t asz = rp_attn_scratch_bytes(hp->head_dim, hp->n_head / hp->n_head_kv, RP_ATTN_MAX_ROWS);
     for (int t = 0; ok && t < T; t++)
         if (!(c->att_scratch[t] = aligned_alloc(64, (asz + 63) & ~(size_t)63))) ok = false;
@@ -143,6 +164,7 @@ void rp_ctx_free(rp_ctx *c) {
     free(c->att_scratch);
     free(c->n_cells);
     free(c->runs);
+    free(c->part_out); free(c->part_ml); free(c->part_nc);
     rp_mm_scratch_free(&c->mm);
     free(c);
 }
@@ -151,6 +173,7 @@ const rp_model *rp_ctx_model(const rp_ctx *c) { return c->m; }
 rp_ctx_params rp_ctx_get_params(const rp_ctx *c) { return c->p; }
 int32_t rp_ctx_n_outputs(const rp_ctx *c) { return c->n_out; }
 rp_pool *rp_ctx_pool(rp_ctx *c) { return c->pool; }
+int32_t rp_ctx_last_attn_split(const rp_ctx *c) { return c->last_split; }
 
 void rp_ctx_set_layer_hook(rp_ctx *c, rp_layer_hook fn, void *user) {
     c->hook = fn;
@@ -194,9 +217,14 @@ static void rope_apply(float *h, const float *cs, const float *sn, int32_t n_rot
 }
 
 /* ---- attention ----
- * Work items are (run, KV head): a run is up to RP_ATTN_MAX_ROWS consecutive
- * batch rows of one sequence, so a prefill's query rows share each K/V tile
- * they load; the query heads of one KV head (GQA group) go together. */
+ * Work items are (run, KV head, KV range): a run is up to RP_ATTN_MAX_ROWS
+ * consecutive batch rows of one sequence, so a prefill's query rows share each
+ * K/V tile they load; the query heads of one KV head (GQA group) go together,
+ * so each KV row is read once per group. When there are few (run, head) pairs
+ * for the threads (decode: one run of one row), each pair's cells are split
+ * into ranges (flash-decoding): every range is an item with its own partial
+ * softmax, and the ranges are merged after the loop. More, smaller items also
+ * let the pool's stealing even out a descheduled worker. */
 
 typedef struct {
     rp_ctx *c;
@@ -204,6 +232,8 @@ typedef struct {
     rp_kv *const *kvs;
     int32_t layer;
     int32_t n_runs;
+    int32_t n_split;                 /* ranges per (run, head); 1: no split */
+    int32_t range;                   /* cells per range (a multiple of the kernels' tile) */
     const rp_attn_kernel *kern[3];   /* by kv type: f32, f16, q8_0 */
 } att_job;
 
@@ -215,8 +245,9 @@ static void att_body(void *vp, int64_t ib, int64_t ie, int tid) {
     const rp_hparams *hp = &c->m->hp;
     const int32_t HK = hp->n_head_kv, HD = hp->head_dim, G = hp->n_head / hp->n_head_kv;
     const int64_t QD = (int64_t)hp->n_head * HD;
+    const int32_t S = j->n_split;
     for (int64_t it = ib; it < ie; it++) {
-        int32_t run = (int32_t)(it / HK), g = (int32_t)(it % HK);
+        int32_t run = (int32_t)(it / ((int64_t)HK * S)), g = (int32_t)(it / S % HK), piece = (int32_t)(it % S);
         int32_t r0 = c->runs[2 * run], nr = c->runs[2 * run + 1];
         const rp_kv *kv = j->kvs[j->b->seq[r0]];
         rp_attn_args a = {
@@ -227,7 +258,67 @@ static void att_body(void *vp, int64_t ib, int64_t ie, int tid) {
             .scale = 1.0f / sqrtf((float)HD), .scratch = c->att_scratch[tid],
         };
         rp_kv_attn_view(kv, j->layer, g, &a);
+        if (S > 1) {
+            /* range [c0, c0 + range) of the cells: shifted cache pointers,
+             * per-row cell counts clipped to the range, partial outputs */
+            const int32_t c0 = piece * j->range;
+            int32_t *nc = c->part_nc + it * RP_FWD_SPLIT_ROWS;
+            for (int32_t i = 0; i < nr; i++) {
+                int32_t v = c->n_cells[r0 + i] - c0;
+                nc[i] = v < 0 ? 0 : v < j->range ? v : j->range;
+            }
+            a.n_cells = nc;
+            a.k += (size_t)c0 * a.kv_row_bytes;
+            a.v += (size_t)c0 * a.kv_row_bytes;
+            a.out = c->part_out + it * RP_FWD_SPLIT_ROWS * G * HD - (int64_t)g * G * HD;
+            a.out_stride = (int64_t)G * HD;
+            a.ml = c->part_ml + it * 2 * RP_FWD_SPLIT_ROWS * G;
+        }
         j->kern[kv_slot(kv->type)]->fn(&a);
+    }
+}
+
+/* Ranges per (run, head) for this batch: split only runs of few rows, when the
+ * (run, head) pairs are fewer than RP_FWD_SPLIT_ITEMS_PER_THREAD per thread,
+ * into ranges of at least RP_FWD_SPLIT_MIN_CELLS. */
+static void att_plan(const rp_ctx *c, att_job *j) {
+    const int32_t HK = c->m->hp.n_head_kv;
+    j->n_split = 1;
+    j->range = 0;
+    const int64_t pairs = (int64_t)j->n_runs * HK;
+    const int64_t want = (int64_t)RP_FWD_SPLIT_ITEMS_PER_THREAD * rp_pool_active(c->pool);
+    if (pairs >= want || c->split_cap == 0) return;
+    int32_t maxc = 0;
+    for (int32_t r = 0; r < j->n_runs; r++) {
+        if (c->runs[2 * r + 1] > RP_FWD_SPLIT_ROWS) return;
+        for (int32_t i = 0; i < c->runs[2 * r + 1]; i++) {
+            int32_t v = c->n_cells[c->runs[2 * r] + i];
+            maxc = v > maxc ? v : maxc;
+        }
+    }
+    int64_t s = (want + pairs - 1) / pairs;
+    if (s > maxc / RP_FWD_SPLIT_MIN_CELLS) s = maxc / RP_FWD_SPLIT_MIN_CELLS;
+    if (s * pairs > c->split_cap) s = c->split_cap / pairs;
+    if (s <= 1) return;
+    int32_t range = (int32_t)((maxc + s - 1) / s);
+    range = (range + 63) / 64 * 64;   /* whole tiles of the SIMD kernels */
+    j->n_split = (int32_t)((maxc + range - 1) / range);
+    j->range = range;
+}
+
+/* After a split loop: each (run, head)'s ranges merged into c->att. */
+static void att_merge(rp_ctx *c, const att_job *j) {
+    const rp_hparams *hp = &c->m->hp;
+    const int32_t HK = hp->n_head_kv, HD = hp->head_dim, G = hp->n_head / hp->n_head_kv, S = j->n_split;
+    const int64_t QD = (int64_t)hp->n_head * HD;
+    for (int32_t run = 0; run < j->n_runs; run++) {
+        const int32_t r0 = c->runs[2 * run], nr = c->runs[2 * run + 1];
+        for (int32_t g = 0; g < HK; g++) {
+            const int64_t it0 = ((int64_t)run * HK + g) * S;
+            rp_attn_merge(c->part_out + it0 * RP_FWD_SPLIT_ROWS * G * HD, (int64_t)RP_FWD_SPLIT_ROWS * G * HD,
+                          c->part_ml + it0 * 2 * RP_FWD_SPLIT_ROWS * G, 2 * RP_FWD_SPLIT_ROWS * G, S, nr * G, G, HD,
+                          c->att + (int64_t)r0 * QD + (int64_t)g * G * HD, QD);
+        }
     }
 }
 
@@ -311,6 +402,7 @@ rp_status rp_fwd_begin(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t 
     for (int32_t i = 0; i < n; i++)
         rp_model_rope_cs(m, b->pos[i], c->rope_cs + (size_t)i * R, c->rope_cs + (size_t)i * R + R / 2);
     c->n_runs = build_runs(c, b);
+    c->last_split = 1;
     return RP_OK;
 }
 
@@ -372,14 +464,20 @@ void rp_fwd_attn_ffn(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l)
     const int32_t n = b->n, E = hp->n_embd, F = hp->n_ff, HK = hp->n_head_kv;
     const int32_t QD = hp->n_head * hp->head_dim;
     const rp_cpu_level lvl = (rp_cpu_level)m->cpu_level;
-    att_job aj = {c, b, kvs, l, c->n_runs,
+    att_job aj = {c, b, kvs, l, c->n_runs, 1, 0,
                   {rp_attn_kernel_select(RP_TYPE_F32, lvl), rp_attn_kernel_select(RP_TYPE_F16, lvl),
                    rp_attn_kernel_select(RP_TYPE_Q8_0, lvl)}};
     /* tiny attention (short contexts, small heads) is cheaper inline than a wake-up */
     int64_t att_work = 0;
     for (int32_t i = 0; i < n; i++) att_work += (int64_t)c->n_cells[i] * hp->n_head * hp->head_dim;
-    if (att_work < (1 << 16)) att_body(&aj, 0, (int64_t)aj.n_runs * HK, 0);
-    else rp_pool_parallel_for(c->pool, (int64_t)aj.n_runs * HK, 1, att_body, &aj);
+    if (att_work < (1 << 16)) {
+        att_body(&aj, 0, (int64_t)aj.n_runs * HK, 0);
+    } else {
+        att_plan(c, &aj);
+        rp_pool_parallel_for(c->pool, (int64_t)aj.n_runs * HK * aj.n_split, 1, att_body, &aj);
+        if (aj.n_split > 1) att_merge(c, &aj);
+    }
+    if (aj.n_split > c->last_split) c->last_split = aj.n_split;
     /* x += att · Woᵀ  (xb reused as the projection output) */
     rp_matmul(c->pool, &L->wo, c->att, n, QD, c->xb, E, &c->mm);
     for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->xb[i];

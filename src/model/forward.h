@@ -56,6 +56,9 @@ rp_status rp_forward(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_
 
 int32_t rp_ctx_n_outputs(const rp_ctx *c);
 rp_pool *rp_ctx_pool(rp_ctx *c);
+/* KV ranges per (run, KV head) the last forward's attention used at most
+ * (1: no flash-decoding split; see RP_ATTN_SPLIT in forward.c). */
+int32_t rp_ctx_last_attn_split(const rp_ctx *c);
 
 /* A hook called at the start of every layer of every forward pass on this
  * context (rp_forward and the stepwise callers), before the layer reads the

@@ -68,8 +68,39 @@ void rp_attn_ref(const rp_attn_args *a) {
                 for (int32_t d = 0; d < hd; d++) o[d] = o[d] * corr + p * kh[d];
                 m = mn;
             }
+            if (a->ml) {
+                float *ml = a->ml + 2 * ((int64_t)i * a->n_heads + hh);
+                ml[0] = m;
+                ml[1] = (float)l;
+                continue;
+            }
             float inv = (float)(1.0 / l);
             for (int32_t d = 0; d < hd; d++) o[d] *= inv;
         }
+    }
+}
+
+void rp_attn_merge(const float *outs, int64_t part_stride, const float *mls, int64_t ml_stride, int32_t n_parts,
+                   int32_t nq,
+                   int32_t heads, int32_t head_dim, float *dst, int64_t dst_stride) {
+    for (int32_t qv = 0; qv < nq; qv++) {
+        float m = -INFINITY;
+        for (int32_t p = 0; p < n_parts; p++) {
+            const float mp = mls[(int64_t)p * ml_stride + 2 * qv];
+            m = mp > m ? mp : m;
+        }
+        float *o = dst + (int64_t)(qv / heads) * dst_stride + (int64_t)(qv % heads) * head_dim;
+        memset(o, 0, sizeof(float) * (size_t)head_dim);
+        double l = 0;
+        for (int32_t p = 0; p < n_parts; p++) {
+            const float *ml = mls + (int64_t)p * ml_stride + 2 * qv;
+            if (ml[1] == 0.0f) continue;   /* an empty range */
+            const float w = expf(ml[0] - m);
+            const float *src = outs + (int64_t)p * part_stride + (int64_t)qv * head_dim;
+            l += (double)w * ml[1];
+            for (int32_t d = 0; d < head_dim; d++) o[d] += w * src[d];
+        }
+        const float inv = l > 0 ? (float)(1.0 / l) : 0.0f;
+        for (int32_t d = 0; d < head_dim; d++) o[d] *= inv;
     }
 }
