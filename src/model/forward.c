@@ -406,13 +406,50 @@ rp_status rp_fwd_begin(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t 
     return RP_OK;
 }
 
+/* ---- row-parallel element-wise steps (norms, residuals, RoPE) ----
+ * A prefill's rows split over the pool, so both cores stay busy for every
+ * step of a layer; short batches (decode) run inline, cheaper than a wake-up. */
+
+#define RP_FWD_ROWS_PAR 32   /* rows from which the steps below go parallel */
+
+typedef enum { ROWS_NORM, ROWS_ADD, ROWS_ADD_NORM, ROWS_ROPE } rows_op;
+
+typedef struct {
+    rp_ctx *c;
+    rows_op op;
+    const float *w;        /* ROWS_NORM / ROWS_ADD_NORM: the norm weight */
+    const rp_layer *L;     /* ROWS_ROPE: q/k norms */
+} rows_job;
+
+static void rope_rows(rp_ctx *c, const rp_layer *L, int64_t i0, int64_t i1);
+
+static void rows_body(void *vp, int64_t i0, int64_t i1, int tid) {
+    (void)tid;
+    const rows_job *j = vp;
+    rp_ctx *c = j->c;
+    const rp_hparams *hp = &c->m->hp;
+    const size_t E = (size_t)hp->n_embd;
+    for (int64_t i = i0; i < i1 && j->op != ROWS_ROPE; i++) {
+        float *x = c->x + (size_t)i * E, *xb = c->xb + (size_t)i * E;
+        if (j->op != ROWS_NORM)
+            for (size_t e = 0; e < E; e++) x[e] += xb[e];
+        if (j->op != ROWS_ADD) rmsnorm(xb, x, j->w, (int64_t)E, hp->rms_eps);
+    }
+    if (j->op == ROWS_ROPE) rope_rows(c, j->L, i0, i1);
+}
+
+static void rows_run(rp_ctx *c, int32_t n, rows_op op, const float *w, const rp_layer *L) {
+    rows_job j = {c, op, w, L};
+    if (n < RP_FWD_ROWS_PAR) rows_body(&j, 0, n, 0);
+    else rp_pool_parallel_for(c->pool, n, 4, rows_body, &j);
+}
+
 void rp_fwd_qkv(rp_ctx *c, const rp_batch *b, int32_t l) {
     const rp_hparams *hp = &c->m->hp;
     const rp_layer *L = &c->m->layers[l];
     const int32_t n = b->n, E = hp->n_embd, H = hp->n_head, HK = hp->n_head_kv, HD = hp->head_dim;
-    const int32_t QD = H * HD, KD = HK * HD, R = hp->n_rot;
-    for (int32_t i = 0; i < n; i++)
-        rmsnorm(c->xb + (size_t)i * E, c->x + (size_t)i * E, L->attn_norm, E, hp->rms_eps);
+    const int32_t QD = H * HD, KD = HK * HD;
+    rows_run(c, n, ROWS_NORM, L->attn_norm, NULL);
     /* one activation quantization serves q, k and v when their kernels agree */
     size_t st = rp_mm_quantize(c->pool, &L->wq, c->xb, n, E, &c->mm);
     if (rp_mm_same_act(&L->wq, &L->wk) && rp_mm_same_act(&L->wq, &L->wv)) {
@@ -427,7 +464,15 @@ void rp_fwd_qkv(rp_ctx *c, const rp_batch *b, int32_t l) {
         if (!rp_mm_same_act(&L->wk, &L->wv)) st = rp_mm_quantize(c->pool, &L->wv, c->xb, n, E, &c->mm);
         rp_mm_run(c->pool, &L->wv, 0, L->wv.rows, n, st, c->v, KD, &c->mm);
     }
-    for (int32_t i = 0; i < n; i++) {
+    rows_run(c, n, ROWS_ROPE, NULL, L);
+}
+
+/* Rows [i0, i1): q/k norms (qwen3) and RoPE of this layer's q and k. */
+static void rope_rows(rp_ctx *c, const rp_layer *L, int64_t i0, int64_t i1) {
+    const rp_hparams *hp = &c->m->hp;
+    const int32_t H = hp->n_head, HK = hp->n_head_kv, HD = hp->head_dim;
+    const int32_t QD = H * HD, KD = HK * HD, R = hp->n_rot;
+    for (int64_t i = i0; i < i1; i++) {
         const float *cs = c->rope_cs + (size_t)i * R, *sn = cs + R / 2;
         for (int32_t h = 0; h < H; h++) {
             float *qh = c->q + (size_t)i * QD + (size_t)h * HD;
@@ -480,10 +525,7 @@ void rp_fwd_attn_ffn(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l)
     if (aj.n_split > c->last_split) c->last_split = aj.n_split;
     /* x += att · Woᵀ  (xb reused as the projection output) */
     rp_matmul(c->pool, &L->wo, c->att, n, QD, c->xb, E, &c->mm);
-    for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->xb[i];
-
-    for (int32_t i = 0; i < n; i++)
-        rmsnorm(c->xb + (size_t)i * E, c->x + (size_t)i * E, L->ffn_norm, E, hp->rms_eps);
+    rows_run(c, n, ROWS_ADD_NORM, L->ffn_norm, NULL);   /* x += att·Woᵀ; xb = norm(x) */
     size_t st = rp_mm_quantize(c->pool, &L->w_gate, c->xb, n, E, &c->mm);
     if (rp_mm_same_act(&L->w_gate, &L->w_up)) {
         const rp_weight *ws[2] = {&L->w_gate, &L->w_up};
@@ -497,7 +539,7 @@ void rp_fwd_attn_ffn(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l)
     }
     c->ew->swiglu(c->gate, c->up, (int64_t)n * F);
     rp_matmul(c->pool, &L->w_down, c->gate, n, F, c->xb, E, &c->mm);
-    for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->xb[i];
+    rows_run(c, n, ROWS_ADD, NULL, NULL);
 }
 
 void rp_fwd_compact(rp_ctx *c, rp_batch *b, const int32_t *keep, int32_t n_keep) {
