@@ -5,6 +5,7 @@
 /* Each takes the arguments after `reprise bench` (argv[0] is the benchmark's name) and returns the exit status. */
 int bench_model(int argc, char **argv);
 int bench_kernels(int argc, char **argv);
+int bench_attn(int argc, char **argv);
 int bench_fidelity(int argc, char **argv);
 int bench_agents(int argc, char **argv);
 int bench_reuse(int argc, char **argv);

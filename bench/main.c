@@ -11,6 +11,7 @@ static void usage(FILE *f) {
             "usage: reprise bench <what> [options]   (or: reprise-bench <what> [options])\n"
             "  model    prefill (ppN) and decode (tgN) throughput, llama-bench style\n"
             "  kernels  per-kernel GFLOP/s and GB/s, memory bandwidth and the decode ceiling of a model\n"
+            "  attn     the attention kernel alone: decode and prefill runs at several depths (GFLOP/s, KV GB/s)\n"
             "  fidelity KL / greedy agreement of full and blend reuse against exact prefill\n"
             "  agents   multi-agent trace: scheduler policies (batch-ar, seq-sd, batch-sd, hal, hal-yield)\n"
             "  reuse    TTFT of none / prefix / full / blend / static on reuse workloads\n"
@@ -33,6 +34,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "model")) return bench_model(argc - 1, argv + 1);
     if (!strcmp(argv[1], "kernels")) return bench_kernels(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "attn")) return bench_attn(argc - 1, argv + 1);
     if (!strcmp(argv[1], "fidelity")) return bench_fidelity(argc - 1, argv + 1);
     if (!strcmp(argv[1], "agents")) return bench_agents(argc - 1, argv + 1);
     if (!strcmp(argv[1], "reuse")) return bench_reuse(argc - 1, argv + 1);

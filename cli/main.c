@@ -24,6 +24,7 @@ static void usage(FILE *f) {
             "  bench     benchmarks:\n"
             "    bench model     prefill (ppN) and decode (tgN) tok/s, llama-bench style (--temp: decode with sampling)\n"
             "    bench kernels   per-kernel GFLOP/s and GB/s, memory bandwidth, a model's decode ceiling\n"
+            "    bench attn      the attention kernel alone at several depths: GFLOP/s and KV GB/s, decode and prefill\n"
             "    bench fidelity  KL / greedy agreement of full and blend reuse against exact prefill\n"
             "    bench reuse     TTFT of none / prefix / full / blend / static on reuse workloads\n"
             "    bench sweep     TTFT vs prefix and non-prefix reuse ratio at several prompt lengths\n"

@@ -214,6 +214,22 @@ else
   skip=$((skip+1)); echo "SKIP stories260K checks: $M not found"
 fi
 
+# bench attn: the attention kernel alone (no model needed); every KV type and shape asked for, the reference too
+"$BIN" bench attn -d 128,300 --rows 1,64 --kv f16,q8_0 -r 1 --ref --json > "$TMP/ba.json" 2>&1
+check "bench attn: decode and prefill points per kernel, GB/s consistent" 'python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = d[\"points\"]
+assert len(p) >= 8 and all(x[\"us\"] > 0 and x[\"gflops\"] > 0 for x in p), p
+assert {x[\"kv_type\"] for x in p} == {\"f16\", \"q8_0\"} and {x[\"rows\"] for x in p} == {1, 64}, p
+assert any(x[\"kernel\"].endswith(\"/ref\") for x in p), p
+for x in p:
+    rb = 128 if x[\"kv_type\"] == \"f16\" else 68
+    assert abs(x[\"kv_gb_s\"] - 2 * rb * x[\"depth\"] / x[\"us\"] * 1e-3) < 1e-2 * x[\"kv_gb_s\"] + 1e-3, x
+" "$TMP/ba.json"'
+"$BIN" bench attn -d 10 --rows 64 >/dev/null 2>"$TMP/e"; rc=$?
+check "bench attn: depth below --rows is a clear error" '[ $rc -eq 2 ] && grep -q "depth 10 is less than --rows 64" "$TMP/e"'
+
 V="$SHARED/models/vocab/llama3-bpe.vocab.gguf"
 if [ -f "$V" ]; then
   got=$("$BIN" tokenize -m "$V" --text "Were Scott Derrickson and Ed Wood of the same nationality?" --json --no-bos 2>/dev/null)
