@@ -1110,6 +1110,39 @@ RP_API rp_status rp_chat_parse_tool_calls(rp_chat_format f, const char *text, rp
                                           char **content);
 RP_API void rp_tool_calls_free(rp_tool_call *calls, size_t n);
 
+/* ---- reasoning (the <think>...</think> family: Qwen3, DeepSeek-R1 distills) ----
+ * llama-server's --reasoning-format deepseek: the thinking goes to reasoning_content, the rest is the content.
+ * started: the prompt already opened the block (the template's generation prompt ends with "<think>", see
+ * rp_chat_prompt_opens_thinking); otherwise a reply that opens with <think> (after white space) has one. */
+typedef struct rp_reasoning_span {
+    size_t reasoning_begin, reasoning_end;   /* the thinking text (tags and the white space after <think> out) */
+    size_t content_begin, content_end;       /* the answer: [content_begin, content_end) */
+    bool has_reasoning;                      /* a think block opened */
+    bool in_reasoning;                       /* the block is not closed yet */
+} rp_reasoning_span;
+/* Spans of text[0..len) as generated so far. final false (streaming): bytes that may still be the start of a
+ * tag are in neither span (held back until more text decides), so each span only grows as text does (its
+ * begin is fixed once it is non-empty: white space after a tag may still move an empty one); final
+ * true: the whole reply (an unclosed block is all reasoning). No allocation. Thread-safe. */
+RP_API void rp_chat_reasoning_span(const char *text, size_t len, bool started, bool final, rp_reasoning_span *s);
+/* The whole reply split: *reasoning (malloc'd, NULL when there is no think block; trailing white space trimmed)
+ * and *content (malloc'd). */
+RP_API rp_status rp_chat_split_reasoning(const char *text, bool started, char **reasoning, char **content);
+/* Whether a rendered prompt ends inside an opened think block (its last non-space text is "<think>"). */
+RP_API bool rp_chat_prompt_opens_thinking(const char *prompt, size_t len);
+
+/* rp_chat_render with template variables: enable_thinking (-1: as rp_chat_render, which renders it false; 0 off,
+ * 1 on; Qwen3's template adds an empty think block when off), reasoning_effort ("low"|"medium"|"high" or NULL) and vars_json,
+ * a JSON object of more variables (chat_template_kwargs), set after the others, or NULL. */
+typedef struct rp_chat_vars {
+    int enable_thinking;
+    const char *reasoning_effort;
+    const char *vars_json;
+} rp_chat_vars;
+RP_API rp_status rp_chat_render_vars(const rp_model *m, const rp_chat_message *msgs, int32_t n,
+                                     const char *tools_json, bool add_generation_prompt, const rp_chat_vars *vars,
+                                     char *buf, size_t cap, size_t *len);
+
 /* ---- streaming detokenizer ----
  * Text of tokens fed one at a time, as complete UTF-8 only: bytes of a character split across tokens are held
  * until its last byte comes (rp_detokenize does the same for a whole array). One thread at a time per handle. */
