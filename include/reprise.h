@@ -1109,6 +1109,11 @@ typedef struct rp_tool_call {
 RP_API rp_status rp_chat_parse_tool_calls(rp_chat_format f, const char *text, rp_tool_call **calls, size_t *n_calls,
                                           char **content);
 RP_API void rp_tool_calls_free(rp_tool_call *calls, size_t n);
+/* Checks a parsed call against the request's tool definitions (tools_json: an OpenAI tools array; NULL checks only
+ * that the arguments are a JSON object): the tool exists, and its arguments fit the parameters schema's required
+ * keys, "type", "enum", nested "properties" and "items" (no other keywords). RP_OK, or RP_ERR_INVALID_ARG with
+ * why (cap bytes, may be NULL) saying what is wrong ("arguments.city is not of type string"). Thread-safe. */
+RP_API rp_status rp_tool_call_check(const char *tools_json, const rp_tool_call *call, char *why, size_t cap);
 
 /* ---- reasoning (the <think>...</think> family: Qwen3, DeepSeek-R1 distills) ----
  * llama-server's --reasoning-format deepseek: the thinking goes to reasoning_content, the rest is the content.

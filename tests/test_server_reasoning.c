@@ -132,6 +132,73 @@ static void test_gen_reasoning_then_tool_calls(void **state) {
     rp_srv_reply_free(&rep);
 }
 
+/* Calls that do not fit the request's tools stay content, with the reason; ones that fit come back as calls. */
+static void test_gen_calls_checked_against_tools(void **state) {
+    (void)state;
+    rp_srv_text t;
+    memset(&t, 0, sizeof t);
+    t.reasoning = true;
+    t.tools_active = true;
+    t.parse_fmt = RP_CHAT_CHATML;
+    const char *tools = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"
+                        "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}}}]";
+    rp_srv_request r;
+    memset(&r, 0, sizeof r);
+    r.tools_json = (char *)tools;
+    static const char *replies[] = {
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"town\": \"Paris\"}}\n</tool_call>",
+            "<tool_call>\n{\"name\": \"get_news\", \"arguments\": {}}\n</tool_call>",
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+    };
+    for (int i = 0; i < 3; i++) {
+        rp_srv_gen g;
+        assert_int_equal(rp_srv_gen_init(&g, NULL, &r, &t), RP_OK);
+        free(g.text);
+        g.text = strdup(replies[i]);
+        g.len = strlen(replies[i]);
+        g.cap = g.len + 1;
+        rp_srv_reply rep;
+        assert_int_equal(rp_srv_gen_flush(&g), RP_OK);
+        assert_int_equal(rp_srv_gen_reply(&g, RP_JOB_EOG, &rep), RP_OK);
+        if (i < 2) {
+            assert_int_equal(rep.n_calls, 0);
+            assert_string_equal(rep.content, replies[i]);
+            assert_string_equal(rep.finish_reason, "stop");
+            assert_non_null(strstr(rep.why, i == 0 ? "required key \"city\"" : "no tool is named"));
+        } else {
+            assert_int_equal(rep.n_calls, 1);
+            assert_string_equal(rep.why, "");
+        }
+        rp_srv_reply_free(&rep);
+        rp_srv_gen_free(&g);
+    }
+}
+
+/* Llama 3 JSON calls, grown byte by byte: nothing streamed as content, two calls at the end. */
+static void test_gen_llama3_calls_streamed(void **state) {
+    (void)state;
+    rp_srv_text t;
+    memset(&t, 0, sizeof t);
+    t.reasoning = true;
+    t.tools_active = true;
+    t.parse_fmt = RP_CHAT_LLAMA3;
+    streamed s;
+    rp_srv_reply rep;
+    run_gen(&t, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}; "
+                "{\"name\": \"get_time\", \"parameters\": {}}", &s, &rep);
+    assert_int_equal(rep.n_calls, 2);
+    assert_string_equal(rep.calls[0].name, "get_weather");
+    assert_string_equal(rep.calls[1].name, "get_time");
+    assert_string_equal(s.content, "");
+    assert_string_equal(s.reasoning, "");
+    rp_srv_reply_free(&rep);
+    /* plain text with tools on streams as content */
+    run_gen(&t, "It is sunny.", &s, &rep);
+    assert_int_equal(rep.n_calls, 0);
+    assert_string_equal(s.content, "It is sunny.");
+    rp_srv_reply_free(&rep);
+}
+
 static const char *g_tmpl;
 static void use_r1(rp_server_config *c) { c->backend.chat_template = g_tmpl; }
 
@@ -214,6 +281,8 @@ int main(void) {
             cmocka_unit_test(test_request_fields),
             cmocka_unit_test(test_gen_reasoning_then_content),
             cmocka_unit_test(test_gen_reasoning_then_tool_calls),
+            cmocka_unit_test(test_gen_calls_checked_against_tools),
+            cmocka_unit_test(test_gen_llama3_calls_streamed),
             cmocka_unit_test(test_server_reasoning_content),
     };
     return rp_test_main(tests, NULL, NULL);

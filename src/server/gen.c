@@ -17,6 +17,7 @@ rp_status rp_srv_gen_init(rp_srv_gen *g, const rp_model *m, const rp_srv_request
     g->forced_close = t ? t->forced_close : NULL;
     g->hold_all = g->forced != NULL;
     g->reasoning = t && t->reasoning && !g->forced;
+    g->tools_json = r->tools_json;
     g->think_started = t && t->think_started;
     g->cap = 256;
     g->text = malloc(g->cap);
@@ -205,6 +206,17 @@ rp_status rp_srv_gen_reply(rp_srv_gen *g, rp_job_finish finish, rp_srv_reply *ou
         else memcpy(body, g->text, g->len + 1);
         if (st == RP_OK && g->tools) {
             st = rp_chat_parse_tool_calls(g->fmt, body, &out->calls, &out->n_calls, &out->content);
+            /* a call of an unknown tool, or arguments off its schema: the reply stays text (clear fallback) */
+            for (size_t i = 0; st == RP_OK && i < out->n_calls; i++)
+                if (rp_tool_call_check(g->tools_json, &out->calls[i], out->why, sizeof out->why) != RP_OK) {
+                    rp_tool_calls_free(out->calls, out->n_calls);
+                    out->calls = NULL;
+                    out->n_calls = 0;
+                    free(out->content);
+                    out->content = body;
+                    body = NULL;
+                    break;
+                }
             free(body);
         } else if (st == RP_OK) {
             out->content = body;

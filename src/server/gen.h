@@ -30,6 +30,7 @@ typedef struct rp_srv_gen {
     const char *forced;         /* named tool_choice: the reply is forced + text (+ closing) */
     const char *forced_close;
     bool hold_all;              /* nothing is streamed as content (forced call, Llama 3 JSON reply) */
+    const char *tools_json;     /* the request's tool definitions: calls that do not fit them stay content */
     /* reasoning: text = [think block] content; tool calls and content streaming look at the content only */
     bool reasoning;             /* split <think>...</think> out (rp_chat_reasoning_span) */
     bool think_started;         /* the prompt opened the block */
@@ -62,6 +63,7 @@ typedef struct rp_srv_reply {
     rp_tool_call *calls;
     size_t n_calls;
     const char *finish_reason;   /* "stop", "length", "tool_calls" */
+    char why[160];               /* a reply whose calls did not fit the tools (kept as content): why, else "" */
 } rp_srv_reply;
 
 /* Builds the reply after flush. finish: the job's finish reason. */
