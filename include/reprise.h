@@ -1085,9 +1085,11 @@ typedef enum rp_chat_format {
     RP_CHAT_LLAMA3 = 1,   /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
     RP_CHAT_CHATML = 2,   /* Qwen 2/3: <|im_start|>role\n...<|im_end|>, <tool_call> JSON </tool_call> */
     RP_CHAT_LLAMA2 = 3,   /* [INST] ... [/INST] (stories / Llama 2 SPM models without a template) */
+    RP_CHAT_MISTRAL = 4,  /* a template with [TOOL_CALLS]: [TOOL_CALLS][{"name", "arguments"}] or name[ARGS]{...};
+                           * rendered only by its own Jinja template (no built-in) */
 } rp_chat_format;
 
-/* "llama3", "chatml", "llama2", "unknown". */
+/* "llama3", "chatml", "llama2", "mistral", "unknown". */
 RP_API const char *rp_chat_format_name(rp_chat_format f);
 /* The model's chat format (RP_CHAT_UNKNOWN for NULL or a model without a template). */
 RP_API rp_chat_format rp_model_chat_format(const rp_model *m);

@@ -199,6 +199,25 @@ static void test_gen_llama3_calls_streamed(void **state) {
     rp_srv_reply_free(&rep);
 }
 
+/* Mistral, grown byte by byte: the words before [TOOL_CALLS] stream as content, the call does not. */
+static void test_gen_mistral_calls_streamed(void **state) {
+    (void)state;
+    rp_srv_text t;
+    memset(&t, 0, sizeof t);
+    t.reasoning = true;
+    t.tools_active = true;
+    t.parse_fmt = RP_CHAT_MISTRAL;
+    streamed s;
+    rp_srv_reply rep;
+    run_gen(&t, "Checking. [TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]", &s, &rep);
+    assert_int_equal(rep.n_calls, 1);
+    assert_string_equal(rep.calls[0].name, "get_weather");
+    assert_string_equal(rep.content, "Checking.");
+    assert_string_equal(s.content, "Checking. ");
+    assert_string_equal(rep.finish_reason, "tool_calls");
+    rp_srv_reply_free(&rep);
+}
+
 static const char *g_tmpl;
 static void use_r1(rp_server_config *c) { c->backend.chat_template = g_tmpl; }
 
@@ -283,6 +302,7 @@ int main(void) {
             cmocka_unit_test(test_gen_reasoning_then_tool_calls),
             cmocka_unit_test(test_gen_calls_checked_against_tools),
             cmocka_unit_test(test_gen_llama3_calls_streamed),
+            cmocka_unit_test(test_gen_mistral_calls_streamed),
             cmocka_unit_test(test_server_reasoning_content),
     };
     return rp_test_main(tests, NULL, NULL);

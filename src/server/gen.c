@@ -139,9 +139,10 @@ size_t rp_srv_gen_stream_end(const rp_srv_gen *g) {
             while (i < g->len && (g->text[i] == ' ' || g->text[i] == '\n' || g->text[i] == '\t')) i++;
             if (i == g->len || g->text[i] == '{' || g->text[i] == '[') return g->emitted;
         } else {
-            const char *at = strstr(g->text + base, "<tool_call>");
+            const char *open = g->fmt == RP_CHAT_MISTRAL ? "[TOOL_CALLS]" : "<tool_call>";
+            const char *at = strstr(g->text + base, open);
             if (at) end = (size_t)(at - g->text);
-            else end = g->len - partial_suffix(g->text, g->len, "<tool_call>");
+            else end = g->len - partial_suffix(g->text, g->len, open);
         }
     }
     if (!g->flushed && !g->stopped) {

@@ -275,7 +275,8 @@ rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_
     for (size_t i = 0; i < r->n_msgs; i++)
         has_tool_msgs |= r->msgs[i].n_tool_calls > 0 || !strcmp(r->msgs[i].role, "tool");
     /* a template of a known tool syntax that shows the tools (the plain Llama 3 one does not) */
-    const bool native = (fmt == RP_CHAT_LLAMA3 || fmt == RP_CHAT_CHATML) && rp_chat_template_shows_tools(m);
+    const bool native = (fmt == RP_CHAT_LLAMA3 || fmt == RP_CHAT_CHATML || fmt == RP_CHAT_MISTRAL) &&
+                        rp_chat_template_shows_tools(m);
     const bool generic = !native && (tools_active || has_tool_msgs);
     t->tools_active = tools_active;
     t->reasoning = !r->reasoning_raw;
@@ -359,6 +360,11 @@ rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_
             sb_str(&f, r->tool_name);
             sb_str(&f, "\", \"parameters\": ");
             t->forced_close = "}";
+        } else if (t->parse_fmt == RP_CHAT_MISTRAL) {
+            sb_str(&f, "[TOOL_CALLS][{\"name\": \"");
+            sb_str(&f, r->tool_name);
+            sb_str(&f, "\", \"arguments\": ");
+            t->forced_close = "}]";
         } else {
             sb_str(&f, "<tool_call>\n{\"name\": \"");
             sb_str(&f, r->tool_name);
