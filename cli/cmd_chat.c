@@ -31,9 +31,12 @@ static char *plain_transcript(const rp_chat_message *msgs, size_t n) {
 /* The conversation as prompt text: the chat template, else (the model has none) a plain transcript; add_gen ends it
  * with the assistant's header (the prompt of a reply). A template that fails on the conversation is an error, not a
  * fallback. */
+/* --think on|off: the template's enable_thinking (-1: not given, as rp_chat_render) */
+static rp_chat_vars g_vars = {.enable_thinking = -1};
+
 static char *render_as(const rp_model *m, const rp_chat_message *msgs, size_t n, bool add_gen) {
     size_t need = 0;
-    rp_status st = rp_chat_render(m, msgs, (int32_t)n, NULL, add_gen, NULL, 0, &need);
+    rp_status st = rp_chat_render_vars(m, msgs, (int32_t)n, NULL, add_gen, &g_vars, NULL, 0, &need);
     if (st == RP_ERR_UNSUPPORTED) {
         char *t = plain_transcript(msgs, n);
         if (t && !add_gen) t[strlen(t) - strlen("Assistant:")] = 0;
@@ -44,7 +47,7 @@ static char *render_as(const rp_model *m, const rp_chat_message *msgs, size_t n,
         return NULL;
     }
     char *text = malloc(need + 1);
-    if (text && rp_chat_render(m, msgs, (int32_t)n, NULL, add_gen, text, need + 1, &need) != RP_OK) {
+    if (text && rp_chat_render_vars(m, msgs, (int32_t)n, NULL, add_gen, &g_vars, text, need + 1, &need) != RP_OK) {
         free(text);
         return NULL;
     }
@@ -137,6 +140,7 @@ static void chat_usage(void) {
            "  -c, --ctx-size N        context size (default 4096; at most the model's training context)\n"
            "  -t, --threads N         compute threads (default 2)\n"
            "%s%s"
+           "  --think on|off          the template's enable_thinking (Qwen3: off adds an empty think block; default off)\n"
            "  -cnv, --conversation    accepted (chat is always a conversation)\n"
            "Type a message and press enter. An empty line is ignored; /exit or EOF (Ctrl-D) ends the chat.\n"
            "Ctrl-C during a reply stops it (what was written stays in the conversation); Ctrl-C at the prompt\n"
@@ -185,6 +189,12 @@ int cmd_chat(int argc, char **argv) {
         else if (cli_is(&a, "--system", "-sys") || cli_is(&a, "--system-prompt", NULL)) { if (!cli_str(&a, &system)) return 2; }
         else if (cli_is(&a, "-c", "--ctx-size")) { if (!cli_int(&a, 64, 1 << 24, &n_ctx)) return 2; ctx_given = true; }
         else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &threads)) return 2; }
+        else if (cli_is(&a, "--think", NULL)) {
+            const char *v;
+            if (!cli_str(&a, &v)) return 2;
+            if (strcmp(v, "on") && strcmp(v, "off")) { fprintf(stderr, "reprise chat: --think takes on or off\n"); return 2; }
+            g_vars.enable_thinking = !strcmp(v, "on");
+        }
         else if (cli_is(&a, "-cnv", "--conversation") || cli_is(&a, "-i", "--interactive")) { /* always */ }
         else return cli_unknown(&a);
     }

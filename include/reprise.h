@@ -1085,9 +1085,11 @@ typedef enum rp_chat_format {
     RP_CHAT_LLAMA3 = 1,   /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
     RP_CHAT_CHATML = 2,   /* Qwen 2/3: <|im_start|>role\n...<|im_end|>, <tool_call> JSON </tool_call> */
     RP_CHAT_LLAMA2 = 3,   /* [INST] ... [/INST] (stories / Llama 2 SPM models without a template) */
+    RP_CHAT_MISTRAL = 4,  /* a template with [TOOL_CALLS]: [TOOL_CALLS][{"name", "arguments"}] or name[ARGS]{...};
+                           * rendered only by its own Jinja template (no built-in) */
 } rp_chat_format;
 
-/* "llama3", "chatml", "llama2", "unknown". */
+/* "llama3", "chatml", "llama2", "mistral", "unknown". */
 RP_API const char *rp_chat_format_name(rp_chat_format f);
 /* The model's chat format (RP_CHAT_UNKNOWN for NULL or a model without a template). */
 RP_API rp_chat_format rp_model_chat_format(const rp_model *m);
@@ -1109,6 +1111,44 @@ typedef struct rp_tool_call {
 RP_API rp_status rp_chat_parse_tool_calls(rp_chat_format f, const char *text, rp_tool_call **calls, size_t *n_calls,
                                           char **content);
 RP_API void rp_tool_calls_free(rp_tool_call *calls, size_t n);
+/* Checks a parsed call against the request's tool definitions (tools_json: an OpenAI tools array; NULL checks only
+ * that the arguments are a JSON object): the tool exists, and its arguments fit the parameters schema's required
+ * keys, "type", "enum", nested "properties" and "items" (no other keywords). RP_OK, or RP_ERR_INVALID_ARG with
+ * why (cap bytes, may be NULL) saying what is wrong ("arguments.city is not of type string"). Thread-safe. */
+RP_API rp_status rp_tool_call_check(const char *tools_json, const rp_tool_call *call, char *why, size_t cap);
+
+/* ---- reasoning (the <think>...</think> family: Qwen3, DeepSeek-R1 distills) ----
+ * llama-server's --reasoning-format deepseek: the thinking goes to reasoning_content, the rest is the content.
+ * started: the prompt already opened the block (the template's generation prompt ends with "<think>", see
+ * rp_chat_prompt_opens_thinking); otherwise a reply that opens with <think> (after white space) has one. */
+typedef struct rp_reasoning_span {
+    size_t reasoning_begin, reasoning_end;   /* the thinking text (tags and the white space after <think> out) */
+    size_t content_begin, content_end;       /* the answer: [content_begin, content_end) */
+    bool has_reasoning;                      /* a think block opened */
+    bool in_reasoning;                       /* the block is not closed yet */
+} rp_reasoning_span;
+/* Spans of text[0..len) as generated so far. final false (streaming): bytes that may still be the start of a
+ * tag are in neither span (held back until more text decides), so each span only grows as text does (its
+ * begin is fixed once it is non-empty: white space after a tag may still move an empty one); final
+ * true: the whole reply (an unclosed block is all reasoning). No allocation. Thread-safe. */
+RP_API void rp_chat_reasoning_span(const char *text, size_t len, bool started, bool final, rp_reasoning_span *s);
+/* The whole reply split: *reasoning (malloc'd, NULL when there is no think block; trailing white space trimmed)
+ * and *content (malloc'd). */
+RP_API rp_status rp_chat_split_reasoning(const char *text, bool started, char **reasoning, char **content);
+/* Whether a rendered prompt ends inside an opened think block (its last non-space text is "<think>"). */
+RP_API bool rp_chat_prompt_opens_thinking(const char *prompt, size_t len);
+
+/* rp_chat_render with template variables: enable_thinking (-1: as rp_chat_render, which renders it false; 0 off,
+ * 1 on; Qwen3's template adds an empty think block when off), reasoning_effort ("low"|"medium"|"high" or NULL) and vars_json,
+ * a JSON object of more variables (chat_template_kwargs), set after the others, or NULL. */
+typedef struct rp_chat_vars {
+    int enable_thinking;
+    const char *reasoning_effort;
+    const char *vars_json;
+} rp_chat_vars;
+RP_API rp_status rp_chat_render_vars(const rp_model *m, const rp_chat_message *msgs, int32_t n,
+                                     const char *tools_json, bool add_generation_prompt, const rp_chat_vars *vars,
+                                     char *buf, size_t cap, size_t *len);
 
 /* ---- streaming detokenizer ----
  * Text of tokens fed one at a time, as complete UTF-8 only: bytes of a character split across tokens are held

@@ -277,6 +277,15 @@ class rp_tool_call(Structure):
     _fields_ = [("id", c_char_p), ("name", c_char_p), ("arguments", c_char_p)]
 
 
+class rp_reasoning_span(Structure):
+    _fields_ = [(n, c_size_t) for n in ("reasoning_begin", "reasoning_end", "content_begin", "content_end")] + \
+               [("has_reasoning", c_bool), ("in_reasoning", c_bool)]
+
+
+class rp_chat_vars(Structure):
+    _fields_ = [("enable_thinking", c_int), ("reasoning_effort", c_char_p), ("vars_json", c_char_p)]
+
+
 class rp_server_params(Structure):
     _fields_ = [("model_path", c_char_p), ("draft_path", c_char_p), ("load_progress", progress_fn),
                 ("load_progress_user", c_void_p), ("n_ctx", c_int32), ("n_threads", c_int), ("parallel", c_int),
@@ -319,7 +328,8 @@ STRUCTS = [rp_logit_bias, rp_sampler_params, rp_model_params, rp_model_desc, rp_
            rp_agent_info, rp_agents_stats, rp_cache_info, rp_cache_model, rp_cache_entry, rp_plan_chunk,
            rp_plan_segment, rp_plan_call, rp_plan_desc, rp_calibrate_params, rp_calibration, rp_model_synth_params,
            rp_model_file_desc, rp_meta_entry, rp_tensor_desc, rp_type_share, rp_cpu_desc, rp_kernel_desc,
-           rp_model_perf, rp_tool_call, rp_server_params, rp_agents_step_info, rp_agents_fill]
+           rp_model_perf, rp_tool_call, rp_server_params, rp_agents_step_info, rp_agents_fill, rp_reasoning_span,
+           rp_chat_vars]
 
 # ---------------------------------------------------------------------------------------------------------
 # functions: name -> (restype, argtypes)
@@ -469,6 +479,12 @@ PROTOTYPES = {
                                    P_SIZE]),
     "rp_chat_parse_tool_calls": (ST, [c_int, c_char_p, POINTER(POINTER(rp_tool_call)), P_SIZE, POINTER(c_void_p)]),
     "rp_tool_calls_free": (None, [POINTER(rp_tool_call), c_size_t]),
+    "rp_tool_call_check": (ST, [c_char_p, POINTER(rp_tool_call), c_char_p, c_size_t]),
+    "rp_chat_reasoning_span": (None, [c_char_p, c_size_t, c_bool, c_bool, POINTER(rp_reasoning_span)]),
+    "rp_chat_split_reasoning": (ST, [c_char_p, c_bool, POINTER(c_void_p), POINTER(c_void_p)]),
+    "rp_chat_prompt_opens_thinking": (c_bool, [c_char_p, c_size_t]),
+    "rp_chat_render_vars": (ST, [H, POINTER(rp_chat_message), c_int32, c_char_p, c_bool, POINTER(rp_chat_vars),
+                                 c_char_p, c_size_t, P_SIZE]),
     "rp_detokenizer_create": (ST, [H, c_bool, c_bool, OUT_H]),
     "rp_detokenizer_free": (None, [H]),
     "rp_detokenizer_push": (c_int32, [H, c_token, c_char_p, c_int32]),

@@ -245,7 +245,8 @@ static rp_status parse_calls(const char *json, size_t msg, rp_tool_call **out, s
 rp_chat_format rp_model_chat_format(const rp_model *m) { return m ? m->chat : RP_CHAT_UNKNOWN; }
 
 static rp_status render_msgs(const rp_model *m, rp_chat_format f, const rp_chat_message *msgs, int32_t n,
-                             const char *tools_json, bool add_generation_prompt, char *buf, size_t cap, size_t *len);
+                             const char *tools_json, bool add_generation_prompt, const rp_chat_vars *vars,
+                             char *buf, size_t cap, size_t *len);
 
 /* The model's own template (its tokenizer.chat_template through the Jinja interpreter, or the one
  * rp_chat_template_set gave it). */
@@ -253,17 +254,33 @@ rp_status rp_chat_render(const rp_model *m, const rp_chat_message *msgs, int32_t
                          bool add_generation_prompt, char *buf, size_t cap, size_t *len) {
     *len = 0;
     if (!m) return rp_errorf(RP_ERR_INVALID_ARG, "chat: no model");
-    return render_msgs(m, RP_CHAT_UNKNOWN, msgs, n, tools_json, add_generation_prompt, buf, cap, len);
+    return render_msgs(m, RP_CHAT_UNKNOWN, msgs, n, tools_json, add_generation_prompt, NULL, buf, cap, len);
+}
+
+rp_status rp_chat_render_vars(const rp_model *m, const rp_chat_message *msgs, int32_t n, const char *tools_json,
+                              bool add_generation_prompt, const rp_chat_vars *vars, char *buf, size_t cap,
+                              size_t *len) {
+    *len = 0;
+    if (!m) return rp_errorf(RP_ERR_INVALID_ARG, "chat: no model");
+    if (vars && vars->vars_json) {
+        json_error_t e;
+        json_t *v = json_loads(vars->vars_json, 0, &e);
+        const bool obj = json_is_object(v);
+        json_decref(v);
+        if (!obj) return rp_errorf(RP_ERR_INVALID_ARG, "chat: template variables are not a JSON object");
+    }
+    return render_msgs(m, RP_CHAT_UNKNOWN, msgs, n, tools_json, add_generation_prompt, vars, buf, cap, len);
 }
 
 /* A built-in family's renderer, without a model. */
 rp_status rp_chat_render_format(rp_chat_format f, const rp_chat_message *msgs, int32_t n, const char *tools_json,
                                 bool add_generation_prompt, char *buf, size_t cap, size_t *len) {
-    return render_msgs(NULL, f, msgs, n, tools_json, add_generation_prompt, buf, cap, len);
+    return render_msgs(NULL, f, msgs, n, tools_json, add_generation_prompt, NULL, buf, cap, len);
 }
 
 static rp_status render_msgs(const rp_model *m, rp_chat_format f, const rp_chat_message *msgs, int32_t n,
-                             const char *tools_json, bool add_generation_prompt, char *buf, size_t cap, size_t *len) {
+                             const char *tools_json, bool add_generation_prompt, const rp_chat_vars *vars,
+                             char *buf, size_t cap, size_t *len) {
     *len = 0;
     if (n < 0 || (n > 0 && !msgs)) return rp_errorf(RP_ERR_INVALID_ARG, "chat: %d messages", n);
     rp_chat_msg *cm = calloc((size_t)(n > 0 ? n : 1), sizeof *cm);
@@ -280,7 +297,10 @@ static rp_status render_msgs(const rp_model *m, rp_chat_format f, const rp_chat_
     char *text = NULL;
     if (st == RP_OK) {
         /* no leading BOS text: tokenizing the result adds BOS where the vocabulary wants one (rp_prompt_add_text) */
-        const rp_chat_opts o = {.tools_json = tools_json, .add_generation_prompt = add_generation_prompt};
+        const rp_chat_opts o = {.tools_json = tools_json, .add_generation_prompt = add_generation_prompt,
+                                .enable_thinking = vars && vars->enable_thinking > 0,
+                                .reasoning_effort = vars ? vars->reasoning_effort : NULL,
+                                .vars_json = vars ? vars->vars_json : NULL};
         st = m ? rp_model_render_chat(m, cm, (size_t)n, &o, &text) : rp_chat_apply(f, cm, (size_t)n, &o, &text);
     }
     if (st == RP_OK) {

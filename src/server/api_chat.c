@@ -82,6 +82,7 @@ char *rp_srv_chat_response(rp_srv_call *c) {
     json_object_set_new(msg, "role", json_string("assistant"));
     const bool no_content = r->n_calls > 0 && (!r->content || !r->content[0]);
     json_object_set_new(msg, "content", no_content ? json_null() : jstr(r->content));
+    if (r->reasoning) json_object_set_new(msg, "reasoning_content", jstr(r->reasoning));
     if (r->n_calls > 0) json_object_set_new(msg, "tool_calls", calls_json(r, false));
     json_object_set_new(msg, "refusal", json_null());
     json_t *ch = json_object();
@@ -111,6 +112,23 @@ char *rp_srv_chat_chunk(rp_srv_call *c, const char *content, const char *finish,
     json_object_set_new(ch, "delta", delta);
     json_object_set_new(ch, "logprobs", json_null());
     json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
+    json_t *choices = json_array();
+    json_array_append_new(choices, ch);
+    json_object_set_new(o, "choices", choices);
+    if (c->req.include_usage) json_object_set_new(o, "usage", json_null());
+    if (c->sess_id[0]) json_object_set_new(o, "reprise_session", json_string(c->sess_id));
+    return dump(o);
+}
+
+char *rp_srv_chat_reasoning_chunk(rp_srv_call *c, const char *text) {
+    json_t *o = envelope(c, "chat.completion.chunk");
+    json_t *delta = json_object();
+    json_object_set_new(delta, "reasoning_content", jstr(text));
+    json_t *ch = json_object();
+    json_object_set_new(ch, "index", json_integer(0));
+    json_object_set_new(ch, "delta", delta);
+    json_object_set_new(ch, "logprobs", json_null());
+    json_object_set_new(ch, "finish_reason", json_null());
     json_t *choices = json_array();
     json_array_append_new(choices, ch);
     json_object_set_new(o, "choices", choices);

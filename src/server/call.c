@@ -288,7 +288,16 @@ static bool out_content(rp_srv_call *c, const char *s, size_t n) {
     return out_event(c, j);
 }
 
-/* The end of the stream: rest of the content, tool calls, finish, usage, [DONE]. */
+static bool out_reasoning(rp_srv_call *c, const char *s, size_t n) {
+    if (n == 0 || c->ep != RP_EP_CHAT) return true;
+    char *txt = rp_srv_utf8_clean(s, n);
+    if (!txt) return false;
+    char *j = rp_srv_chat_reasoning_chunk(c, txt);
+    free(txt);
+    return out_event(c, j);
+}
+
+/* The end of the stream: rest of the reasoning and content, tool calls, finish, usage, [DONE]. */
 static bool out_final(rp_srv_call *c) {
     if (c->finish == RP_JOB_ERROR || finish_reply(c) != RP_OK) {
         rp_api_error e;
@@ -298,11 +307,18 @@ static bool out_final(rp_srv_call *c) {
         return out_add(c, "data: [DONE]\n\n", 14);
     }
     const rp_srv_reply *rp = &c->reply;
+    if (rp->reasoning) {   /* streamed: text[r_begin, r_emitted); the final reasoning is that, white space trimmed */
+        const size_t rl = strlen(rp->reasoning), sent = c->gen.r_open ? c->gen.r_emitted - c->gen.r_begin : 0;
+        if (sent < rl && memcmp(rp->reasoning, c->gen.text + c->gen.r_begin, sent) == 0 &&
+            !out_reasoning(c, rp->reasoning + sent, rl - sent))
+            return false;
+    }
     const char *content = rp->content ? rp->content : "";
     size_t cl = strlen(content);
-    /* what was streamed is text[0..emitted); the final content continues it when it starts with it */
-    if (c->gen.emitted <= cl && memcmp(content, c->gen.text, c->gen.emitted) == 0) {
-        if (!out_content(c, content + c->gen.emitted, cl - c->gen.emitted)) return false;
+    /* what was streamed is text[c_base..emitted); the final content continues it when it starts with it */
+    const size_t sent = c->gen.emitted - c->gen.c_base;
+    if (sent <= cl && memcmp(content, c->gen.text + c->gen.c_base, sent) == 0) {
+        if (!out_content(c, content + sent, cl - sent)) return false;
     }
     if (rp->n_calls > 0 && c->ep == RP_EP_CHAT && !out_event(c, rp_srv_chat_chunk(c, NULL, NULL, false, rp)))
         return false;
@@ -331,6 +347,12 @@ long rp_srv_call_read(rp_srv_call *c, char *buf, size_t max) {
         case 1: {
             pump(c, 0.1);
             if (c->gone) return -2;
+            size_t rfrom, rto;
+            rp_srv_gen_reasoning_stream(&c->gen, &rfrom, &rto);
+            if (rto > rfrom) {
+                if (!out_reasoning(c, c->gen.text + rfrom, rto - rfrom)) return -2;
+                c->gen.r_emitted = rto;
+            }
             size_t end = rp_srv_gen_stream_end(&c->gen);
             if (c->done) {
                 /* flush the held bytes first: the final reply knows what is content */

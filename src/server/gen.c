@@ -16,6 +16,9 @@ rp_status rp_srv_gen_init(rp_srv_gen *g, const rp_model *m, const rp_srv_request
     g->forced = t ? t->forced : NULL;
     g->forced_close = t ? t->forced_close : NULL;
     g->hold_all = g->forced != NULL;
+    g->reasoning = t && t->reasoning && !g->forced;
+    g->tools_json = r->tools_json;
+    g->think_started = t && t->think_started;
     g->cap = 256;
     g->text = malloc(g->cap);
     if (!g->text) {
@@ -100,19 +103,46 @@ static size_t partial_suffix(const char *text, size_t len, const char *pat) {
     return 0;
 }
 
+void rp_srv_gen_reasoning_stream(rp_srv_gen *g, size_t *from, size_t *to) {
+    *from = *to = g->r_emitted;
+    if (!g->reasoning) return;
+    rp_reasoning_span s;
+    rp_chat_reasoning_span(g->text, g->len, g->think_started, g->flushed || g->stopped, &s);
+    if (s.has_reasoning && s.reasoning_end > s.reasoning_begin) {
+        if (!g->r_open) {
+            g->r_open = true;
+            g->r_begin = g->r_emitted = s.reasoning_begin;
+        }
+        *from = g->r_emitted;
+        *to = s.reasoning_end > g->r_emitted ? s.reasoning_end : g->r_emitted;
+    }
+    if (s.content_end > s.content_begin && g->emitted < s.content_begin) g->emitted = g->c_base = s.content_begin;
+}
+
+/* Where the content may start: c_base once known; with reasoning undecided or still thinking, the end (nothing). */
+static size_t content_base(const rp_srv_gen *g) {
+    if (!g->reasoning) return 0;
+    rp_reasoning_span s;
+    rp_chat_reasoning_span(g->text, g->len, g->think_started, g->flushed || g->stopped, &s);
+    return s.content_end > s.content_begin ? s.content_begin : g->len;
+}
+
 size_t rp_srv_gen_stream_end(const rp_srv_gen *g) {
     if (g->hold_all) return g->emitted;
+    const size_t base = content_base(g);
+    if (base >= g->len || g->emitted < base) return g->emitted;   /* no content yet (rp_srv_gen_reasoning_stream moves emitted) */
     size_t end = g->len;
     if (g->tools) {
         if (g->fmt == RP_CHAT_LLAMA3) {
             /* a Llama 3 call is the whole reply as JSON: hold while it could be one */
-            size_t i = 0;
+            size_t i = base;
             while (i < g->len && (g->text[i] == ' ' || g->text[i] == '\n' || g->text[i] == '\t')) i++;
             if (i == g->len || g->text[i] == '{' || g->text[i] == '[') return g->emitted;
         } else {
-            const char *at = strstr(g->text, "<tool_call>");
+            const char *open = g->fmt == RP_CHAT_MISTRAL ? "[TOOL_CALLS]" : "<tool_call>";
+            const char *at = strstr(g->text + base, open);
             if (at) end = (size_t)(at - g->text);
-            else end = g->len - partial_suffix(g->text, g->len, "<tool_call>");
+            else end = g->len - partial_suffix(g->text, g->len, open);
         }
     }
     if (!g->flushed && !g->stopped) {
@@ -170,12 +200,28 @@ rp_status rp_srv_gen_reply(rp_srv_gen *g, rp_job_finish finish, rp_srv_reply *ou
         free(args);
         st = rp_chat_parse_tool_calls(g->fmt, full, &out->calls, &out->n_calls, &out->content);
         free(full);
-    } else if (g->tools) {
-        st = rp_chat_parse_tool_calls(g->fmt, g->text, &out->calls, &out->n_calls, &out->content);
     } else {
-        out->content = malloc(g->len + 1);
-        if (!out->content) st = rp_errorf(RP_ERR_NOMEM, "server: out of memory");
-        else memcpy(out->content, g->text, g->len + 1);
+        char *body = NULL;   /* the reply without its think block */
+        if (g->reasoning) st = rp_chat_split_reasoning(g->text, g->think_started, &out->reasoning, &body);
+        else if (!(body = malloc(g->len + 1))) st = rp_errorf(RP_ERR_NOMEM, "server: out of memory");
+        else memcpy(body, g->text, g->len + 1);
+        if (st == RP_OK && g->tools) {
+            st = rp_chat_parse_tool_calls(g->fmt, body, &out->calls, &out->n_calls, &out->content);
+            /* a call of an unknown tool, or arguments off its schema: the reply stays text (clear fallback) */
+            for (size_t i = 0; st == RP_OK && i < out->n_calls; i++)
+                if (rp_tool_call_check(g->tools_json, &out->calls[i], out->why, sizeof out->why) != RP_OK) {
+                    rp_tool_calls_free(out->calls, out->n_calls);
+                    out->calls = NULL;
+                    out->n_calls = 0;
+                    free(out->content);
+                    out->content = body;
+                    body = NULL;
+                    break;
+                }
+            free(body);
+        } else if (st == RP_OK) {
+            out->content = body;
+        }
     }
     if (st != RP_OK) {
         rp_srv_reply_free(out);
@@ -186,6 +232,7 @@ rp_status rp_srv_gen_reply(rp_srv_gen *g, rp_job_finish finish, rp_srv_reply *ou
 }
 
 void rp_srv_reply_free(rp_srv_reply *r) {
+    free(r->reasoning);
     free(r->content);
     rp_tool_calls_free(r->calls, r->n_calls);
     memset(r, 0, sizeof *r);

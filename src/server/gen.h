@@ -30,6 +30,14 @@ typedef struct rp_srv_gen {
     const char *forced;         /* named tool_choice: the reply is forced + text (+ closing) */
     const char *forced_close;
     bool hold_all;              /* nothing is streamed as content (forced call, Llama 3 JSON reply) */
+    const char *tools_json;     /* the request's tool definitions: calls that do not fit them stay content */
+    /* reasoning: text = [think block] content; tool calls and content streaming look at the content only */
+    bool reasoning;             /* split <think>...</think> out (rp_chat_reasoning_span) */
+    bool think_started;         /* the prompt opened the block */
+    size_t r_emitted;           /* reasoning streamed: text[r_begin, r_emitted) */
+    size_t r_begin;
+    bool r_open;                /* some reasoning was streamed (r_begin fixed) */
+    size_t c_base;              /* where the content starts in text (0 without reasoning) */
 } rp_srv_gen;
 
 rp_status rp_srv_gen_init(rp_srv_gen *g, const rp_model *m, const rp_srv_request *r, const rp_srv_text *t);
@@ -44,12 +52,18 @@ rp_status rp_srv_gen_flush(rp_srv_gen *g);
  * After flush, everything that is content (no tool calls) is streamable. */
 size_t rp_srv_gen_stream_end(const rp_srv_gen *g);
 
+/* Reasoning bytes text[*from, *to) that may be streamed now (empty when none); call after feed, then set
+ * g->r_emitted = *to. Also moves g->emitted to where the content starts once the think block has closed. */
+void rp_srv_gen_reasoning_stream(rp_srv_gen *g, size_t *from, size_t *to);
+
 /* The final reply: content (malloc'd, may be empty) and tool calls. */
 typedef struct rp_srv_reply {
+    char *reasoning;            /* the think block's text, or NULL (reasoning_content) */
     char *content;
     rp_tool_call *calls;
     size_t n_calls;
     const char *finish_reason;   /* "stop", "length", "tool_calls" */
+    char why[160];               /* a reply whose calls did not fit the tools (kept as content): why, else "" */
 } rp_srv_reply;
 
 /* Builds the reply after flush. finish: the job's finish reason. */

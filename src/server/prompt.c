@@ -172,7 +172,7 @@ static char *calls_json(const rp_srv_msg *m) {
 
 /* The chat template of `fmt` over the messages (the public renderer: tool calls travel as JSON). *out malloc'd. */
 static rp_status render_template(const rp_model *m, const rp_srv_msg *msgs, size_t n, const char *tools_json,
-                                 char **out) {
+                                 const rp_chat_vars *vars, char **out) {
     *out = NULL;
     rp_chat_message *cm = calloc(n ? n : 1, sizeof *cm);
     char **calls = calloc(n ? n : 1, sizeof *calls);
@@ -190,7 +190,7 @@ static rp_status render_template(const rp_model *m, const rp_srv_msg *msgs, size
             st = rp_errorf(RP_ERR_NOMEM, "chat: out of memory");
             break;
         }
-        st = rp_chat_render(m, cm, (int32_t)n, tools_json, true, buf, cap, &len);
+        st = rp_chat_render_vars(m, cm, (int32_t)n, tools_json, true, vars, buf, cap, &len);
         if (st == RP_OK) {
             *out = buf;
             break;
@@ -275,9 +275,11 @@ rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_
     for (size_t i = 0; i < r->n_msgs; i++)
         has_tool_msgs |= r->msgs[i].n_tool_calls > 0 || !strcmp(r->msgs[i].role, "tool");
     /* a template of a known tool syntax that shows the tools (the plain Llama 3 one does not) */
-    const bool native = (fmt == RP_CHAT_LLAMA3 || fmt == RP_CHAT_CHATML) && rp_chat_template_shows_tools(m);
+    const bool native = (fmt == RP_CHAT_LLAMA3 || fmt == RP_CHAT_CHATML || fmt == RP_CHAT_MISTRAL) &&
+                        rp_chat_template_shows_tools(m);
     const bool generic = !native && (tools_active || has_tool_msgs);
     t->tools_active = tools_active;
+    t->reasoning = !r->reasoning_raw;
     t->parse_fmt = !tools_active ? RP_CHAT_UNKNOWN : native ? fmt : RP_CHAT_CHATML;
 
     /* the document marker carries 64 random bits so request text cannot fake it.
@@ -340,7 +342,10 @@ rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_
         }
         rendered = b.p;
     } else {
-        st = render_template(m, msgs, n, native && tools_active ? r->tools_json : NULL, &rendered);
+        const rp_chat_vars vars = {.enable_thinking = r->enable_thinking, .reasoning_effort = r->reasoning_effort,
+                                   .vars_json = r->template_kwargs};
+        st = render_template(m, msgs, n, native && tools_active ? r->tools_json : NULL, &vars, &rendered);
+        if (st == RP_OK) t->think_started = rp_chat_prompt_opens_thinking(rendered, strlen(rendered));
         if (st != RP_OK) {
             st = rp_api_errorf(err, st == RP_ERR_NOMEM ? RP_ERR_NOMEM : RP_ERR_INVALID_ARG, st == RP_ERR_NOMEM ? 500 : 400,
                                st == RP_ERR_UNSUPPORTED ? "unsupported_value" : NULL, "messages", "%s", rp_last_error());
@@ -355,6 +360,11 @@ rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_
             sb_str(&f, r->tool_name);
             sb_str(&f, "\", \"parameters\": ");
             t->forced_close = "}";
+        } else if (t->parse_fmt == RP_CHAT_MISTRAL) {
+            sb_str(&f, "[TOOL_CALLS][{\"name\": \"");
+            sb_str(&f, r->tool_name);
+            sb_str(&f, "\", \"arguments\": ");
+            t->forced_close = "}]";
         } else {
             sb_str(&f, "<tool_call>\n{\"name\": \"");
             sb_str(&f, r->tool_name);

@@ -28,6 +28,8 @@ typedef struct rp_srv_text {
     char *forced;                      /* text the reply is forced to start with (already at the end of `text`), or NULL */
     const char *forced_close;          /* with `forced`: appended after the arguments object ends */
     bool constrain_json;               /* the reply (after `forced`) must be one JSON object */
+    bool reasoning;                    /* split <think>...</think> out of the reply (reasoning_format not none) */
+    bool think_started;                /* the rendered prompt ends inside an opened think block */
 } rp_srv_text;
 
 /* Renders a chat request for a model with chat format `fmt` (no tokenizer

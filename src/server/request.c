@@ -501,6 +501,7 @@ rp_status rp_srv_parse_request(rp_srv_endpoint ep, const char *body, size_t len,
     if (st == RP_OK && ep == RP_EP_CHAT) {
         st = parse_messages(r, json_object_get(r->root, "messages"), lim, err);
         if (st == RP_OK) st = parse_tools(r, r->root, err);
+        if (st == RP_OK) st = rp_srv_parse_reasoning(r, r->root, err);
     } else if (st == RP_OK) {
         st = parse_prompt(r, r->root, lim, err);
         const json_t *sfx = json_object_get(r->root, "suffix");
@@ -520,6 +521,7 @@ void rp_srv_request_free(rp_srv_request *r) {
     free(r->msgs);
     free(r->calls);
     free(r->tools_json);
+    free(r->template_kwargs);
     free(r->prompt_ids);
     free(r->bias);
     free(r->docs);

@@ -74,6 +74,11 @@ typedef struct rp_srv_request {
     rp_tool_choice tool_choice;
     const char *tool_name;          /* NAMED */
     bool json_mode;                 /* response_format {"type": "json_object"} */
+    /* reasoning (reasoning_req.c) */
+    int enable_thinking;            /* -1: not given (rendered false, as rp_chat_render does), 0, 1 */
+    const char *reasoning_effort;   /* "low" | "medium" | "high", or NULL */
+    char *template_kwargs;          /* chat_template_kwargs as JSON object text, or NULL */
+    bool reasoning_raw;             /* reasoning_format "none": <think> stays in the content */
 
     /* completions */
     const char *prompt;             /* text, or NULL when prompt_ids is used */
@@ -112,6 +117,9 @@ typedef struct rp_srv_request {
  * input; allocations are bounded by the body size. */
 rp_status rp_srv_parse_request(rp_srv_endpoint ep, const char *body, size_t len, const rp_srv_limits *lim,
                                rp_srv_request *out, rp_api_error *err);
+/* enable_thinking (top level or in chat_template_kwargs), reasoning_effort, reasoning_format: 400 on bad types. */
+rp_status rp_srv_parse_reasoning(rp_srv_request *r, const struct json_t *root, rp_api_error *err);
+
 void rp_srv_request_free(rp_srv_request *r);
 
 /* Session ids: true if s is exactly 32 lowercase hex digits. */

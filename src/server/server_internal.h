@@ -92,6 +92,8 @@ void rp_srv_cancel_all(rp_server *s);
 /* api_chat.c / api_completions.c: response bodies (malloc'd JSON text) */
 char *rp_srv_chat_response(rp_srv_call *c);
 char *rp_srv_chat_chunk(rp_srv_call *c, const char *content, const char *finish, bool role, const rp_srv_reply *calls);
+/* A delta carrying reasoning_content (the think block streamed apart from the content). */
+char *rp_srv_chat_reasoning_chunk(rp_srv_call *c, const char *text);
 char *rp_srv_completion_response(rp_srv_call *c);
 char *rp_srv_completion_chunk(rp_srv_call *c, const char *text, const char *finish);
 struct json_t *rp_srv_usage_json(rp_srv_call *c);

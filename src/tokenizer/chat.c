@@ -422,6 +422,7 @@ const char *rp_chat_format_name(rp_chat_format f) {
     case RP_CHAT_LLAMA3: return "llama3";
     case RP_CHAT_CHATML: return "chatml";
     case RP_CHAT_LLAMA2: return "llama2";
+    case RP_CHAT_MISTRAL: return "mistral";
     case RP_CHAT_UNKNOWN: break;
     }
     return "unknown";
@@ -431,6 +432,7 @@ rp_chat_format rp_chat_detect(const char *template_str) {
     if (!template_str) return RP_CHAT_UNKNOWN;
     if (strstr(template_str, "<|start_header_id|>")) return RP_CHAT_LLAMA3;
     if (strstr(template_str, "<|im_start|>")) return RP_CHAT_CHATML;
+    if (strstr(template_str, "[TOOL_CALLS]")) return RP_CHAT_MISTRAL;   /* [INST] too, with its own tool syntax */
     if (strstr(template_str, "[INST]")) return RP_CHAT_LLAMA2;
     return RP_CHAT_UNKNOWN;
 }
@@ -469,6 +471,8 @@ rp_status rp_chat_apply(rp_chat_format f, const rp_chat_msg *msgs, size_t n_msgs
     if (n_msgs > 0 && !msgs) return rp_errorf(RP_ERR_INVALID_ARG, "chat: msgs is NULL");
     if (f == RP_CHAT_UNKNOWN)
         return rp_errorf(RP_ERR_UNSUPPORTED, "chat: unknown chat format (template not recognized)");
+    if (f == RP_CHAT_MISTRAL)
+        return rp_errorf(RP_ERR_UNSUPPORTED, "chat: no built-in Mistral template (its own Jinja template renders it)");
     if (f != RP_CHAT_LLAMA3 && f != RP_CHAT_CHATML && f != RP_CHAT_LLAMA2)
         return rp_errorf(RP_ERR_INVALID_ARG, "chat: format %d out of range", (int)f);
     static const rp_chat_opts k_defaults = {0};
@@ -494,6 +498,7 @@ rp_status rp_chat_apply(rp_chat_format f, const rp_chat_msg *msgs, size_t n_msgs
     case RP_CHAT_LLAMA3: st = render_llama3(&b, msgs, n_msgs, tools, o); break;
     case RP_CHAT_CHATML: render_chatml(&b, msgs, n_msgs, tools, o); break;
     case RP_CHAT_LLAMA2: st = render_llama2(&b, msgs, n_msgs, tools, o); break;
+    case RP_CHAT_MISTRAL:   /* refused above: no built-in */
     case RP_CHAT_UNKNOWN: break;
     }
     json_decref(tools);

@@ -33,6 +33,8 @@ typedef struct rp_chat_opts {
     const char *bos_text;         /* text of BOS to prefix (Llama 3 "<|begin_of_text|>"), or NULL; Jinja: bos_token */
     const char *eos_text;         /* Jinja templates' eos_token (built-ins do not use it), or NULL */
     int64_t now;                  /* Jinja strftime_now's clock, Unix seconds UTC (0: the current time) */
+    const char *reasoning_effort; /* Jinja: reasoning_effort (unset when NULL) */
+    const char *vars_json;        /* JSON object of more Jinja variables (chat_template_kwargs), or NULL */
 } rp_chat_opts;
 
 /* Roles known, tool calls only on assistant messages and named: RP_ERR_INVALID_ARG naming the message. */

@@ -104,6 +104,12 @@ json_t *rp_chat_context(const rp_chat_msg *msgs, size_t n, const rp_chat_opts *o
     json_object_set_new(ctx, "enable_thinking", json_boolean(o->enable_thinking));
     json_object_set_new(ctx, "bos_token", json_string(o->bos_text ? o->bos_text : ""));
     json_object_set_new(ctx, "eos_token", json_string(o->eos_text ? o->eos_text : ""));
+    if (o->reasoning_effort) json_object_set_new(ctx, "reasoning_effort", json_string(o->reasoning_effort));
+    if (o->vars_json) {   /* checked to be an object by the caller; a bad one adds nothing */
+        json_t *v = json_loads(o->vars_json, 0, NULL);
+        if (json_is_object(v)) json_object_update(ctx, v);
+        json_decref(v);
+    }
     return ctx;
 }
 

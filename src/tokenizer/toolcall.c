@@ -328,6 +328,74 @@ static rp_status parse_llama3(cutter *c, call_list *l) {
     return RP_OK;
 }
 
+/* Mistral: [TOOL_CALLS] then a JSON array of {"name", "arguments"} (v3/v7 templates), or (v11 and later)
+ * [TOOL_CALLS]name[ARGS]{...}, once per call. A block whose JSON is malformed, or an array with an entry that is
+ * not a call, stays in the content. */
+static rp_status parse_mistral(cutter *c, call_list *l) {
+    static const char tag[] = "[TOOL_CALLS]", args_tag[] = "[ARGS]";
+    const size_t tl = sizeof tag - 1, al = sizeof args_tag - 1;
+    size_t i = 0;
+    while (i < c->len) {
+        const char *p = strstr(c->text + i, tag);
+        if (!p) break;
+        const size_t at = (size_t)(p - c->text);
+        size_t b = at + tl;
+        while (b < c->len && is_ws(c->text[b])) b++;
+        if (b < c->len && c->text[b] == '[') {
+            json_error_t e;
+            json_t *arr = json_loadb(c->text + b, c->len - b, JSON_DISABLE_EOF_CHECK, &e);
+            const size_t n = json_is_array(arr) ? json_array_size(arr) : 0;
+            rp_tool_call *tmp = n ? calloc(n, sizeof *tmp) : NULL;
+            if (n && !tmp) {
+                json_decref(arr);
+                return rp_errorf(RP_ERR_NOMEM, "toolcall: out of memory");
+            }
+            bool all = n > 0;
+            rp_status st = RP_OK;
+            size_t k = 0;
+            for (; k < n && all && st == RP_OK; k++) st = call_from_value(json_array_get(arr, k), &tmp[k], &all);
+            json_decref(arr);
+            if (st == RP_OK && all)
+                for (size_t j = 0; j < n && st == RP_OK; j++) st = list_push(l, &tmp[j]);
+            for (size_t j = 0; j < k; j++) {   /* entries not pushed (pushed ones are zeroed) */
+                free(tmp[j].name);
+                free(tmp[j].arguments);
+                free(tmp[j].id);
+            }
+            free(tmp);
+            if (st != RP_OK) return st;
+            i = st == RP_OK && all ? cut(c, at, b + e.position, false) : b;
+            continue;
+        }
+        /* name[ARGS]{...} */
+        const char *a = strstr(c->text + b, args_tag);
+        size_t ne = a ? (size_t)(a - c->text) : 0;
+        bool ok = a && ne > b;
+        for (size_t q = b; ok && q < ne; q++) ok = !is_ws(c->text[q]) && c->text[q] != '[' && c->text[q] != '{';
+        size_t ob = ok ? ne + al : 0;
+        while (ok && ob < c->len && is_ws(c->text[ob])) ob++;
+        size_t end = ok && ob < c->len && c->text[ob] == '{' ? object_end(c->text, c->len, ob) : 0;
+        json_t *args = end ? json_loadb(c->text + ob, end - ob, 0, NULL) : NULL;
+        if (!json_is_object(args)) {
+            json_decref(args);
+            i = b;
+            continue;
+        }
+        rp_tool_call call = {0};
+        call.name = strndup(c->text + b, ne - b);
+        rp_status st = call.name ? compact_json(args, &call.arguments) : rp_errorf(RP_ERR_NOMEM, "toolcall: out of memory");
+        json_decref(args);
+        if (st == RP_OK) st = list_push(l, &call);
+        if (st != RP_OK) {
+            free(call.name);
+            free(call.arguments);
+            return st;
+        }
+        i = cut(c, at, end, false);
+    }
+    return RP_OK;
+}
+
 rp_status rp_chat_parse_tool_calls(rp_chat_format f, const char *text, rp_tool_call **calls,
                                    size_t *n_calls, char **content) {
     if (!calls || !n_calls || !content)
@@ -344,6 +412,7 @@ rp_status rp_chat_parse_tool_calls(rp_chat_format f, const char *text, rp_tool_c
     rp_status st = RP_OK;
     if (f == RP_CHAT_CHATML) st = parse_chatml(&c, &l);
     else if (f == RP_CHAT_LLAMA3) st = parse_llama3(&c, &l);
+    else if (f == RP_CHAT_MISTRAL) st = parse_mistral(&c, &l);
     if (st != RP_OK) {
         rp_tool_calls_free(l.v, l.n);
         free(c.out);
@@ -363,6 +432,7 @@ bool rp_chat_has_tool_call(rp_chat_format f, const char *text) {
         size_t from = chatml_search_start(text, len);
         return from < len && strstr(text + from, "<tool_call>") != NULL;
     }
+    if (f == RP_CHAT_MISTRAL) return strstr(text, "[TOOL_CALLS]") != NULL;
     if (f == RP_CHAT_LLAMA3) {
         if (strstr(text, "<|python_tag|>")) return true;
         for (const char *p = strchr(text, '{'); p; p = strchr(p + 1, '{')) {
@@ -389,6 +459,17 @@ bool rp_chat_tool_call_closed(rp_chat_format f, const char *text, int32_t len, i
         for (int32_t p = from; p + cl <= len; p++)
             if (memcmp(text + p, close, (size_t)cl) == 0) return rp_chat_has_tool_call(f, text);
         return false;
+    }
+    if (f == RP_CHAT_MISTRAL) {   /* a block whose closing bracket just arrived parses as calls */
+        if (!memchr(tail, ']', (size_t)added) && !memchr(tail, '}', (size_t)added)) return false;
+        char *t = strndup(text, (size_t)len), *content = NULL;
+        rp_tool_call *calls = NULL;
+        size_t n = 0;
+        const bool any = t && rp_chat_parse_tool_calls(f, t, &calls, &n, &content) == RP_OK && n > 0;
+        rp_tool_calls_free(calls, n);
+        free(content);
+        free(t);
+        return any;
     }
     if (f == RP_CHAT_LLAMA3) {
         /* a bare JSON call {"name": ...} whose closing brace just arrived (the

@@ -15,6 +15,10 @@ if [ -f "$M" ]; then
   # an empty (or blank) line asks again instead of ending the chat: 4 lines + EOF = 5 prompts, 2 replies
   printf 'Once upon a time\n\n   \nThe dog\n' | "$BIN" chat -m "$M" -n 8 --temp 0 >"$TMP/o" 2>"$TMP/e"; rc=$?
   check "chat: empty lines ignored, EOF ends (rc 0)" '[ $rc -eq 0 ] && [ "$(prompts "$TMP/e")" -eq 5 ] && [ "$(wc -l <"$TMP/o")" -ge 2 ]'
+  "$BIN" chat -m "$M" --think maybe >/dev/null 2>"$TMP/e"; rc=$?
+  check "chat: --think takes on or off (exit 2 otherwise)" '[ $rc -eq 2 ] && grep -q "on or off" "$TMP/e"'
+  printf 'Once upon a time\n' | "$BIN" chat -m "$M" -n 4 --temp 0 --think on >/dev/null 2>&1; rc=$?
+  check "chat: --think on accepted" '[ $rc -eq 0 ]'
   printf 'Once upon a time\n/exit\nThe dog\n' | "$BIN" chat -m "$M" -n 8 --temp 0 >"$TMP/o" 2>"$TMP/e"; rc=$?
   check "chat: /exit ends the chat" '[ $rc -eq 0 ] && [ "$(prompts "$TMP/e")" -eq 2 ]'
   # run's sampling options, shared parsing: seeded sampling is reproducible, penalties and llama-cli spellings accepted
