@@ -112,6 +112,7 @@ static void job_free(rp_job *j) {
     free(j->bounds);
     free(j->bias);
     free(j->gen);
+    rp_grammar_free(j->grammar);
     rp_prompt_free(j->prompt);
     free(j);
 }
@@ -158,6 +159,16 @@ rp_status rp_backend_submit(rp_backend *b, const rp_job_params *p, rp_job **out)
     memcpy(j->toks, p->toks, sizeof *j->toks * (size_t)p->n);
     if (p->n_bounds) memcpy(j->bounds, p->bounds, sizeof *j->bounds * (size_t)p->n_bounds);
     if (p->sampler.n_bias) memcpy(j->bias, p->sampler.bias, sizeof *j->bias * (size_t)p->sampler.n_bias);
+    if (p->grammar) {
+        rp_status gst = b->ops == &rp_backend_core_ops ? rp_grammar_parse(p->grammar, NULL, &j->grammar)
+                        : rp_errorf(RP_ERR_UNSUPPORTED, "grammar / json_schema / response_format json_schema need "
+                                    "--parallel 1 (the scheduler backend does not constrain decoding yet)");
+        if (gst != RP_OK) {
+            job_free(j);
+            return gst;
+        }
+    }
+    j->p.grammar = NULL;
     j->p.toks = j->toks;
     j->p.bounds = j->bounds;
     j->p.sampler.bias = j->bias;

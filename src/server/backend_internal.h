@@ -14,6 +14,7 @@ struct rp_job {
     rp_backend *b;
 
     /* parameters (owned copies) */
+    rp_grammar *grammar;         /* parsed from p.grammar, NULL: none */
     rp_job_params p;
     rp_token *toks;
     int32_t *bounds;
