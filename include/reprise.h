@@ -661,6 +661,11 @@ typedef struct rp_turn_opts {
      * out), and no rp_agents_* call from inside it except rp_agents_cancel; false cancels the turn */
     bool (*on_token)(void *user, rp_agent_id id, rp_token tok);
     void *user;
+    /* a logits processor before each token of the turn is sampled (e.g. rp_grammar_on_logits with a per-agent
+     * rp_grammar_state, reset per turn), on the stepping thread; hist is the agent's tokens so far. A turn with
+     * one is never speculated: its drafts are off (its tokens are sampled one by one). NULL: none */
+    rp_logits_fn on_logits;
+    void *logits_user;
 } rp_turn_opts;
 
 RP_API rp_turn_opts rp_turn_default_opts(void);

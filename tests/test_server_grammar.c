@@ -1,6 +1,7 @@
 /* test_server_grammar.c — constrained decoding through the server: response_format json_schema (chat and
- * completions), the llama.cpp `grammar` and `json_schema` fields, their 400s, and the sched backend's refusal. */
+ * completions), the llama.cpp `grammar` and `json_schema` fields, their 400s, and the sched backend at --parallel 4. */
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,22 +83,50 @@ static void test_core_backend(void **state) {
 
 static void parallel4(rp_server_config *c) { c->backend.parallel = 4; }
 
-/* The scheduler backend does not constrain yet: it refuses a grammar with a 400 that says so (never ignores it). */
-static void test_sched_refuses(void **state) {
+typedef struct bgreq {
+    uint16_t port;
+    int status;
+    char text[2048];
+} bgreq;
+
+static void *bg_post(void *arg) {
+    bgreq *b = arg;
+    resp r = post(b->port, "/v1/completions",
+                  "{\"prompt\":\"Once upon a time\",\"max_tokens\":200,\"temperature\":0,\"json_schema\":" SCHEMA "}");
+    b->status = r.status;
+    json_error_t e;
+    json_t *j = r.body ? json_loads(r.body, 0, &e) : NULL;
+    const char *t = j ? choice_text(j, false) : NULL;
+    snprintf(b->text, sizeof b->text, "%s", t ? t : "");
+    json_decref(j);
+    resp_free(&r);
+    return NULL;
+}
+
+/* The scheduler backend (--parallel 4): four constrained requests at once, each output matching the schema. */
+static void test_sched_backend(void **state) {
     (void)state;
     fixture f;
     if (!start(&f, parallel4)) RP_SKIP("no test model\n");
-    resp r = post(f.port, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":8,\"json_schema\":" SCHEMA "}");
-    assert_int_equal(r.status, 400);
-    assert_non_null(strstr(r.body, "--parallel 1"));
-    resp_free(&r);
+    bgreq b[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        b[i] = (bgreq){.port = f.port};
+        assert_int_equal(pthread_create(&th[i], NULL, bg_post, &b[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(b[i].status, 200);
+        print_message("sched %d: %s\n", i, b[i].text);
+        check_object(b[i].text);
+    }
     stop(&f);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_core_backend),
-        cmocka_unit_test(test_sched_refuses),
+        cmocka_unit_test(test_sched_backend),
     };
     return rp_test_main(tests, NULL, NULL);
 }

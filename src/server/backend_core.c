@@ -24,7 +24,6 @@ typedef struct core {
     bool *allowed;                /* [n_vocab] the JSON constraint's verdicts for one step */
     char *pieces;                 /* vocabulary pieces for the JSON constraint (built on first use) */
     int32_t *piece_off;           /* [n_vocab + 1] */
-    rp_grammar_vocab *gvocab;     /* the vocabulary trie for grammar jobs (built on first use) */
 
     pthread_t th;
     bool th_started;
@@ -147,7 +146,7 @@ static rp_job_finish finish_of(const run_state *r, rp_stop_reason stop) {
 }
 
 static void run_job(core *c, rp_job *j) {
-    rp_grammar_state *gst = NULL;   /* the job's grammar position, when it has one */
+    rp_grammar_state *gst = j->gstate;   /* the job's grammar position, when it has one */
     rp_backend *b = c->b;
     rp_job_stats st;
     memset(&st, 0, sizeof st);
@@ -198,10 +197,6 @@ static void run_job(core *c, rp_job *j) {
     run_state r = {.c = c, .j = j, .constrain = j->p.constrain_json && !j->grammar};
     rp_jsonp_init(&r.jp);
     if (r.constrain && (rs = build_pieces(c)) != RP_OK) goto fail;
-    if (j->grammar) {
-        if (!c->gvocab && (rs = rp_grammar_vocab_new(c->b->m, &c->gvocab)) != RP_OK) goto fail;
-        if ((rs = rp_grammar_state_new(j->grammar, c->gvocab, &gst)) != RP_OK) goto fail;
-    }
     o.sampling = j->p.sampler;
     o.max_tokens = j->p.max_tokens;
     o.reseed = true;   /* every request samples from its own seed, on a continued session too */
@@ -232,11 +227,9 @@ static void run_job(core *c, rp_job *j) {
     st.decode_ms = (rp_srv_now() - t1) * 1e3;
     if (rp_seq_commit(s) != RP_OK)   /* nothing generated: the prompt's chunks are cached now */
         fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
-    rp_grammar_state_free(gst);
     finish(c, j, why, &st, NULL);
     return;
 fail:
-    rp_grammar_state_free(gst);
     snprintf(err, sizeof err, "%s: %s", rp_strerror(rs), rp_last_error());
     if (cs && cs->seq) rp_seq_reset(cs->seq);   /* the KV is in an unknown state: start over next time */
     finish(c, j, RP_JOB_ERROR, &st, err);
@@ -330,7 +323,6 @@ static void core_stop(rp_backend *b) {
     rp_backend_engine_close(c->e);   /* after every sequence of it: the sessions' went with the session table */
     free(c->allowed);
     free(c->pieces);
-    rp_grammar_vocab_free(c->gvocab);
     free(c->piece_off);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
