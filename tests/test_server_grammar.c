@@ -58,6 +58,33 @@ static void test_core_backend(void **state) {
     check_object(choice_text(j, true));
     json_decref(j);
     resp_free(&r);
+    /* json_object mode: one JSON object */
+    r = post(f.port, "/v1/chat/completions",
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"A dog\"}],\"max_tokens\":150,\"temperature\":0,"
+             "\"response_format\":{\"type\":\"json_object\"}}");
+    assert_int_equal(r.status, 200);
+    j = parse(&r);
+    {   /* a whole object when it stopped; when max_tokens cut it, a prefix the object grammar accepts */
+        const char *txt = choice_text(j, true);
+        const char *fin = json_string_value(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "finish_reason"));
+        if (fin && !strcmp(fin, "stop")) {
+            json_error_t e;
+            json_t *o = json_loads(txt, 0, &e);
+            if (!o || !json_is_object(o)) fail_msg("json_object reply is no object: %s", txt);
+            json_decref(o);
+        } else {
+            rp_grammar *g = NULL;
+            rp_grammar_state *gs = NULL;
+            assert_int_equal(rp_grammar_from_json_schema("{\"type\":\"object\"}", &g), RP_OK);
+            assert_int_equal(rp_grammar_state_new(g, NULL, &gs), RP_OK);
+            assert_true(txt[0] == '{');
+            assert_int_equal(rp_grammar_accept_bytes(gs, txt, strlen(txt)), RP_OK);
+            rp_grammar_state_free(gs);
+            rp_grammar_free(g);
+        }
+    }
+    json_decref(j);
+    resp_free(&r);
     /* a GBNF grammar */
     r = post(f.port, "/v1/completions",
              "{\"prompt\":\"Lily\",\"max_tokens\":20,\"temperature\":0,\"grammar\":\"root ::= (\\\"yes\\\" | \\\"no\\\") \\\".\\\"\"}");

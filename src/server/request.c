@@ -483,7 +483,15 @@ static rp_status parse_common(rp_srv_request *r, const json_t *root, const rp_sr
         const json_t *ty = json_object_get(rf, "type");
         if (!json_is_object(rf) || !json_is_string(ty))
             return BAD("response_format", "'response_format' must be an object with a 'type'");
-        if (!strcmp(json_string_value(ty), "json_object")) r->json_mode = true;
+        if (!strcmp(json_string_value(ty), "json_object")) {
+            /* one JSON object, through the grammar (both backends, any --parallel) */
+            r->json_mode = true;
+            json_t *obj = json_pack("{s:s}", "type", "object");
+            rp_status gs = obj ? set_schema_grammar(r, obj, "response_format", err)
+                               : rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory");
+            json_decref(obj);
+            if (gs != RP_OK) return gs;
+        }
         else if (!strcmp(json_string_value(ty), "json_schema")) {
             const json_t *js = json_object_get(rf, "json_schema");
             const json_t *sc = json_is_object(js) ? json_object_get(js, "schema") : NULL;
