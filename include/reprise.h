@@ -1220,6 +1220,8 @@ typedef struct rp_server_params {
     double header_timeout_s, body_timeout_s, idle_timeout_s;   /* 10, 30, 15 */
     bool quiet;                  /* no access log on stderr */
     const char *chat_template;   /* a built-in's name or a Jinja file instead of the model's own template, or NULL */
+    const char *grammar;         /* GBNF every request without a grammar of its own follows (`--grammar-file`), or
+                                    NULL; kept by pointer: it must outlive the server */
 } rp_server_params;
 
 RP_API rp_server_params rp_server_default_params(void);
