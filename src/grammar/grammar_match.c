@@ -40,6 +40,18 @@ typedef struct glevel {
     gset set;
 } glevel;
 
+/* Masks memoised by the state they were computed at (the stack set and the pending code point): inside a JSON
+ * string, or between a schema's fixed keys, the same state recurs token after token, and a hit costs one copy of
+ * [n_vocab] bytes instead of a trie walk. */
+#define RP_GRAMMAR_MASK_CACHE 16
+typedef struct gmemo {
+    uint64_t h;
+    int32_t *key;      /* the serialised state */
+    int32_t key_len, key_cap;
+    uint8_t *bits;     /* [n_vocab] */
+    bool used;
+} gmemo;
+
 struct rp_grammar_state {
     const rp_grammar *g;
     const rp_grammar_vocab *v;
@@ -51,6 +63,11 @@ struct rp_grammar_state {
     glevel *levels;      /* [max_len + 1] */
     int32_t n_levels;
     int32_t hist_seen;   /* the on_logits hook: tokens of hist already accepted (-1: not started) */
+    gmemo memo[RP_GRAMMAR_MASK_CACHE];
+    int32_t memo_next;   /* round-robin victim */
+    int32_t *keybuf;     /* the current state serialised */
+    int32_t keybuf_cap;
+    uint64_t memo_hits, memo_misses;
     bool failed;
 };
 
@@ -284,6 +301,8 @@ RP_API void rp_grammar_state_free(rp_grammar_state *s) {
     gset_free(&s->tmp);
     for (int32_t i = 0; i < s->n_levels; i++) gset_free(&s->levels[i].set);
     free(s->levels);
+    for (int i = 0; i < RP_GRAMMAR_MASK_CACHE; i++) { free(s->memo[i].key); free(s->memo[i].bits); }
+    free(s->keybuf);
     free(s->scratch);
     free(s->allowed);
     free(s);
@@ -414,18 +433,70 @@ static void walk(rp_grammar_state *s, int32_t ni, int32_t depth, const gset *in,
     }
 }
 
+/* Serialises the state into s->keybuf; returns its length (-1: out of memory) and its hash in *h. */
+static int32_t state_key(rp_grammar_state *s, uint64_t *h) {
+    const gset *c = &s->cur;
+    int32_t nd = c->n ? c->off[c->n] : 0;
+    int32_t len = 4 + c->n + 1 + nd;
+    if (len > s->keybuf_cap) {
+        int32_t *nb = realloc(s->keybuf, (size_t)len * 2 * sizeof *nb);
+        if (!nb) return -1;
+        s->keybuf = nb;
+        s->keybuf_cap = len * 2;
+    }
+    int32_t *k = s->keybuf;
+    k[0] = c->n;
+    k[1] = (int32_t)s->pend_cp;
+    k[2] = s->pend_need;
+    k[3] = s->failed;
+    for (int32_t i = 0; i <= c->n; i++) k[4 + i] = c->n ? c->off[i] : 0;
+    if (nd) memcpy(k + 4 + c->n + 1, c->data, (size_t)nd * sizeof *k);
+    uint64_t x = 1469598103934665603ull;
+    for (int32_t i = 0; i < len; i++) x = (x ^ (uint32_t)k[i]) * 1099511628211ull;
+    *h = x;
+    return len;
+}
+
 RP_API rp_status rp_grammar_mask(rp_grammar_state *s, float *logits, int32_t n_vocab) {
     if (!s || !s->v || !logits) return rp_errorf(RP_ERR_INVALID_ARG, "rp_grammar_mask: NULL argument");
     const rp_grammar_vocab *v = s->v;
     int32_t n = n_vocab < v->n_vocab ? n_vocab : v->n_vocab;
+    uint64_t h = 0;
+    const int32_t klen = state_key(s, &h);
+    gmemo *hit = NULL;
+    for (int i = 0; klen > 0 && i < RP_GRAMMAR_MASK_CACHE && !hit; i++) {
+        gmemo *e = &s->memo[i];
+        if (e->used && e->h == h && e->key_len == klen && !memcmp(e->key, s->keybuf, (size_t)klen * sizeof *e->key))
+            hit = e;
+    }
+    if (hit) {
+        s->memo_hits++;
+        memcpy(s->allowed, hit->bits, (size_t)v->n_vocab);
+        goto apply;
+    }
+    s->memo_misses++;
     memset(s->allowed, 0, (size_t)v->n_vocab);
-    if (!s->failed) {
-        walk(s, 0, 0, &s->cur, s->pend_cp, s->pend_need);
+    if (!s->failed) walk(s, 0, 0, &s->cur, s->pend_cp, s->pend_need);
+    if (s->failed || rp_grammar_can_end(s))   /* a failed state lets the generation end rather than mask all */
+        for (int32_t t = 0; t < v->n_vocab; t++)
+            if (v->eog[t]) s->allowed[t] = 1;
+    if (klen > 0) {   /* remember it (the buffers are allocated once per slot, then reused) */
+        gmemo *e = &s->memo[s->memo_next];
+        if (!e->bits) e->bits = malloc((size_t)v->n_vocab);
+        if (klen > e->key_cap) {
+            int32_t *nk = realloc(e->key, (size_t)klen * 2 * sizeof *nk);
+            if (nk) { e->key = nk; e->key_cap = klen * 2; }
+        }
+        if (e->bits && klen <= e->key_cap) {
+            memcpy(e->key, s->keybuf, (size_t)klen * sizeof *e->key);
+            memcpy(e->bits, s->allowed, (size_t)v->n_vocab);
+            e->key_len = klen;
+            e->h = h;
+            e->used = true;
+            s->memo_next = (s->memo_next + 1) % RP_GRAMMAR_MASK_CACHE;
+        } else e->used = false;
     }
-    if (s->failed || rp_grammar_can_end(s)) {   /* a failed state lets the generation end rather than mask all */
-            for (int32_t t = 0; t < v->n_vocab; t++)
-                if (v->eog[t]) s->allowed[t] = 1;
-    }
+apply:
     for (int32_t t = 0; t < n; t++)
         if (!s->allowed[t]) logits[t] = -INFINITY;
     for (int32_t t = n; t < n_vocab; t++) logits[t] = -INFINITY;
