@@ -43,6 +43,8 @@ static void run_usage(void) {
            "      --cache-dir DIR     keep the chunk cache in DIR between runs (SQLite store on flash; see\n"
            "                          `reprise cache`); the RAM cache becomes its pool\n"
            "      --cache-ram MB      RAM budget of the chunk cache (default 512)\n"
+           "      --grammar-file F    constrain the output to the GBNF grammar in F (llama.cpp's format)\n"
+           "      --json-schema-file F  constrain the output to the JSON Schema in F\n"
            "      --cache-disk GB     flash budget of --cache-dir (default 0 = unlimited)\n"
            "The last stderr line is `stats: {json}` (prompt, reused prefix (exact / approximate) / non-prefix,\n"
            "recomputed, failed loads, TTFT ms; with --static also \"calibrated\" and the plan's predicted\n"
@@ -72,6 +74,10 @@ int cmd_run(int argc, char **argv) {
     bool static_mode = false, naive = false;
     long threads = 2, n_ctx = 0, n_batch = 512;
     cli_gen g = cli_gen_defaults(128);
+    const char *grammar_file = NULL, *schema_file = NULL;
+    rp_grammar *gram = NULL;
+    rp_grammar_vocab *gvocab = NULL;
+    rp_grammar_state *gstate = NULL;
     for (; a.i < argc; a.i++) {
         int r;
         if (cli_is(&a, "-h", "--help")) { run_usage(); return 0; }
@@ -79,6 +85,8 @@ int cmd_run(int argc, char **argv) {
         else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
         else if (cli_is(&a, "-p", "--prompt")) { if (!cli_str(&a, &prompt)) return 2; }
         else if (cli_is(&a, "-f", "--file")) { if (!cli_str(&a, &prompt_file)) return 2; }
+        else if (cli_is(&a, "--grammar-file", NULL)) { if (!cli_str(&a, &grammar_file)) return 2; }
+        else if (cli_is(&a, "--json-schema-file", NULL)) { if (!cli_str(&a, &schema_file)) return 2; }
         else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &threads)) return 2; }
         else if (cli_is(&a, "-c", "--ctx-size")) { if (!cli_int(&a, 1, 1 << 24, &n_ctx)) return 2; }
         else if (cli_is(&a, "-b", "--batch-size")) { if (!cli_int(&a, 1, 65536, &n_batch)) return 2; }
@@ -178,6 +186,17 @@ int cmd_run(int argc, char **argv) {
     o.max_tokens = g.n_predict < 0 ? -1 : (int32_t)n_predict;
     o.ignore_eos = g.ignore_eos;
     o.on_token = print_piece;
+    if (grammar_file || schema_file) {   /* constrained decoding: the output follows the grammar */
+        char *text = cli_read_file("run", grammar_file ? grammar_file : schema_file, NULL);
+        if (!text) { rc = 1; goto done; }
+        st = grammar_file ? rp_grammar_parse(text, NULL, &gram) : rp_grammar_from_json_schema(text, &gram);
+        free(text);
+        if (st == RP_OK) st = rp_grammar_vocab_new(m, &gvocab);
+        if (st == RP_OK) st = rp_grammar_state_new(gram, gvocab, &gstate);
+        if (st != RP_OK) { rc = cli_fail("run", grammar_file ? "--grammar-file" : "--json-schema-file", st); goto done; }
+        o.on_logits = rp_grammar_on_logits;
+        o.logits_user = gstate;
+    }
     rp_gen_stats gs;
     if ((st = rp_seq_prefill(s, pr, &o, &gs)) != RP_OK) { rc = cli_fail("run", "prompt", st); goto done; }
     /* the prompt's chunks are cached after the first token, off the TTFT path */
@@ -206,6 +225,9 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "stats: %s\n", js);
     rc = 0;
 done:
+    rp_grammar_state_free(gstate);
+    rp_grammar_vocab_free(gvocab);
+    rp_grammar_free(gram);
     rp_seq_free(s);
     rp_engine_free(e);
     rp_prompt_free(pr);

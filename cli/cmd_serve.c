@@ -24,6 +24,7 @@ static void serve_usage(void) {
            "      --api-key-file FILE API keys, one per line: NAME:KEY or KEY (# comments); the file must not be\n"
            "                          readable by group/others (chmod 600). Each request carries its key's identity:\n"
            "                          it sees only its own sessions, and with per-key namespaces its own cache\n"
+           "      --grammar-file F    requests without a grammar / json_schema / response_format follow the GBNF in F\n"
            "      --api-key KEY       one key (named default); visible to other local users in the process list:\n"
            "                          prefer --api-key-file or the environment variable REPRISE_API_KEY (used when\n"
            "                          neither option is given). No option and no variable: no authentication.\n"
@@ -71,7 +72,7 @@ static void serve_usage(void) {
 int cmd_serve(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "serve"};
     rp_server_params cfg = rp_server_default_params();
-    const char *kv_name = "f16", *reuse = "blend", *port_file = NULL;
+    const char *kv_name = "f16", *reuse = "blend", *port_file = NULL, *grammar_file = NULL;
     long port = 8080, l;
     double d, drain = 30;
     const char *ns = NULL;
@@ -81,6 +82,7 @@ int cmd_serve(int argc, char **argv) {
         else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &cfg.model_path)) return 2; }
         else if (cli_is(&a, "--draft", NULL)) { if (!cli_str(&a, &cfg.draft_path)) return 2; }
         else if (cli_is(&a, "--chat-template", NULL)) { if (!cli_str(&a, &cfg.chat_template)) return 2; }
+        else if (cli_is(&a, "--grammar-file", NULL)) { if (!cli_str(&a, &grammar_file)) return 2; }
         else if (cli_is(&a, "--host", NULL)) { if (!cli_str(&a, &cfg.host)) return 2; }
         else if (cli_is(&a, "--port", NULL)) { if (!cli_int(&a, 0, 65535, &port)) return 2; }
         else if (cli_is(&a, "--port-file", NULL)) { if (!cli_str(&a, &port_file)) return 2; }
@@ -160,12 +162,21 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    char *grammar_text = NULL;   /* outlives the server, which keeps it by pointer */
+    if (grammar_file) {
+        if (!(grammar_text = cli_read_file("serve", grammar_file, NULL))) return 1;
+        rp_grammar *gcheck = NULL;
+        rp_status gst = rp_grammar_parse(grammar_text, NULL, &gcheck);
+        rp_grammar_free(gcheck);
+        if (gst != RP_OK) { free(grammar_text); return cli_fail("serve", grammar_file, gst); }
+        cfg.grammar = grammar_text;
+    }
     rp_server *srv = NULL;
     cli_load_line ll;   /* "loading NAME: 45%" on a terminal while the model loads */
     cli_load_line_begin(&ll, cfg.model_path, &cfg.load_progress, &cfg.load_progress_user);
     rp_status st = rp_server_create(&cfg, &srv);
     cli_load_line_end(&ll);
-    if (st != RP_OK) return cli_fail("serve", "start", st);
+    if (st != RP_OK) { free(grammar_text); return cli_fail("serve", "start", st); }
     unsigned bound = rp_server_port(srv);
     const char *host = cfg.host ? cfg.host : "127.0.0.1";
     const int n_keys = rp_server_n_keys(srv);
@@ -181,6 +192,7 @@ int cmd_serve(int argc, char **argv) {
         if (!f || fprintf(f, "%u\n", bound) < 0 || fclose(f) != 0) {
             fprintf(stderr, "reprise serve: cannot write --port-file '%s': %s\n", port_file, strerror(errno));
             rp_server_free(srv);
+            free(grammar_text);
             return 1;
         }
     }
@@ -189,6 +201,7 @@ int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "reprise serve: %s: draining (up to %.0f s)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT", drain);
     rp_server_drain(srv, drain);
     rp_server_free(srv);
+    free(grammar_text);
     fprintf(stderr, "reprise serve: stopped\n");
     return 0;
 }

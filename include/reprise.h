@@ -473,6 +473,43 @@ typedef struct rp_gen_opts {
 
 RP_API rp_gen_opts rp_gen_default_opts(void);
 
+/* ---------------------------------------------------------------------------
+ * Constrained decoding: GBNF grammars (llama.cpp's format) and JSON Schema
+ * ------------------------------------------------------------------------- */
+typedef struct rp_grammar rp_grammar;              /* a compiled grammar (immutable, shareable) */
+typedef struct rp_grammar_vocab rp_grammar_vocab;  /* a model's token strings as a trie (built once per model) */
+typedef struct rp_grammar_state rp_grammar_state;  /* one sequence's position in a grammar (not thread-safe) */
+
+/* Parses GBNF text; `root` names the start rule (NULL: "root"). RP_ERR_FORMAT with "grammar: LINE:COL: ..." in
+ * rp_last_error on a syntax error or an undefined rule. */
+RP_API rp_status rp_grammar_parse(const char *gbnf, const char *root, rp_grammar **out);
+RP_API void rp_grammar_free(rp_grammar *g);
+/* JSON Schema (text) -> GBNF text (malloc'd; free()), the subset llama.cpp's json-schema-to-grammar accepts.
+ * schema NULL or "{}": any JSON value (response_format json_object). RP_ERR_UNSUPPORTED names the keyword. */
+RP_API rp_status rp_grammar_schema_to_gbnf(const char *schema_json, char **gbnf_out);
+/* rp_grammar_schema_to_gbnf then rp_grammar_parse. */
+RP_API rp_status rp_grammar_from_json_schema(const char *schema_json, rp_grammar **out);
+
+RP_API rp_status rp_grammar_vocab_new(const rp_model *m, rp_grammar_vocab **out);
+RP_API void rp_grammar_vocab_free(rp_grammar_vocab *v);
+/* A state at the grammar's start; v may be NULL for byte-level use only (accept_bytes, can_end). g and v must
+ * outlive the state. */
+RP_API rp_status rp_grammar_state_new(const rp_grammar *g, const rp_grammar_vocab *v, rp_grammar_state **out);
+RP_API rp_status rp_grammar_state_reset(rp_grammar_state *s);
+RP_API void rp_grammar_state_free(rp_grammar_state *s);
+/* Advances by UTF-8 bytes / one token; RP_ERR_INVALID_ARG when they cannot continue the grammar (the state is
+ * then failed). An end-of-generation token is accepted only where the grammar can end. */
+RP_API rp_status rp_grammar_accept_bytes(rp_grammar_state *s, const char *bytes, size_t n);
+RP_API rp_status rp_grammar_accept_token(rp_grammar_state *s, rp_token t);
+RP_API bool rp_grammar_can_end(const rp_grammar_state *s);
+/* Sets logits[t] = -INFINITY for every token that cannot continue the grammar (end-of-generation tokens stay
+ * allowed only where it can end). */
+RP_API rp_status rp_grammar_mask(rp_grammar_state *s, float *logits, int32_t n_vocab);
+/* An rp_logits_fn (rp_gen_opts.on_logits, logits_user = the state): on its first call it takes hist as the
+ * prompt, later calls accept the tokens generated since, then it masks. Use a fresh or reset state per call.
+ * Speculative drafts are not checked by it: a constrained sequence must generate without speculation. */
+RP_API void rp_grammar_on_logits(void *user, const rp_token *hist, int32_t n_hist, float *logits, int32_t n_vocab);
+
 typedef enum rp_stop_reason {
     RP_STOP_NONE = 0,     /* not generated yet (prefill only) */
     RP_STOP_EOG,          /* an end-of-generation token */
@@ -624,6 +661,11 @@ typedef struct rp_turn_opts {
      * out), and no rp_agents_* call from inside it except rp_agents_cancel; false cancels the turn */
     bool (*on_token)(void *user, rp_agent_id id, rp_token tok);
     void *user;
+    /* a logits processor before each token of the turn is sampled (e.g. rp_grammar_on_logits with a per-agent
+     * rp_grammar_state, reset per turn), on the stepping thread; hist is the agent's tokens so far. A turn with
+     * one is never speculated: its drafts are off (its tokens are sampled one by one). NULL: none */
+    rp_logits_fn on_logits;
+    void *logits_user;
 } rp_turn_opts;
 
 RP_API rp_turn_opts rp_turn_default_opts(void);
@@ -1218,6 +1260,8 @@ typedef struct rp_server_params {
     double header_timeout_s, body_timeout_s, idle_timeout_s;   /* 10, 30, 15 */
     bool quiet;                  /* no access log on stderr */
     const char *chat_template;   /* a built-in's name or a Jinja file instead of the model's own template, or NULL */
+    const char *grammar;         /* GBNF every request without a grammar of its own follows (`--grammar-file`), or
+                                    NULL; kept by pointer: it must outlive the server */
 } rp_server_params;
 
 RP_API rp_server_params rp_server_default_params(void);

@@ -170,7 +170,8 @@ class rp_agents_params(Structure):
 class rp_turn_opts(Structure):
     _fields_ = [("sampling", rp_sampler_params), ("max_tokens", c_int32), ("stop", POINTER(c_char_p)),
                 ("n_stop", c_int32), ("suspend_on_tool_call", c_bool), ("wait_after", c_bool),
-                ("on_token", agent_token_fn), ("user", c_void_p)]
+                ("on_token", agent_token_fn), ("user", c_void_p), ("on_logits", logits_fn),
+                ("logits_user", c_void_p)]
 
 
 class rp_agent_info(Structure):
@@ -297,7 +298,8 @@ class rp_server_params(Structure):
                 ("max_depth", c_int), ("max_messages", c_int), ("default_max_tokens", c_int32),
                 ("timeout_s", c_double), ("session_ttl_s", c_double), ("max_connections", c_int),
                 ("max_connections_per_ip", c_int), ("header_timeout_s", c_double), ("body_timeout_s", c_double),
-                ("idle_timeout_s", c_double), ("quiet", c_bool), ("chat_template", c_char_p)]
+                ("idle_timeout_s", c_double), ("quiet", c_bool), ("chat_template", c_char_p),
+                ("grammar", c_char_p)]
 
 
 class rp_agents_fill(Structure):
@@ -410,6 +412,21 @@ PROTOTYPES = {
     "rp_seq_feed": (ST, [H, P_TOK, c_int32]),
     "rp_seq_commit": (ST, [H]),
     "rp_seq_generate": (ST, [H, POINTER(rp_gen_opts), c_char_p, c_size_t, P_SIZE, POINTER(rp_gen_stats)]),
+    # grammars (constrained decoding); rp_grammar_schema_to_gbnf's text is malloc'd (the caller frees it)
+    "rp_grammar_parse": (ST, [c_char_p, c_char_p, OUT_H]),
+    "rp_grammar_free": (None, [H]),
+    "rp_grammar_schema_to_gbnf": (ST, [c_char_p, OUT_H]),
+    "rp_grammar_from_json_schema": (ST, [c_char_p, OUT_H]),
+    "rp_grammar_vocab_new": (ST, [H, OUT_H]),
+    "rp_grammar_vocab_free": (None, [H]),
+    "rp_grammar_state_new": (ST, [H, H, OUT_H]),
+    "rp_grammar_state_reset": (ST, [H]),
+    "rp_grammar_state_free": (None, [H]),
+    "rp_grammar_accept_bytes": (ST, [H, c_char_p, c_size_t]),
+    "rp_grammar_accept_token": (ST, [H, c_token]),
+    "rp_grammar_can_end": (c_bool, [H]),
+    "rp_grammar_mask": (ST, [H, POINTER(c_float), c_int32]),
+    "rp_grammar_on_logits": (None, [c_void_p, POINTER(c_token), c_int32, POINTER(c_float), c_int32]),
     # agents
     "rp_agents_default_params": (rp_agents_params, []),
     "rp_agents_create": (ST, [H, POINTER(rp_agents_params), OUT_H]),

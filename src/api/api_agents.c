@@ -115,6 +115,8 @@ static rp_gen_params gen_params(const rp_turn_opts *o) {
     gp.wait_after = o->wait_after;
     gp.on_token = o->on_token;   /* the same shape: (user, id, token) */
     gp.user = o->user;
+    gp.on_logits = o->on_logits;
+    gp.logits_user = o->logits_user;
     return gp;
 }
 

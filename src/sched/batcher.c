@@ -213,6 +213,11 @@ static void commit_verify(rp_sched *s, rp_sess *x, rp_sched_step_info *info) {
         } else {
             /* bonus token after a full acceptance, or a plain decode step:
              * exactly the draw rp_session_sample would make */
+            if (x->gp.on_logits) {   /* L == 0 here: constrained sessions get no drafts */
+                memcpy(s->resid, lg, sizeof *lg * (size_t)V);
+                x->gp.on_logits(x->gp.logits_user, x->toks, x->n_tok, s->resid, V);
+                lg = s->resid;
+            }
             t = rp_sampler_sample(x->smp, lg);
         }
         E++;
@@ -254,7 +259,13 @@ static void commit_prefill(rp_sched *s, rp_sess *x, rp_sched_step_info *info) {
         end_turn(s, x, RP_FINISH_LENGTH, false);
         return;
     }
-    rp_token t = rp_sampler_sample(x->smp, rp_ctx_logits(s->ctx, x->out0));
+    const float *lg = rp_ctx_logits(s->ctx, x->out0);
+    if (x->gp.on_logits) {
+        memcpy(s->resid, lg, sizeof *lg * (size_t)s->n_vocab);
+        x->gp.on_logits(x->gp.logits_user, x->toks, x->n_tok, s->resid, s->n_vocab);
+        lg = s->resid;
+    }
+    rp_token t = rp_sampler_sample(x->smp, lg);
     x->state = RP_SESS_DECODE;
     rp_finish_reason fin = emit(s, x, t, info);
     if (fin != RP_FINISH_NONE) end_turn(s, x, fin, false);
@@ -372,7 +383,7 @@ rp_status rp_sched_step(rp_sched *s, rp_sched_step_info *out) {
     int32_t room = s->p.n_batch;
     for (int32_t i = 0; i < s->n_dec; i++) {
         rp_sess *x = &s->sess[s->dec[i]];
-        x->want = s->alloc[i];
+        x->want = x->gp.on_logits ? 0 : s->alloc[i];   /* constrained sessions are never speculated */
         x->got = 0;
         x->q_used = false;
         x->busy = true;

@@ -182,6 +182,10 @@ typedef struct rp_gen_params {
     bool wait_after;             /* the turn always ends WAITING (trace-driven tool calls; default false) */
     rp_sched_token_cb on_token;  /* may be NULL */
     void *user;
+    /* a logits processor (a grammar) before each token is sampled, with the session's tokens so far; a session
+     * with one gets no drafts (its tokens are sampled one at a time, never speculated). NULL: none */
+    rp_logits_fn on_logits;
+    void *logits_user;
 } rp_gen_params;
 
 rp_gen_params rp_gen_default_params(void);   /* greedy, max_tokens 128 */

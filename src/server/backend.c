@@ -43,6 +43,7 @@ rp_status rp_backend_create(const rp_backend_config *cfg, rp_backend **out) {
     rp_backend *b = calloc(1, sizeof *b);
     if (!b) return rp_errorf(RP_ERR_NOMEM, "backend: out of memory");
     b->cfg = *cfg;
+    pthread_mutex_init(&b->gmu, NULL);
     rp_model_params mp = rp_model_default_params();
     mp.n_threads = cfg->n_threads;
     mp.progress = cfg->load_progress;
@@ -83,6 +84,8 @@ void rp_backend_free(rp_backend *b) {
     b->ops->stop(b);
     rp_model_free(b->dm);
     rp_model_free(b->m);
+    rp_grammar_vocab_free(b->gvocab);
+    pthread_mutex_destroy(&b->gmu);
     free(b);
 }
 
@@ -112,6 +115,8 @@ static void job_free(rp_job *j) {
     free(j->bounds);
     free(j->bias);
     free(j->gen);
+    rp_grammar_state_free(j->gstate);
+    rp_grammar_free(j->grammar);
     rp_prompt_free(j->prompt);
     free(j);
 }
@@ -158,6 +163,18 @@ rp_status rp_backend_submit(rp_backend *b, const rp_job_params *p, rp_job **out)
     memcpy(j->toks, p->toks, sizeof *j->toks * (size_t)p->n);
     if (p->n_bounds) memcpy(j->bounds, p->bounds, sizeof *j->bounds * (size_t)p->n_bounds);
     if (p->sampler.n_bias) memcpy(j->bias, p->sampler.bias, sizeof *j->bias * (size_t)p->sampler.n_bias);
+    if (p->grammar) {
+        rp_status gst = rp_grammar_parse(p->grammar, NULL, &j->grammar);
+        pthread_mutex_lock(&b->gmu);
+        if (gst == RP_OK && !b->gvocab) gst = rp_grammar_vocab_new(b->m, &b->gvocab);
+        pthread_mutex_unlock(&b->gmu);
+        if (gst == RP_OK) gst = rp_grammar_state_new(j->grammar, b->gvocab, &j->gstate);
+        if (gst != RP_OK) {
+            job_free(j);
+            return gst;
+        }
+    }
+    j->p.grammar = NULL;
     j->p.toks = j->toks;
     j->p.bounds = j->bounds;
     j->p.sampler.bias = j->bias;

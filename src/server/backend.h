@@ -108,6 +108,8 @@ typedef struct rp_job_params {
     float recompute_ratio;          /* < 0: default */
     bool persist;                   /* cache this prompt's chunks (default true) */
     bool constrain_json;            /* the output must be one JSON object; the job ends when it closes (core) */
+    const char *grammar;            /* GBNF the output must match (parsed into the job), NULL: none; only the core
+                                       backend (--parallel 1) constrains: the scheduler refuses it */
     rp_bk_session *session;         /* NULL: a one-off sequence */
     uint64_t cache_ns;              /* cache namespace (0: shared): the job reuses only KV cached by jobs of
                                        the same namespace (the server's per-API-key namespaces) */

@@ -146,6 +146,7 @@ static rp_job_finish finish_of(const run_state *r, rp_stop_reason stop) {
 }
 
 static void run_job(core *c, rp_job *j) {
+    rp_grammar_state *gst = j->gstate;   /* the job's grammar position, when it has one */
     rp_backend *b = c->b;
     rp_job_stats st;
     memset(&st, 0, sizeof st);
@@ -193,7 +194,7 @@ static void run_job(core *c, rp_job *j) {
     const double t1 = rp_srv_now();
     st.prefill_ms = (t1 - t0) * 1e3;
 
-    run_state r = {.c = c, .j = j, .constrain = j->p.constrain_json};
+    run_state r = {.c = c, .j = j, .constrain = j->p.constrain_json && !j->grammar};
     rp_jsonp_init(&r.jp);
     if (r.constrain && (rs = build_pieces(c)) != RP_OK) goto fail;
     o.sampling = j->p.sampler;
@@ -204,6 +205,9 @@ static void run_job(core *c, rp_job *j) {
     if (r.constrain) {
         o.on_logits = constrain_logits;
         o.logits_user = &r;
+    } else if (gst) {
+        o.on_logits = rp_grammar_on_logits;   /* the grammar state follows the history the hook is given */
+        o.logits_user = gst;
     }
     rp_gen_stats gs;
     rp_job_finish why = RP_JOB_LENGTH;

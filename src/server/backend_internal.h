@@ -14,6 +14,8 @@ struct rp_job {
     rp_backend *b;
 
     /* parameters (owned copies) */
+    rp_grammar *grammar;         /* parsed from p.grammar, NULL: none */
+    rp_grammar_state *gstate;    /* its position, fed by rp_grammar_on_logits through the backend's hook */
     rp_job_params p;
     rp_token *toks;
     int32_t *bounds;
@@ -62,6 +64,8 @@ struct rp_backend {
     int32_t n_ctx;
     const rp_backend_ops *ops;
     void *impl;
+    rp_grammar_vocab *gvocab;     /* the vocabulary trie for grammar jobs (built by the first, under gmu) */
+    pthread_mutex_t gmu;
 };
 
 extern const rp_backend_ops rp_backend_core_ops;

@@ -166,6 +166,7 @@ rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const ch
     jp.recompute_ratio = r->cache_ratio;
     jp.persist = r->cache_persist;
     jp.constrain_json = c->text.constrain_json;
+    jp.grammar = r->grammar ? r->grammar : s->cfg.grammar;
     jp.session = rp_stab_backend(c->sess);
     jp.cache_ns = s->ns_per_key && key >= 0 ? s->keys.v[key].ns : 0;
     st = rp_backend_submit(s->b, &jp, &c->job);
@@ -173,6 +174,8 @@ rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const ch
         if (st == RP_ERR_FULL) {
             atomic_fetch_add(&s->metrics.rejected, 1);
             rp_api_errorf(err, st, 429, "queue_full", NULL, "the server is busy (queue full); retry later");
+        } else if (st == RP_ERR_UNSUPPORTED || st == RP_ERR_FORMAT) {
+            rp_api_errorf(err, st, 400, "unsupported_value", "response_format", "%s", rp_last_error());
         } else if (st == RP_ERR_RANGE) {
             rp_api_errorf(err, st, 400, "context_length_exceeded", NULL, "%s", rp_last_error());
         } else {

@@ -332,6 +332,19 @@ static rp_status parse_prompt(rp_srv_request *r, const json_t *root, const rp_sr
 
 /* ------------------------------------------------------------------ common */
 
+/* A JSON Schema as the request's grammar (400 naming `field` when it cannot be converted). */
+static rp_status set_schema_grammar(rp_srv_request *r, const json_t *schema, const char *field, rp_api_error *err) {
+    char *text = json_dumps(schema, JSON_COMPACT);
+    if (!text) return rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory");
+    char *gbnf = NULL;
+    rp_status st = rp_grammar_schema_to_gbnf(text, &gbnf);
+    free(text);
+    if (st != RP_OK) return rp_api_errorf(err, st, 400, "invalid_value", field, "%s", rp_last_error());
+    free(r->grammar);
+    r->grammar = gbnf;
+    return RP_OK;
+}
+
 static rp_status parse_stop(rp_srv_request *r, const json_t *v, rp_api_error *err) {
     if (!v || json_is_null(v)) return RP_OK;
     const json_t *one = json_is_string(v) ? v : NULL;
@@ -470,10 +483,42 @@ static rp_status parse_common(rp_srv_request *r, const json_t *root, const rp_sr
         const json_t *ty = json_object_get(rf, "type");
         if (!json_is_object(rf) || !json_is_string(ty))
             return BAD("response_format", "'response_format' must be an object with a 'type'");
-        if (!strcmp(json_string_value(ty), "json_object")) r->json_mode = true;
-        else if (strcmp(json_string_value(ty), "text") != 0)
+        if (!strcmp(json_string_value(ty), "json_object")) {
+            /* one JSON object, through the grammar (both backends, any --parallel) */
+            r->json_mode = true;
+            json_t *obj = json_pack("{s:s}", "type", "object");
+            rp_status gs = obj ? set_schema_grammar(r, obj, "response_format", err)
+                               : rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory");
+            json_decref(obj);
+            if (gs != RP_OK) return gs;
+        }
+        else if (!strcmp(json_string_value(ty), "json_schema")) {
+            const json_t *js = json_object_get(rf, "json_schema");
+            const json_t *sc = json_is_object(js) ? json_object_get(js, "schema") : NULL;
+            if (!json_is_object(sc))
+                return BAD("response_format", "response_format json_schema needs 'json_schema': {'schema': {...}}");
+            RP_TRY(set_schema_grammar(r, sc, "response_format", err));
+        } else if (strcmp(json_string_value(ty), "text") != 0)
             return rp_api_errorf(err, RP_ERR_UNSUPPORTED, 400, "unsupported_value", "response_format",
                                  "response_format '%.32s' is not supported (text or json_object)", json_string_value(ty));
+    }
+    const json_t *jsch = json_object_get(root, "json_schema");
+    if (jsch && !json_is_null(jsch)) {
+        if (!json_is_object(jsch)) return BAD("json_schema", "'json_schema' must be an object");
+        RP_TRY(set_schema_grammar(r, jsch, "json_schema", err));
+    }
+    const json_t *gr = json_object_get(root, "grammar");
+    if (gr && !json_is_null(gr)) {
+        if (!json_is_string(gr)) return BAD("grammar", "'grammar' must be a GBNF string");
+        if (json_string_length(gr) > 0) {
+            rp_grammar *g = NULL;
+            if (rp_grammar_parse(json_string_value(gr), NULL, &g) != RP_OK)
+                return rp_api_errorf(err, RP_ERR_FORMAT, 400, "invalid_value", "grammar", "%s", rp_last_error());
+            rp_grammar_free(g);
+            free(r->grammar);
+            r->grammar = strdup(json_string_value(gr));
+            if (!r->grammar) return rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory");
+        }
     }
     return parse_extensions(r, root, lim, err);
 }
@@ -522,6 +567,7 @@ void rp_srv_request_free(rp_srv_request *r) {
     free(r->calls);
     free(r->tools_json);
     free(r->template_kwargs);
+    free(r->grammar);
     free(r->prompt_ids);
     free(r->bias);
     free(r->docs);

@@ -69,6 +69,7 @@ typedef struct rp_srv_request {
     size_t n_msgs;
     rp_tool_call *calls;            /* storage for every message's tool_calls */
     size_t n_calls;
+    char *grammar;                  /* GBNF from `grammar`, `json_schema` or response_format json_schema (owned) */
     char *tools_json;               /* JSON array text of the tool definitions, NULL when none */
     size_t n_tools;
     rp_tool_choice tool_choice;

@@ -22,6 +22,7 @@ typedef struct rp_server_config {
                                     max(1, sessions / keys) with more than one key, else no limit of its own) */
     double key_kv_mb;            /* KV (MiB) one API key's sessions may hold (0: no limit) */
     const char *model_id;        /* name in /v1/models and responses (NULL: the model file's base name) */
+    const char *grammar;         /* the default GBNF of requests without one (rp_server_params.grammar), or NULL */
     size_t max_body;             /* bytes (default 1 MiB) */
     int max_depth;               /* JSON nesting (default 64) */
     int max_messages;            /* default 1024 */

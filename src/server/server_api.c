@@ -71,6 +71,7 @@ rp_status rp_server_create(const rp_server_params *p, rp_server **out) {
     c.key_max_sessions = p->key_max_sessions;
     c.key_kv_mb = p->key_kv_mb;
     c.model_id = p->model_id;
+    c.grammar = p->grammar;
     c.max_body = p->max_body;
     c.max_depth = p->max_depth;
     c.max_messages = p->max_messages;
