@@ -20,8 +20,12 @@
 
 /* ---- matmul kernels ---- */
 
-static void bench_matmul(rp_pool *pool, rp_type t, int64_t rows, int64_t cols, int64_t n, int reps, rp_cpu_level lvl,
-                         bool json, bool *first) {
+/* Every weight type with matmul kernels (rp_type_traits.can_compute), the default of --types. */
+#define RP_BENCH_ALL_TYPES "f32,f16,bf16,q8_0,q4_0,q4_1,q5_0,q5_1,iq4_nl,q2_k,q3_k,q4_k,q5_k,q6_k,iq4_xs"
+
+/* Times kernel `k` of type t (NULL: the one rp_weight_prepare picks for lvl). */
+static void bench_matmul(rp_pool *pool, rp_type t, const rp_mm_kernel *k, int64_t rows, int64_t cols, int64_t n,
+                         int reps, rp_cpu_level lvl, bool json, bool *first) {
     size_t rb = rp_type_row_size(t, cols);
     uint8_t *w = malloc(rb * (size_t)rows);
     float *row = malloc(sizeof(float) * (size_t)cols);
@@ -38,7 +42,7 @@ static void bench_matmul(rp_pool *pool, rp_type t, int64_t rows, int64_t cols, i
     }
     for (int64_t i = 0; i < cols * n; i++) x[i] = (float)((i * 7919) % 2001 - 1000) / 1000.0f;
     rp_weight W = {.data = w, .type = t, .rows = rows, .cols = cols, .row_bytes = rb};
-    if (rp_weight_prepare(&W, lvl, pool, false) != RP_OK) goto out;
+    if ((k ? rp_weight_prepare_with(&W, k, pool, false) : rp_weight_prepare(&W, lvl, pool, false)) != RP_OK) goto out;
     rp_mm_scratch sc = {0};
     if (rp_mm_scratch_reserve(&sc, rp_pool_n_threads(pool), &W, n) != RP_OK) { rp_weight_release(&W); goto out; }
     rp_matmul(pool, &W, x, n, cols, y, rows, &sc);   /* warm-up */
@@ -148,19 +152,22 @@ static int parse_types(const char *list, rp_type *out, int cap) {
 
 int bench_kernels(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "bench kernels"};
-    const char *model_path = NULL, *types_s = "f16,bf16,q8_0,q4_0,q4_k,q6_k", *t_s = "1,2";
+    const char *model_path = NULL, *types_s = RP_BENCH_ALL_TYPES, *t_s = "1,2";
     long rows = 4096, cols = 4096, n_big = 512, reps = 5, mem_mb = 1024;
-    bool json = false, pages_ab = false;
+    bool json = false, pages_ab = false, each = false;
     for (; a.i < argc; a.i++) {
         const char *v;
         if (cli_is(&a, "-h", "--help")) {
-            printf("usage: reprise bench kernels [-m MODEL.gguf] [--types f16,bf16,q8_0,q4_0,q4_k,q6_k] [-t 1,2]\n"
+            printf("usage: reprise bench kernels [-m MODEL.gguf] [--types T,T,...] [-t 1,2]\n"
                    "                             [--rows R] [--cols C] [--n-big N] [-r 5] [--mem-mb 1024]\n"
-                   "                             [--cpu LEVEL] [--pages-ab] [--json]\n"
+                   "                             [--cpu LEVEL] [--each] [--pages-ab] [--json]\n"
                    "Measures streaming memory bandwidth, each weight type's matmul kernel at n = 1 (decode,\n"
                    "GB/s of weights) and n = N (prefill, GFLOP/s); with -m, the model's decode ceiling\n"
                    "(weight bytes read per token / bandwidth). --pages-ab: only the n = 1 kernel, its packed\n"
-                   "weight on 2 MiB pages and on 4 KiB pages, alternating in one process (-r pairs).\n");
+                   "weight on 2 MiB pages and on 4 KiB pages, alternating in one process (-r pairs).\n"
+                   "--types defaults to every computable weight type (" RP_BENCH_ALL_TYPES ").\n"
+                   "--each: also every other registered SIMD kernel of each type the CPU runs (e.g. the\n"
+                   "unpacked kernel a packed one replaced), right after the selected one.\n");
             return 0;
         } else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
         else if (cli_is(&a, "--types", NULL)) { if (!cli_str(&a, &types_s)) return 2; }
@@ -173,6 +180,7 @@ int bench_kernels(int argc, char **argv) {
         else if (cli_is(&a, "--cpu", NULL)) { if (!cli_str(&a, &v) || !cli_set_cpu(a.cmd, v)) return 2; }
         else if (cli_is(&a, "--json", NULL)) json = true;
         else if (cli_is(&a, "--pages-ab", NULL)) pages_ab = true;
+        else if (cli_is(&a, "--each", NULL)) each = true;
         else return cli_unknown(&a);
     }
     if (cols % 256) { fprintf(stderr, "reprise bench kernels: --cols must be a multiple of 256\n"); return 2; }
@@ -241,8 +249,20 @@ int bench_kernels(int argc, char **argv) {
         for (int i = 0; i < nth; i++) {
             rp_pool *pool = NULL;
             if (rp_pool_create((int)ths[i], &pool) != RP_OK) return cli_fail(a.cmd, "pool", 1);
-            bench_matmul(pool, types[k], rows, cols, 1, (int)reps * 4, lvl, json, &first);
-            bench_matmul(pool, types[k], rows, cols, n_big, (int)reps, lvl, json, &first);
+            /* --each: every registered SIMD kernel of the type the CPU runs at lvl (the selected one first),
+             * e.g. a packed kernel against the unpacked one it replaced, in one run */
+            const rp_mm_kernel *ks[8], *sel = rp_mm_kernel_select(types[k], lvl);
+            int nk = 0;
+            if (each) {
+                const int na = rp_mm_kernel_list(types[k], ks, 8);
+                for (int j = 0; j < na; j++)
+                    if (ks[j] != sel && ks[j]->level <= lvl && ks[j]->level > RP_CPU_SCALAR) ks[nk++] = ks[j];
+            }
+            for (int j = -1; j < nk; j++) {
+                const rp_mm_kernel *kk = j < 0 ? NULL : ks[j];
+                bench_matmul(pool, types[k], kk, rows, cols, 1, (int)reps * 4, lvl, json, &first);
+                bench_matmul(pool, types[k], kk, rows, cols, n_big, (int)reps, lvl, json, &first);
+            }
             rp_pool_free(pool);
         }
     }

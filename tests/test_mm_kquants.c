@@ -1,4 +1,4 @@
-/* test_mm_kquants.c — x86 K-quant and other block-quant matmul kernels (Q4_K, Q6_K: avx2, avx512, amx; Q2_K, Q3_K, Q5_K, IQ4_XS, Q4_1, Q5_0, Q5_1, IQ4_NL: avx2, avx512) against the scalar reference. */
+/* test_mm_kquants.c — x86 K-quant and other block-quant matmul kernels (Q4_K, Q6_K: avx2, avx512, amx; Q2_K, Q3_K, Q5_K, IQ4_XS, Q4_1, Q5_0, Q5_1, IQ4_NL: avx2, avx512) against the scalar reference; the packed Q5_K and Q3_K AVX2 kernels (q5_k/avx2-packed, q3_k/avx2-packed) come in through rp_mm_kernel_list like the others. */
 #include "testutil.h"
 
 #include <math.h>

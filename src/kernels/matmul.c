@@ -25,6 +25,12 @@ static void pack_body(void *vp, int64_t g0, int64_t g1, int tid) {
 rp_status rp_weight_prepare(rp_weight *w, rp_cpu_level level, rp_pool *pool, bool release_source) {
     const rp_mm_kernel *k = rp_mm_kernel_select(w->type, level);
     if (!k) return rp_errorf(RP_ERR_UNSUPPORTED, "matmul: no kernel for weight type %d", (int)w->type);
+    return rp_weight_prepare_with(w, k, pool, release_source);
+}
+
+rp_status rp_weight_prepare_with(rp_weight *w, const rp_mm_kernel *k, rp_pool *pool, bool release_source) {
+    if (!k || k->wtype != w->type)
+        return rp_errorf(RP_ERR_INVALID_ARG, "matmul: kernel does not take weight type %d", (int)w->type);
     w->k = k;
     w->packed = NULL;
     w->packed_bytes = 0;

@@ -27,6 +27,10 @@ typedef struct rp_weight {
  * packing, the source pages of the mapping are released (madvise), so the
  * process does not hold two copies. */
 rp_status rp_weight_prepare(rp_weight *w, rp_cpu_level level, rp_pool *pool, bool release_source);
+/* The same with a given kernel of w->type (one of rp_mm_kernel_list's; the
+ * caller checks the CPU has its level): the kernel micro-benchmarks compare
+ * every registered kernel of a type in one run. */
+rp_status rp_weight_prepare_with(rp_weight *w, const rp_mm_kernel *k, rp_pool *pool, bool release_source);
 void rp_weight_release(rp_weight *w);
 
 /* Scratch a context keeps for matmuls: one activation buffer shared by all

@@ -29,8 +29,8 @@ static const family k_mm[] = {
     {RP_TYPE_Q6_K, "q6_k", RP_CPU_AMX},   {RP_TYPE_BF16, "bf16", RP_CPU_AMX}, {RP_TYPE_F16, "f16", RP_CPU_AVX512},
     {RP_TYPE_F32, "f32", RP_CPU_AVX512},
     {RP_TYPE_Q4_1, "q4_1", RP_CPU_AVX512}, {RP_TYPE_Q5_0, "q5_0", RP_CPU_AVX512}, {RP_TYPE_Q5_1, "q5_1", RP_CPU_AVX512},
-    {RP_TYPE_IQ4_NL, "iq4_nl", RP_CPU_AVX512}, {RP_TYPE_Q2_K, "q2_k", RP_CPU_AVX512}, {RP_TYPE_Q3_K, "q3_k", RP_CPU_AVX512},
-    {RP_TYPE_Q5_K, "q5_k", RP_CPU_AVX512}, {RP_TYPE_IQ4_XS, "iq4_xs", RP_CPU_AVX512},
+    {RP_TYPE_IQ4_NL, "iq4_nl", RP_CPU_AVX512}, {RP_TYPE_Q2_K, "q2_k", RP_CPU_AVX512}, {RP_TYPE_Q3_K, "q3_k", RP_CPU_AVX2},
+    {RP_TYPE_Q5_K, "q5_k", RP_CPU_AVX2}, {RP_TYPE_IQ4_XS, "iq4_xs", RP_CPU_AVX2},
 };
 static const family k_attn[] = {
     {RP_TYPE_F32, "f32", RP_CPU_AVX512}, {RP_TYPE_F16, "f16", RP_CPU_AVX512}, {RP_TYPE_Q8_0, "q8_0", RP_CPU_AVX512},
@@ -57,8 +57,11 @@ static void each_level(void (*fn)(rp_cpu_level)) {
 static void check(const char *prefix, const char *got, rp_cpu_level got_level, rp_cpu_level lvl) {
     char want[64];
     snprintf(want, sizeof want, "%s%s", prefix, lvl == RP_CPU_SCALAR ? "ref" : rp_cpu_level_name(lvl));
-    if (strcmp(got, want)) print_message("got kernel %s, want %s\n", got, want);
-    assert_string_equal(got, want);
+    /* "<want>-packed" is the packed kernel of a type that also has unpacked ones at that level */
+    const size_t wl = strlen(want);
+    const bool ok = !strcmp(got, want) || (!strncmp(got, want, wl) && !strcmp(got + wl, "-packed"));
+    if (!ok) print_message("got kernel %s, want %s\n", got, want);
+    assert_true(ok);
     assert_int_equal(got_level, lvl);
 }
 

@@ -87,6 +87,9 @@ void rp_q4_k_x86_pack(const void *src, size_t src_row_bytes, int64_t rows, int64
 size_t rp_q6_k_x86_packed_size(int64_t rows, int64_t cols);           /* mm_q6_k_avx2.c */
 void rp_q6_k_x86_pack(const void *src, size_t src_row_bytes, int64_t rows, int64_t cols, void *dst, int64_t g0,
                       int64_t g1);
+/* Q3_K rows into the Q6_K layout, exactly (q3 + 32, sc - 32; mm_q6_k_avx2.c) */
+void rp_q3_k_x86_pack(const void *src, size_t src_row_bytes, int64_t rows, int64_t cols, void *dst, int64_t g0,
+                      int64_t g1);
 
 /* The AVX-512 VNNI gemm bodies (mm_q*_k_avx512.c), which the AMX kernels use
  * for small n and for activation rows left over after whole 16-row tiles.

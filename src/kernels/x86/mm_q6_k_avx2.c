@@ -1,4 +1,4 @@
-/* mm_q6_k_avx2.c — Q6_K x Q8_K matmul for AVX2 (maddubs/madd) and the shared x86 Q6_K packing. */
+/* mm_q6_k_avx2.c — Q6_K x Q8_K matmul for AVX2 (maddubs/madd), the shared x86 Q6_K packing and Q3_K's packing into it. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -10,6 +10,19 @@
 
 size_t rp_q6_k_x86_packed_size(int64_t rows, int64_t cols) {
     return (size_t)((rows + RP_KQ_ROWS - 1) / RP_KQ_ROWS) * (size_t)(cols / RP_QK_K) * RP_Q6K_GB;
+}
+
+/* Row r of a group-block from its 256 values q in [0, 63] (the weight is
+ * q - 32, in ggml's element order), its 16 int8 scales and fp16 d. */
+static void q6k_put_row(uint8_t *o, int r, const uint8_t q[RP_QK_K], const int8_t scales[16], const void *d) {
+    for (int g = 0; g < 16; g++) o[RP_Q6K_OFF_SC + 32 * (g >> 1) + 2 * r + (g & 1)] = (uint8_t)scales[g];
+    memcpy(o + RP_Q6K_OFF_D + 2 * r, d, 2);
+    for (int g = 0; g < 16; g++) {
+        const uint8_t *qg = q + 16 * g;
+        for (int i = 0; i < 3; i++)
+            for (int c = 0; c < 4; c++)
+                o[192 * g + 64 * i + 4 * r + c] = (uint8_t)(qg[4 * i + c] | (((qg[12 + c] >> (2 * i)) & 3) << 6));
+    }
 }
 
 /* GGUF Q6_K rows -> group-blocks (layout in kquant_x86.h). Scalar, once at load. */
@@ -25,7 +38,6 @@ void rp_q6_k_x86_pack(const void *src, size_t src_row_bytes, int64_t rows, int64
                 if (R >= rows) break;
                 const uint8_t *blk = (const uint8_t *)src + (size_t)R * src_row_bytes + (size_t)b * sizeof(rp_block_q6_k);
                 const uint8_t *ql0 = blk, *qh0 = blk + 128;
-                const int8_t *scales = (const int8_t *)(blk + 192);
                 /* ggml's element order (dequantize_row_q6_K): q in [0, 63] */
                 uint8_t q[RP_QK_K];
                 for (int half = 0; half < 2; half++) {
@@ -38,14 +50,42 @@ void rp_q6_k_x86_pack(const void *src, size_t src_row_bytes, int64_t rows, int64
                         qq[l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
                     }
                 }
-                for (int g = 0; g < 16; g++) o[RP_Q6K_OFF_SC + 32 * (g >> 1) + 2 * r + (g & 1)] = (uint8_t)scales[g];
-                memcpy(o + RP_Q6K_OFF_D + 2 * r, blk + 208, 2);
-                for (int g = 0; g < 16; g++) {
-                    const uint8_t *qg = q + 16 * g;
-                    for (int i = 0; i < 3; i++)
-                        for (int c = 0; c < 4; c++)
-                            o[192 * g + 64 * i + 4 * r + c] = (uint8_t)(qg[4 * i + c] | (((qg[12 + c] >> (2 * i)) & 3) << 6));
+                q6k_put_row(o, r, q, (const int8_t *)(blk + 192), blk + 208);
+            }
+        }
+    }
+}
+
+/* GGUF Q3_K rows -> Q6_K group-blocks, exactly: a Q3_K weight is
+ * d * (sc - 32) * q3 with q3 in [-4, 3] and sc - 32 in [-32, 31] per 16 K,
+ * which is Q6_K's d * sc6 * (q6 - 32) with q6 = q3 + 32 in [28, 35] and
+ * sc6 = sc - 32. So every Q6_K kernel computes Q3_K bit for bit like Q6_K,
+ * at the cost of 6.625 bits per weight in memory instead of 3.4375. */
+void rp_q3_k_x86_pack(const void *src, size_t src_row_bytes, int64_t rows, int64_t cols, void *dst, int64_t g0,
+                      int64_t g1) {
+    const int64_t nb = cols / RP_QK_K;
+    for (int64_t g = g0; g < g1; g++) {
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *o = (uint8_t *)dst + (size_t)(g * nb + b) * RP_Q6K_GB;
+            memset(o, 0, RP_Q6K_GB);
+            for (int r = 0; r < RP_KQ_ROWS; r++) {
+                const int64_t R = g * RP_KQ_ROWS + r;
+                if (R >= rows) break;
+                const rp_block_q3_k *blk = (const rp_block_q3_k *)((const uint8_t *)src + (size_t)R * src_row_bytes) + b;
+                /* ggml's element order (dequantize_row_q3_K) */
+                uint8_t q[RP_QK_K];
+                for (int j = 0; j < RP_QK_K; j++) {
+                    const int lo = (blk->qs[32 * (j / 128) + j % 32] >> (2 * ((j % 128) / 32))) & 3;
+                    const int h = (blk->hmask[j % 32] >> (j / 32)) & 1;
+                    q[j] = (uint8_t)(lo - (h ? 0 : 4) + 32);
                 }
+                int8_t sc[16];
+                for (int j = 0; j < 16; j++) {
+                    const uint8_t *s6 = blk->scales;
+                    const int l = j < 8 ? (s6[j] & 0xF) : (s6[j - 8] >> 4);
+                    sc[j] = (int8_t)((l | (((s6[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32);
+                }
+                q6k_put_row(o, r, q, sc, &blk->d);
             }
         }
     }
@@ -243,6 +283,12 @@ static void q6k_gemm_avx2(const void *w, size_t w_row_bytes, int64_t rows, int64
         }
     }
 }
+
+/* Q3_K packed into the Q6_K layout (rp_q3_k_x86_pack), run by the Q6_K kernel. */
+const rp_mm_kernel rp_mm_q3_k_packed_avx2 = {
+    "q3_k/avx2-packed", RP_TYPE_Q3_K, RP_CPU_AVX2, RP_TYPE_Q8_K, RP_KQ_ROWS, rp_q6_k_x86_packed_size, rp_q3_k_x86_pack,
+    rp_q8k_x86_act_row_size, rp_q8k_quant_act_avx2, q6k_scratch_avx2, q6k_gemm_avx2,
+};
 
 const rp_mm_kernel rp_mm_q6_k_avx2 = {
     "q6_k/avx2", RP_TYPE_Q6_K, RP_CPU_AVX2, RP_TYPE_Q8_K, RP_KQ_ROWS, rp_q6_k_x86_packed_size, rp_q6_k_x86_pack,
