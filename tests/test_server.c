@@ -331,6 +331,55 @@ static void test_stream_framing(void **state) {
     resp_free(&r);
 }
 
+/* llama-server's sampling extensions are honoured, not ignored: top_k 1 and min_p 1 leave only the most likely
+ * token, so a hot, seeded sample equals the greedy text; bad values are a 400 naming the field. */
+static const char *completion_text(const char *body, char *out, size_t cap) {
+    resp r = post(g_main.port, "/v1/completions", body);
+    assert_int_equal(r.status, 200);
+    json_t *j = parse(&r);
+    const char *t = json_string_value(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text"));
+    assert_non_null(t);
+    snprintf(out, cap, "%s", t);
+    json_decref(j);
+    resp_free(&r);
+    return out;
+}
+
+static void test_sampling_extensions(void **state) {
+    NEED_MAIN();
+    char greedy[512], got[512], body[256];
+    completion_text("{\"prompt\":\"Once upon a time\",\"max_tokens\":16,\"temperature\":0}", greedy, sizeof greedy);
+    int differs = 0;
+    for (int seed = 1; seed <= 3; seed++) {
+        snprintf(body, sizeof body,
+                 "{\"prompt\":\"Once upon a time\",\"max_tokens\":16,\"temperature\":1.8,\"seed\":%d,\"top_k\":1}", seed);
+        assert_string_equal(completion_text(body, got, sizeof got), greedy);
+        snprintf(body, sizeof body,
+                 "{\"prompt\":\"Once upon a time\",\"max_tokens\":16,\"temperature\":1.8,\"seed\":%d,\"min_p\":1}", seed);
+        assert_string_equal(completion_text(body, got, sizeof got), greedy);
+        snprintf(body, sizeof body, "{\"prompt\":\"Once upon a time\",\"max_tokens\":16,\"temperature\":1.8,\"seed\":%d}",
+                 seed);
+        differs += strcmp(completion_text(body, got, sizeof got), greedy) != 0;
+    }
+    assert_true(differs > 0);   /* without them the same hot samples leave the greedy path */
+    /* a strong repeat penalty changes the greedy text of this (repetitive) model */
+    completion_text("{\"prompt\":\"Once upon a time\",\"max_tokens\":16,\"temperature\":0,\"repeat_penalty\":50,"
+                    "\"repeat_last_n\":64}", got, sizeof got);
+    assert_string_not_equal(got, greedy);
+    static const char *const bad[][2] = {
+        {"{\"prompt\":\"x\",\"top_k\":-1}", "top_k"},
+        {"{\"prompt\":\"x\",\"min_p\":2}", "min_p"},
+        {"{\"prompt\":\"x\",\"repeat_penalty\":0}", "repeat_penalty"},
+        {"{\"prompt\":\"x\",\"repeat_last_n\":\"many\"}", "repeat_last_n"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        resp r = post(g_main.port, "/v1/completions", bad[i][0]);
+        assert_int_equal(r.status, 400);
+        assert_non_null(strstr(r.body, bad[i][1]));
+        resp_free(&r);
+    }
+}
+
 static void test_completions_and_stop(void **state) {
     NEED_MAIN();
     resp r = post(g_main.port, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":12,\"temperature\":0}");
@@ -960,6 +1009,7 @@ int main(void) {
         cmocka_unit_test(test_sched_backend),
         cmocka_unit_test(test_session_tool_suspend),
         cmocka_unit_test(test_drain),
+        cmocka_unit_test(test_sampling_extensions),
     };
     return rp_test_main(tests, group_setup, group_teardown);
 }

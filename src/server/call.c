@@ -152,8 +152,10 @@ rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const ch
     jp.sampler = rp_sampler_default_params();
     jp.sampler.temp = r->temperature;
     jp.sampler.top_p = r->top_p;
-    jp.sampler.top_k = 0;   /* OpenAI semantics: temperature and top_p only */
-    jp.sampler.min_p = 0;
+    jp.sampler.top_k = r->top_k;   /* 0 unless asked: OpenAI semantics are temperature and top_p only */
+    jp.sampler.min_p = r->min_p;
+    jp.sampler.repeat_penalty = r->repeat_penalty;
+    jp.sampler.repeat_last_n = r->repeat_last_n;
     jp.sampler.presence_penalty = r->presence_penalty;
     jp.sampler.frequency_penalty = r->frequency_penalty;
     jp.sampler.bias = r->bias;

@@ -470,6 +470,17 @@ static rp_status parse_common(rp_srv_request *r, const json_t *root, const rp_sr
     RP_TRY(get_num(root, "frequency_penalty", -2, 2, &freq, err));
     r->presence_penalty = (float)pres;
     r->frequency_penalty = (float)freq;
+    json_int_t tk = 0, rln = 64;
+    double mp = 0, rpen = 1;
+    RP_TRY(get_int(root, "top_k", 0, INT32_MAX, &tk, NULL, err));
+    RP_TRY(get_num(root, "min_p", 0, 1, &mp, err));
+    RP_TRY(get_num(root, "repeat_penalty", 0, 100, &rpen, err));
+    if (rpen <= 0) return BAD("repeat_penalty", "'repeat_penalty' must be greater than 0 (1: off)");
+    RP_TRY(get_int(root, "repeat_last_n", 0, 65536, &rln, NULL, err));
+    r->top_k = (int32_t)tk;
+    r->min_p = (float)mp;
+    r->repeat_penalty = (float)rpen;
+    r->repeat_last_n = (int32_t)rln;
     r->temperature = (float)t;
     r->top_p = (float)tp;
     if (r->top_p <= 0) r->top_p = FLT_TRUE_MIN;   /* under float's range: still "the single most likely token" */

@@ -91,6 +91,10 @@ typedef struct rp_srv_request {
     int32_t max_tokens;             /* -1: not given */
     float temperature, top_p;       /* OpenAI defaults 1, 1 */
     float presence_penalty, frequency_penalty;   /* OpenAI defaults 0, 0; over the last 64 tokens (prompt included) */
+    /* llama-server's extensions (absent: off, OpenAI's semantics): top_k 0, min_p 0, repeat_penalty 1 over the last
+     * repeat_last_n tokens (64) */
+    int32_t top_k, repeat_last_n;
+    float min_p, repeat_penalty;
     bool has_seed;
     uint64_t seed;
     const char *stop[RP_SRV_MAX_STOP];
