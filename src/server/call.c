@@ -79,13 +79,9 @@ rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const ch
     rp_srv_request *r = &c->req;
     st = ep == RP_EP_CHAT ? rp_srv_render_chat(m, r, &c->text, err) : rp_srv_render_completion(r, &c->text, err);
     if (st != RP_OK) goto fail;
-    const int32_t reserve = r->max_tokens >= 0 ? r->max_tokens : ep == RP_EP_COMPLETIONS ? 16 : 1;
-    const int32_t budget = n_ctx - (reserve > 0 ? reserve : 0);
-    if (budget < 1) {
-        st = rp_api_errorf(err, RP_ERR_RANGE, 400, "context_length_exceeded", "max_tokens",
-                           "'max_tokens' %d leaves no room for the prompt in the context of %d", reserve, n_ctx);
-        goto fail;
-    }
+    /* the prompt may take all but one cell (none when max_tokens is 0); a max_tokens beyond what is left is
+     * clamped below, and the reply then ends with finish_reason "length" */
+    const int32_t budget = n_ctx - (r->max_tokens == 0 ? 0 : 1);
     if (r->prompt_ids) {
         if ((int64_t)r->n_prompt_ids > budget) {
             st = rp_api_errorf(err, RP_ERR_RANGE, 400, "context_length_exceeded", "prompt",
@@ -110,11 +106,9 @@ rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const ch
         goto fail;
     }
     int32_t max_tokens = r->max_tokens;
-    if (max_tokens < 0) {
-        int32_t room = n_ctx - c->prompt.n;
-        max_tokens = ep == RP_EP_COMPLETIONS ? 16 : s->cfg.default_max_tokens;
-        if (max_tokens > room) max_tokens = room;
-    }
+    const int32_t room = n_ctx - c->prompt.n;
+    if (max_tokens < 0) max_tokens = ep == RP_EP_COMPLETIONS ? 16 : s->cfg.default_max_tokens;
+    if (max_tokens > room) max_tokens = room;
     for (int32_t i = 0; i < r->n_bias; i++)
         if (r->bias[i].token >= n_vocab) {
             st = rp_api_errorf(err, RP_ERR_RANGE, 400, NULL, "logit_bias", "token id %d is not in the vocabulary (%d)",

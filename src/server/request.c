@@ -450,9 +450,7 @@ static rp_status parse_common(rp_srv_request *r, const json_t *root, const rp_sr
     RP_TRY(get_int(root, "max_completion_tokens", 0, INT32_MAX, &mct, NULL, err));
     if (mct >= 0) mt = mct;
     if (mt == 0 && r->ep == RP_EP_CHAT) return BAD("max_tokens", "'max_tokens' must be at least 1");
-    if (mt > lim->n_ctx)
-        return rp_api_errorf(err, RP_ERR_RANGE, 400, "context_length_exceeded", "max_tokens",
-                             "'max_tokens' is %lld, but the context is %d tokens", (long long)mt, lim->n_ctx);
+    /* more than the context leaves is clamped where the prompt's length is known (call.c), as llama-server does */
     r->max_tokens = (int32_t)mt;
     RP_TRY(get_int(root, "n", 1, 128, &n, NULL, err));
     if (n != 1) return rp_api_errorf(err, RP_ERR_UNSUPPORTED, 400, "unsupported_value", "n", "only n = 1 is supported");

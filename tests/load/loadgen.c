@@ -135,7 +135,7 @@ static int malformed(int k, char *scratch) {
         scratch[300] = '\0';
         return request("POST", "/v1/chat/completions", scratch, -1, 0, 0, NULL);
     }
-    case 9: return request("POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":99999999}", -1, 0, 0, NULL);
+    case 9: return request("POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_k\":-1}", -1, 0, 0, NULL);
     case 10: return request("POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reprise_session\":\"0123456789abcdef0123456789abcdef\"}", -1, 0, 0, NULL);
     default: return request("POST", "/v1/completions", "{\"prompt\":[1,2,99999999]}", -1, 0, 0, NULL);
     }
