@@ -26,7 +26,7 @@ void rp_chat_reasoning_span(const char *text, size_t len, bool started, bool fin
     size_t rb;
     if (started) rb = 0;
     else if (len - i >= sizeof k_open - 1 && !memcmp(text + i, k_open, sizeof k_open - 1)) rb = i + sizeof k_open - 1;
-    else if (!final && memcmp(text + i, k_open, len - i) == 0) {   /* "", "<", "<th"...: undecided, hold all */
+    else if (!final && len - i < sizeof k_open - 1 && memcmp(text + i, k_open, len - i) == 0) {   /* "", "<", "<th"...: undecided, hold all */
         s->reasoning_begin = s->reasoning_end = s->content_begin = s->content_end = 0;
         return;
     } else {   /* no thinking: all content */
