@@ -219,6 +219,51 @@ static void test_pool_set_active(void **state) {
     free(hits);
 }
 
+static double proc_cpu_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The spin knob: a worker waiting for the next loop spins (a core busy),
+ * yields, then sleeps. With a huge spin count the idle worker burns CPU while
+ * the caller sleeps; with 0 it yields and sleeps at once, so the process uses
+ * almost no CPU while idle; loops run exactly once either way. */
+static void test_pool_spin_knob(void **state) {
+    (void)state;
+    rp_pool *p = NULL;
+    assert_int_equal(rp_pool_create(2, &p), RP_OK);
+    assert_true(rp_pool_spin(p) >= 0);
+    enum { N = 500 };
+    atomic_int *hits = calloc(N, sizeof *hits);
+    const int spins[2] = {100000000, 0};
+    double idle_cpu[2];
+    for (int k = 0; k < 2; k++) {
+        rp_pool_set_spin(p, spins[k]);
+        assert_int_equal(rp_pool_spin(p), spins[k]);
+        for (int rep = 0; rep < 50; rep++) {
+            pool_arg a = {hits, N, 0, 2};
+            for (int i = 0; i < N; i++) atomic_store(&hits[i], 0);
+            rp_pool_parallel_for(p, N, 1 + rep % 3, pool_body, &a);
+            for (int i = 0; i < N; i++) assert_int_equal(atomic_load(&hits[i]), 1);
+        }
+        /* the worker now waits for a loop that does not come */
+        const double c0 = proc_cpu_s();
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        idle_cpu[k] = proc_cpu_s() - c0;
+    }
+    print_message("idle CPU over 200 ms: spin 1e8 %.3f s, spin 0 %.3f s\n", idle_cpu[0], idle_cpu[1]);
+    assert_true(idle_cpu[1] < 0.05);
+    /* a spinning worker takes most of a core while it spins (less when the
+     * machine is loaded and the OS gives the core to others) */
+    assert_true(idle_cpu[0] > idle_cpu[1] + 0.01);
+    rp_pool_set_spin(p, -5);
+    assert_int_equal(rp_pool_spin(p), 0);
+    rp_pool_free(p);
+    free(hits);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_exactly_once),
@@ -226,6 +271,7 @@ int main(void) {
         cmocka_unit_test(test_pool_absent_worker),
         cmocka_unit_test(test_pool_slow_worker),
         cmocka_unit_test(test_pool_set_active),
+        cmocka_unit_test(test_pool_spin_knob),
     };
     return rp_test_main(tests, NULL, NULL);
 }

@@ -2,8 +2,10 @@
 #include "core/threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -26,13 +28,21 @@
  * holds that very value again in the new loop and the items it takes are
  * items of the new loop — a valid claim either way. */
 
-/* Waiting workers spin this many pauses on the loop counter before sleeping:
+/* Waits are spin, then yield, then sleep, each phase bounded.
+ * Waiting workers spin this many pauses on the loop counter by default:
  * decode runs hundreds of small loops per token, and a futex wake-up per loop
- * costs more than the loop. */
+ * costs more than the loop. rp_pool_set_spin (and RP_POOL_SPIN=N in the
+ * environment, read at creation) changes it: 0 suits machines where a spinner
+ * takes a core another thread needs (emulators, oversubscribed machines). */
 #define RP_POOL_SPIN 20000
-/* The caller spins this long for the last claims in flight before it sleeps:
- * sleeping leaves its core idle, so the OS can move a preempted worker there. */
-#define RP_POOL_WAIT_SPIN 4000
+/* Then this many sched_yield() rounds: a runnable thread of another process
+ * gets the core, but the worker comes back without a futex wake-up when the
+ * core was free anyway. */
+#define RP_POOL_YIELDS 16
+/* The caller spins a fifth of the workers' spin for the last claims in flight
+ * before it yields and sleeps: sleeping leaves its core idle, so the OS can
+ * move a preempted worker there. */
+#define RP_POOL_WAIT_DIV 5
 /* Items per loop at most (32-bit share bounds); longer loops run in pieces. */
 #define RP_POOL_MAX_ITEMS 0xffffffffu
 
@@ -60,6 +70,7 @@ struct rp_pool {
     _Alignas(64) atomic_int_fast64_t left;   /* items of the loop not yet done */
     _Alignas(64) atomic_uint generation;     /* bumped once per loop: wakes the workers */
     _Alignas(64) atomic_int sleepers;        /* workers asleep on cv_work */
+    atomic_int spin;                         /* pauses before a wait yields (rp_pool_set_spin) */
     atomic_bool caller_waiting;              /* the caller sleeps on cv_done */
     atomic_int active;                       /* workers taking part (rp_pool_set_active) */
     atomic_bool stop;
@@ -156,11 +167,12 @@ static void *worker_main(void *vp) {
     unsigned seen = 0;   /* generation is 0 at creation; a loop posted before this thread runs is still seen */
     for (;;) {
         unsigned g;
+        const int spin = atomic_load_explicit(&p->spin, memory_order_relaxed);
         int spins = 0;
         while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen &&
-               !atomic_load_explicit(&p->stop, memory_order_relaxed) && spins < RP_POOL_SPIN) {
-            spins++;
-            cpu_relax();
+               !atomic_load_explicit(&p->stop, memory_order_relaxed) && spins < spin + RP_POOL_YIELDS) {
+            if (spins++ < spin) cpu_relax();
+            else sched_yield();
         }
         if (g == seen && !atomic_load(&p->stop)) {
             pthread_mutex_lock(&p->mu);
@@ -210,6 +222,15 @@ rp_status rp_pool_create(int n_threads, rp_pool **out) {
     atomic_init(&p->left, 0);
     atomic_init(&p->generation, 0);
     atomic_init(&p->sleepers, 0);
+    int spin = RP_POOL_SPIN;
+    const char *env = getenv("RP_POOL_SPIN");
+    if (env && *env) {
+        char *end;
+        const long v = strtol(env, &end, 10);
+        if (*end == '\0' && v >= 0 && v <= 100000000L) spin = (int)v;
+        else fprintf(stderr, "reprise: RP_POOL_SPIN='%s' is not a count in [0, 100000000]; using %d\n", env, spin);
+    }
+    atomic_init(&p->spin, spin);
     atomic_init(&p->caller_waiting, false);
     atomic_init(&p->active, n_threads);
     atomic_init(&p->stop, false);
@@ -291,10 +312,15 @@ static void run_loop(rp_pool *p, int T, int64_t base, uint32_t n, uint32_t chunk
 
     work(p, 0);
 
-    /* claims still in flight on other workers: spin briefly, then sleep */
+    /* claims still in flight on other workers: spin briefly, yield, then sleep */
+    const int wspin = atomic_load_explicit(&p->spin, memory_order_relaxed) / RP_POOL_WAIT_DIV;
     for (int spins = 0; atomic_load_explicit(&p->left, memory_order_acquire) > 0; spins++) {
-        if (spins < RP_POOL_WAIT_SPIN) {
+        if (spins < wspin) {
             cpu_relax();
+            continue;
+        }
+        if (spins < wspin + RP_POOL_YIELDS) {
+            sched_yield();
             continue;
         }
         pthread_mutex_lock(&p->mu);
@@ -330,3 +356,10 @@ void rp_pool_parallel_for(rp_pool *p, int64_t n, int64_t chunk, rp_pool_fn fn, v
 void rp_pool_parallel_for_guided(rp_pool *p, int64_t n, int64_t min_chunk, rp_pool_fn fn, void *arg) {
     parallel_for(p, n, min_chunk, true, fn, arg);
 }
+
+void rp_pool_set_spin(rp_pool *p, int pauses) {
+    if (!p) return;
+    atomic_store_explicit(&p->spin, pauses < 0 ? 0 : pauses, memory_order_relaxed);
+}
+
+int rp_pool_spin(const rp_pool *p) { return p ? atomic_load_explicit(&((rp_pool *)p)->spin, memory_order_relaxed) : 0; }

@@ -42,6 +42,14 @@ void rp_pool_parallel_for(rp_pool *p, int64_t n, int64_t chunk, rp_pool_fn fn, v
  * together. Same contract otherwise. */
 void rp_pool_parallel_for_guided(rp_pool *p, int64_t n, int64_t min_chunk, rp_pool_fn fn, void *arg);
 
+/* Pauses a waiting worker spins before it yields its core (then a few
+ * sched_yield rounds, then it sleeps on a condition variable). Default 20000,
+ * or RP_POOL_SPIN=N from the environment at creation; 0 yields at once (for
+ * emulators and oversubscribed machines, where a spinner takes a core another
+ * thread needs). Any thread, any time; the next waits use it. */
+void rp_pool_set_spin(rp_pool *p, int pauses);
+int rp_pool_spin(const rp_pool *p);
+
 /* For tests: worker `tid` (>= 1) sleeps `usec` microseconds before it looks at
  * its next loop (a worker descheduled by another process, simulated). */
 void rp_pool_debug_stall(rp_pool *p, int tid, unsigned usec);
