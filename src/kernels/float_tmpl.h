@@ -162,19 +162,23 @@ RP_FX_INLINE void rp_fx_mm_tile(const rp_fx_welem *panel, int64_t k0, int64_t k1
 }
 
 /* One instantiation per row count: NR is a constant inside each, so the
- * accumulator arrays live in registers. Few rows (memory-bound) get more
- * accumulator sets. */
+ * accumulator arrays live in registers. GEMV (one row, memory-bound) gets
+ * four accumulator sets; every block of a GEMM gets one, whatever its row
+ * count, so a row's sums are added in the same order whichever block of
+ * whichever batch it falls in (prefix reuse stays exact: a prompt's new rows
+ * equal the same rows of a full prefill bit for bit). */
 static void rp_fx_mm_tile_n(int nr, const rp_fx_welem *panel, int64_t k0, int64_t k1, const float *x, int64_t xk,
                             float *y, int64_t ldy, int nv, int first) {
 #define RP_FX_T(N, S) rp_fx_mm_tile(panel, k0, k1, x, xk, y, ldy, nv, first, N, S); break
     switch (nr) {
-    case 1: RP_FX_T(1, 4);
-    case 2: RP_FX_T(2, 2);
-    case 3: RP_FX_T(3, 2);
+    case 0: RP_FX_T(1, 4);   /* GEMV */
+    case 1: RP_FX_T(1, 1);
+    case 2: RP_FX_T(2, 1);
+    case 3: RP_FX_T(3, 1);
 #if FX_W == 16
-    case 4: RP_FX_T(4, 2);
-    case 5: RP_FX_T(5, 2);
-    case 6: RP_FX_T(6, 2);
+    case 4: RP_FX_T(4, 1);
+    case 5: RP_FX_T(5, 1);
+    case 6: RP_FX_T(6, 1);
     case 7: RP_FX_T(7, 1);
     case 8: RP_FX_T(8, 1);
     case 9: RP_FX_T(9, 1);
@@ -237,7 +241,7 @@ static void rp_fx_mm_gemm(const void *w, size_t w_row_bytes, int64_t rows, int64
         for (int64_t g = g0; g < g1; g++) {
             const int64_t rb = g * RP_FX_RB;
             const int nv = (int)(r1 - rb < RP_FX_RB ? r1 - rb : RP_FX_RB);
-            rp_fx_mm_tile_n(1, (const rp_fx_welem *)w + (size_t)g * (size_t)cols * RP_FX_RB, 0, cols, x, 1, y + rb,
+            rp_fx_mm_tile_n(0, (const rp_fx_welem *)w + (size_t)g * (size_t)cols * RP_FX_RB, 0, cols, x, 1, y + rb,
                             ldy, nv, 1);
         }
         return;
@@ -302,6 +306,7 @@ static void rp_fx_mm_gemm(const void *w, size_t w_row_bytes, int64_t rows, int64
  * last vector); AVX2 takes multiples of 8 and hands others to rp_attn_ref.
  * ========================================================================== */
 #if defined(RP_FX_ATTN)
+#include <stdlib.h>
 
 #define RP_FX_AT 64 /* cells per tile */
 #if FX_W == 16
@@ -310,8 +315,10 @@ static void rp_fx_mm_gemm(const void *w, size_t w_row_bytes, int64_t rows, int64
 #define RP_FX_PD 4  /* ... x head_dim vectors (4 x 4 accumulators) */
 #else
 #define RP_FX_QB 3
-#define RP_FX_PQ 2
-#define RP_FX_PD 4
+/* 4 x 3 accumulators: each V vector (converted from F16 once) serves four
+ * query vectors, a GQA group of 4 in one pass over the cells */
+#define RP_FX_PQ 4
+#define RP_FX_PD 3
 #endif
 /* Path A up to this many query vectors: its reduction costs ~3 ops per cell
  * and query vector, path B's transpose ~head_dim/4 per cell for all of them. */
@@ -447,8 +454,77 @@ RP_FX_QKA(1, FX_W, 0)
 RP_FX_QKA(1, FX_W, 1)
 #undef RP_FX_QKA
 
+#if FX_W == 8
+/* AVX2 decode QK: NQA query vectors x NCA = 8 / NQA cells per block, the
+ * query pointers taken once per tile (no per-block divisions), no software
+ * prefetch (each KV head's cells are contiguous, so the hardware prefetcher
+ * streams them), the eight scores of a block stored straight into S. The dv
+ * loop is unrolled for head_dim 64 and 128 so that consecutive blocks overlap
+ * in the out-of-order window (each block's accumulators are a chain of
+ * head_dim / 8 FMAs). */
+RP_FX_INLINE void fx8_qk_run(const fx_actx *x, int32_t qv0, const void *kb, int64_t ks, int tn, const int NQA,
+                             const int DVC, const int f16) {
+    const int NCA = 8 / NQA, DV = DVC ? DVC : x->DV;
+    const float *qp[4];
+    for (int q = 0; q < NQA; q++) qp[q] = fx_qptr(x, qv0 + q);
+    const fx_v sc = fx_set1(x->a->scale);
+    float *S = x->S + (size_t)qv0 * RP_FX_AT;
+    for (int t0 = 0; t0 < tn; t0 += NCA) {
+        int64_t ko[8];
+        FX_FOR(c, 8, NCA) ko[c] = (int64_t)(t0 + c < tn ? t0 + c : tn - 1) * ks;
+        fx_v acc[8];
+        FX_UNROLL(8)
+        for (int i = 0; i < 8; i++) acc[i] = fx_zero();
+        FX_UNROLL(16)
+        for (int dv = 0; dv < DV; dv++) {
+            fx_v k[8];
+            FX_FOR(c, 8, NCA) k[c] = fx_ldm(kb, ko[c] + dv * 8, 8, f16);
+            FX_FOR(q, 4, NQA) {
+                const fx_v qq = fx_load(qp[q] + dv * 8);
+                FX_FOR(c, 8, NCA) acc[q * NCA + c] = fx_fma(qq, k[c], acc[q * NCA + c]);
+            }
+        }
+        float tmp[8];
+        fx_store(tmp, fx_mul(fx_reduce(acc), sc));
+        /* t0 + c < RP_FX_AT always (tn <= RP_FX_AT, NCA divides it); cells
+         * past tn are masked by the softmax */
+        FX_FOR(q, 4, NQA) FX_FOR(c, 8, NCA) S[q * RP_FX_AT + t0 + c] = tmp[q * NCA + c];
+    }
+}
+#define RP_FX8_QK(NQA, DVC, F16)                                                                          \
+    RP_FX_NOINLINE void fx8_qk_##NQA##_##DVC##_##F16(const fx_actx *x, int32_t qv, const void *kb, int64_t ks, \
+                                                     int tn) {                                          \
+        fx8_qk_run(x, qv, kb, ks, tn, NQA, DVC, F16);                                                    \
+    }
+#define RP_FX8_QKD(DVC, F16) RP_FX8_QK(4, DVC, F16) RP_FX8_QK(2, DVC, F16) RP_FX8_QK(1, DVC, F16)
+RP_FX8_QKD(0, 0)
+RP_FX8_QKD(0, 1)
+RP_FX8_QKD(8, 0)
+RP_FX8_QKD(8, 1)
+RP_FX8_QKD(16, 0)
+RP_FX8_QKD(16, 1)
+#define RP_FX8_QKT(DVC) {{fx8_qk_4_##DVC##_0, fx8_qk_2_##DVC##_0, fx8_qk_1_##DVC##_0}, \
+                         {fx8_qk_4_##DVC##_1, fx8_qk_2_##DVC##_1, fx8_qk_1_##DVC##_1}}
+/* [head_dim 64 / 128 / other][f16][4, 2 or 1 query vectors] */
+static const fx_qk_a_fn fx8_qk_tab[3][2][3] = {RP_FX8_QKT(8), RP_FX8_QKT(16), RP_FX8_QKT(0)};
+#undef RP_FX8_QK
+#undef RP_FX8_QKD
+#undef RP_FX8_QKT
+#endif
+
 static void fx_qk_a(const fx_actx *x, const void *kb, int64_t ks, int tn, int f16) {
     int32_t qv = 0;
+#if FX_W == 8
+    static int old = -1;
+    if (old < 0) old = getenv("RP_FX8_OLD") != NULL;
+    if (!old) {
+    const fx_qk_a_fn(*t)[3] = fx8_qk_tab[x->DV == 8 ? 0 : x->DV == 16 ? 1 : 2];
+    for (; qv + 4 <= x->NQ; qv += 4) t[f16 != 0][0](x, qv, kb, ks, tn);
+    for (; qv + 2 <= x->NQ; qv += 2) t[f16 != 0][1](x, qv, kb, ks, tn);
+    for (; qv < x->NQ; qv++) t[f16 != 0][2](x, qv, kb, ks, tn);
+    return;
+    }
+#endif
 #if FX_W == 16
     /* 8 query vectors (a GQA group of 8) x 2 cells: each K row loaded once */
     for (; qv + 8 <= x->NQ; qv += 8) (f16 ? fx_qk_a_8_1 : fx_qk_a_8_0)(x, qv, kb, ks, tn);
@@ -603,13 +679,17 @@ typedef void (*fx_pv_fn)(const fx_actx *x, int32_t qv0, int dv0, const void *vb,
                                                 int tv, int first) {                                      \
         fx_pv(x, qv0, dv0, vb, vs, tv, first, Q, D, F16);                                                 \
     }
+#if RP_FX_PD == 4
 #define RP_FX_PVD(Q, F16) RP_FX_PVF(Q, 1, F16) RP_FX_PVF(Q, 2, F16) RP_FX_PVF(Q, 3, F16) RP_FX_PVF(Q, 4, F16)
 #define RP_FX_PVT(Q, F16) {fx_pv_##Q##_1_##F16, fx_pv_##Q##_2_##F16, fx_pv_##Q##_3_##F16, fx_pv_##Q##_4_##F16}
+#else
+#define RP_FX_PVD(Q, F16) RP_FX_PVF(Q, 1, F16) RP_FX_PVF(Q, 2, F16) RP_FX_PVF(Q, 3, F16)
+#define RP_FX_PVT(Q, F16) {fx_pv_##Q##_1_##F16, fx_pv_##Q##_2_##F16, fx_pv_##Q##_3_##F16}
+#endif
 RP_FX_PVD(1, 0)
 RP_FX_PVD(1, 1)
 RP_FX_PVD(2, 0)
 RP_FX_PVD(2, 1)
-#if RP_FX_PQ > 2
 RP_FX_PVD(3, 0)
 RP_FX_PVD(3, 1)
 RP_FX_PVD(4, 0)
@@ -618,12 +698,6 @@ static const fx_pv_fn fx_pv_tab[2][RP_FX_PQ][RP_FX_PD] = {
     {RP_FX_PVT(1, 0), RP_FX_PVT(2, 0), RP_FX_PVT(3, 0), RP_FX_PVT(4, 0)},
     {RP_FX_PVT(1, 1), RP_FX_PVT(2, 1), RP_FX_PVT(3, 1), RP_FX_PVT(4, 1)},
 };
-#else
-static const fx_pv_fn fx_pv_tab[2][RP_FX_PQ][RP_FX_PD] = {
-    {RP_FX_PVT(1, 0), RP_FX_PVT(2, 0)},
-    {RP_FX_PVT(1, 1), RP_FX_PVT(2, 1)},
-};
-#endif
 #undef RP_FX_PVF
 #undef RP_FX_PVD
 #undef RP_FX_PVT
@@ -640,6 +714,143 @@ static void fx_pv_all(const fx_actx *x, const void *vb, int64_t vs, int first, i
         }
     }
 }
+
+#if FX_W == 8
+/* AVX2 decode over a Q8_0 cache without dequantized tiles: K and V vectors
+ * are dequantized as they are loaded (int8 -> float, times the block's scale:
+ * the same single rounding as fx_deq_q8, so results are bit-identical to the
+ * tiled path), saving the tile stores and reloads. The tile's block scales
+ * are converted once into Ks / Vs [cell][block] (the Kn / Vn scratch, unused
+ * here). Heads must sit on whole blocks (off and head_dim multiples of 32). */
+RP_FX_INLINE fx_v fx8_q8v(const uint8_t *row, int dv, const float *sc) {
+    const rp_block_q8_0 *b = (const rp_block_q8_0 *)row + dv / 4;
+    return fx_mul(fx_load_i8(b->qs + (dv % 4) * 8), fx_set1(sc[dv / 4]));
+}
+RP_FX_INLINE void fx8_qk_q8_run(const fx_actx *x, int32_t qv0, const uint8_t *kb, size_t rb, int tn, const int NQA,
+                                const int DVC) {
+    const int NCA = 8 / NQA, DV = DVC ? DVC : x->DV, nb = x->D / RP_QK8_0;
+    const float *qp[4];
+    for (int q = 0; q < NQA; q++) qp[q] = fx_qptr(x, qv0 + q);
+    const fx_v sc = fx_set1(x->a->scale);
+    float *S = x->S + (size_t)qv0 * RP_FX_AT;
+    for (int t0 = 0; t0 < tn; t0 += NCA) {
+        const uint8_t *kr[8];
+        const float *ks[8];
+        FX_FOR(c, 8, NCA) {
+            const int t = t0 + c < tn ? t0 + c : tn - 1;
+            kr[c] = kb + (size_t)t * rb;
+            ks[c] = x->Kn + (size_t)t * nb;
+        }
+        fx_v acc[8];
+        FX_UNROLL(8)
+        for (int i = 0; i < 8; i++) acc[i] = fx_zero();
+        FX_UNROLL(16)
+        for (int dv = 0; dv < DV; dv++) {
+            fx_v k[8];
+            FX_FOR(c, 8, NCA) k[c] = fx8_q8v(kr[c], dv, ks[c]);
+            FX_FOR(q, 4, NQA) {
+                const fx_v qq = fx_load(qp[q] + dv * 8);
+                FX_FOR(c, 8, NCA) acc[q * NCA + c] = fx_fma(qq, k[c], acc[q * NCA + c]);
+            }
+        }
+        float tmp[8];
+        fx_store(tmp, fx_mul(fx_reduce(acc), sc));
+        FX_FOR(q, 4, NQA) FX_FOR(c, 8, NCA) S[q * RP_FX_AT + t0 + c] = tmp[q * NCA + c];
+    }
+}
+typedef void (*fx8_qk_q8_fn)(const fx_actx *x, int32_t qv, const uint8_t *kb, size_t rb, int tn);
+#define RP_FX8_QQ(NQA, DVC)                                                                               \
+    RP_FX_NOINLINE void fx8_qk_q8_##NQA##_##DVC(const fx_actx *x, int32_t qv, const uint8_t *kb, size_t rb, int tn) { \
+        fx8_qk_q8_run(x, qv, kb, rb, tn, NQA, DVC);                                                       \
+    }
+RP_FX8_QQ(4, 8) RP_FX8_QQ(2, 8) RP_FX8_QQ(1, 8)
+RP_FX8_QQ(4, 16) RP_FX8_QQ(2, 16) RP_FX8_QQ(1, 16)
+RP_FX8_QQ(4, 0) RP_FX8_QQ(2, 0) RP_FX8_QQ(1, 0)
+#undef RP_FX8_QQ
+static const fx8_qk_q8_fn fx8_qk_q8_tab[3][3] = {
+    {fx8_qk_q8_4_8, fx8_qk_q8_2_8, fx8_qk_q8_1_8},
+    {fx8_qk_q8_4_16, fx8_qk_q8_2_16, fx8_qk_q8_1_16},
+    {fx8_qk_q8_4_0, fx8_qk_q8_2_0, fx8_qk_q8_1_0},
+};
+
+/* PV over Q8_0 V rows: NPQ query vectors x NPD head_dim vectors at dv0, as
+ * fx_pv (same accumulation order) with V dequantized as loaded. */
+RP_FX_INLINE void fx8_pv_q8(const fx_actx *x, int32_t qv0, int dv0, const uint8_t *vb, size_t rb, int tv, int first,
+                            const int NPQ, const int NPD) {
+    const int nb = x->D / RP_QK8_0;
+    fx_v acc[RP_FX_PQ][RP_FX_PD];
+    FX_FOR(q, RP_FX_PQ, NPQ)
+        FX_FOR(j, RP_FX_PD, NPD) acc[q][j] = fx_zero();
+    const float *s = x->S + (size_t)qv0 * RP_FX_AT;
+    for (int t = 0; t < tv; t++) {
+        const uint8_t *row = vb + (size_t)t * rb;
+        const float *vs = x->Vn + (size_t)t * nb;
+        fx_v v[RP_FX_PD];
+        FX_FOR(j, RP_FX_PD, NPD) v[j] = fx8_q8v(row, dv0 + j, vs);
+        FX_FOR(q, RP_FX_PQ, NPQ) {
+            const fx_v p = fx_set1(s[q * RP_FX_AT + t]);
+            FX_FOR(j, RP_FX_PD, NPD) acc[q][j] = fx_fma(p, v[j], acc[q][j]);
+        }
+    }
+    FX_FOR(q, RP_FX_PQ, NPQ) {
+        if (x->VC[qv0 + q] == 0) continue;
+        float *o = fx_optr(x, qv0 + q) + dv0 * FX_W;
+        const fx_v c = fx_set1(x->C[qv0 + q]);
+        FX_FOR(j, RP_FX_PD, NPD) {
+            fx_v r = acc[q][j];
+            if (!first) r = fx_fma(fx_load(o + j * FX_W), c, r);
+            fx_store(o + j * FX_W, r);
+        }
+    }
+}
+typedef void (*fx8_pv_q8_fn)(const fx_actx *x, int32_t qv0, int dv0, const uint8_t *vb, size_t rb, int tv, int first);
+#define RP_FX8_PQF(Q, D)                                                                                  \
+    RP_FX_NOINLINE void fx8_pv_q8_##Q##_##D(const fx_actx *x, int32_t qv0, int dv0, const uint8_t *vb, size_t rb, \
+                                            int tv, int first) {                                          \
+        fx8_pv_q8(x, qv0, dv0, vb, rb, tv, first, Q, D);                                                  \
+    }
+#define RP_FX8_PQD(Q) RP_FX8_PQF(Q, 1) RP_FX8_PQF(Q, 2) RP_FX8_PQF(Q, 3)
+RP_FX8_PQD(1) RP_FX8_PQD(2) RP_FX8_PQD(3) RP_FX8_PQD(4)
+#define RP_FX8_PQT(Q) {fx8_pv_q8_##Q##_1, fx8_pv_q8_##Q##_2, fx8_pv_q8_##Q##_3}
+static const fx8_pv_q8_fn fx8_pv_q8_tab[4][3] = {RP_FX8_PQT(1), RP_FX8_PQT(2), RP_FX8_PQT(3), RP_FX8_PQT(4)};
+#undef RP_FX8_PQF
+#undef RP_FX8_PQD
+#undef RP_FX8_PQT
+
+/* One tile of the fused Q8_0 decode: scales, QK, softmax, PV. */
+static void fx8_q8_tile(fx_actx *x, const uint8_t *krow, const uint8_t *vrow, size_t rb, size_t hoff, int tn,
+                        int first) {
+    const int nb = x->D / RP_QK8_0;
+    for (int t = 0; t < tn; t++) {
+        const rp_block_q8_0 *kb = (const rp_block_q8_0 *)(krow + (size_t)t * rb + hoff);
+        const rp_block_q8_0 *vb = (const rp_block_q8_0 *)(vrow + (size_t)t * rb + hoff);
+        for (int b = 0; b < nb; b++) {
+            uint16_t dk, dv;
+            memcpy(&dk, &kb[b].d, 2);
+            memcpy(&dv, &vb[b].d, 2);
+            x->Kn[t * nb + b] = fx_h2f(dk);
+            x->Vn[t * nb + b] = fx_h2f(dv);
+        }
+    }
+    const fx8_qk_q8_fn *qt = fx8_qk_q8_tab[x->DV == 8 ? 0 : x->DV == 16 ? 1 : 2];
+    int32_t qv = 0;
+    for (; qv + 4 <= x->NQ; qv += 4) qt[0](x, qv, krow + hoff, rb, tn);
+    for (; qv + 2 <= x->NQ; qv += 2) qt[1](x, qv, krow + hoff, rb, tn);
+    for (; qv < x->NQ; qv++) qt[2](x, qv, krow + hoff, rb, tn);
+    for (qv = 0; qv < x->NQ; qv++)
+        if (x->VC[qv] > 0) fx_softmax(x, qv, x->VC[qv], first);
+    for (qv = 0; qv < x->NQ; qv += RP_FX_PQ) {
+        const int nq = x->NQ - qv < RP_FX_PQ ? x->NQ - qv : RP_FX_PQ;
+        int tv = 0;
+        for (int q = 0; q < nq; q++) tv = x->VC[qv + q] > tv ? x->VC[qv + q] : tv;
+        if (tv == 0) continue;
+        for (int dv0 = 0; dv0 < x->DV; dv0 += RP_FX_PD) {
+            const int nd = x->DV - dv0 < RP_FX_PD ? x->DV - dv0 : RP_FX_PD;
+            fx8_pv_q8_tab[nq - 1][nd - 1](x, qv, dv0, vrow + hoff, rb, tv, first);
+        }
+    }
+}
+#endif
 
 /* Prefetches the head's bytes [hoff, hoff + hbytes) of cells [c0, c1): the
  * cache rows hold every KV head, so a head is a short piece every
@@ -672,6 +883,12 @@ static void fx_attn_run(fx_actx *x, const int f16) {
         hoff = (size_t)off * (kind == 1 ? 2 : 4);
         hbytes = (size_t)x->D * (kind == 1 ? 2 : 4);
     }
+#if FX_W == 8
+    /* decode over whole Q8_0 blocks: dequantized as loaded, no tiles */
+    static int fq8 = -1;
+    if (fq8 < 0) fq8 = getenv("RP_FX8_OLD") == NULL;
+    const int fused_q8 = fq8 && kind == 2 && path_a && off % RP_QK8_0 == 0 && x->D % RP_QK8_0 == 0;
+#endif
     for (int32_t c0 = 0; c0 < maxc; c0 += RP_FX_AT) {
         const int tn = maxc - c0 < RP_FX_AT ? maxc - c0 : RP_FX_AT;
         const int first = c0 == 0;
@@ -684,6 +901,12 @@ static void fx_attn_run(fx_actx *x, const int f16) {
          * (fx_pf_next); Q8_0 prefetches its raw rows while dequantizing */
         const int32_t nxt = maxc - (c0 + RP_FX_AT);
         x->pn = kind == 2 || nxt <= 0 ? 0 : nxt < RP_FX_AT ? nxt : RP_FX_AT;
+#if FX_W == 8
+        if (fused_q8) {
+            fx8_q8_tile(x, krow, vrow, a->kv_row_bytes, hoff, tn, first);
+            continue;
+        }
+#endif
         const void *kb, *vb;
         int64_t ks, vs;
         if (kind == 2) {
