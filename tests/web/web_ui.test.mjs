@@ -1,10 +1,12 @@
 // web_ui.test.mjs — the built-in web page of `reprise serve` in a real browser: Debian's chromium, headless, driven by
 // playwright-core. REPRISE_URL (the server's origin), REPRISE_KEY (its API key), CHROMIUM (the browser binary),
-// SCREENSHOT (where to save a picture of the page at the end).
+// SCREENSHOT (where to save a picture of the page after its second reply).
 // Checks: the page loads with no request leaving the server's origin and no script error; it asks for the API key
-// (the server has one) and lists the model; a message gets a streamed reply (several deltas, a TTFT); a second
+// (the server has one) and lists the model; the settings go into the request; a message gets a reply rendered while
+// it streams, with a TTFT; a second
 // message with the documents reordered shows reused tokens (exact prefix and re-rotated documents) in the reuse
-// panel (the screenshot); in a new chat, a forced tool call is shown as a tool call with its arguments and a form for its result.
+// panel (the screenshot); in a new chat, a forced tool call is shown as a tool call with its arguments and a form for
+// its result, which goes back as a tool message; in another, a server session's second turn reuses the first's KV.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { chromium } from 'playwright-core';
@@ -55,6 +57,8 @@ test('the web page chats, streams, shows KV reuse and tool calls', async () => {
       return route.abort();
     });
     const page = await context.newPage();
+    const bodies = [];   // what the page sent to /v1/chat/completions
+    page.on('request', (r) => { if (r.url().endsWith('/v1/chat/completions')) bodies.push(JSON.parse(r.postData())); });
     const errors = [];
     page.on('pageerror', (e) => errors.push(String(e)));
     page.on('console', (m) => { if (m.type() === 'error' && !/401/.test(m.text())) errors.push(m.text()); });
@@ -116,11 +120,23 @@ test('the web page chats, streams, shows KV reuse and tool calls', async () => {
     assert.equal(r1.exact + r1.approx + r1.rerotated + r1.recomputed + r1.computed, r1.prompt, 'the bar adds up to the prompt');
     assert.equal(r1.reused, 0, 'a fresh server has nothing to reuse');
 
+    // the settings went into the request
+    const sent1 = bodies[0];
+    assert.equal(sent1.stream, true);
+    assert.deepEqual(sent1.stream_options, { include_usage: true });
+    assert.equal(sent1.model, 'stories260K');
+    assert.deepEqual([sent1.temperature, sent1.top_p, sent1.top_k, sent1.max_tokens, sent1.seed], [0, 0.95, 40, 24, 7]);
+    assert.deepEqual(sent1.reprise_documents, [docA, docB]);
+    assert.deepEqual(sent1.messages, [{ role: 'user', content: 'Who has a dog?' }]);
+
     // 2: the documents reordered, the conversation continued: its documents are reused where they moved
     await page.click('button[aria-label="Move document 2 up"]');
     assert.match(await page.locator('#docs li').first().innerText(), /Anna/);
     await sendAndWait(page, 'And who has a cat?', 1);
     const r2 = await reuseOf(page, 1);
+    assert.deepEqual(bodies[1].reprise_documents, [docB, docA]);
+    assert.deepEqual(bodies[1].messages.map((x) => x.role), ['user', 'assistant', 'user'], 'the history is sent');
+    assert.equal(bodies[1].messages[1].content, text1);
     console.log('reuse of the second request:', JSON.stringify(r2));
     assert.ok(r2.reused > 0, 'reused tokens > 0');
     assert.ok(r2.rerotated > 0, 'the moved documents were re-rotated');
@@ -148,6 +164,39 @@ test('the web page chats, streams, shows KV reuse and tool calls', async () => {
     assert.equal(await call.locator('.name').innerText(), 'get_weather');
     assert.equal(typeof JSON.parse(await call.locator('pre').innerText()), 'object');
     assert.ok(await call.locator('form input').isVisible(), 'a form for the tool result');
+    const sent3 = bodies[2];
+    assert.deepEqual(sent3.tool_choice, { type: 'function', function: { name: 'get_weather' } });
+    assert.equal(sent3.tools[0].function.name, 'get_weather');
+    assert.equal(sent3.reprise_documents, undefined, 'no documents left');
+
+    // 4: the tool's result goes back as a tool message after the call, and the model answers
+    await call.locator('form input').fill('sunny, 21 C');
+    await call.locator('form button').click();
+    await page.locator('li.msg.tool').waitFor();
+    await page.waitForFunction(() => {
+      const m = document.querySelectorAll('li.msg.assistant');
+      return m.length === 2 && m[1].dataset.state !== 'streaming';
+    }, null, { timeout: 30_000 });
+    assert.equal(await page.locator('li.msg.assistant').nth(1).getAttribute('data-state'), 'done');
+    const sent4 = bodies[3].messages;
+    const callId = sent4.at(-2).tool_calls[0].id;
+    assert.deepEqual(sent4.map((x) => x.role), ['user', 'assistant', 'tool']);
+    assert.deepEqual(sent4.at(-1), { role: 'tool', content: 'sunny, 21 C', tool_call_id: callId });
+    assert.equal(await call.locator('form').count(), 0, 'an answered call has no result form');
+
+    // 5: a server session: the second turn carries the session's id and reuses the first turn's KV exactly
+    await page.click('#new-chat');
+    await page.fill('#tools', '');
+    await page.check('#use-session');
+    await sendAndWait(page, 'Once upon a time', 0);
+    await sendAndWait(page, 'And then?', 1);
+    const [s1, s2] = bodies.slice(4);
+    assert.equal(s1.reprise_session, true);
+    assert.match(s2.reprise_session, /^[0-9a-f]{32}$/);
+    assert.equal(s2.tools, undefined);
+    const r5 = await reuseOf(page, 1);
+    assert.ok(r5.exact > 0 && r5.exact >= r5.prompt - r5.computed, `the session's KV reused exactly: ${JSON.stringify(r5)}`);
+    assert.equal(bodies.length, 6);
 
     assert.deepEqual(foreign, [], 'no request left the server');
     assert.deepEqual(errors, [], 'no script errors');
