@@ -49,6 +49,13 @@ check "the API still needs the key (401)" '[ "$code" = 401 ]'
 code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer page-key' "$U/v1/models")
 check "and takes it (200)" '[ "$code" = 200 ]'
 check "the page loads nothing from elsewhere" '! grep -Eiq "(src|href)=\"(https?:)?//" "$TMP/page"'
+# its script parses (the browser test, web_ui.sh, runs it; this needs only node)
+if command -v node >/dev/null 2>&1; then
+  awk '/^<script>$/{on=1; next} /^<\/script>$/{on=0} on' "$TMP/page" >"$TMP/page.js"
+  check "its script is JavaScript that parses (node --check)" '[ -s "$TMP/page.js" ] && node --check "$TMP/page.js"'
+else
+  skip=$((skip+1)); echo "skip its script parses (no node)"
+fi
 kill -TERM "$SP"; wait "$SP" || bad "the server exits 0 on SIGTERM"
 SP=""
 finish
