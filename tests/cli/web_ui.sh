@@ -32,7 +32,8 @@ if [ -z "$CHROME" ] && [ "${RP_WEB_INSTALL:-0}" = 1 ]; then
     { echo "SKIP: apt-get could not install chromium (no network?)"; exit 77; }
   CHROME="$(find_chromium)"
 fi
-[ -n "$CHROME" ] && [ -x "$CHROME" ] ||
+[ -n "${RP_CHROMIUM:-}" ] && [ ! -x "$CHROME" ] && { echo "SKIP: RP_CHROMIUM=$RP_CHROMIUM is not an executable"; exit 77; }
+[ -n "$CHROME" ] ||
   { echo "SKIP: chromium is not installed (apt-get install chromium, or RP_WEB_INSTALL=1, or RP_CHROMIUM=PATH)"; exit 77; }
 mkdir -p "$TMP"
 SP=""
