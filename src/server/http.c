@@ -18,6 +18,7 @@
 #include "server/backend_internal.h"
 #include "server/conn_gate.h"
 #include "server/server_internal.h"
+#include "server/web_page.h"
 
 #define RP_HTTP_MAX_URI 8192      /* request URI bytes (414 above) */
 #define RP_HTTP_MAX_HEAD 16384    /* request line + headers (431 above) */
@@ -58,7 +59,7 @@ typedef struct http_req {
     int key;                  /* the API key it presented (index), -1 when the server has none */
 } http_req;
 
-enum { R_NONE, R_CHAT, R_COMPLETIONS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_SESSION };
+enum { R_NONE, R_CHAT, R_COMPLETIONS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_SESSION, R_WEB };
 
 /* ------------------------------------------------------------ responses */
 
@@ -148,6 +149,7 @@ static int route(const char *url, const char *method, int *ep, char *arg, size_t
     }
     if (!strcmp(url, "/health") || !strcmp(u, "/health")) { *ep = RP_M_HEALTH; *method_ok = get; return R_HEALTH; }
     if (!strcmp(url, "/metrics")) { *ep = RP_M_METRICS; *method_ok = get; return R_METRICS; }
+    if (rp_srv_web_is_page(url)) { *ep = RP_M_OTHER; *method_ok = get; return R_WEB; }   /* web_page.c */
     if (!strncmp(u, "/sessions/", 10)) {
         *ep = RP_M_SESSIONS;
         *method_ok = !strcmp(method, "DELETE");
@@ -253,6 +255,7 @@ static enum MHD_Result dispatch(rp_server *s, struct MHD_Connection *conn, http_
         json_decref(o);
         return send_json(conn, r, 200, body);
     }
+    case R_WEB: return (enum MHD_Result)rp_srv_web_send(conn, &r->status);
     default: return fail(conn, r, 404, "not_found", "unknown endpoint%s", "");
     }
 }
@@ -280,7 +283,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             r->early = true;
             return fail(conn, r, 414, "uri_too_long", "the request URI is longer than %s bytes", RP_STR(RP_HTTP_MAX_URI));
         }
-        r->key = r->route != R_HEALTH && r->route != R_NONE ? request_key(s, conn) : -1;
+        /* the web page is public: it holds nothing, and asks for the key its API requests send */
+        r->key = r->route != R_HEALTH && r->route != R_NONE && r->route != R_WEB ? request_key(s, conn) : -1;
         if (r->key == -2) {
             r->early = true;
             return fail(conn, r, 401, "invalid_api_key", "Incorrect API key provided (use Authorization: Bearer KEY)%s", "");
