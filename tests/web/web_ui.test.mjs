@@ -110,7 +110,7 @@ test('the web page chats, streams, shows KV reuse and tool calls', async () => {
     await page.click('#key-form button[type=submit]');
     await page.waitForSelector('body[data-ready="1"]');
     assert.ok(await page.locator('#keybar').isHidden());
-    assert.deepEqual(await page.$$eval('#model option', (o) => o.map((x) => x.value)), ['stories260K']);
+    assert.deepEqual(await page.$$eval('#model option', (o) => o.map((x) => x.value)), [process.env.REPRISE_MODEL || 'stories260K']);
 
     // settings: greedy, short replies; two documents
     await page.fill('#temperature', '0');
@@ -155,7 +155,7 @@ test('the web page chats, streams, shows KV reuse and tool calls', async () => {
     const sent1 = bodies[0];
     assert.equal(sent1.stream, true);
     assert.deepEqual(sent1.stream_options, { include_usage: true });
-    assert.equal(sent1.model, 'stories260K');
+    assert.equal(sent1.model, process.env.REPRISE_MODEL || 'stories260K');
     assert.deepEqual([sent1.temperature, sent1.top_p, sent1.top_k, sent1.max_tokens, sent1.seed], [0, 0.95, 40, 24, 7]);
     assert.deepEqual(sent1.reprise_documents, [docA, docB]);
     assert.deepEqual(sent1.messages, [{ role: 'user', content: 'Who has a dog?' }]);
