@@ -84,6 +84,9 @@ rp_status rp_server_create(const rp_server_params *p, rp_server **out) {
     c.body_timeout_s = p->body_timeout_s;
     c.idle_timeout_s = p->idle_timeout_s;
     c.quiet = p->quiet;
+    c.on_listening = p->on_listening;
+    c.on_listening_user = p->on_listening_user;
+    c.cors_origins = p->cors_origins;
     return rp_server_start(&c, out);
 }
 

@@ -33,6 +33,10 @@ struct rp_server {
     struct rp_conn_gate *gate;     /* accepts, caps, deadlines (conn_gate.c) */
     uint16_t port;
     _Atomic bool draining;
+    char **cors;                   /* allowed browser origins (--cors), exact, without a trailing slash */
+    int n_cors;
+    bool cors_any;                 /* "*": any origin */
+    _Atomic bool ready;            /* the model is loaded: until then everything but /health answers 503 loading */
     bool drained, stopped;
     pthread_mutex_t mu;            /* calls list */
     pthread_cond_t cv;
@@ -103,5 +107,10 @@ char *rp_srv_usage_chunk(rp_srv_call *c);
 char *rp_srv_models_json(rp_server *s);
 char *rp_srv_model_json(rp_server *s, const char *id);   /* NULL if not ours */
 char *rp_srv_health_json(rp_server *s);
+
+/* api_utility.c: llama-server's /tokenize, /detokenize (JSON bodies in, malloc'd JSON out) and /props */
+rp_status rp_srv_tokenize_json(rp_server *s, const char *body, size_t len, char **out, rp_api_error *err);
+rp_status rp_srv_detokenize_json(rp_server *s, const char *body, size_t len, char **out, rp_api_error *err);
+char *rp_srv_props_json(rp_server *s);
 
 #endif /* RP_SERVER_INTERNAL_H */
