@@ -382,12 +382,287 @@ static void test_cors(void **state) {
     stop(&f);
 }
 
+/* ------------------------------------------------------------ logprobs */
+
+static double num(json_t *v) {
+    assert_true(json_is_number(v));
+    return json_number_value(v);
+}
+
+/* One chat logprobs entry: its shape, bytes = the token's UTF-8, k alternatives sorted, the chosen one among
+ * them with the same value when greedy (the chosen token is the most likely). */
+static void check_chat_entry(json_t *e, int k, bool greedy) {
+    assert_int_equal(json_object_size(e), 4);
+    const char *tok = jstr_at(e, "token");
+    assert_non_null(tok);
+    const double lp = num(json_object_get(e, "logprob"));
+    assert_true(lp <= 0 && lp > -100);
+    json_t *bytes = json_object_get(e, "bytes");
+    assert_int_equal(json_array_size(bytes), strlen(tok));
+    for (size_t i = 0; i < json_array_size(bytes); i++)
+        assert_int_equal(json_integer_value(json_array_get(bytes, i)), (unsigned char)tok[i]);
+    json_t *top = json_object_get(e, "top_logprobs");
+    assert_int_equal(json_array_size(top), (size_t)k);
+    double sum = 0, prev = 0;
+    bool found = false;
+    for (int i = 0; i < k; i++) {
+        json_t *a = json_array_get(top, (size_t)i);
+        assert_int_equal(json_object_size(a), 3);
+        const double x = num(json_object_get(a, "logprob"));
+        assert_true(x <= 0);
+        if (i > 0) assert_true(x <= prev);
+        prev = x;
+        sum += exp(x);
+        if (!strcmp(jstr_at(a, "token"), tok) && fabs(x - lp) < 1e-6) found = true;
+        assert_true(json_is_array(json_object_get(a, "bytes")));
+    }
+    assert_true(sum <= 1.0 + 1e-4);
+    if (k > 0 && greedy) {
+        assert_true(found);
+        assert_true(fabs(num(json_object_get(json_array_get(top, 0), "logprob")) - lp) < 1e-6);
+    }
+    if (k > 0 && lp > prev + 1e-6) assert_true(found);   /* more likely than the k-th: it is listed */
+}
+
+static json_t *chat_logprobs(uint16_t port, const char *extra, json_t **content_out) {
+    char body[1024];
+    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}],\"max_tokens\":12%s}", extra);
+    resp r = post(port, "/v1/chat/completions", body);
+    if (r.status != 200) print_message("%s\n", r.body);
+    assert_int_equal(r.status, 200);
+    json_t *j = parse(&r);
+    resp_free(&r);
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    *content_out = json_object_get(json_object_get(c0, "message"), "content");
+    return j;
+}
+
+/* The streamed chunks' logprobs.content, concatenated; and the streamed content. */
+static json_t *stream_logprobs(uint16_t port, const char *path, const char *body, char *text, size_t cap) {
+    resp r = post(port, path, body);
+    assert_int_equal(r.status, 200);
+    json_t *all = json_array();
+    text[0] = '\0';
+    for (char *line = strtok(r.body, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "data: {", 7) != 0) continue;
+        json_error_t e;
+        json_t *j = json_loads(line + 6, 0, &e);
+        assert_non_null(j);
+        json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+        json_t *lp = json_object_get(c0, "logprobs");
+        if (c0) assert_non_null(lp);   /* present in every chunk, null when it brings no token */
+        const char *piece = json_object_get(c0, "delta") ? jstr_at(json_object_get(c0, "delta"), "content")
+                                                          : jstr_at(c0, "text");
+        if (piece) strncat(text, piece, cap - strlen(text) - 1);
+        if (json_is_object(lp)) {
+            json_t *content = json_object_get(lp, "content");
+            if (content) json_array_extend(all, content);
+            else json_array_append(all, lp);   /* legacy: one object per chunk */
+        }
+        json_decref(j);
+    }
+    resp_free(&r);
+    return all;
+}
+
+static void logprobs_checks(uint16_t port) {
+    /* greedy chat with 5 alternatives */
+    json_t *content;
+    json_t *j = chat_logprobs(port, ",\"temperature\":0,\"logprobs\":true,\"top_logprobs\":5", &content);
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    json_t *lp = json_object_get(c0, "logprobs");
+    assert_int_equal(json_object_size(lp), 2);
+    assert_true(json_is_null(json_object_get(lp, "refusal")));
+    json_t *entries = json_object_get(lp, "content");
+    const size_t n = json_array_size(entries);
+    assert_true(n > 0 && n <= 12);
+    char joined[2048] = "";
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(entries, i);
+        check_chat_entry(e, 5, true);
+        strncat(joined, jstr_at(e, "token"), sizeof joined - strlen(joined) - 1);
+    }
+    /* the tokens spell the reply (the reply drops the first token's leading space) */
+    const char *jb = joined, *cb = json_string_value(content);
+    while (*jb == ' ') jb++;
+    while (*cb == ' ') cb++;
+    assert_string_equal(jb, cb);
+    /* completion_tokens counts them (plus an end-of-generation token, which has no text) */
+    const json_int_t ct = jint(j, "usage.completion_tokens");
+    assert_true((size_t)ct == n || (size_t)ct == n + 1);
+    /* streamed: the same entries, spread over the chunks */
+    char stext[2048];
+    json_t *streamed = stream_logprobs(port, "/v1/chat/completions",
+                                       "{\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}],\"max_tokens\":12,"
+                                       "\"temperature\":0,\"logprobs\":true,\"top_logprobs\":5,\"stream\":true}",
+                                       stext, sizeof stext);
+    assert_string_equal(stext, json_string_value(content));
+    assert_int_equal(json_array_size(streamed), n);
+    for (size_t i = 0; i < n; i++) {
+        json_t *a = json_array_get(entries, i), *b = json_array_get(streamed, i);
+        assert_string_equal(jstr_at(a, "token"), jstr_at(b, "token"));
+        assert_true(fabs(num(json_object_get(a, "logprob")) - num(json_object_get(b, "logprob"))) < 1e-4);
+        check_chat_entry(b, 5, true);
+    }
+    json_decref(streamed);
+    json_decref(j);
+    /* sampled, 20 alternatives: consistent (a chosen token more likely than the 20th is among them) */
+    j = chat_logprobs(port, ",\"temperature\":1.5,\"seed\":3,\"logprobs\":true,\"top_logprobs\":20", &content);
+    entries = json_object_get(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "logprobs"), "content");
+    assert_true(json_array_size(entries) > 0);
+    for (size_t i = 0; i < json_array_size(entries); i++) check_chat_entry(json_array_get(entries, i), 20, false);
+    json_decref(j);
+    /* logprobs without alternatives; and none asked: null */
+    j = chat_logprobs(port, ",\"temperature\":0,\"logprobs\":true", &content);
+    entries = json_object_get(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "logprobs"), "content");
+    for (size_t i = 0; i < json_array_size(entries); i++) check_chat_entry(json_array_get(entries, i), 0, true);
+    json_decref(j);
+    j = chat_logprobs(port, ",\"temperature\":0", &content);
+    assert_true(json_is_null(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "logprobs")));
+    json_decref(j);
+
+    /* legacy completions: tokens, token_logprobs, top_logprobs (dicts), text_offset */
+    resp r = post(port, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":10,\"temperature\":0,\"logprobs\":3}");
+    assert_int_equal(r.status, 200);
+    j = parse(&r);
+    resp_free(&r);
+    c0 = json_array_get(json_object_get(j, "choices"), 0);
+    lp = json_object_get(c0, "logprobs");
+    assert_int_equal(json_object_size(lp), 4);
+    json_t *toks = json_object_get(lp, "tokens"), *tlp = json_object_get(lp, "token_logprobs"),
+           *tops = json_object_get(lp, "top_logprobs"), *offs = json_object_get(lp, "text_offset");
+    const size_t m = json_array_size(toks);
+    assert_true(m > 0);
+    assert_int_equal(json_array_size(tlp), m);
+    assert_int_equal(json_array_size(tops), m);
+    assert_int_equal(json_array_size(offs), m);
+    size_t off = 0;
+    joined[0] = '\0';
+    for (size_t i = 0; i < m; i++) {
+        const char *t = json_string_value(json_array_get(toks, i));
+        assert_int_equal(json_integer_value(json_array_get(offs, i)), (json_int_t)off);
+        off += strlen(t);
+        strncat(joined, t, sizeof joined - strlen(joined) - 1);
+        json_t *d = json_array_get(tops, i);
+        assert_true(json_object_size(d) >= 1 && json_object_size(d) <= 3);
+        double best = -1e9;
+        const char *k;
+        json_t *v;
+        json_object_foreach(d, k, v) if (num(v) > best) best = num(v);
+        assert_true(fabs(best - num(json_array_get(tlp, i))) < 1e-6);   /* greedy: the chosen is the best */
+        assert_true(fabs(num(json_object_get(d, t)) - num(json_array_get(tlp, i))) < 1e-6);
+    }
+    assert_string_equal(joined, jstr_at(c0, "text"));
+    /* streamed: the chunks' offsets go on from one chunk to the next */
+    char ctext[2048];
+    json_t *chunks = stream_logprobs(port, "/v1/completions",
+                                     "{\"prompt\":\"Once upon a time\",\"max_tokens\":10,\"temperature\":0,\"logprobs\":3,"
+                                     "\"stream\":true}", ctext, sizeof ctext);
+    assert_string_equal(ctext, jstr_at(c0, "text"));
+    size_t seen = 0;
+    for (size_t i = 0; i < json_array_size(chunks); i++) {
+        json_t *ch = json_array_get(chunks, i);
+        json_t *ct2 = json_object_get(ch, "tokens"), *co = json_object_get(ch, "text_offset");
+        for (size_t t = 0; t < json_array_size(ct2); t++, seen++) {
+            assert_string_equal(json_string_value(json_array_get(ct2, t)), json_string_value(json_array_get(toks, seen)));
+            assert_int_equal(json_integer_value(json_array_get(co, t)), json_integer_value(json_array_get(offs, seen)));
+        }
+    }
+    assert_int_equal(seen, m);
+    json_decref(chunks);
+    json_decref(j);
+    /* bad values: 400 naming the field */
+    expect_error(port, "POST", "/v1/completions", NULL, "{\"prompt\":\"a\",\"logprobs\":21}", 400, NULL);
+    expect_error(port, "POST", "/v1/chat/completions", NULL,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"top_logprobs\":2}", 400, NULL);
+}
+
+/* The server's log-probability of the first generated token is the log-softmax of the model's raw logits
+ * after the prompt, as computed here through the public API (independently of the server's code). */
+static void first_token_reference(uint16_t port) {
+    const char *mp = rp_test_shared(SRVTEST_MODEL);
+    rp_model *m = NULL;
+    assert_int_equal(rp_model_load(mp, rp_model_default_params(), &m), RP_OK);
+    rp_engine_params ep = rp_engine_default_params();
+    ep.n_threads = 1;
+    rp_engine *e = NULL;
+    assert_int_equal(rp_engine_create(m, &ep, &e), RP_OK);
+    rp_seq *sq = NULL;
+    assert_int_equal(rp_seq_create(e, &sq), RP_OK);
+    const rp_token prompt[] = {1, 403, 407, 261, 378};
+    assert_int_equal(rp_seq_feed(sq, prompt, 5), RP_OK);
+    const float *lg = rp_seq_logits(sq);
+    assert_non_null(lg);
+    const int32_t V = rp_model_describe(m).n_vocab;
+    double mx = -1e30, sum = 0;
+    int32_t best = 0;
+    for (int32_t i = 0; i < V; i++)
+        if (lg[i] > mx) mx = lg[i], best = i;
+    for (int32_t i = 0; i < V; i++) sum += exp((double)lg[i] - mx);
+    const double want = (double)lg[best] - mx - log(sum);
+    /* rp_logprobs agrees, and sorts its top 3 */
+    float got = 0, tl[3];
+    rp_token tt[3];
+    assert_int_equal(rp_logprobs(lg, V, best, 3, &got, tt, tl), RP_OK);
+    assert_int_equal(tt[0], best);
+    assert_true(fabs(got - want) < 1e-5 && fabs(tl[0] - want) < 1e-5 && tl[1] <= tl[0] && tl[2] <= tl[1]);
+    assert_int_equal(rp_logprobs(lg, V, V, 3, &got, tt, tl), RP_ERR_INVALID_ARG);
+    assert_int_equal(rp_logprobs(lg, V, 0, RP_LOGPROBS_MAX_TOP + 1, NULL, tt, tl), RP_ERR_INVALID_ARG);
+    resp r = post(port, "/v1/completions", "{\"prompt\":[1,403,407,261,378],\"max_tokens\":1,\"temperature\":0,\"logprobs\":1}");
+    assert_int_equal(r.status, 200);
+    json_t *j = parse(&r);
+    json_t *lp = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "logprobs");
+    const double server = num(json_array_get(json_object_get(lp, "token_logprobs"), 0));
+    print_message("first token %d: logprob %.6f (server %.6f)\n", best, want, server);
+    assert_true(fabs(server - want) < 1e-4);
+    json_decref(j);
+    resp_free(&r);
+    /* the same at temperature 2: logprobs are of the raw logits, before temperature */
+    r = post(port, "/v1/completions", "{\"prompt\":[1,403,407,261,378],\"max_tokens\":1,\"temperature\":2,\"seed\":1,"
+                                      "\"logprobs\":5}");
+    assert_int_equal(r.status, 200);
+    j = parse(&r);
+    lp = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "logprobs");
+    json_t *d = json_array_get(json_object_get(lp, "top_logprobs"), 0);
+    double top = -1e9;
+    const char *k;
+    json_t *v;
+    json_object_foreach(d, k, v) if (num(v) > top) top = num(v);
+    assert_true(fabs(top - want) < 1e-4);
+    json_decref(j);
+    resp_free(&r);
+    rp_seq_free(sq);
+    rp_engine_free(e);
+    rp_model_free(m);
+}
+
+static void test_logprobs_core(void **state) {
+    (void)state;
+    fixture f;
+    if (!start(&f, NULL)) RP_SKIP("no test model\n");
+    logprobs_checks(f.port);
+    first_token_reference(f.port);
+    stop(&f);
+}
+
+/* The scheduler (speculative decoding on: n-gram drafts, accepted drafts carry their logprobs too). */
+static void test_logprobs_sched(void **state) {
+    (void)state;
+    fixture f;
+    if (!start(&f, parallel4)) RP_SKIP("no test model\n");
+    logprobs_checks(f.port);
+    first_token_reference(f.port);
+    stop(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_utility_core),
         cmocka_unit_test(test_utility_sched),
         cmocka_unit_test(test_health_loading),
         cmocka_unit_test(test_cors),
+        cmocka_unit_test(test_logprobs_core),
+        cmocka_unit_test(test_logprobs_sched),
     };
     return rp_test_main(tests, NULL, NULL);
 }

@@ -88,7 +88,7 @@ char *rp_srv_chat_response(rp_srv_call *c) {
     json_t *ch = json_object();
     json_object_set_new(ch, "index", json_integer(0));
     json_object_set_new(ch, "message", msg);
-    json_object_set_new(ch, "logprobs", json_null());
+    json_object_set_new(ch, "logprobs", rp_srv_take_logprobs(c));
     json_object_set_new(ch, "finish_reason", json_string(r->finish_reason));
     json_t *choices = json_array();
     json_array_append_new(choices, ch);
@@ -110,7 +110,7 @@ char *rp_srv_chat_chunk(rp_srv_call *c, const char *content, const char *finish,
     json_t *ch = json_object();
     json_object_set_new(ch, "index", json_integer(0));
     json_object_set_new(ch, "delta", delta);
-    json_object_set_new(ch, "logprobs", json_null());
+    json_object_set_new(ch, "logprobs", rp_srv_take_logprobs(c));
     json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
     json_t *choices = json_array();
     json_array_append_new(choices, ch);
@@ -127,7 +127,7 @@ char *rp_srv_chat_reasoning_chunk(rp_srv_call *c, const char *text) {
     json_t *ch = json_object();
     json_object_set_new(ch, "index", json_integer(0));
     json_object_set_new(ch, "delta", delta);
-    json_object_set_new(ch, "logprobs", json_null());
+    json_object_set_new(ch, "logprobs", rp_srv_take_logprobs(c));
     json_object_set_new(ch, "finish_reason", json_null());
     json_t *choices = json_array();
     json_array_append_new(choices, ch);

@@ -115,6 +115,9 @@ static void job_free(rp_job *j) {
     free(j->bounds);
     free(j->bias);
     free(j->gen);
+    free(j->lp);
+    free(j->lp_top);
+    free(j->lp_top_lp);
     rp_grammar_state_free(j->gstate);
     rp_grammar_free(j->grammar);
     rp_prompt_free(j->prompt);
@@ -156,7 +159,16 @@ rp_status rp_backend_submit(rp_backend *b, const rp_job_params *p, rp_job **out)
     j->bounds = p->n_bounds ? malloc(sizeof *j->bounds * (size_t)p->n_bounds) : NULL;
     j->bias = p->sampler.n_bias ? malloc(sizeof *j->bias * (size_t)p->sampler.n_bias) : NULL;
     j->gen = malloc(sizeof *j->gen * (size_t)j->cap_gen);
-    if (!j->toks || (p->n_bounds && !j->bounds) || (p->sampler.n_bias && !j->bias) || !j->gen) {
+    if (j->p.top_logprobs > RP_LOGPROBS_MAX_TOP) j->p.top_logprobs = RP_LOGPROBS_MAX_TOP;
+    if (j->p.top_logprobs < 0 || !j->p.logprobs) j->p.top_logprobs = 0;
+    if (j->p.logprobs) {
+        const size_t k = (size_t)j->p.top_logprobs * (size_t)j->cap_gen;
+        j->lp = malloc(sizeof *j->lp * (size_t)j->cap_gen);
+        j->lp_top = malloc(sizeof *j->lp_top * (k ? k : 1));
+        j->lp_top_lp = malloc(sizeof *j->lp_top_lp * (k ? k : 1));
+    }
+    if (!j->toks || (p->n_bounds && !j->bounds) || (p->sampler.n_bias && !j->bias) || !j->gen ||
+        (j->p.logprobs && (!j->lp || !j->lp_top || !j->lp_top_lp))) {
         job_free(j);
         return rp_errorf(RP_ERR_NOMEM, "backend: out of memory");
     }
@@ -259,6 +271,31 @@ int32_t rp_job_tokens(rp_job *j, int32_t from, rp_token *buf, int32_t cap) {
     return n;
 }
 
+void rp_job_on_chosen(void *user, rp_token chosen, const float *logits, int32_t n_vocab) {
+    rp_job *j = user;
+    if (!j->lp) return;
+    const int32_t k = j->p.top_logprobs < n_vocab ? j->p.top_logprobs : n_vocab;
+    for (int32_t i = k; i < j->p.top_logprobs; i++) j->pend_top[i] = -1, j->pend_top_lp[i] = NAN;
+    j->pend_ok = rp_logprobs(logits, n_vocab, chosen, k, &j->pend_lp, j->pend_top, j->pend_top_lp) == RP_OK;
+    j->pend_tok = chosen;
+}
+
+int32_t rp_job_logprobs(rp_job *j, int32_t from, int32_t cap, float *lp, rp_token *top, float *top_lp) {
+    pthread_mutex_lock(&j->mu);
+    int32_t n = 0;
+    const size_t k = (size_t)j->p.top_logprobs;
+    if (j->lp && from >= 0 && from < j->n_gen) {
+        n = j->n_gen - from < cap ? j->n_gen - from : cap;
+        memcpy(lp, j->lp + from, sizeof *lp * (size_t)n);
+        if (k) {
+            memcpy(top, j->lp_top + (size_t)from * k, sizeof *top * (size_t)n * k);
+            memcpy(top_lp, j->lp_top_lp + (size_t)from * k, sizeof *top_lp * (size_t)n * k);
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    return n;
+}
+
 void rp_job_cancel(rp_job *j) {
     if (!j) return;
     bool was = atomic_exchange(&j->cancel, true);
@@ -314,6 +351,16 @@ bool rp_job_push(rp_job *j, rp_token t) {
     bool ok = j->n_gen < j->cap_gen;
     if (ok) {
         if (j->n_gen == 0) j->st.ttft_ms = (rp_srv_now() - j->t_submit) * 1e3;
+        if (j->lp) {
+            const int32_t k = j->p.top_logprobs;
+            const bool have = j->pend_ok && j->pend_tok == t;
+            j->lp[j->n_gen] = have ? j->pend_lp : NAN;
+            for (int32_t i = 0; i < k; i++) {
+                j->lp_top[(size_t)j->n_gen * (size_t)k + (size_t)i] = have ? j->pend_top[i] : -1;
+                j->lp_top_lp[(size_t)j->n_gen * (size_t)k + (size_t)i] = have ? j->pend_top_lp[i] : NAN;
+            }
+            j->pend_ok = false;
+        }
         j->gen[j->n_gen++] = t;
         pthread_cond_broadcast(&j->cv);
     }

@@ -113,6 +113,8 @@ typedef struct rp_job_params {
     rp_bk_session *session;         /* NULL: a one-off sequence */
     uint64_t cache_ns;              /* cache namespace (0: shared): the job reuses only KV cached by jobs of
                                        the same namespace (the server's per-API-key namespaces) */
+    bool logprobs;                  /* each generated token's log-probability (of the model's raw logits) ... */
+    int32_t top_logprobs;           /* ... and those of the top_logprobs (0..RP_LOGPROBS_MAX_TOP) most likely */
 } rp_job_params;
 
 typedef struct rp_job rp_job;
@@ -135,6 +137,9 @@ bool rp_job_wait_done(rp_job *j, double timeout_s);
 rp_job_finish rp_job_result(rp_job *j, rp_job_stats *st, char *err, size_t cap);
 /* True once the job left the queue (its prefill started). */
 bool rp_job_started(rp_job *j);
+/* Log-probabilities of generated tokens [from, from + cap) that exist (p.logprobs): lp[i] (NAN when unknown),
+ * and k = p.top_logprobs alternatives each in top[i * k ...], top_lp[i * k ...] (id -1: none). Returns the count. */
+int32_t rp_job_logprobs(rp_job *j, int32_t from, int32_t cap, float *lp, rp_token *top, float *top_lp);
 /* Drops the consumer's reference (cancel first if the result is unwanted). */
 void rp_job_release(rp_job *j);
 

@@ -74,6 +74,9 @@ struct rp_srv_call {
     char job_err[256];
     rp_srv_reply reply;
     bool have_reply;
+    /* logprobs: generated tokens [0, lp_sent) already reported; legacy text_offset so far */
+    int32_t lp_sent;
+    size_t lp_offset;
     /* streaming */
     char *out;
     size_t out_len, out_cap, out_off;
@@ -101,6 +104,11 @@ char *rp_srv_chat_reasoning_chunk(rp_srv_call *c, const char *text);
 char *rp_srv_completion_response(rp_srv_call *c);
 char *rp_srv_completion_chunk(rp_srv_call *c, const char *text, const char *finish);
 struct json_t *rp_srv_usage_json(rp_srv_call *c);
+/* logprobs.c: a choice's `logprobs` for generated tokens [from, to) in the endpoint's shape (NULL without logprobs),
+ * and the one for the tokens not reported yet (up to n_counted; JSON null without logprobs, and for a stream chunk
+ * with no new token) */
+struct json_t *rp_srv_logprobs_json(rp_srv_call *c, int32_t from, int32_t to);
+struct json_t *rp_srv_take_logprobs(rp_srv_call *c);
 char *rp_srv_usage_chunk(rp_srv_call *c);
 
 /* api_models.c */
