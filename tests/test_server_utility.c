@@ -655,6 +655,84 @@ static void test_logprobs_sched(void **state) {
     stop(&f);
 }
 
+/* ------------------------------------------------------------ honest usage numbers */
+
+#define DOC_A "Tom lives near the river with his mother and his little sister. Every morning he walks to school along the water and looks at the boats."
+#define DOC_B "Anna has a big brown dog called Max. Max likes to run in the park, to chase birds and to sleep in the sun after lunch."
+
+static json_t *docs_turn(uint16_t port, const char *docs, const char *cache) {
+    char body[2048];
+    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"system\",\"content\":\"Answer.\"},{\"role\":\"user\",\"content\":"
+             "\"Who has a dog?\"}],\"reprise_documents\":[%s],\"reprise_cache\":%s,\"max_tokens\":4,\"temperature\":0}",
+             docs, cache);
+    resp r = post(port, "/v1/chat/completions", body);
+    assert_int_equal(r.status, 200);
+    json_t *j = parse(&r);
+    resp_free(&r);
+    json_t *u = json_object_get(j, "usage");
+    const json_int_t prompt = jint(u, "prompt_tokens"), cached = jint(u, "prompt_tokens_details.cached_tokens");
+    const json_int_t exact = jint(u, "reprise.reused_prefix_exact"), approx = jint(u, "reprise.reused_approx");
+    print_message("%s: prompt %lld, cached (exact) %lld, approx %lld (prefix approx %lld, re-rotated %lld, recomputed "
+                  "%lld), computed %lld\n", cache, (long long)prompt, (long long)cached, (long long)approx,
+                  (long long)jint(u, "reprise.reused_prefix_approx"), (long long)jint(u, "reprise.reused_nonprefix"),
+                  (long long)jint(u, "reprise.recomputed"), (long long)jint(u, "reprise.computed"));
+    /* cached_tokens is the exact part only; the approximate part is counted apart; the three make the prompt */
+    assert_int_equal(cached, exact);
+    assert_int_equal(jint(u, "reprise.cached_exact"), exact);
+    assert_int_equal(approx, jint(u, "reprise.reused_prefix_approx") + jint(u, "reprise.reused_nonprefix"));
+    assert_int_equal(cached + approx + jint(u, "reprise.computed"), prompt);
+    assert_true(jint(u, "reprise.recomputed") <= jint(u, "reprise.reused_nonprefix"));
+    return j;
+}
+
+static void usage_checks(uint16_t port) {
+    const char *blend = "{\"mode\":\"blend\",\"recompute_ratio\":0.25}";
+    json_decref(docs_turn(port, "\"" DOC_A "\",\"" DOC_B "\"", blend));
+    /* the documents swapped: both are reused from elsewhere (re-rotated, blended): approximate, not cached */
+    json_t *j = docs_turn(port, "\"" DOC_B "\",\"" DOC_A "\"", blend);
+    json_t *u = json_object_get(j, "usage");
+    assert_true(jint(u, "reprise.reused_approx") > 0);
+    assert_true(jint(u, "prompt_tokens_details.cached_tokens") < jint(u, "prompt_tokens") / 2);
+    json_decref(j);
+    /* once more: now along the prefix path, but that KV is what blend wrote: approximate still, not cached */
+    j = docs_turn(port, "\"" DOC_B "\",\"" DOC_A "\"", blend);
+    u = json_object_get(j, "usage");
+    assert_true(jint(u, "reprise.reused_prefix_approx") > 0);
+    assert_true(jint(u, "prompt_tokens_details.cached_tokens") < jint(u, "reprise.reused_prefix"));
+    json_decref(j);
+    /* prefix mode asks for exact reuse only: nothing approximate, whatever the cache holds */
+    const char *prefix = "{\"mode\":\"prefix\"}";
+    j = docs_turn(port, "\"" DOC_B "\",\"" DOC_A "\"", prefix);
+    u = json_object_get(j, "usage");
+    assert_int_equal(jint(u, "reprise.reused_approx"), 0);
+    assert_int_equal(jint(u, "reprise.recomputed"), 0);
+    json_decref(j);
+    /* the very same prompt again: exact prefix reuse, all cached */
+    j = docs_turn(port, "\"" DOC_A "\",\"" DOC_B "\",\"Max is brown.\"", prefix);
+    json_decref(j);
+    j = docs_turn(port, "\"" DOC_A "\",\"" DOC_B "\",\"Max is brown.\"", prefix);
+    u = json_object_get(j, "usage");
+    assert_int_equal(jint(u, "reprise.reused_approx"), 0);
+    assert_true(jint(u, "prompt_tokens_details.cached_tokens") >= jint(u, "prompt_tokens") - 1);
+    json_decref(j);
+}
+
+static void test_usage_core(void **state) {
+    (void)state;
+    fixture f;
+    if (!start(&f, NULL)) RP_SKIP("no test model\n");
+    usage_checks(f.port);
+    stop(&f);
+}
+
+static void test_usage_sched(void **state) {
+    (void)state;
+    fixture f;
+    if (!start(&f, parallel4)) RP_SKIP("no test model\n");
+    usage_checks(f.port);
+    stop(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_utility_core),
@@ -663,6 +741,8 @@ int main(void) {
         cmocka_unit_test(test_cors),
         cmocka_unit_test(test_logprobs_core),
         cmocka_unit_test(test_logprobs_sched),
+        cmocka_unit_test(test_usage_core),
+        cmocka_unit_test(test_usage_sched),
     };
     return rp_test_main(tests, NULL, NULL);
 }

@@ -410,6 +410,8 @@ PROTOTYPES = {
     "rp_seq_tokens": (P_TOK, [H]),
     "rp_seq_truncate": (ST, [H, c_int32]),
     "rp_seq_logits": (POINTER(c_float), [H]),
+    "rp_logprobs": (ST, [POINTER(c_float), c_int32, c_token, c_int32, POINTER(c_float), POINTER(c_token),
+                         POINTER(c_float)]),
     "rp_gen_default_opts": (rp_gen_opts, []),
     "rp_gen_stats_json": (c_size_t, [POINTER(rp_gen_stats), c_char_p, c_size_t]),
     "rp_seq_prefill": (ST, [H, H, POINTER(rp_gen_opts), POINTER(rp_gen_stats)]),
