@@ -43,8 +43,9 @@ static void serve_usage(void) {
            "                          e.g. http://localhost:3000; * allows any origin). Default: none\n"
            "  -c, --ctx-size N        context per sequence (default min(4096, the model's))\n"
            "  -t, --threads N         compute threads (default 2)\n"
-           "      --parallel N        sequences decoded together (default 1: serial; N > 1: the scheduler with\n"
-           "                          continuous batching; both prefill through the KV reuse engine)\n"
+           "      --parallel N|auto   sequences decoded together (1: serial; N > 1: the scheduler with continuous\n"
+           "                          batching; both prefill through the KV reuse engine). Default auto: min(4,\n"
+           "                          cores / 2, what half the available memory holds at the full context), >= 1\n"
            "      --queue N           requests waiting beyond the running ones; more get 429 (default 64)\n"
            "      --sessions N        reprise_session sessions kept (default 16)\n"
            "      --session-ttl S     idle session lifetime in seconds (default 1800)\n"
@@ -83,6 +84,7 @@ static void on_listening(void *user, uint16_t port) {
 int cmd_serve(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "serve"};
     rp_server_params cfg = rp_server_default_params();
+    cfg.parallel = 0;   /* auto unless told */
     const char *kv_name = "f16", *reuse = "blend", *port_file = NULL, *grammar_file = NULL;
     long port = 8080, l;
     double d, drain = 30;
@@ -116,7 +118,16 @@ int cmd_serve(int argc, char **argv) {
         }
         else if (cli_is(&a, "-c", "--ctx-size")) { if (!cli_int(&a, 16, 1 << 20, &l)) return 2; cfg.n_ctx = (int32_t)l; }
         else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &l)) return 2; cfg.n_threads = (int)l; }
-        else if (cli_is(&a, "--parallel", "-np")) { if (!cli_int(&a, 1, 64, &l)) return 2; cfg.parallel = (int)l; }
+        else if (cli_is(&a, "--parallel", "-np")) {
+            if (a.i + 1 < argc && !strcmp(argv[a.i + 1], "auto")) {
+                a.i++;
+                cfg.parallel = 0;
+            } else if (!cli_int(&a, 1, 64, &l)) {
+                return 2;
+            } else {
+                cfg.parallel = (int)l;
+            }
+        }
         else if (cli_is(&a, "--queue", NULL)) { if (!cli_int(&a, 0, 4096, &l)) return 2; cfg.queue_max = (int)l; }
         else if (cli_is(&a, "--sessions", NULL)) { if (!cli_int(&a, 0, 128, &l)) return 2; cfg.max_sessions = (int)l; }
         else if (cli_is(&a, "--session-ttl", NULL)) { if (!cli_float(&a, 1, 1e7, &cfg.session_ttl_s)) return 2; }
@@ -208,9 +219,9 @@ int cmd_serve(int argc, char **argv) {
     if (n_keys) snprintf(auth, sizeof auth, "%d API key%s, %s cache", n_keys, n_keys > 1 ? "s" : "",
                          rp_server_cache_per_key(srv) ? "per-key" : "shared");
     else snprintf(auth, sizeof auth, "no API key");
-    fprintf(stderr, "reprise serve: listening on http://%s%s%s:%u (backend %s, context %d, %s)\n",
+    fprintf(stderr, "reprise serve: listening on http://%s%s%s:%u (backend %s, parallel %d, context %d, %s)\n",
             strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", bound,
-            rp_server_backend_kind(srv), rp_server_n_ctx(srv), auth);
+            rp_server_backend_kind(srv), rp_server_parallel(srv), rp_server_n_ctx(srv), auth);
     if (port_file) {
         FILE *f = fopen(port_file, "w");
         if (!f || fprintf(f, "%u\n", bound) < 0 || fclose(f) != 0) {

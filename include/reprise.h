@@ -1251,7 +1251,9 @@ typedef struct rp_server_params {
     void *load_progress_user;
     int32_t n_ctx;               /* tokens per sequence (0: min(4096, the model's)) */
     int n_threads;               /* default 2 */
-    int parallel;                /* sequences decoded together (default 1; 1..64) */
+    int parallel;                /* sequences decoded together (default 1; 1..64; 0: auto, rp_server_parallel says
+                                    what it chose: min(4, cores / 2, what half the available memory holds at
+                                    the full context), at least 1) */
     int queue_max;               /* requests waiting beyond the running ones; more get 429 (default 64) */
     int max_sessions;            /* reprise_session sessions kept (default 16) */
     const char *cache_dir;       /* persistent KV chunk store, or NULL (RAM only) */
@@ -1302,6 +1304,7 @@ RP_API int rp_server_n_keys(const rp_server *s);              /* API keys config
 RP_API bool rp_server_cache_per_key(const rp_server *s);      /* the namespace in effect is per key */
 RP_API const char *rp_server_backend_kind(const rp_server *s);   /* "core" (parallel 1) or "sched" */
 RP_API int32_t rp_server_n_ctx(const rp_server *s);           /* tokens per sequence */
+RP_API int rp_server_parallel(const rp_server *s);            /* sequences decoded together (parallel 0 resolved) */
 /* Graceful shutdown: stops accepting connections, answers new requests with 503, lets requests in flight finish
  * for up to deadline_s, cancels the rest (finish_reason "length") and flushes the store. Idempotent. */
 RP_API void rp_server_drain(rp_server *s, double deadline_s);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "reprise.h"
+#include "server/backend.h"
 #include "srvtest.h"
 #include "testutil.h"
 
@@ -733,6 +734,38 @@ static void test_usage_sched(void **state) {
     stop(&f);
 }
 
+/* ------------------------------------------------------------ --parallel auto */
+
+static void parallel_auto(rp_server_config *c) { c->backend.parallel = 0; }
+
+static void test_parallel_auto(void **state) {
+    (void)state;
+    const uint64_t G = 1ull << 30;
+    /* llama-server's 4 slots, bounded by cores (one per two) and by memory (half of it at the full context) */
+    assert_int_equal(rp_srv_auto_parallel(16, 64 * G, G), 4);
+    assert_int_equal(rp_srv_auto_parallel(6, 64 * G, G), 3);
+    assert_int_equal(rp_srv_auto_parallel(2, 64 * G, G), 1);
+    assert_int_equal(rp_srv_auto_parallel(1, 64 * G, G), 1);
+    assert_int_equal(rp_srv_auto_parallel(16, 6 * G, G), 3);
+    assert_int_equal(rp_srv_auto_parallel(16, G, 4 * G), 1);
+    assert_int_equal(rp_srv_auto_parallel(16, 0, G), 4);   /* memory unknown: cores only */
+    /* the server resolves it once the model is loaded; /props and the backend agree */
+    fixture f;
+    if (!start(&f, parallel_auto)) RP_SKIP("no test model\n");
+    const int n = rp_server_parallel(f.srv);
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    print_message("auto: %d (cores %ld)\n", n, cores);
+    assert_true(n >= 1 && n <= 4 && n <= (cores / 2 > 1 ? cores / 2 : 1));
+    assert_string_equal(rp_server_backend_kind(f.srv), n > 1 ? "sched" : "core");
+    resp r = http(f.port, "GET", "/props", NULL, NULL);
+    json_t *j = parse(&r);
+    assert_int_equal(jint(j, "total_slots"), n);
+    json_decref(j);
+    resp_free(&r);
+    logprobs_checks(f.port);
+    stop(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_utility_core),
@@ -743,6 +776,7 @@ int main(void) {
         cmocka_unit_test(test_logprobs_sched),
         cmocka_unit_test(test_usage_core),
         cmocka_unit_test(test_usage_sched),
+        cmocka_unit_test(test_parallel_auto),
     };
     return rp_test_main(tests, NULL, NULL);
 }

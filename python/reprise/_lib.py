@@ -523,6 +523,7 @@ PROTOTYPES = {
     "rp_agents_commit_prompt": (ST, [H, c_int64, H, H, POINTER(rp_gen_opts), c_bool]),
     "rp_server_default_params": (rp_server_params, []),
     "rp_server_create": (ST, [POINTER(rp_server_params), OUT_H]),
+    "rp_server_parallel": (c_int, [H]),
     "rp_server_port": (c_uint16, [H]),
     "rp_server_n_keys": (c_int, [H]),
     "rp_server_cache_per_key": (c_bool, [H]),

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/error.h"
 
@@ -36,9 +37,9 @@ rp_backend_config rp_backend_default_config(void) {
 rp_status rp_backend_create(const rp_backend_config *cfg, rp_backend **out) {
     *out = NULL;
     if (!cfg || !cfg->model_path) return rp_errorf(RP_ERR_INVALID_ARG, "backend: no model path");
-    if (cfg->parallel < 1 || cfg->parallel > 64 || cfg->queue_max < 0 || cfg->queue_max > 4096 ||
+    if (cfg->parallel < 0 || cfg->parallel > 64 || cfg->queue_max < 0 || cfg->queue_max > 4096 ||
         cfg->max_sessions < 0 || cfg->max_sessions > 128 || cfg->n_threads < 1)
-        return rp_errorf(RP_ERR_INVALID_ARG, "backend: parallel %d (1-64), queue %d (0-4096), sessions %d (0-128)",
+        return rp_errorf(RP_ERR_INVALID_ARG, "backend: parallel %d (1-64, 0 auto), queue %d (0-4096), sessions %d (0-128)",
                          cfg->parallel, cfg->queue_max, cfg->max_sessions);
     rp_backend *b = calloc(1, sizeof *b);
     if (!b) return rp_errorf(RP_ERR_NOMEM, "backend: out of memory");
@@ -68,7 +69,13 @@ rp_status rp_backend_create(const rp_backend_config *cfg, rp_backend **out) {
         n_ctx = md.n_ctx_train;
     }
     b->n_ctx = n_ctx;
-    b->ops = cfg->parallel > 1 ? &rp_backend_sched_ops : &rp_backend_core_ops;
+    if (b->cfg.parallel == 0) {
+        uint64_t kv = 0;
+        if (rp_kv_estimate(b->m, n_ctx, cfg->kv_type, &kv) != RP_OK) kv = 0;
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        b->cfg.parallel = rp_srv_auto_parallel(cores > 0 ? (int)cores : 1, rp_system_mem_available(), kv);
+    }
+    b->ops = b->cfg.parallel > 1 ? &rp_backend_sched_ops : &rp_backend_core_ops;
     if ((st = b->ops->start(b)) != RP_OK) goto fail;
     *out = b;
     return RP_OK;
@@ -95,6 +102,15 @@ uint64_t rp_backend_kv_bytes_per_token(const rp_backend *b) {
     return rp_kv_bytes_per_token(b->m, b->cfg.kv_type);
 }
 const char *rp_backend_kind(const rp_backend *b) { return b->ops->kind; }
+int rp_backend_parallel(const rp_backend *b) { return b->cfg.parallel; }
+
+int rp_srv_auto_parallel(int cores, uint64_t mem_available, uint64_t kv_bytes_per_seq) {
+    int n = 4;
+    if (cores / 2 < n) n = cores / 2;
+    if (mem_available > 0 && kv_bytes_per_seq > 0 && mem_available / 2 / kv_bytes_per_seq < (uint64_t)n)
+        n = (int)(mem_available / 2 / kv_bytes_per_seq);
+    return n < 1 ? 1 : n;
+}
 rp_status rp_backend_flush(rp_backend *b) { return b->ops->flush ? b->ops->flush(b) : RP_OK; }
 
 rp_status rp_backend_session_create(rp_backend *b, rp_bk_session **out) { return b->ops->session_create(b, out); }

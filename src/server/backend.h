@@ -29,7 +29,8 @@ typedef struct rp_backend_config {
     void *load_progress_user;
     int32_t n_ctx;              /* tokens per sequence (0: min(4096, the model's)) */
     int n_threads;
-    int parallel;               /* sequences decoded together; 1 selects the core backend */
+    int parallel;               /* sequences decoded together; 1 selects the core backend; 0: auto
+                                   (rp_srv_auto_parallel, once the model is loaded) */
     int queue_max;              /* jobs waiting beyond the running ones; more is RP_ERR_FULL (429) */
     int max_sessions;           /* reprise_session KV sessions kept at once */
     const char *cache_dir;      /* the chunk cache's flash store directory, or NULL (RAM only) */
@@ -55,6 +56,11 @@ const rp_model *rp_backend_model(const rp_backend *b);
 int32_t rp_backend_n_ctx(const rp_backend *b);
 uint64_t rp_backend_kv_bytes_per_token(const rp_backend *b);   /* K + V of one token, every layer */
 const char *rp_backend_kind(const rp_backend *b);   /* "core" or "sched" */
+int rp_backend_parallel(const rp_backend *b);        /* sequences decoded together (auto resolved) */
+
+/* `--parallel auto` (llama-server's -np auto is 4 slots): min(4, one slot per two cores, as many sequences at
+ * the full context as half the available memory holds), at least 1. mem_available 0 (unknown): no memory bound. */
+int rp_srv_auto_parallel(int cores, uint64_t mem_available, uint64_t kv_bytes_per_seq);
 /* Writes dirty cached chunks to the store (no-op without one). */
 rp_status rp_backend_flush(rp_backend *b);
 
