@@ -653,6 +653,27 @@ static void test_logprobs_sched(void **state) {
     if (!start(&f, parallel4)) RP_SKIP("no test model\n");
     logprobs_checks(f.port);
     first_token_reference(f.port);
+    /* a long greedy reply: drafts were verified and accepted, and every token (accepted drafts included) has the
+     * largest log-probability of its position */
+    resp r = post(f.port, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":120,\"temperature\":0,\"logprobs\":1}");
+    assert_int_equal(r.status, 200);
+    json_t *j = parse(&r);
+    json_t *lp = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "logprobs");
+    const json_int_t drafted = jint(j, "usage.reprise.draft_tokens"), accepted = jint(j, "usage.reprise.accepted_draft_tokens");
+    print_message("drafted %lld, accepted %lld\n", (long long)drafted, (long long)accepted);
+    assert_true(drafted > 0 && accepted > 0);
+    json_t *tlp = json_object_get(lp, "token_logprobs"), *tops = json_object_get(lp, "top_logprobs");
+    const size_t ct = (size_t)jint(j, "usage.completion_tokens");   /* an end-of-generation token has no entry */
+    assert_true(json_array_size(tlp) == ct || json_array_size(tlp) + 1 == ct);
+    for (size_t i = 0; i < json_array_size(tlp); i++) {
+        json_t *d = json_array_get(tops, i);
+        assert_int_equal(json_object_size(d), 1);
+        const char *k;
+        json_t *v;
+        json_object_foreach(d, k, v) assert_true(fabs(num(v) - num(json_array_get(tlp, i))) < 1e-6);
+    }
+    json_decref(j);
+    resp_free(&r);
     stop(&f);
 }
 
