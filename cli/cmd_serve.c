@@ -13,6 +13,7 @@
 static void serve_usage(void) {
     printf("usage: reprise serve -m MODEL.gguf [options]\n"
            "OpenAI-compatible API: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
+           "POST /tokenize, POST /detokenize, GET /props (llama-server's),\n"
            "GET /health, GET /metrics (Prometheus), DELETE /v1/sessions/ID. See docs/server.md.\n"
            "  -m, --model PATH        GGUF model\n"
            "      --draft PATH        draft model for speculative decoding (with --parallel > 1)\n"
@@ -20,7 +21,8 @@ static void serve_usage(void) {
            "                          tokenizer.chat_template (a template that fails is an error at start-up)\n"
            "      --host ADDR         bind address (default 127.0.0.1; 0.0.0.0 exposes the server)\n"
            "      --port N            TCP port (default 8080; 0 picks a free one)\n"
-           "      --port-file PATH    write the port actually bound to PATH\n"
+           "      --port-file PATH    write the port actually bound to PATH, once the model is loaded (connections are\n"
+           "                          accepted before: /health answers 503 loading until then)\n"
            "      --api-key-file FILE API keys, one per line: NAME:KEY or KEY (# comments); the file must not be\n"
            "                          readable by group/others (chmod 600). Each request carries its key's identity:\n"
            "                          it sees only its own sessions, and with per-key namespaces its own cache\n"
@@ -37,10 +39,13 @@ static void serve_usage(void) {
            "      --key-kv-mb MB      KV one key's sessions may hold; over it, its older idle sessions are evicted\n"
            "                          (default 0: no limit)\n"
            "      --model-id NAME     model name reported by /v1/models (default: the file's base name)\n"
+           "      --cors ORIGIN       let browser pages from ORIGIN call the API (CORS; repeatable or comma-separated,\n"
+           "                          e.g. http://localhost:3000; * allows any origin). Default: none\n"
            "  -c, --ctx-size N        context per sequence (default min(4096, the model's))\n"
            "  -t, --threads N         compute threads (default 2)\n"
-           "      --parallel N        sequences decoded together (default 1: serial; N > 1: the scheduler with\n"
-           "                          continuous batching; both prefill through the KV reuse engine)\n"
+           "      --parallel N|auto   sequences decoded together (1: serial; N > 1: the scheduler with continuous\n"
+           "                          batching; both prefill through the KV reuse engine). Default auto: min(4,\n"
+           "                          cores / 2, what half the available memory holds at the full context), >= 1\n"
            "      --queue N           requests waiting beyond the running ones; more get 429 (default 64)\n"
            "      --sessions N        reprise_session sessions kept (default 16)\n"
            "      --session-ttl S     idle session lifetime in seconds (default 1800)\n"
@@ -69,14 +74,23 @@ static void serve_usage(void) {
            "                          neon, dotprod, i8mm, sve2, sme (aarch64)\n");
 }
 
+/* The port is bound and answered (503 "loading") while the model loads. */
+static void on_listening(void *user, uint16_t port) {
+    (void)user;
+    fprintf(stderr, "reprise serve: accepting connections on port %u while the model loads (/health: 503 loading)\n",
+            (unsigned)port);
+}
+
 int cmd_serve(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "serve"};
     rp_server_params cfg = rp_server_default_params();
+    cfg.parallel = 0;   /* auto unless told */
     const char *kv_name = "f16", *reuse = "blend", *port_file = NULL, *grammar_file = NULL;
     long port = 8080, l;
     double d, drain = 30;
     const char *ns = NULL;
     bool key_flag = false;
+    char cors[4096] = "";   /* every --cors, comma-joined */
     for (; a.i < argc; a.i++) {
         if (cli_is(&a, "-h", "--help")) { serve_usage(); return 0; }
         else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &cfg.model_path)) return 2; }
@@ -92,9 +106,28 @@ int cmd_serve(int argc, char **argv) {
         else if (cli_is(&a, "--key-sessions", NULL)) { if (!cli_int(&a, 1, 128, &l)) return 2; cfg.key_max_sessions = (int)l; }
         else if (cli_is(&a, "--key-kv-mb", NULL)) { if (!cli_float(&a, 0, 1e9, &cfg.key_kv_mb)) return 2; }
         else if (cli_is(&a, "--model-id", NULL)) { if (!cli_str(&a, &cfg.model_id)) return 2; }
+        else if (cli_is(&a, "--cors", NULL)) {
+            const char *v;
+            if (!cli_str(&a, &v)) return 2;
+            if (!v[0] || strlen(cors) + strlen(v) + 2 > sizeof cors) {
+                fprintf(stderr, "reprise serve: --cors needs an origin (scheme://host[:port], or *)\n");
+                return 2;
+            }
+            if (cors[0]) strcat(cors, ",");
+            strcat(cors, v);
+        }
         else if (cli_is(&a, "-c", "--ctx-size")) { if (!cli_int(&a, 16, 1 << 20, &l)) return 2; cfg.n_ctx = (int32_t)l; }
         else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &l)) return 2; cfg.n_threads = (int)l; }
-        else if (cli_is(&a, "--parallel", "-np")) { if (!cli_int(&a, 1, 64, &l)) return 2; cfg.parallel = (int)l; }
+        else if (cli_is(&a, "--parallel", "-np")) {
+            if (a.i + 1 < argc && !strcmp(argv[a.i + 1], "auto")) {
+                a.i++;
+                cfg.parallel = 0;
+            } else if (!cli_int(&a, 1, 64, &l)) {
+                return 2;
+            } else {
+                cfg.parallel = (int)l;
+            }
+        }
         else if (cli_is(&a, "--queue", NULL)) { if (!cli_int(&a, 0, 4096, &l)) return 2; cfg.queue_max = (int)l; }
         else if (cli_is(&a, "--sessions", NULL)) { if (!cli_int(&a, 0, 128, &l)) return 2; cfg.max_sessions = (int)l; }
         else if (cli_is(&a, "--session-ttl", NULL)) { if (!cli_float(&a, 1, 1e7, &cfg.session_ttl_s)) return 2; }
@@ -144,6 +177,7 @@ int cmd_serve(int argc, char **argv) {
     }
     cfg.cache_namespace = !ns ? RP_SERVER_NS_AUTO : !strcmp(ns, "per-key") ? RP_SERVER_NS_PER_KEY : RP_SERVER_NS_SHARED;
     cfg.port = (uint16_t)port;
+    cfg.cors_origins = cors[0] ? cors : NULL;
     int mode = rp_reuse_mode_parse(reuse);
     if (mode < 0) { fprintf(stderr, "reprise serve: --reuse must be none, prefix, full or blend, got '%s'\n", reuse); return 2; }
     cfg.reuse = (rp_reuse_mode)mode;
@@ -172,6 +206,7 @@ int cmd_serve(int argc, char **argv) {
         cfg.grammar = grammar_text;
     }
     rp_server *srv = NULL;
+    if (!cfg.quiet) cfg.on_listening = on_listening;
     cli_load_line ll;   /* "loading NAME: 45%" on a terminal while the model loads */
     cli_load_line_begin(&ll, cfg.model_path, &cfg.load_progress, &cfg.load_progress_user);
     rp_status st = rp_server_create(&cfg, &srv);
@@ -184,9 +219,9 @@ int cmd_serve(int argc, char **argv) {
     if (n_keys) snprintf(auth, sizeof auth, "%d API key%s, %s cache", n_keys, n_keys > 1 ? "s" : "",
                          rp_server_cache_per_key(srv) ? "per-key" : "shared");
     else snprintf(auth, sizeof auth, "no API key");
-    fprintf(stderr, "reprise serve: listening on http://%s%s%s:%u (backend %s, context %d, %s)\n",
+    fprintf(stderr, "reprise serve: listening on http://%s%s%s:%u (backend %s, parallel %d, context %d, %s)\n",
             strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", bound,
-            rp_server_backend_kind(srv), rp_server_n_ctx(srv), auth);
+            rp_server_backend_kind(srv), rp_server_parallel(srv), rp_server_n_ctx(srv), auth);
     if (port_file) {
         FILE *f = fopen(port_file, "w");
         if (!f || fprintf(f, "%u\n", bound) < 0 || fclose(f) != 0) {

@@ -445,6 +445,23 @@ typedef bool (*rp_token_fn)(void *user, rp_token tok, const char *text, size_t l
  * grammar, a JSON constraint). Runs on the caller's thread. */
 typedef void (*rp_logits_fn)(void *user, const rp_token *hist, int32_t n_hist, float *logits, int32_t n_vocab);
 
+/* A chosen-token observer: called once per generated token (an end-of-generation token included; with
+ * speculative decoding, every accepted draft token too), on the generating thread, right after the token was
+ * chosen, with the model's raw logits at its position ([n_vocab]): before temperature, penalties, logit bias,
+ * top-k / top-p / min-p and any rp_logits_fn. Read-only, valid during the call. What log-probabilities are
+ * computed from (rp_logprobs). */
+typedef void (*rp_chosen_fn)(void *user, rp_token chosen, const float *logits, int32_t n_vocab);
+
+#define RP_LOGPROBS_MAX_TOP 20   /* OpenAI's top_logprobs limit */
+
+/* Log-probabilities: the log-softmax of logits[0..n_vocab) at `chosen` (*chosen_lp, may be NULL), and the k most
+ * likely tokens (0 <= k <= RP_LOGPROBS_MAX_TOP) into top[0..k) / top_lp[0..k), most likely first (ties: the lower
+ * id first), found in one pass without sorting the vocabulary (O(n_vocab k) worst case, O(n_vocab) typically);
+ * no allocation. -INFINITY logits have log-probability -INFINITY. RP_ERR_INVALID_ARG for a bad size, k or
+ * chosen (chosen < 0 is allowed when chosen_lp is NULL). */
+RP_API rp_status rp_logprobs(const float *logits, int32_t n_vocab, rp_token chosen, int32_t k, float *chosen_lp,
+                             rp_token *top, float *top_lp);
+
 /* Per-call options: nothing here changes the engine's defaults. */
 typedef struct rp_gen_opts {
     rp_sampler_params sampling;   /* default: rp_sampler_default_params() */
@@ -469,6 +486,8 @@ typedef struct rp_gen_opts {
     void *logits_user;
     bool reseed;                  /* the sampler starts from sampling.seed even when the generation goes on (each
                                      request of a server independent of the last, on a continued sequence) */
+    rp_chosen_fn on_chosen;       /* NULL, or each chosen token with its raw logits (log-probabilities) */
+    void *chosen_user;
 } rp_gen_opts;
 
 RP_API rp_gen_opts rp_gen_default_opts(void);
@@ -666,6 +685,10 @@ typedef struct rp_turn_opts {
      * one is never speculated: its drafts are off (its tokens are sampled one by one). NULL: none */
     rp_logits_fn on_logits;
     void *logits_user;
+    /* each chosen token with its raw logits (log-probabilities; drafts stay on), on the stepping thread with the
+     * scheduler's lock held: quick, no rp_agents_* call from inside. NULL: none */
+    rp_chosen_fn on_chosen;
+    void *chosen_user;
 } rp_turn_opts;
 
 RP_API rp_turn_opts rp_turn_default_opts(void);
@@ -1228,7 +1251,9 @@ typedef struct rp_server_params {
     void *load_progress_user;
     int32_t n_ctx;               /* tokens per sequence (0: min(4096, the model's)) */
     int n_threads;               /* default 2 */
-    int parallel;                /* sequences decoded together (default 1; 1..64) */
+    int parallel;                /* sequences decoded together (default 1; 1..64; 0: auto, rp_server_parallel says
+                                    what it chose: min(4, cores / 2, what half the available memory holds at
+                                    the full context), at least 1) */
     int queue_max;               /* requests waiting beyond the running ones; more get 429 (default 64) */
     int max_sessions;            /* reprise_session sessions kept (default 16) */
     const char *cache_dir;       /* persistent KV chunk store, or NULL (RAM only) */
@@ -1262,17 +1287,24 @@ typedef struct rp_server_params {
     const char *chat_template;   /* a built-in's name or a Jinja file instead of the model's own template, or NULL */
     const char *grammar;         /* GBNF every request without a grammar of its own follows (`--grammar-file`), or
                                     NULL; kept by pointer: it must outlive the server */
+    /* called once, on the creating thread, as soon as the port is bound and connections are accepted, before
+     * the model loads (until it has, /health answers 503 {"status":"loading"} and everything else 503
+     * model_loading): user, the port. NULL: none */
+    void (*on_listening)(void *user, uint16_t port);
+    void *on_listening_user;
+    const char *cors_origins;    /* browser origins allowed (CORS): comma-separated, "*" any; NULL or "": none */
 } rp_server_params;
 
 RP_API rp_server_params rp_server_default_params(void);
-/* Loads the model(s), starts the backend and the HTTP daemon. Errors name what was wrong (a file, a key file's
- * mode, the port). */
+/* Binds the port and starts the HTTP daemon (on_listening), then loads the model(s) and starts the backend;
+ * returns once they are loaded. Errors name what was wrong (a file, a key file's mode, the port). */
 RP_API rp_status rp_server_create(const rp_server_params *p, rp_server **out);
 RP_API uint16_t rp_server_port(const rp_server *s);          /* the port bound */
 RP_API int rp_server_n_keys(const rp_server *s);              /* API keys configured (0: no authentication) */
 RP_API bool rp_server_cache_per_key(const rp_server *s);      /* the namespace in effect is per key */
 RP_API const char *rp_server_backend_kind(const rp_server *s);   /* "core" (parallel 1) or "sched" */
 RP_API int32_t rp_server_n_ctx(const rp_server *s);           /* tokens per sequence */
+RP_API int rp_server_parallel(const rp_server *s);            /* sequences decoded together (parallel 0 resolved) */
 /* Graceful shutdown: stops accepting connections, answers new requests with 503, lets requests in flight finish
  * for up to deadline_s, cancels the rest (finish_reason "length") and flushes the store. Idempotent. */
 RP_API void rp_server_drain(rp_server *s, double deadline_s);

@@ -102,7 +102,9 @@ static void test_request_parsing(void **state) {
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}", "tool_choice"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reprise_session\":\"XYZ\"}", "reprise_session"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reprise_cache\":{\"mode\":\"fast\"}}", "reprise_cache.mode"},
-        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}", "logprobs"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":1}", "logprobs"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":3}", "top_logprobs"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,\"top_logprobs\":21}", "top_logprobs"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}", NULL},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

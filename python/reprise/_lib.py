@@ -81,6 +81,8 @@ progress_fn = CFUNCTYPE(c_bool, c_void_p, c_uint64, c_uint64)
 token_fn = CFUNCTYPE(c_bool, c_void_p, c_token, c_void_p, c_size_t)          # text as a pointer: not NUL-ended
 agent_token_fn = CFUNCTYPE(c_bool, c_void_p, c_int64, c_token)
 logits_fn = CFUNCTYPE(None, c_void_p, POINTER(c_token), c_int32, POINTER(c_float), c_int32)
+listening_fn = CFUNCTYPE(None, c_void_p, c_uint16)
+chosen_fn = CFUNCTYPE(None, c_void_p, c_token, POINTER(c_float), c_int32)
 
 
 class rp_logit_bias(Structure):
@@ -144,7 +146,8 @@ class rp_gen_opts(Structure):
                 ("stop", POINTER(c_char_p)), ("n_stop", c_int32), ("reuse", c_int), ("recompute_ratio", c_float),
                 ("select", c_int), ("static_mode", c_int), ("cache_namespace", c_uint64), ("persist", c_bool),
                 ("on_token", token_fn), ("user", c_void_p), ("recompute_marks", POINTER(c_uint8)),
-                ("on_logits", logits_fn), ("logits_user", c_void_p), ("reseed", c_bool)]
+                ("on_logits", logits_fn), ("logits_user", c_void_p), ("reseed", c_bool),
+                ("on_chosen", chosen_fn), ("chosen_user", c_void_p)]
 
 
 class rp_gen_stats(Structure):
@@ -171,7 +174,7 @@ class rp_turn_opts(Structure):
     _fields_ = [("sampling", rp_sampler_params), ("max_tokens", c_int32), ("stop", POINTER(c_char_p)),
                 ("n_stop", c_int32), ("suspend_on_tool_call", c_bool), ("wait_after", c_bool),
                 ("on_token", agent_token_fn), ("user", c_void_p), ("on_logits", logits_fn),
-                ("logits_user", c_void_p)]
+                ("logits_user", c_void_p), ("on_chosen", chosen_fn), ("chosen_user", c_void_p)]
 
 
 class rp_agent_info(Structure):
@@ -299,7 +302,8 @@ class rp_server_params(Structure):
                 ("timeout_s", c_double), ("session_ttl_s", c_double), ("max_connections", c_int),
                 ("max_connections_per_ip", c_int), ("header_timeout_s", c_double), ("body_timeout_s", c_double),
                 ("idle_timeout_s", c_double), ("quiet", c_bool), ("chat_template", c_char_p),
-                ("grammar", c_char_p)]
+                ("grammar", c_char_p), ("on_listening", listening_fn), ("on_listening_user", c_void_p),
+                ("cors_origins", c_char_p)]
 
 
 class rp_agents_fill(Structure):
@@ -406,6 +410,8 @@ PROTOTYPES = {
     "rp_seq_tokens": (P_TOK, [H]),
     "rp_seq_truncate": (ST, [H, c_int32]),
     "rp_seq_logits": (POINTER(c_float), [H]),
+    "rp_logprobs": (ST, [POINTER(c_float), c_int32, c_token, c_int32, POINTER(c_float), POINTER(c_token),
+                         POINTER(c_float)]),
     "rp_gen_default_opts": (rp_gen_opts, []),
     "rp_gen_stats_json": (c_size_t, [POINTER(rp_gen_stats), c_char_p, c_size_t]),
     "rp_seq_prefill": (ST, [H, H, POINTER(rp_gen_opts), POINTER(rp_gen_stats)]),
@@ -517,6 +523,7 @@ PROTOTYPES = {
     "rp_agents_commit_prompt": (ST, [H, c_int64, H, H, POINTER(rp_gen_opts), c_bool]),
     "rp_server_default_params": (rp_server_params, []),
     "rp_server_create": (ST, [POINTER(rp_server_params), OUT_H]),
+    "rp_server_parallel": (c_int, [H]),
     "rp_server_port": (c_uint16, [H]),
     "rp_server_n_keys": (c_int, [H]),
     "rp_server_cache_per_key": (c_bool, [H]),

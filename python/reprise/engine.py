@@ -212,6 +212,23 @@ class Sequence(Handle):
             n = self.model.n_vocab
             return array.array("f", ctypes.string_at(p, 4 * n))
 
+    def logprobs(self, top: int = 5, token: Optional[int] = None):
+        """Log-probabilities of the next token from the last logits (log-softmax of the raw logits, rp_logprobs):
+        (the given token's log-probability or None, [(id, logprob)] of the `top` most likely, most likely first).
+        None before any logits."""
+        lg = self.logits()
+        if lg is None:
+            return None
+        n = len(lg)
+        buf = (ctypes.c_float * n).from_buffer(lg)
+        k = min(top, n)
+        ids = (_lib.c_token * max(k, 1))()
+        lps = (ctypes.c_float * max(k, 1))()
+        chosen = ctypes.c_float()
+        check(lib.rp_logprobs(buf, n, -1 if token is None else token, k,
+                              None if token is None else ctypes.byref(chosen), ids, lps))
+        return (None if token is None else chosen.value), [(ids[i], lps[i]) for i in range(k)]
+
     # ---- prompts ----
     def _prompt(self, prompt: PromptLike, documents: Optional[Seq[str]], separator: Optional[str]):
         """(the Prompt, whether it is ours to close)."""

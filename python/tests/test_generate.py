@@ -1,6 +1,7 @@
 """test_generate.py — Engine / Sequence / Prompt / Stream on stories260K: the same greedy text as `reprise run`,
 streaming, cancelling from the consumer's side, stop strings, per-call stats and options, documents reused
 wherever they sit, chat, and errors."""
+import math
 import signal
 import subprocess
 import sys
@@ -71,6 +72,21 @@ class TestGenerate(unittest.TestCase):
         st3 = self.s.prefill(PROMPT, reuse="none")
         self.assertEqual(st3.reused_prefix + st3.reused_nonprefix, 0)
         self.assertEqual(self.s.prefill(PROMPT).reused_prefix, n_prompt - 1)
+
+    def test_logprobs_of_the_last_logits(self):
+        self.assertIsNone(self.s.logprobs())
+        self.s.prefill(PROMPT)
+        lg = self.s.logits()
+        mx = max(lg)
+        lse = mx + math.log(sum(math.exp(x - mx) for x in lg))
+        best = max(range(len(lg)), key=lambda i: (lg[i], -i))
+        chosen, top = self.s.logprobs(top=3, token=best)
+        self.assertAlmostEqual(chosen, lg[best] - lse, places=4)
+        self.assertEqual(top[0][0], best)
+        self.assertAlmostEqual(top[0][1], chosen, places=6)
+        self.assertTrue(top[0][1] >= top[1][1] >= top[2][1])
+        with self.assertRaises(reprise.Error):
+            self.s.logprobs(top=21)
 
     def test_stream_is_generate_in_pieces(self):
         text, _ = self.s.generate(PROMPT, max_tokens=24, **support.GREEDY)

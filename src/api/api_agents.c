@@ -117,6 +117,8 @@ static rp_gen_params gen_params(const rp_turn_opts *o) {
     gp.user = o->user;
     gp.on_logits = o->on_logits;
     gp.logits_user = o->logits_user;
+    gp.on_chosen = o->on_chosen;
+    gp.chosen_user = o->chosen_user;
     return gp;
 }
 

@@ -555,6 +555,7 @@ rp_status rp_seq_generate(rp_seq *s, const rp_gen_opts *o, char *buf, size_t cap
             lg = e->logits;
         }
         const rp_token t = rp_sampler_sample(smp, lg);
+        if (o->on_chosen) o->on_chosen(o->chosen_user, t, rp_session_logits(s->s), m->hp.n_vocab);
         st->last_token = t;
         if (e->pending == s) {   /* cache the prompt's chunks after the first token, off the TTFT path */
             e->pending = NULL;

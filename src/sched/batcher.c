@@ -222,6 +222,7 @@ static void commit_verify(rp_sched *s, rp_sess *x, rp_sched_step_info *info) {
         }
         E++;
         a += ok;
+        if (x->gp.on_chosen) x->gp.on_chosen(x->gp.chosen_user, t, rp_ctx_logits(s->ctx, x->out0 + j), V);
         fin = emit(s, x, t, info);
         if (fin != RP_FINISH_NONE || !ok) break;
     }
@@ -266,6 +267,7 @@ static void commit_prefill(rp_sched *s, rp_sess *x, rp_sched_step_info *info) {
         lg = s->resid;
     }
     rp_token t = rp_sampler_sample(x->smp, lg);
+    if (x->gp.on_chosen) x->gp.on_chosen(x->gp.chosen_user, t, rp_ctx_logits(s->ctx, x->out0), s->n_vocab);
     x->state = RP_SESS_DECODE;
     rp_finish_reason fin = emit(s, x, t, info);
     if (fin != RP_FINISH_NONE) end_turn(s, x, fin, false);

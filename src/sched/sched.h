@@ -186,6 +186,8 @@ typedef struct rp_gen_params {
      * with one gets no drafts (its tokens are sampled one at a time, never speculated). NULL: none */
     rp_logits_fn on_logits;
     void *logits_user;
+    rp_chosen_fn on_chosen;      /* each chosen token with its raw logits (drafts accepted included), or NULL */
+    void *chosen_user;
 } rp_gen_params;
 
 rp_gen_params rp_gen_default_params(void);   /* greedy, max_tokens 128 */

@@ -23,9 +23,15 @@ json_t *rp_srv_usage_json(rp_srv_call *c) {
     json_object_set_new(u, "completion_tokens", json_integer(completion));
     json_object_set_new(u, "total_tokens", json_integer(prompt + completion));
     json_t *d = json_object();
-    json_object_set_new(d, "cached_tokens", json_integer(st->n_prefix + st->n_nonprefix));
+    /* cached_tokens: only KV that is exactly what computing the prompt gives (OpenAI's meaning: the answer is the
+     * same as without the cache); approximate reuse (re-rotated chunks, blend, KV an approximate fill wrote
+     * earlier) is counted apart, in the reprise object */
+    const int32_t approx = (st->n_prefix - st->n_prefix_exact) + st->n_nonprefix;
+    json_object_set_new(d, "cached_tokens", json_integer(st->n_prefix_exact));
     json_object_set_new(u, "prompt_tokens_details", d);
     json_t *x = json_object();
+    json_object_set_new(x, "cached_exact", json_integer(st->n_prefix_exact));
+    json_object_set_new(x, "reused_approx", json_integer(approx));
     json_object_set_new(x, "reused_prefix", json_integer(st->n_prefix));
     json_object_set_new(x, "reused_prefix_exact", json_integer(st->n_prefix_exact));
     json_object_set_new(x, "reused_prefix_approx", json_integer(st->n_prefix - st->n_prefix_exact));
@@ -88,7 +94,7 @@ char *rp_srv_chat_response(rp_srv_call *c) {
     json_t *ch = json_object();
     json_object_set_new(ch, "index", json_integer(0));
     json_object_set_new(ch, "message", msg);
-    json_object_set_new(ch, "logprobs", json_null());
+    json_object_set_new(ch, "logprobs", rp_srv_take_logprobs(c));
     json_object_set_new(ch, "finish_reason", json_string(r->finish_reason));
     json_t *choices = json_array();
     json_array_append_new(choices, ch);
@@ -110,7 +116,7 @@ char *rp_srv_chat_chunk(rp_srv_call *c, const char *content, const char *finish,
     json_t *ch = json_object();
     json_object_set_new(ch, "index", json_integer(0));
     json_object_set_new(ch, "delta", delta);
-    json_object_set_new(ch, "logprobs", json_null());
+    json_object_set_new(ch, "logprobs", rp_srv_take_logprobs(c));
     json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
     json_t *choices = json_array();
     json_array_append_new(choices, ch);
@@ -127,7 +133,7 @@ char *rp_srv_chat_reasoning_chunk(rp_srv_call *c, const char *text) {
     json_t *ch = json_object();
     json_object_set_new(ch, "index", json_integer(0));
     json_object_set_new(ch, "delta", delta);
-    json_object_set_new(ch, "logprobs", json_null());
+    json_object_set_new(ch, "logprobs", rp_srv_take_logprobs(c));
     json_object_set_new(ch, "finish_reason", json_null());
     json_t *choices = json_array();
     json_array_append_new(choices, ch);

@@ -18,7 +18,7 @@ static json_t *completion(rp_srv_call *c, const char *text, const char *finish) 
     json_object_set_new(ch, "text", json_string(clean ? clean : ""));
     free(clean);
     json_object_set_new(ch, "index", json_integer(0));
-    json_object_set_new(ch, "logprobs", json_null());
+    json_object_set_new(ch, "logprobs", rp_srv_take_logprobs(c));
     json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
     json_t *choices = json_array();
     json_array_append_new(choices, ch);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/error.h"
 
@@ -36,9 +37,9 @@ rp_backend_config rp_backend_default_config(void) {
 rp_status rp_backend_create(const rp_backend_config *cfg, rp_backend **out) {
     *out = NULL;
     if (!cfg || !cfg->model_path) return rp_errorf(RP_ERR_INVALID_ARG, "backend: no model path");
-    if (cfg->parallel < 1 || cfg->parallel > 64 || cfg->queue_max < 0 || cfg->queue_max > 4096 ||
+    if (cfg->parallel < 0 || cfg->parallel > 64 || cfg->queue_max < 0 || cfg->queue_max > 4096 ||
         cfg->max_sessions < 0 || cfg->max_sessions > 128 || cfg->n_threads < 1)
-        return rp_errorf(RP_ERR_INVALID_ARG, "backend: parallel %d (1-64), queue %d (0-4096), sessions %d (0-128)",
+        return rp_errorf(RP_ERR_INVALID_ARG, "backend: parallel %d (1-64, 0 auto), queue %d (0-4096), sessions %d (0-128)",
                          cfg->parallel, cfg->queue_max, cfg->max_sessions);
     rp_backend *b = calloc(1, sizeof *b);
     if (!b) return rp_errorf(RP_ERR_NOMEM, "backend: out of memory");
@@ -68,7 +69,13 @@ rp_status rp_backend_create(const rp_backend_config *cfg, rp_backend **out) {
         n_ctx = md.n_ctx_train;
     }
     b->n_ctx = n_ctx;
-    b->ops = cfg->parallel > 1 ? &rp_backend_sched_ops : &rp_backend_core_ops;
+    if (b->cfg.parallel == 0) {
+        uint64_t kv = 0;
+        if (rp_kv_estimate(b->m, n_ctx, cfg->kv_type, &kv) != RP_OK) kv = 0;
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        b->cfg.parallel = rp_srv_auto_parallel(cores > 0 ? (int)cores : 1, rp_system_mem_available(), kv);
+    }
+    b->ops = b->cfg.parallel > 1 ? &rp_backend_sched_ops : &rp_backend_core_ops;
     if ((st = b->ops->start(b)) != RP_OK) goto fail;
     *out = b;
     return RP_OK;
@@ -95,6 +102,15 @@ uint64_t rp_backend_kv_bytes_per_token(const rp_backend *b) {
     return rp_kv_bytes_per_token(b->m, b->cfg.kv_type);
 }
 const char *rp_backend_kind(const rp_backend *b) { return b->ops->kind; }
+int rp_backend_parallel(const rp_backend *b) { return b->cfg.parallel; }
+
+int rp_srv_auto_parallel(int cores, uint64_t mem_available, uint64_t kv_bytes_per_seq) {
+    int n = 4;
+    if (cores / 2 < n) n = cores / 2;
+    if (mem_available > 0 && kv_bytes_per_seq > 0 && mem_available / 2 / kv_bytes_per_seq < (uint64_t)n)
+        n = (int)(mem_available / 2 / kv_bytes_per_seq);
+    return n < 1 ? 1 : n;
+}
 rp_status rp_backend_flush(rp_backend *b) { return b->ops->flush ? b->ops->flush(b) : RP_OK; }
 
 rp_status rp_backend_session_create(rp_backend *b, rp_bk_session **out) { return b->ops->session_create(b, out); }
@@ -115,6 +131,9 @@ static void job_free(rp_job *j) {
     free(j->bounds);
     free(j->bias);
     free(j->gen);
+    free(j->lp);
+    free(j->lp_top);
+    free(j->lp_top_lp);
     rp_grammar_state_free(j->gstate);
     rp_grammar_free(j->grammar);
     rp_prompt_free(j->prompt);
@@ -156,7 +175,16 @@ rp_status rp_backend_submit(rp_backend *b, const rp_job_params *p, rp_job **out)
     j->bounds = p->n_bounds ? malloc(sizeof *j->bounds * (size_t)p->n_bounds) : NULL;
     j->bias = p->sampler.n_bias ? malloc(sizeof *j->bias * (size_t)p->sampler.n_bias) : NULL;
     j->gen = malloc(sizeof *j->gen * (size_t)j->cap_gen);
-    if (!j->toks || (p->n_bounds && !j->bounds) || (p->sampler.n_bias && !j->bias) || !j->gen) {
+    if (j->p.top_logprobs > RP_LOGPROBS_MAX_TOP) j->p.top_logprobs = RP_LOGPROBS_MAX_TOP;
+    if (j->p.top_logprobs < 0 || !j->p.logprobs) j->p.top_logprobs = 0;
+    if (j->p.logprobs) {
+        const size_t k = (size_t)j->p.top_logprobs * (size_t)j->cap_gen;
+        j->lp = malloc(sizeof *j->lp * (size_t)j->cap_gen);
+        j->lp_top = malloc(sizeof *j->lp_top * (k ? k : 1));
+        j->lp_top_lp = malloc(sizeof *j->lp_top_lp * (k ? k : 1));
+    }
+    if (!j->toks || (p->n_bounds && !j->bounds) || (p->sampler.n_bias && !j->bias) || !j->gen ||
+        (j->p.logprobs && (!j->lp || !j->lp_top || !j->lp_top_lp))) {
         job_free(j);
         return rp_errorf(RP_ERR_NOMEM, "backend: out of memory");
     }
@@ -259,6 +287,31 @@ int32_t rp_job_tokens(rp_job *j, int32_t from, rp_token *buf, int32_t cap) {
     return n;
 }
 
+void rp_job_on_chosen(void *user, rp_token chosen, const float *logits, int32_t n_vocab) {
+    rp_job *j = user;
+    if (!j->lp) return;
+    const int32_t k = j->p.top_logprobs < n_vocab ? j->p.top_logprobs : n_vocab;
+    for (int32_t i = k; i < j->p.top_logprobs; i++) j->pend_top[i] = -1, j->pend_top_lp[i] = NAN;
+    j->pend_ok = rp_logprobs(logits, n_vocab, chosen, k, &j->pend_lp, j->pend_top, j->pend_top_lp) == RP_OK;
+    j->pend_tok = chosen;
+}
+
+int32_t rp_job_logprobs(rp_job *j, int32_t from, int32_t cap, float *lp, rp_token *top, float *top_lp) {
+    pthread_mutex_lock(&j->mu);
+    int32_t n = 0;
+    const size_t k = (size_t)j->p.top_logprobs;
+    if (j->lp && from >= 0 && from < j->n_gen) {
+        n = j->n_gen - from < cap ? j->n_gen - from : cap;
+        memcpy(lp, j->lp + from, sizeof *lp * (size_t)n);
+        if (k) {
+            memcpy(top, j->lp_top + (size_t)from * k, sizeof *top * (size_t)n * k);
+            memcpy(top_lp, j->lp_top_lp + (size_t)from * k, sizeof *top_lp * (size_t)n * k);
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    return n;
+}
+
 void rp_job_cancel(rp_job *j) {
     if (!j) return;
     bool was = atomic_exchange(&j->cancel, true);
@@ -314,6 +367,16 @@ bool rp_job_push(rp_job *j, rp_token t) {
     bool ok = j->n_gen < j->cap_gen;
     if (ok) {
         if (j->n_gen == 0) j->st.ttft_ms = (rp_srv_now() - j->t_submit) * 1e3;
+        if (j->lp) {
+            const int32_t k = j->p.top_logprobs;
+            const bool have = j->pend_ok && j->pend_tok == t;
+            j->lp[j->n_gen] = have ? j->pend_lp : NAN;
+            for (int32_t i = 0; i < k; i++) {
+                j->lp_top[(size_t)j->n_gen * (size_t)k + (size_t)i] = have ? j->pend_top[i] : -1;
+                j->lp_top_lp[(size_t)j->n_gen * (size_t)k + (size_t)i] = have ? j->pend_top_lp[i] : NAN;
+            }
+            j->pend_ok = false;
+        }
         j->gen[j->n_gen++] = t;
         pthread_cond_broadcast(&j->cv);
     }

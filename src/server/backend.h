@@ -29,7 +29,8 @@ typedef struct rp_backend_config {
     void *load_progress_user;
     int32_t n_ctx;              /* tokens per sequence (0: min(4096, the model's)) */
     int n_threads;
-    int parallel;               /* sequences decoded together; 1 selects the core backend */
+    int parallel;               /* sequences decoded together; 1 selects the core backend; 0: auto
+                                   (rp_srv_auto_parallel, once the model is loaded) */
     int queue_max;              /* jobs waiting beyond the running ones; more is RP_ERR_FULL (429) */
     int max_sessions;           /* reprise_session KV sessions kept at once */
     const char *cache_dir;      /* the chunk cache's flash store directory, or NULL (RAM only) */
@@ -55,6 +56,11 @@ const rp_model *rp_backend_model(const rp_backend *b);
 int32_t rp_backend_n_ctx(const rp_backend *b);
 uint64_t rp_backend_kv_bytes_per_token(const rp_backend *b);   /* K + V of one token, every layer */
 const char *rp_backend_kind(const rp_backend *b);   /* "core" or "sched" */
+int rp_backend_parallel(const rp_backend *b);        /* sequences decoded together (auto resolved) */
+
+/* `--parallel auto` (llama-server's -np auto is 4 slots): min(4, one slot per two cores, as many sequences at
+ * the full context as half the available memory holds), at least 1. mem_available 0 (unknown): no memory bound. */
+int rp_srv_auto_parallel(int cores, uint64_t mem_available, uint64_t kv_bytes_per_seq);
 /* Writes dirty cached chunks to the store (no-op without one). */
 rp_status rp_backend_flush(rp_backend *b);
 
@@ -113,6 +119,8 @@ typedef struct rp_job_params {
     rp_bk_session *session;         /* NULL: a one-off sequence */
     uint64_t cache_ns;              /* cache namespace (0: shared): the job reuses only KV cached by jobs of
                                        the same namespace (the server's per-API-key namespaces) */
+    bool logprobs;                  /* each generated token's log-probability (of the model's raw logits) ... */
+    int32_t top_logprobs;           /* ... and those of the top_logprobs (0..RP_LOGPROBS_MAX_TOP) most likely */
 } rp_job_params;
 
 typedef struct rp_job rp_job;
@@ -135,6 +143,9 @@ bool rp_job_wait_done(rp_job *j, double timeout_s);
 rp_job_finish rp_job_result(rp_job *j, rp_job_stats *st, char *err, size_t cap);
 /* True once the job left the queue (its prefill started). */
 bool rp_job_started(rp_job *j);
+/* Log-probabilities of generated tokens [from, from + cap) that exist (p.logprobs): lp[i] (NAN when unknown),
+ * and k = p.top_logprobs alternatives each in top[i * k ...], top_lp[i * k ...] (id -1: none). Returns the count. */
+int32_t rp_job_logprobs(rp_job *j, int32_t from, int32_t cap, float *lp, rp_token *top, float *top_lp);
 /* Drops the consumer's reference (cancel first if the result is unwanted). */
 void rp_job_release(rp_job *j);
 

@@ -202,6 +202,10 @@ static void run_job(core *c, rp_job *j) {
     o.reseed = true;   /* every request samples from its own seed, on a continued session too */
     o.on_token = on_token;
     o.user = &r;
+    if (j->p.logprobs) {   /* each token's log-probabilities, stored by its push */
+        o.on_chosen = rp_job_on_chosen;
+        o.chosen_user = j;
+    }
     if (r.constrain) {
         o.on_logits = constrain_logits;
         o.logits_user = &r;

@@ -24,6 +24,15 @@ struct rp_job {
     /* output (mu): gen[0..n_gen) */
     rp_token *gen;
     int32_t n_gen, cap_gen;      /* cap = max_tokens + 1 */
+    /* log-probabilities (p.logprobs), beside gen[] (mu), allocated at submit: lp[cap_gen],
+     * lp_top / lp_top_lp[cap_gen * p.top_logprobs]; the last chosen token's, computed by rp_job_on_chosen on the
+     * backend's thread and stored by the push of that token */
+    float *lp, *lp_top_lp;
+    rp_token *lp_top;
+    bool pend_ok;
+    rp_token pend_tok;
+    float pend_lp, pend_top_lp[RP_LOGPROBS_MAX_TOP];
+    rp_token pend_top[RP_LOGPROBS_MAX_TOP];
     bool started, done;
     rp_job_finish finish;
     char err[256];
@@ -81,6 +90,8 @@ bool rp_job_push(rp_job *j, rp_token t);
 /* Ends the job (stats copied) and drops the backend's reference. */
 void rp_job_complete(rp_job *j, rp_job_finish why, const rp_job_stats *st, const char *err);
 void rp_job_unref(rp_job *j);
+/* rp_chosen_fn (user: the job): the chosen token's log-probabilities, for the push of that token. */
+void rp_job_on_chosen(void *user, rp_token chosen, const float *logits, int32_t n_vocab);
 
 /* Replaces p with the job's prompt, each of its pieces (bounds) a segment: the engine chunks at them. */
 rp_status rp_job_prompt(const rp_job *j, rp_prompt *p);

@@ -125,6 +125,10 @@ static rp_turn_opts job_turn_opts(rp_job *j) {
     o.suspend_on_tool_call = j->p.session != NULL;
     o.on_token = on_token;
     o.user = j;
+    if (j->p.logprobs) {   /* each token's log-probabilities (drafts stay on), stored by its push */
+        o.on_chosen = rp_job_on_chosen;
+        o.chosen_user = j;
+    }
     if (j->gstate) {   /* a grammar: the scheduler samples this turn unspeculated through the hook */
         o.on_logits = rp_grammar_on_logits;
         o.logits_user = j->gstate;

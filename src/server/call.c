@@ -165,6 +165,8 @@ rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const ch
     jp.grammar = r->grammar ? r->grammar : s->cfg.grammar;
     jp.session = rp_stab_backend(c->sess);
     jp.cache_ns = s->ns_per_key && key >= 0 ? s->keys.v[key].ns : 0;
+    jp.logprobs = r->logprobs;
+    jp.top_logprobs = r->top_logprobs;
     st = rp_backend_submit(s->b, &jp, &c->job);
     if (st != RP_OK) {
         if (st == RP_ERR_FULL) {

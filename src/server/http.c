@@ -45,6 +45,7 @@ rp_server_config rp_server_default_config(void) {
 
 /* Per HTTP request (MHD's con_cls). */
 typedef struct http_req {
+    rp_server *srv;
     int ep;                   /* RP_M_* */
     int route;                /* R_* */
     char *body;
@@ -57,9 +58,53 @@ typedef struct http_req {
     char path_arg[128];       /* {id} of /v1/models/{id}, /v1/sessions/{id} */
     bool counted;
     int key;                  /* the API key it presented (index), -1 when the server has none */
+    char origin[256];         /* its Origin when CORS allows it ("" otherwise): every answer carries the headers */
 } http_req;
 
-enum { R_NONE, R_CHAT, R_COMPLETIONS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_SESSION, R_WEB };
+enum { R_NONE, R_CHAT, R_COMPLETIONS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_SESSION, R_TOKENIZE, R_DETOKENIZE, R_PROPS, R_WEB };
+
+/* ------------------------------------------------------------ CORS */
+
+/* --cors ORIGIN[,ORIGIN...] (repeatable on the command line, joined with commas): exact origins, or "*". */
+static rp_status cors_parse(rp_server *s, const char *spec) {
+    if (!spec || !spec[0]) return RP_OK;
+    for (const char *p = spec; *p;) {
+        while (*p == ',' || *p == ' ') p++;
+        const char *e = p;
+        while (*e && *e != ',') e++;
+        size_t n = (size_t)(e - p);
+        while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '/')) n--;   /* "http://x:3000/" is the origin http://x:3000 */
+        if (n == 1 && *p == '*') s->cors_any = true;
+        else if (n > 0) {
+            if (n >= 255) return rp_errorf(RP_ERR_INVALID_ARG, "server: --cors origin '%.40s...' is too long", p);
+            char **nv = realloc(s->cors, sizeof *nv * (size_t)(s->n_cors + 1));
+            if (!nv) return rp_errorf(RP_ERR_NOMEM, "server: out of memory");
+            s->cors = nv;
+            if (!(s->cors[s->n_cors] = strndup(p, n))) return rp_errorf(RP_ERR_NOMEM, "server: out of memory");
+            s->n_cors++;
+        }
+        p = e;
+    }
+    return RP_OK;
+}
+
+/* The request's Origin into r->origin when CORS allows it. */
+static void cors_match(rp_server *s, struct MHD_Connection *conn, http_req *r) {
+    r->origin[0] = '\0';
+    if (!s->cors_any && s->n_cors == 0) return;
+    const char *o = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+    if (!o || !o[0] || strlen(o) >= sizeof r->origin) return;
+    bool ok = s->cors_any;
+    for (int i = 0; i < s->n_cors && !ok; i++) ok = !strcmp(o, s->cors[i]);
+    if (ok) snprintf(r->origin, sizeof r->origin, "%s", o);
+}
+
+static void cors_headers(rp_server *s, const http_req *r, struct MHD_Response *resp) {
+    if (!r->origin[0]) return;
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", s->cors_any ? "*" : r->origin);
+    if (!s->cors_any) MHD_add_response_header(resp, "Vary", "Origin");
+    MHD_add_response_header(resp, "Access-Control-Expose-Headers", "X-Reprise-Session, Retry-After");
+}
 
 /* ------------------------------------------------------------ responses */
 
@@ -75,7 +120,8 @@ static enum MHD_Result send_text(struct MHD_Connection *conn, http_req *r, int s
         return MHD_NO;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-    if (status == 405) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->route == R_CHAT || r->route == R_COMPLETIONS ? "POST" : r->route == R_SESSION ? "DELETE" : "GET");
+    cors_headers(r->srv, r, resp);
+    if (status == 405) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->route == R_CHAT || r->route == R_COMPLETIONS || r->route == R_TOKENIZE || r->route == R_DETOKENIZE ? "POST" : r->route == R_SESSION ? "DELETE" : "GET");
     if (status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (status == 429 || status == 503) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     rp_gate_phase(conn, RP_CONN_HANDLING);   /* an answer before the body is answering too */
@@ -101,6 +147,26 @@ static enum MHD_Result fail(struct MHD_Connection *conn, http_req *r, int status
 }
 
 /* ------------------------------------------------------------ helpers */
+
+/* A CORS preflight (OPTIONS with --cors): 204; the Access-Control-* headers only for an allowed Origin. */
+static enum MHD_Result send_preflight(rp_server *s, struct MHD_Connection *conn, http_req *r) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    const char *methods = r->route == R_CHAT || r->route == R_COMPLETIONS || r->route == R_TOKENIZE || r->route == R_DETOKENIZE
+                              ? "POST, OPTIONS" : r->route == R_SESSION ? "DELETE, OPTIONS" : "GET, HEAD, OPTIONS";
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, methods);
+    if (r->origin[0]) {
+        cors_headers(s, r, resp);
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", methods);
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
+    }
+    rp_gate_phase(conn, RP_CONN_HANDLING);
+    enum MHD_Result ret = MHD_queue_response(conn, 204, resp);
+    MHD_destroy_response(resp);
+    r->status = 204;
+    return ret;
+}
 
 #define RP_STR_(x) #x
 #define RP_STR(x) RP_STR_(x)
@@ -150,6 +216,10 @@ static int route(const char *url, const char *method, int *ep, char *arg, size_t
     if (!strcmp(url, "/health") || !strcmp(u, "/health")) { *ep = RP_M_HEALTH; *method_ok = get; return R_HEALTH; }
     if (!strcmp(url, "/metrics")) { *ep = RP_M_METRICS; *method_ok = get; return R_METRICS; }
     if (rp_srv_web_is_page(url)) { *ep = RP_M_OTHER; *method_ok = get; return R_WEB; }   /* web_page.c */
+    /* llama-server's utility endpoints (with or without /v1) */
+    if (!strcmp(u, "/tokenize")) { *ep = RP_M_OTHER; *method_ok = post; return R_TOKENIZE; }
+    if (!strcmp(u, "/detokenize")) { *ep = RP_M_OTHER; *method_ok = post; return R_DETOKENIZE; }
+    if (!strcmp(u, "/props")) { *ep = RP_M_OTHER; *method_ok = get; return R_PROPS; }
     if (!strncmp(u, "/sessions/", 10)) {
         *ep = RP_M_SESSIONS;
         *method_ok = !strcmp(method, "DELETE");
@@ -189,6 +259,7 @@ static enum MHD_Result handle_generate(rp_server *s, struct MHD_Connection *conn
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        cors_headers(s, r, resp);
         if (c->sess_id[0]) MHD_add_response_header(resp, "X-Reprise-Session", c->sess_id);
         enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, resp);
         MHD_destroy_response(resp);   /* the call is freed by sse_free when MHD is done with it */
@@ -214,6 +285,7 @@ static enum MHD_Result handle_generate(rp_server *s, struct MHD_Connection *conn
         return MHD_NO;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    cors_headers(s, r, resp);
     if (sid[0]) MHD_add_response_header(resp, "X-Reprise-Session", sid);
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)http, resp);
     MHD_destroy_response(resp);
@@ -222,6 +294,13 @@ static enum MHD_Result handle_generate(rp_server *s, struct MHD_Connection *conn
 }
 
 static enum MHD_Result dispatch(rp_server *s, struct MHD_Connection *conn, http_req *r) {
+    if (!atomic_load(&s->ready) && r->route != R_WEB) {   /* accepting before the model is loaded (llama-server's
+                                                           * shape); the static page needs no model */
+        if (r->route == R_HEALTH)
+            return send_json(conn, r, 503, strdup("{\"status\":\"loading\",\"error\":{\"code\":503,\"message\":"
+                                                  "\"Loading model\",\"type\":\"unavailable_error\"}}"));
+        return fail(conn, r, 503, "model_loading", "Loading model%s", "");
+    }
     switch (r->route) {
     case R_CHAT:
     case R_COMPLETIONS:
@@ -256,6 +335,17 @@ static enum MHD_Result dispatch(rp_server *s, struct MHD_Connection *conn, http_
         return send_json(conn, r, 200, body);
     }
     case R_WEB: return (enum MHD_Result)rp_srv_web_send(conn, &r->status);
+    case R_TOKENIZE:
+    case R_DETOKENIZE: {
+        rp_api_error err;
+        char *out = NULL;
+        const char *body = r->body ? r->body : "";
+        rp_status st = r->route == R_TOKENIZE ? rp_srv_tokenize_json(s, body, r->len, &out, &err)
+                                              : rp_srv_detokenize_json(s, body, r->len, &out, &err);
+        if (st != RP_OK) return send_error(conn, r, &err);
+        return send_json(conn, r, 200, out);
+    }
+    case R_PROPS: return send_json(conn, r, 200, rp_srv_props_json(s));
     default: return fail(conn, r, 404, "not_found", "unknown endpoint%s", "");
     }
 }
@@ -268,11 +358,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r = calloc(1, sizeof *r);
         if (!r) return MHD_NO;
         *con_cls = r;
+        r->srv = s;
         r->t0 = rp_srv_now();
         atomic_fetch_add(&s->metrics.inflight, 1);
         rp_gate_phase(conn, RP_CONN_BODY);
         bool method_ok;
         r->route = route(url, method, &r->ep, r->path_arg, sizeof r->path_arg, &method_ok);
+        cors_match(s, conn, r);
+        if (!strcmp(method, "OPTIONS") && (s->cors_any || s->n_cors > 0) && r->route != R_NONE) {
+            r->early = true;   /* a preflight: no API key (browsers send none), no body */
+            return send_preflight(s, conn, r);
+        }
         /* errors known before the body: answered at once, the body is not read */
         if (head_over_limit(conn)) {
             r->early = true;
@@ -446,6 +542,7 @@ rp_status rp_server_start(const rp_server_config *cfg, rp_server **out) {
         goto fail;
     }
     if ((st = rp_srv_keys_load(cfg->api_key, cfg->api_key_file, &s->keys)) != RP_OK) goto fail;
+    if ((st = cors_parse(s, cfg->cors_origins)) != RP_OK) goto fail;
     if (cfg->cache_namespace == RP_SRV_NS_PER_KEY && s->keys.n == 0) {
         st = rp_errorf(RP_ERR_INVALID_ARG, "server: a per-key cache namespace needs API keys (--api-key-file, or "
                                            "--api-key / REPRISE_API_KEY)");
@@ -491,31 +588,10 @@ rp_status rp_server_start(const rp_server_config *cfg, rp_server **out) {
     }
     if (st != RP_OK) goto fail;
 
-    if ((st = rp_backend_create(&cfg->backend, &s->b)) != RP_OK) goto fail;
-    const rp_model *m = rp_backend_model(s->b);
-    if (cfg->model_id && cfg->model_id[0]) {
-        char *clean = rp_srv_utf8_clean(cfg->model_id, strnlen(cfg->model_id, sizeof s->model_id - 1));
-        snprintf(s->model_id, sizeof s->model_id, "%s", clean ? clean : "model");
-        free(clean);
-    } else {
-        model_id_from_path(cfg->backend.model_path, s->model_id, sizeof s->model_id);
-    }
-    snprintf(s->fingerprint, sizeof s->fingerprint, "fp_%016llx", (unsigned long long)rp_model_describe(m).fingerprint);
-    s->created = (int64_t)time(NULL);
-    s->lim = rp_srv_default_limits(rp_backend_n_ctx(s->b));
+    s->lim = rp_srv_default_limits(0);   /* n_ctx once the model is loaded */
     s->lim.max_body = cfg->max_body;
     s->lim.max_depth = cfg->max_depth;
     s->lim.max_messages = (size_t)cfg->max_messages;
-    rp_stab_params sp = rp_stab_default_params();
-    sp.max_sessions = cfg->backend.max_sessions;
-    sp.ttl_s = cfg->session_ttl_s;
-    /* per key: the fair share of the table unless told (one key alone has the table to itself) */
-    sp.owner_max_sessions = cfg->key_max_sessions > 0 ? cfg->key_max_sessions
-                            : s->keys.n > 1         ? (sp.max_sessions / s->keys.n > 1 ? sp.max_sessions / s->keys.n : 1)
-                                                    : 0;
-    sp.owner_max_kv_bytes = (uint64_t)(cfg->key_kv_mb * 1048576.0);
-    sp.kv_bytes_per_token = rp_backend_kv_bytes_per_token(s->b);
-    if ((st = rp_stab_create(s->b, &sp, &s->sessions)) != RP_OK) goto fail;
 
     /* A thread per connection (generation handlers block until the backend answers), but only for
      * connections the gate handed over: those whose first request head is complete. The gate owns the
@@ -538,6 +614,33 @@ rp_status rp_server_start(const rp_server_config *cfg, rp_server **out) {
     }
     if ((st = rp_gate_start(s->gate, s->d)) != RP_OK) goto fail;
     s->port = rp_gate_port(s->gate);
+    if (cfg->on_listening) cfg->on_listening(cfg->on_listening_user, s->port);
+
+    /* connections are answered from here on (503 "loading" until the model is in) */
+    if ((st = rp_backend_create(&cfg->backend, &s->b)) != RP_OK) goto fail;
+    const rp_model *m = rp_backend_model(s->b);
+    if (cfg->model_id && cfg->model_id[0]) {
+        char *clean = rp_srv_utf8_clean(cfg->model_id, strnlen(cfg->model_id, sizeof s->model_id - 1));
+        snprintf(s->model_id, sizeof s->model_id, "%s", clean ? clean : "model");
+        free(clean);
+    } else {
+        model_id_from_path(cfg->backend.model_path, s->model_id, sizeof s->model_id);
+    }
+    snprintf(s->fingerprint, sizeof s->fingerprint, "fp_%016llx", (unsigned long long)rp_model_describe(m).fingerprint);
+    s->created = (int64_t)time(NULL);
+    s->lim.n_ctx = rp_backend_n_ctx(s->b);
+    rp_stab_params sp = rp_stab_default_params();
+    sp.max_sessions = cfg->backend.max_sessions;
+    sp.ttl_s = cfg->session_ttl_s;
+    /* per key: the fair share of the table unless told (one key alone has the table to itself) */
+    sp.owner_max_sessions = cfg->key_max_sessions > 0 ? cfg->key_max_sessions
+                            : s->keys.n > 1         ? (sp.max_sessions / s->keys.n > 1 ? sp.max_sessions / s->keys.n : 1)
+                                                    : 0;
+    sp.owner_max_kv_bytes = (uint64_t)(cfg->key_kv_mb * 1048576.0);
+    sp.kv_bytes_per_token = rp_backend_kv_bytes_per_token(s->b);
+    if ((st = rp_stab_create(s->b, &sp, &s->sessions)) != RP_OK) goto fail;
+
+    atomic_store(&s->ready, true);
     *out = s;
     return RP_OK;
 fail:
@@ -600,6 +703,8 @@ void rp_server_stop(rp_server *s) {
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s->host);
+    for (int i = 0; i < s->n_cors; i++) free(s->cors[i]);
+    free(s->cors);
     rp_srv_keys_free(&s->keys);
     free(s);
 }

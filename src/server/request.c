@@ -484,9 +484,21 @@ static rp_status parse_common(rp_srv_request *r, const json_t *root, const rp_sr
     if (r->top_p <= 0) r->top_p = FLT_TRUE_MIN;   /* under float's range: still "the single most likely token" */
     RP_TRY(parse_stop(r, json_object_get(root, "stop"), err));
     RP_TRY(parse_bias(r, json_object_get(root, "logit_bias"), err));
+    /* chat: logprobs true and top_logprobs 0..20 (OpenAI); completions: logprobs 0..20 alternatives (legacy) */
     const json_t *lp = json_object_get(root, "logprobs");
-    if (lp && !json_is_null(lp) && !json_is_false(lp) && !(json_is_integer(lp) && json_integer_value(lp) == 0))
-        return rp_api_errorf(err, RP_ERR_UNSUPPORTED, 400, "unsupported_value", "logprobs", "logprobs are not supported");
+    if (r->ep == RP_EP_CHAT) {
+        RP_TRY(get_bool(root, "logprobs", &r->logprobs, err));
+        json_int_t top = 0;
+        bool top_given = false;
+        RP_TRY(get_int(root, "top_logprobs", 0, RP_LOGPROBS_MAX_TOP, &top, &top_given, err));
+        if (top_given && !r->logprobs) return BAD("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        r->top_logprobs = (int32_t)top;
+    } else if (lp && !json_is_null(lp) && !json_is_false(lp)) {
+        json_int_t top = 0;
+        RP_TRY(get_int(root, "logprobs", 0, RP_LOGPROBS_MAX_TOP, &top, NULL, err));
+        r->logprobs = true;
+        r->top_logprobs = (int32_t)top;
+    }
     const json_t *rf = json_object_get(root, "response_format");
     if (rf && !json_is_null(rf)) {
         const json_t *ty = json_object_get(rf, "type");

@@ -99,6 +99,8 @@ typedef struct rp_srv_request {
     uint64_t seed;
     const char *stop[RP_SRV_MAX_STOP];
     int n_stop;
+    bool logprobs;                  /* chat: logprobs true; completions: logprobs an integer */
+    int32_t top_logprobs;           /* alternatives per token (0..RP_LOGPROBS_MAX_TOP) */
     rp_logit_bias *bias;            /* logit_bias (ids checked against the vocabulary later) */
     int32_t n_bias;
 

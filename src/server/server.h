@@ -36,6 +36,11 @@ typedef struct rp_server_config {
     double body_timeout_s;       /* the body within this of the headers (default 30) */
     double idle_timeout_s;       /* a kept-alive connection without a request is closed after this (default 15) */
     bool quiet;                  /* no access log on stderr */
+    /* called once the port is bound and connections are accepted, before the model loads (they are answered
+     * 503 "loading" until it has): the port, user. NULL: none */
+    void (*on_listening)(void *user, uint16_t port);
+    void *on_listening_user;
+    const char *cors_origins;    /* allowed browser origins, comma-separated ("*": any); NULL / "": no CORS */
 } rp_server_config;
 
 /* Cache namespaces. PER_KEY: a request reuses (and its usage reports as

@@ -84,9 +84,13 @@ rp_status rp_server_create(const rp_server_params *p, rp_server **out) {
     c.body_timeout_s = p->body_timeout_s;
     c.idle_timeout_s = p->idle_timeout_s;
     c.quiet = p->quiet;
+    c.on_listening = p->on_listening;
+    c.on_listening_user = p->on_listening_user;
+    c.cors_origins = p->cors_origins;
     return rp_server_start(&c, out);
 }
 
 const char *rp_server_backend_kind(const rp_server *s) { return s ? rp_backend_kind(rp_server_backend((rp_server *)s)) : ""; }
+int rp_server_parallel(const rp_server *s) { return s ? rp_backend_parallel(rp_server_backend((rp_server *)s)) : 0; }
 int32_t rp_server_n_ctx(const rp_server *s) { return s ? rp_backend_n_ctx(rp_server_backend((rp_server *)s)) : 0; }
 void rp_server_free(rp_server *s) { rp_server_stop(s); }

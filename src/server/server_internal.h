@@ -33,6 +33,10 @@ struct rp_server {
     struct rp_conn_gate *gate;     /* accepts, caps, deadlines (conn_gate.c) */
     uint16_t port;
     _Atomic bool draining;
+    char **cors;                   /* allowed browser origins (--cors), exact, without a trailing slash */
+    int n_cors;
+    bool cors_any;                 /* "*": any origin */
+    _Atomic bool ready;            /* the model is loaded: until then everything but /health answers 503 loading */
     bool drained, stopped;
     pthread_mutex_t mu;            /* calls list */
     pthread_cond_t cv;
@@ -70,6 +74,9 @@ struct rp_srv_call {
     char job_err[256];
     rp_srv_reply reply;
     bool have_reply;
+    /* logprobs: generated tokens [0, lp_sent) already reported; legacy text_offset so far */
+    int32_t lp_sent;
+    size_t lp_offset;
     /* streaming */
     char *out;
     size_t out_len, out_cap, out_off;
@@ -97,11 +104,21 @@ char *rp_srv_chat_reasoning_chunk(rp_srv_call *c, const char *text);
 char *rp_srv_completion_response(rp_srv_call *c);
 char *rp_srv_completion_chunk(rp_srv_call *c, const char *text, const char *finish);
 struct json_t *rp_srv_usage_json(rp_srv_call *c);
+/* logprobs.c: a choice's `logprobs` for generated tokens [from, to) in the endpoint's shape (NULL without logprobs),
+ * and the one for the tokens not reported yet (up to n_counted; JSON null without logprobs, and for a stream chunk
+ * with no new token) */
+struct json_t *rp_srv_logprobs_json(rp_srv_call *c, int32_t from, int32_t to);
+struct json_t *rp_srv_take_logprobs(rp_srv_call *c);
 char *rp_srv_usage_chunk(rp_srv_call *c);
 
 /* api_models.c */
 char *rp_srv_models_json(rp_server *s);
 char *rp_srv_model_json(rp_server *s, const char *id);   /* NULL if not ours */
 char *rp_srv_health_json(rp_server *s);
+
+/* api_utility.c: llama-server's /tokenize, /detokenize (JSON bodies in, malloc'd JSON out) and /props */
+rp_status rp_srv_tokenize_json(rp_server *s, const char *body, size_t len, char **out, rp_api_error *err);
+rp_status rp_srv_detokenize_json(rp_server *s, const char *body, size_t len, char **out, rp_api_error *err);
+char *rp_srv_props_json(rp_server *s);
 
 #endif /* RP_SERVER_INTERNAL_H */
