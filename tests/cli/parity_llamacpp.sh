@@ -3,20 +3,21 @@
 # npm package node-llama-cpp installed in bench/peer) on peaked synthetic llama3 models, F32 and Q4_K, at short
 # positions: KL(llama.cpp || Reprise) within 2x llama.cpp's own FA on/off noise floor and top-1 agreement where
 # llama.cpp's top-2 margin exceeds its noise. Then the self-test: Reprise given a model 1% off (synth --peak 3.03
-# instead of 3) must FAIL the same comparison. Skips (77) without node, cc, or bench/peer's node_modules.
+# instead of 3) must FAIL the same comparison. Skips (77) without node (RP_NODE), cc, or bench/peer's node_modules.
 set -u
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 BIN="${RP_BIN:?RP_BIN must point at the reprise binary}"
 TMP="${RP_TEST_TMP:-/tmp}/parity_llamacpp.$$"
 . "$(dirname "$0")/lib/common.sh"
-command -v node >/dev/null 2>&1 || skip_all "node is not installed (bench/parity needs Node >= 20)"
+NODE="${RP_NODE:-node}"   # RP_NODE: another node binary
+command -v "$NODE" >/dev/null 2>&1 || skip_all "node ($NODE) is not installed (bench/parity needs Node >= 20)"
 [ -f "$SRC/bench/peer/node_modules/node-llama-cpp/package.json" ] ||
   skip_all "bench/peer/node_modules is absent (run: cd bench/peer && npm ci --omit=optional)"
 command -v "${CC:-cc}" >/dev/null 2>&1 || skip_all "no C compiler (${CC:-cc}) for bench/parity/reprise_logits.c"
 [ -e "$(dirname "$BIN")/libreprise.so" ] || skip_all "libreprise.so is not built next to $BIN"
 mkdir -p "$TMP"
 trap 'rm -rf "$TMP"' EXIT
-H="node $SRC/bench/parity/parity.mjs --reprise $BIN --archs llama3 --positions 1,40 -t 2"
+H="$NODE $SRC/bench/parity/parity.mjs --reprise $BIN --archs llama3 --positions 1,40 -t 2"
 
 $H --types f32,q4_k --json "$TMP/ok.json" >"$TMP/ok.out" 2>&1
 rc=$?
