@@ -56,12 +56,20 @@ int main(int argc, char **argv) {
     rp_token *tok = malloc(sizeof *tok * (size_t)(n_tok > 0 ? n_tok : 1));
     if (!tok || fread(tok, 4, (size_t)n_tok, f) != (size_t)n_tok) { fclose(f); fprintf(stderr, "reprise_logits: cannot read %s\n", tok_path); return 1; }
     fclose(f);
-    if (pos[npos - 1] >= n_tok) { fprintf(stderr, "reprise_logits: position %d is past the %d tokens\n", pos[npos - 1], n_tok); return 2; }
+    if (pos[npos - 1] >= n_tok) {
+        fprintf(stderr, "reprise_logits: position %d is past the %d tokens\n", pos[npos - 1], n_tok);
+        free(tok);
+        return 2;
+    }
 
     rp_model_params mp = rp_model_default_params();
     mp.n_threads = (int)threads;
     rp_model *m = NULL;
-    if (rp_model_load(model_path, mp, &m) != RP_OK) return fail(model_path);
+    rp_engine *e = NULL;
+    rp_seq *s = NULL;
+    FILE *o = NULL;
+    int rc = 1;
+    if (rp_model_load(model_path, mp, &m) != RP_OK) { fail(model_path); goto done; }
     rp_model_desc d = rp_model_describe(m);
     rp_engine_params ep = rp_engine_default_params();
     ep.n_threads = (int)threads;
@@ -69,25 +77,27 @@ int main(int argc, char **argv) {
     ep.n_ctx_over_train = true;
     ep.reuse = RP_REUSE_NONE;
     if (n_batch > 0) ep.n_batch = (int32_t)n_batch;
-    rp_engine *e = NULL;
-    rp_seq *s = NULL;
-    if (rp_engine_create(m, &ep, &e) != RP_OK) return fail("engine");
-    if (rp_seq_create(e, &s) != RP_OK) return fail("sequence");
-    FILE *o = fopen(out_path, "wb");
-    if (!o) { perror(out_path); return 1; }
-    int32_t done = 0;
+    if (rp_engine_create(m, &ep, &e) != RP_OK) { fail("engine"); goto done; }
+    if (rp_seq_create(e, &s) != RP_OK) { fail("sequence"); goto done; }
+    if (!(o = fopen(out_path, "wb"))) { perror(out_path); goto done; }
+    int32_t fed = 0;
     for (int k = 0; k < npos; k++) {
-        if (rp_seq_feed(s, tok + done, pos[k] + 1 - done) != RP_OK) return fail("feed");
-        done = pos[k] + 1;
+        if (rp_seq_feed(s, tok + fed, pos[k] + 1 - fed) != RP_OK) { fail("feed"); goto done; }
+        fed = pos[k] + 1;
         const float *lg = rp_seq_logits(s);
-        if (!lg) { fprintf(stderr, "reprise_logits: no logits at position %d\n", pos[k]); return 1; }
-        if (fwrite(lg, sizeof *lg, (size_t)d.n_vocab, o) != (size_t)d.n_vocab) { fprintf(stderr, "reprise_logits: write failed\n"); return 1; }
+        if (!lg) { fprintf(stderr, "reprise_logits: no logits at position %d\n", pos[k]); goto done; }
+        if (fwrite(lg, sizeof *lg, (size_t)d.n_vocab, o) != (size_t)d.n_vocab) { fprintf(stderr, "reprise_logits: write failed\n"); goto done; }
     }
-    if (fclose(o) != 0) { fprintf(stderr, "reprise_logits: write failed\n"); return 1; }
+    int cl = fclose(o);
+    o = NULL;
+    if (cl != 0) { fprintf(stderr, "reprise_logits: write failed\n"); goto done; }
     printf("n_vocab %d\n", d.n_vocab);
+    rc = 0;
+done:
+    if (o) fclose(o);
     rp_seq_free(s);
     rp_engine_free(e);
     rp_model_free(m);
     free(tok);
-    return 0;
+    return rc;
 }
