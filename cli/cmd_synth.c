@@ -14,11 +14,13 @@ int cmd_synth(int argc, char **argv) {
     for (; a.i < argc; a.i++) {
         if (cli_is(&a, "-h", "--help")) {
             printf("usage: reprise synth --arch llama|qwen3 --preset PRESET --type TYPE [--vocab VOCAB.gguf] [--seed S] "
-                   "[-t THREADS] -o OUT.gguf\n"
+                   "[--peak F] [-t THREADS] -o OUT.gguf\n"
                    "  presets: tiny, small, llama-3.2-1b, llama-3.2-3b (llama); tiny, qwen3-0.6b, qwen3-1.7b, qwen3-4b (qwen3)\n"
                    "  types:   f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q3_k, q4_k, q5_k: every matrix of that type;\n"
                    "           q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, q8_0, iq4_nl, iq4_xs:\n"
                    "           llama.cpp's mixes (its quantize's per-tensor types, e.g. Q6_K output)\n"
+                   "  --peak F peaked weights (F > 0, e.g. 3): an untied output matrix giving next-token logits of\n"
+                   "           std ~F, and queries scaled by F (sharp attention); default 0: off (flat-ish, tied)\n"
                    "  --vocab  copy the tokenizer of a (vocab-only) GGUF; default: a built-in byte-level vocabulary\n"
                    "The same arguments always give the same file. It is written to a temp file renamed at the end;\n"
                    "Ctrl-C (or an error) removes the temp file. On a terminal a progress line shows on stderr.\n");
@@ -28,6 +30,11 @@ int cmd_synth(int argc, char **argv) {
         else if (cli_is(&a, "--type", NULL)) { if (!cli_str(&a, &p.type)) return 2; }
         else if (cli_is(&a, "--vocab", NULL)) { if (!cli_str(&a, &p.vocab_path)) return 2; }
         else if (cli_is(&a, "--seed", "-s")) { if (!cli_u64(&a, &p.seed)) return 2; }
+        else if (cli_is(&a, "--peak", NULL)) {
+            double v;
+            if (!cli_float(&a, 0, 1000, &v)) return 2;
+            p.peak = (float)v;
+        }
         else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &threads)) return 2; }
         else if (cli_is(&a, "-o", "--output")) { if (!cli_str(&a, &out)) return 2; }
         else return cli_unknown(&a);

@@ -958,6 +958,9 @@ typedef struct rp_model_synth_params {
     const char *vocab_path;    /* a GGUF whose tokenizer is copied, or NULL: a built-in byte-level vocabulary */
     uint64_t seed;             /* default 1 */
     int n_threads;             /* default 2 (the file does not depend on it) */
+    float peak;                /* 0 (default): off. > 0: "peaked" weights — an untied output.weight scaled so the
+                                  next-token logits have a std of ~peak units, and the attention queries (attn_q,
+                                  or qwen3's attn_q_norm) scaled by peak so attention is sharp; for parity tests */
     rp_progress_fn progress;   /* NULL, or called as tensor data is made (units: bytes); false cancels the write */
     void *progress_user;
 } rp_model_synth_params;

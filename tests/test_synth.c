@@ -354,6 +354,58 @@ static void write_variant(const char *src, const char *dst, const char *drop, co
     rp_gguf_close(g);
 }
 
+/* synth --peak: the default files are tied with near one-hot logits that copy the input token; a peaked file has an
+ * untied output.weight, reprise.synth.peak, and logits of std ~peak (within a factor 1.5 here) with no huge top-1. */
+static void logit_stats(const float *x, int n, double *sd, double *margin) {
+    double m = 0, m2 = 0, a = -INFINITY, b = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        m += x[i];
+        m2 += (double)x[i] * x[i];
+        if (x[i] > a) { b = a; a = x[i]; } else if (x[i] > b) b = x[i];
+    }
+    m /= n;
+    *sd = sqrt(m2 / n - m * m);
+    *margin = a - b;
+}
+
+static void test_peaked(void **state) {
+    (void)state;
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/peak-a.gguf", rp_test_tmpdir());
+    snprintf(b, sizeof b, "%s/peak-b.gguf", rp_test_tmpdir());
+    const rp_arch archs[] = {RP_ARCH_LLAMA, RP_ARCH_QWEN3};
+    for (int k = 0; k < 2; k++) {
+        synth(archs[k], "f32", 1, 2, a);
+        rp_synth_params p = rp_synth_default_params();
+        p.arch = archs[k];
+        p.type = "f32";
+        p.peak = 3;
+        assert_int_equal(rp_synth_write(&p, b), RP_OK);
+        rp_gguf *g = NULL;
+        assert_int_equal(rp_gguf_open(b, &g), RP_OK);
+        assert_non_null(rp_gguf_find_tensor(g, "output.weight"));
+        assert_true(rp_gguf_find_key(g, "reprise.synth.peak") >= 0);
+        rp_gguf_close(g);
+        assert_int_equal(rp_gguf_open(a, &g), RP_OK);
+        assert_null(rp_gguf_find_tensor(g, "output.weight"));
+        assert_true(rp_gguf_find_key(g, "reprise.synth.peak") < 0);
+        rp_gguf_close(g);
+        int nv = 0;
+        float *la = prompt_logits(a, &nv), *lb = prompt_logits(b, &nv);
+        double sda, ma, sdb, mb;
+        logit_stats(la, nv, &sda, &ma);
+        logit_stats(lb, nv, &sdb, &mb);
+        print_message("%s: default std %.2f top-2 margin %.2f; peak 3: std %.2f margin %.2f\n", rp_arch_name(archs[k]), sda,
+                      ma, sdb, mb);
+        assert_true(sdb > 2.0 && sdb < 4.5);
+        assert_true(mb < 3 * sdb);
+        free(la);
+        free(lb);
+    }
+    remove(a);
+    remove(b);
+}
+
 static void test_missing_and_misshapen_tensors(void **state) {
     (void)state;
     char src[512], dst[512];
@@ -387,6 +439,7 @@ int main(void) {
         cmocka_unit_test(test_vocab_carryover),
         cmocka_unit_test(test_quant_mixes),
         cmocka_unit_test(test_missing_and_misshapen_tensors),
+        cmocka_unit_test(test_peaked),
     };
     return rp_test_main(tests, NULL, NULL);
 }

@@ -244,7 +244,8 @@ class rp_calibration(Structure):
 
 class rp_model_synth_params(Structure):
     _fields_ = [("arch", c_char_p), ("preset", c_char_p), ("type", c_char_p), ("vocab_path", c_char_p),
-                ("seed", c_uint64), ("n_threads", c_int), ("progress", progress_fn), ("progress_user", c_void_p)]
+                ("seed", c_uint64), ("n_threads", c_int), ("peak", c_float), ("progress", progress_fn),
+                ("progress_user", c_void_p)]
 
 
 class rp_model_file_desc(Structure):

@@ -8,7 +8,8 @@
 rp_model_synth_params rp_model_synth_default_params(void) {
     const rp_synth_params d = rp_synth_default_params();
     rp_model_synth_params p = {.arch = rp_arch_name(d.arch), .preset = d.preset, .type = d.type,
-                               .vocab_path = d.vocab_path, .seed = d.seed, .n_threads = d.n_threads};
+                               .vocab_path = d.vocab_path, .seed = d.seed, .n_threads = d.n_threads,
+                               .peak = d.peak};
     return p;
 }
 
@@ -24,6 +25,8 @@ rp_status rp_model_synth(const rp_model_synth_params *p, const char *path) {
     sp.vocab_path = p->vocab_path;
     sp.seed = p->seed;
     sp.n_threads = p->n_threads;
+    if (!(p->peak >= 0 && p->peak <= 1000)) return rp_errorf(RP_ERR_INVALID_ARG, "synth: peak %g is not in [0, 1000]", (double)p->peak);
+    sp.peak = p->peak;
     sp.progress = p->progress;
     sp.progress_user = p->progress_user;
     return rp_synth_write(&sp, path);

@@ -61,6 +61,7 @@ typedef struct tensor_spec {
     int64_t ne[2];
     fill_kind kind;
     float scale;          /* uniform half-width */
+    float mul;            /* FILL_NORM: the values are (1 + v) * mul (peaked models); 0 is 1 */
     uint64_t seed;
     const preset *pr;
 } tensor_spec;
@@ -84,7 +85,7 @@ static void fill_rows(void *vp, int64_t rb, int64_t re, int tid) {
             st += 0x9e3779b97f4a7c15ULL;
             double u = (double)(mix64(st) >> 11) * 0x1.0p-53;   /* [0, 1) */
             float v = (float)(2.0 * u - 1.0) * ts->scale;
-            buf[i] = ts->kind == FILL_NORM ? 1.0f + v : v;
+            buf[i] = ts->kind == FILL_NORM ? (1.0f + v) * (ts->mul != 0 ? ts->mul : 1.0f) : v;
         }
         if (!rp_quantize_row(ts->type, buf, j->dst + (size_t)r * j->row_bytes, ts->ne[0])) j->ok = false;
     }
@@ -249,6 +250,7 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
     CHK(rp_gguf_writer_set_str(w, "general.name", name));
     CHK(rp_gguf_writer_set_u32(w, "general.file_type", ft->llama_ftype));
     CHK(rp_gguf_writer_set_u64(w, "reprise.synth.seed", p->seed));
+    if (p->peak > 0) CHK(rp_gguf_writer_set_f32(w, "reprise.synth.peak", p->peak));
 
     if (p->vocab_path) {
         CHK(rp_gguf_open(p->vocab_path, &vocab));
@@ -282,7 +284,7 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
     CHK(rp_gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), pr->rms_eps));
 
     /* tensor specs */
-    size_t n_specs = 0, cap = 8 + (size_t)pr->n_layer * 12;
+    size_t n_specs = 0, cap = 9 + (size_t)pr->n_layer * 12;
     specs = calloc(cap, sizeof *specs);
     if (!specs && st == RP_OK) st = rp_errorf(RP_ERR_NOMEM, "synth: out of memory");
     const int64_t E = pr->n_embd, F = pr->n_ff, QD = (int64_t)pr->n_head * pr->head_dim,
@@ -298,11 +300,16 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
             t_->seed = mix64(p->seed ^ XXH3_64bits(t_->name, strlen(t_->name))); \
         }                                                                        \
     } while (0)
-    /* tensor types as llama.cpp's quantize gives them; no output.weight: the embedding is tied */
+    /* tensor types as llama.cpp's quantize gives them; no output.weight: the embedding is tied (unless peaked) */
     const int n_gqa = pr->n_head / pr->n_head_kv;
-#define MTYPE(role, layer, ncols) rp_ftype_tensor_type(ft, role, layer, pr->n_layer, n_gqa, true, ncols)
+    const bool peaked = p->peak > 0;
+    /* peaked: logits = output . rmsnorm(h), rms(rmsnorm(h)) ~ 1, so rows uniform(-a, a) with a = peak * sqrt(3 / E)
+     * give logits of std ~peak; queries scaled by peak make attention scores spread over ~peak units */
+    const float qmul = peaked ? p->peak : 1.0f;
+#define MTYPE(role, layer, ncols) rp_ftype_tensor_type(ft, role, layer, pr->n_layer, n_gqa, !peaked, ncols)
     rp_type emb_t = MTYPE("token_embd", 0, E);
     SPEC("token_embd.weight", emb_t, E, n_vocab, FILL_UNIFORM, 1.0f);
+    if (peaked) SPEC("output.weight", MTYPE("output", 0, E), E, n_vocab, FILL_UNIFORM, p->peak * sqrtf(3.0f / (float)E));
     SPEC("output_norm.weight", RP_TYPE_F32, E, 1, FILL_NORM, 0.05f);
     if (pr->llama3_rope) SPEC("rope_freqs.weight", RP_TYPE_F32, pr->head_dim / 2, 1, FILL_ROPE, 0);
     for (int l = 0; l < pr->n_layer && st == RP_OK; l++) {
@@ -312,12 +319,13 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
         snprintf(nm, sizeof nm, "blk.%d.%s", l, suffix);                             \
         SPEC(nm, (kd) == FILL_NORM ? RP_TYPE_F32 : MTYPE(role, l, c), c, r, kd, sc_)
         LSPEC("attn_norm.weight", "", E, 1, FILL_NORM, 0.05f);
-        LSPEC("attn_q.weight", "attn_q", E, QD, FILL_UNIFORM, se);
+        LSPEC("attn_q.weight", "attn_q", E, QD, FILL_UNIFORM, pr->arch == RP_ARCH_QWEN3 ? se : se * qmul);
         LSPEC("attn_k.weight", "attn_k", E, KD, FILL_UNIFORM, se);
         LSPEC("attn_v.weight", "attn_v", E, KD, FILL_UNIFORM, se);
         LSPEC("attn_output.weight", "attn_output", QD, E, FILL_UNIFORM, sq);
         if (pr->arch == RP_ARCH_QWEN3) {
             LSPEC("attn_q_norm.weight", "", pr->head_dim, 1, FILL_NORM, 0.05f);
+            specs[n_specs - 1].mul = qmul;   /* q is normalized after the projection: scale its gains */
             LSPEC("attn_k_norm.weight", "", pr->head_dim, 1, FILL_NORM, 0.05f);
         }
         LSPEC("ffn_norm.weight", "", E, 1, FILL_NORM, 0.05f);

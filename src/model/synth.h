@@ -14,6 +14,9 @@ typedef struct rp_synth_params {
     const char *vocab_path;   /* a GGUF whose tokenizer.* keys are copied; NULL: built-in byte-level vocab */
     uint64_t seed;
     int n_threads;
+    float peak;               /* 0: off; > 0: an untied output.weight scaled so next-token logits have a std of
+                                 ~peak units, and attention queries scaled by peak (sharper, position-sensitive
+                                 attention): distributions that tell kernels apart (bench/parity) */
     rp_progress_fn progress;  /* NULL, or called as tensor data is made (units: bytes of tensor data);
                                  returning false stops the write and removes the temp file */
     void *progress_user;
