@@ -9,7 +9,8 @@
  * Memory: RP_GPU_MEM_DEVICE buffers are device-local; when the device shares memory with the CPU (integrated
  * GPUs, lavapipe) they are host-visible and coherent too, so rp_gpu_buf_map gives a pointer into them and data
  * is used in place with no copy. Otherwise rp_gpu_buf_map returns NULL and rp_gpu_buf_write / _read go through a
- * staging buffer. RP_GPU_MEM_HOST buffers are host-visible (coherent) memory the device reads over the bus. */
+ * staging buffer (RP_GPU_STAGING=1 forces that path everywhere, for tests). RP_GPU_MEM_HOST buffers are
+ * host-visible (coherent) memory the device reads over the bus. */
 #ifndef RP_GPU_GPU_H
 #define RP_GPU_GPU_H
 

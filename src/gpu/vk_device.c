@@ -197,6 +197,8 @@ rp_status rp_gpu_create(const rp_gpu_params *p, rp_gpu **out) {
         goto fail;
     }
     g->desc = descs[at];
+    const char *stg = getenv("RP_GPU_STAGING");
+    g->staging = stg && *stg && strcmp(stg, "0");
     g->pd = pds[at];
     g->qfam = (uint32_t)compute_queue(&g->vk, g->pd);
     g->vk.vkGetPhysicalDeviceMemoryProperties(g->pd, &g->mem);
@@ -302,7 +304,7 @@ rp_status rp_gpu_buf_create(rp_gpu *g, size_t bytes, rp_gpu_mem mem, rp_gpu_buf 
                          (unsigned long long)req.size, rp_vk_result_name(r));
     }
     g->vk.vkBindBufferMemory(g->dev, b->buf, b->mem, 0);
-    if ((g->mem.memoryTypes[t].propertyFlags & HV) == HV) {
+    if ((g->mem.memoryTypes[t].propertyFlags & HV) == HV && (mem == RP_GPU_MEM_HOST || !g->staging)) {
         r = g->vk.vkMapMemory(g->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map);
         if (r != VK_SUCCESS) b->map = NULL;
     }

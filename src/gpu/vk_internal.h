@@ -20,6 +20,8 @@ struct rp_gpu {
     VkSemaphore timeline;      /* one timeline for every submission; value = ticket */
     uint64_t ticket;           /* last value signalled by a submission */
     rp_gpu_rec *xfer;          /* staging copies of rp_gpu_buf_write / _read */
+    bool staging;              /* RP_GPU_STAGING=1: device buffers unmapped even in shared memory (tests the
+                                  discrete-GPU path on lavapipe) */
 };
 
 struct rp_gpu_buf {
