@@ -5,12 +5,16 @@
 //   QK: elements per block, QB: bytes per block, welem(b, e): element e of the block at byte b.
 uint rd8(uint b) { return (W[b >> 2] >> ((b & 3u) * 8u)) & 0xFFu; }
 uint rd16(uint b) { return (W[b >> 2] >> ((b & 2u) * 8u)) & 0xFFFFu; }   // b even
+uint rd32(uint b) {   // any byte offset (an F32 matrix may start at an even, not word-aligned, offset)
+    const uint s = (b & 3u) * 8u, lo = W[b >> 2];
+    return s == 0u ? lo : (lo >> s) | (W[(b >> 2) + 1u] << (32u - s));
+}
 float rdh(uint b) { return unpackHalf2x16(rd16(b)).x; }
 int s8(uint v) { return int(v) - int((v & 0x80u) << 1); }
 
 #if defined(WTYPE_F32)
 const uint QK = 1u, QB = 4u;
-float welem(uint b, uint e) { return uintBitsToFloat(W[b >> 2]); }
+float welem(uint b, uint e) { return uintBitsToFloat(rd32(b)); }
 #elif defined(WTYPE_F16)
 const uint QK = 1u, QB = 2u;
 float welem(uint b, uint e) { return rdh(b); }
