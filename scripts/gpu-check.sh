@@ -96,11 +96,16 @@ fi
 # RP_GPU_DEVICE (an index or a piece of the name) overrides
 
 # ---- GPU tests ----
+# models for test_gpu_forward: $RP_SHARED_DIR, else shared/ in the tree, else ../shared beside it
+if [ -z "${RP_SHARED_DIR:-}" ]; then
+  if [ -d "$ROOT/shared/models" ]; then RP_SHARED_DIR=$ROOT/shared; else RP_SHARED_DIR=$ROOT/../shared; fi
+fi
+export RP_SHARED_DIR
 fails=0
 for t in test_gpu_core test_gpu_ops test_gpu_forward; do
   [ -x "$B/$t" ] || { note "$t: not built"; continue; }
   start=$(date +%s)
-  RP_SHARED_DIR=${RP_SHARED_DIR:-$ROOT/../shared} timeout 240 "$B/$t" >"$OUT/$t.log" 2>&1
+  timeout 240 "$B/$t" >"$OUT/$t.log" 2>&1
   rc=$?
   secs=$(( $(date +%s) - start ))
   case $rc in
@@ -109,8 +114,13 @@ for t in test_gpu_core test_gpu_ops test_gpu_forward; do
     124) verdict="TIMEOUT (240 s)"; fails=$((fails + 1)) ;;
     *) verdict="FAIL (rc $rc)"; fails=$((fails + 1)) ;;
   esac
-  note "$t: $verdict, ${secs} s — $(tail -1 "$OUT/$t.log")"
+  note "$t: $verdict, ${secs} s — $(tail -1 "$OUT/$t.log") — on $(grep -m1 '^gpu: ' "$OUT/$t.log" | cut -c6-)"
 done
+grep -h 'positions, worst' "$OUT"/test_gpu_forward.log 2>/dev/null | tee -a "$SUM"
+if command -v nvidia-smi >/dev/null 2>&1 && grep -qh '^gpu: .*(cpu, ' "$OUT"/test_gpu_*.log 2>/dev/null; then
+  note "WARNING: an NVIDIA GPU is present but the tests ran on a CPU device (lavapipe): the NVIDIA ICD was not found"
+  fails=$((fails + 1))
+fi
 # the staging path (what a discrete GPU uses for uploads) on the same device
 RP_GPU_STAGING=1 timeout 120 "$B/test_gpu_core" >"$OUT/test_gpu_core_staging.log" 2>&1
 rc=$?
