@@ -74,8 +74,16 @@ rp_status rp_gpu_rec_dispatch(rp_gpu_rec *r, const rp_gpu_kernel *k, rp_gpu_buf 
                               uint32_t gx, uint32_t gy, uint32_t gz);
 rp_status rp_gpu_rec_copy(rp_gpu_rec *r, rp_gpu_buf *src, size_t src_off, rp_gpu_buf *dst, size_t dst_off,
                           size_t n);
+/* Begins a recording that rp_gpu_rec_replay may submit again after its first submit, unchanged: the same
+ * dispatches over the same buffers with the same push constants (inputs that change between submissions live in
+ * buffers the host writes in between). A fixed-shape graph recorded once — the static graphs of an NPU — instead
+ * of re-recording per call. */
+rp_status rp_gpu_rec_begin_replayable(rp_gpu_rec *r);
 /* Ends and submits the recording; *ticket (may be NULL) is the timeline value that signals its completion. */
 rp_status rp_gpu_rec_submit(rp_gpu_rec *r, uint64_t *ticket);
+/* Submits the last replayable recording again (after waiting for its previous submission). RP_ERR_INVALID_ARG
+ * when there is none (or a recording is open). */
+rp_status rp_gpu_rec_replay(rp_gpu_rec *r, uint64_t *ticket);
 /* Waits for the recorder's last submission. */
 rp_status rp_gpu_rec_wait(rp_gpu_rec *r);
 /* Waits until the device's timeline reaches ticket. */

@@ -112,14 +112,16 @@ void rp_gpu_rec_free(rp_gpu_rec *rc) {
     free(rc);
 }
 
-rp_status rp_gpu_rec_begin(rp_gpu_rec *rc) {
+static rp_status begin(rp_gpu_rec *rc, bool replayable) {
     rp_gpu *g = rc->g;
     if (rc->open) return rp_errorf(RP_ERR_INVALID_ARG, "gpu: recorder already open");
     RP_TRY(rp_gpu_rec_wait(rc));
     g->vk.vkResetDescriptorPool(g->dev, rc->dpool, 0);
     g->vk.vkResetCommandBuffer(rc->cb, 0);
+    rc->replayable = replayable;
+    rc->recorded = false;
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+                                   .flags = replayable ? 0u : VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     VkResult r = g->vk.vkBeginCommandBuffer(rc->cb, &bi);
     if (r != VK_SUCCESS) return rp_errorf(RP_ERR_INTERNAL, "gpu: vkBeginCommandBuffer: %s", rp_vk_result_name(r));
     /* host writes (mapped buffers) before the submission are visible to it by the submit's own guarantee */
@@ -127,6 +129,9 @@ rp_status rp_gpu_rec_begin(rp_gpu_rec *rc) {
     rc->n = 0;
     return RP_OK;
 }
+
+rp_status rp_gpu_rec_begin(rp_gpu_rec *rc) { return begin(rc, false); }
+rp_status rp_gpu_rec_begin_replayable(rp_gpu_rec *rc) { return begin(rc, true); }
 
 /* everything before is visible to everything after (compute and transfer, read and write) */
 static void barrier(rp_gpu_rec *rc) {
@@ -184,6 +189,8 @@ rp_status rp_gpu_rec_copy(rp_gpu_rec *rc, rp_gpu_buf *src, size_t src_off, rp_gp
     return RP_OK;
 }
 
+static rp_status queue_submit(rp_gpu_rec *rc, uint64_t *ticket);
+
 rp_status rp_gpu_rec_submit(rp_gpu_rec *rc, uint64_t *ticket) {
     rp_gpu *g = rc->g;
     if (!rc->open) return rp_errorf(RP_ERR_INVALID_ARG, "gpu: submit of a recorder not begun");
@@ -194,14 +201,27 @@ rp_status rp_gpu_rec_submit(rp_gpu_rec *rc, uint64_t *ticket) {
     g->vk.vkCmdPipelineBarrier(rc->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                                VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
     rc->open = false;
-    VkResult r = g->vk.vkEndCommandBuffer(rc->cb);
+    const VkResult r = g->vk.vkEndCommandBuffer(rc->cb);
     if (r != VK_SUCCESS) return rp_errorf(RP_ERR_INTERNAL, "gpu: vkEndCommandBuffer: %s", rp_vk_result_name(r));
+    rc->recorded = rc->replayable;
+    return queue_submit(rc, ticket);
+}
+
+rp_status rp_gpu_rec_replay(rp_gpu_rec *rc, uint64_t *ticket) {
+    if (rc->open || !rc->recorded)
+        return rp_errorf(RP_ERR_INVALID_ARG, "gpu: replay without a submitted replayable recording");
+    RP_TRY(rp_gpu_rec_wait(rc));   /* not pending twice: no simultaneous-use flag */
+    return queue_submit(rc, ticket);
+}
+
+static rp_status queue_submit(rp_gpu_rec *rc, uint64_t *ticket) {
+    rp_gpu *g = rc->g;
     const uint64_t value = g->ticket + 1;
     VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
                                         .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &value};
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ti, .commandBufferCount = 1,
                        .pCommandBuffers = &rc->cb, .signalSemaphoreCount = 1, .pSignalSemaphores = &g->timeline};
-    r = g->vk.vkQueueSubmit(g->queue, 1, &si, VK_NULL_HANDLE);
+    const VkResult r = g->vk.vkQueueSubmit(g->queue, 1, &si, VK_NULL_HANDLE);
     if (r != VK_SUCCESS) return rp_errorf(RP_ERR_INTERNAL, "gpu: vkQueueSubmit: %s", rp_vk_result_name(r));
     g->ticket = value;
     rc->pending = value;

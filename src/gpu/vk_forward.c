@@ -36,6 +36,8 @@ struct rp_gpu_model {
     rp_gpu_buf *tok, *cell, *n_cells, *cs, *logits;
     float *cs_host, *row_host;
     int32_t last_dispatches;
+    bool replay;                 /* record the token graph once, then resubmit it (default) */
+    bool recorded;
 };
 
 static rp_status up_weight(rp_gpu_model *gm, const rp_weight *w, const char *what, int32_t layer, gweight *out) {
@@ -129,6 +131,7 @@ rp_status rp_gpu_model_create(rp_gpu *g, const rp_model *m, int32_t n_ctx, rp_gp
     gm->g = g;
     gm->m = m;
     gm->n_ctx = n_ctx;
+    gm->replay = true;
     const rp_status st = build(gm);
     if (st != RP_OK) {
         rp_gpu_model_free(gm);
@@ -165,6 +168,11 @@ void rp_gpu_model_free(rp_gpu_model *gm) {
 
 int32_t rp_gpu_model_last_dispatches(const rp_gpu_model *gm) { return gm ? gm->last_dispatches : 0; }
 
+void rp_gpu_model_set_replay(rp_gpu_model *gm, bool on) {
+    gm->replay = on;
+    gm->recorded = false;
+}
+
 static rp_status mm(rp_gpu_model *gm, const gweight *w, rp_gpu_buf *x, rp_gpu_buf *y) {
     const rp_gpu_mm a = {.w = w->b, .x = x, .y = y, .wtype = w->type, .rows = w->rows, .cols = w->cols, .n = 1,
                          .row_bytes = w->row_bytes, .ldx = w->cols, .ldy = w->rows};
@@ -195,10 +203,16 @@ rp_status rp_gpu_decode(rp_gpu_model *gm, rp_token tok, int32_t pos, float *logi
                           gm->row_host, E);
         RP_TRY(rp_gpu_buf_write(gm->x, 0, gm->row_host, sizeof(float) * E));
     }
+    if (gm->replay && gm->recorded) {
+        /* every per-token input (token, cell, cell count, RoPE table) is in a buffer written above */
+        RP_TRY(rp_gpu_rec_replay(gm->rec, NULL));
+        RP_TRY(rp_gpu_rec_wait(gm->rec));
+        return rp_gpu_buf_read(gm->logits, 0, logits, sizeof(float) * (size_t)hp->n_vocab);
+    }
     gm->last_dispatches = 0;
     rp_gpu_ops *o = gm->ops;
     rp_gpu_rec *r = gm->rec;
-    RP_TRY(rp_gpu_rec_begin(r));
+    RP_TRY(gm->replay ? rp_gpu_rec_begin_replayable(r) : rp_gpu_rec_begin(r));
     if (gm->embd_on_gpu)
         OP(rp_gpu_op_get_rows(o, r, gm->tok_embd.b, gm->tok_embd.type, 0, gm->tok_embd.row_bytes, E, gm->tok, 1,
                               gm->x, 0, E));
@@ -232,6 +246,7 @@ rp_status rp_gpu_decode(rp_gpu_model *gm, rp_token tok, int32_t pos, float *logi
     OP(rp_gpu_op_rmsnorm(o, r, gm->x, gm->xb, gm->out_norm, gm->xn, E, 1, E, E, hp->rms_eps));
     RP_TRY(mm(gm, &gm->output, gm->xn, gm->logits));
     RP_TRY(rp_gpu_rec_submit(r, NULL));
+    gm->recorded = gm->replay;
     RP_TRY(rp_gpu_rec_wait(r));
     return rp_gpu_buf_read(gm->logits, 0, logits, sizeof(float) * (size_t)hp->n_vocab);
 }

@@ -46,6 +46,8 @@ struct rp_gpu_rec {
     int32_t max;
     int32_t n;                 /* dispatches in the open recording */
     bool open;
+    bool replayable;           /* the recording may be submitted again (rp_gpu_rec_replay) */
+    bool recorded;             /* a replayable recording has been ended and submitted */
     uint64_t pending;          /* ticket of the last submission, 0 if none */
     VkCommandPool pool;
     VkCommandBuffer cb;

@@ -1,6 +1,6 @@
 /* test_gpu_core.c — the Vulkan backend's core: device listing and selection, buffers (mapped in place on a
  * shared-memory device, staged otherwise), the recorder (many dispatches in one command buffer, reuse, limits)
- * and timeline tickets. Skips (77) when there is no Vulkan device. */
+ * and timeline tickets, replayable recordings. Skips (77) when there is no Vulkan device. */
 #include <stdio.h>
 
 #include "gpu_test.h"
@@ -132,6 +132,21 @@ static void test_recorder_chain(void **state) {
     rec_run();
     /* no dispatch outside a recording, none with a zero grid */
     assert_int_equal(rp_gpu_op_swiglu(gt.ops, gt.rec, bx, bu, N), RP_ERR_INVALID_ARG);
+    /* a one-time recording cannot be replayed */
+    assert_int_equal(rp_gpu_rec_replay(gt.rec, NULL), RP_ERR_INVALID_ARG);
+    /* a replayable one: recorded once (3 steps), submitted 4 times, each continuing from the last one's output */
+    gread(bx, x, sizeof x);
+    assert_int_equal(rp_gpu_rec_begin_replayable(gt.rec), RP_OK);
+    for (int s = 0; s < 3; s++) assert_int_equal(rp_gpu_op_swiglu(gt.ops, gt.rec, bx, bu, N), RP_OK);
+    assert_int_equal(rp_gpu_rec_replay(gt.rec, NULL), RP_ERR_INVALID_ARG);   /* still open */
+    rec_run();
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(rp_gpu_rec_replay(gt.rec, NULL), RP_OK);
+        assert_int_equal(rp_gpu_rec_wait(gt.rec), RP_OK);
+    }
+    for (int s = 0; s < 12; s++) rp_ew_ref.swiglu(x, ones, N);
+    gread(bx, got, sizeof got);
+    expect_near("replayed chain", x, got, N, 1e-6, 1e-4);
     rp_gpu_buf_free(bx);
     rp_gpu_buf_free(bu);
 }

@@ -1,6 +1,7 @@
 /* test_gpu_forward.c — stories260K decoded token by token on the GPU (every layer, one command buffer per
- * token) against the CPU forward pass: the logits of each position agree within tolerance and pick the same
- * token, for the F32, Q8_0 and Q4_0 files. Skips (77) without a Vulkan device or without ../shared's models. */
+ * token, recorded once and replayed) against the CPU forward pass: the logits of each position agree within
+ * tolerance and pick the same token, for the F32, Q8_0 and Q4_0 files; a copy re-recording every token gives
+ * bit-identical logits. Skips (77) without a Vulkan device or without ../shared's models. */
 #include <stdio.h>
 
 #include "gpu_test.h"
@@ -23,8 +24,13 @@ static void compare_file(const char *rel, double rel_tol) {
     rp_model *m = NULL;
     assert_int_equal(rp_model_load(path, rp_model_default_params(), &m), RP_OK);
     const int V = m->hp.n_vocab, T = 40;
-    rp_gpu_model *gm = NULL;
+    rp_gpu_model *gm = NULL, *gm2 = NULL;
     assert_int_equal(rp_gpu_model_create(gt.g, m, 64, &gm), RP_OK);
+    /* a second copy re-records every token's command buffer: the replayed one must give the same logits */
+    assert_int_equal(rp_gpu_model_create(gt.g, m, 64, &gm2), RP_OK);
+    rp_gpu_model_set_replay(gm2, false);
+    float *got2 = malloc(sizeof(float) * (size_t)V);
+    assert_non_null(got2);
 
     rp_ctx_params cp = rp_ctx_default_params();
     cp.n_batch = 1, cp.n_outputs = 1, cp.n_ctx_max = 64, cp.n_threads = 1;
@@ -44,6 +50,9 @@ static void compare_file(const char *rel, double rel_tol) {
         assert_int_equal(rp_forward(ctx, &b, &kv, 1), RP_OK);
         const float *want = rp_ctx_logits(ctx, 0);
         assert_int_equal(rp_gpu_decode(gm, tok, t, got), RP_OK);
+        assert_int_equal(rp_gpu_decode(gm2, tok, t, got2), RP_OK);
+        if (memcmp(got, got2, sizeof(float) * (size_t)V))
+            fail_msg("%s position %d: the replayed command buffer's logits differ from a fresh recording's", rel, t);
         double amax = 0, dmax = 0;
         for (int i = 0; i < V; i++) {
             amax = fmax(amax, fabs(want[i]));
@@ -65,6 +74,8 @@ static void compare_file(const char *rel, double rel_tol) {
     assert_int_equal(rp_gpu_decode(gm, 1, 64, got), RP_ERR_RANGE);
     assert_int_equal(rp_gpu_decode(gm, V, 0, got), RP_ERR_RANGE);
     free(got);
+    free(got2);
+    rp_gpu_model_free(gm2);
     rp_batch_free(&b);
     rp_kv_free(kv);
     rp_ctx_free(ctx);
