@@ -101,11 +101,8 @@ static void describe(const rp_vk_fns *f, VkPhysicalDevice pd, int32_t index, rp_
                                   p->deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU);
 }
 
-/* Lists the physical devices of a fresh instance (destroyed unless inst_out takes it). */
+/* Lists the physical devices of the process's instance. */
 static rp_status list_devices(rp_vk_fns *f, VkInstance *inst_out, VkPhysicalDevice *pds, uint32_t *n) {
-    const rp_vk_fns *base;
-    RP_TRY(rp_vk_load(&base));
-    *f = *base;
     VkInstance inst;
     RP_TRY(rp_vk_instance(f, &inst));
     uint32_t cap = *n;
@@ -115,12 +112,9 @@ static rp_status list_devices(rp_vk_fns *f, VkInstance *inst_out, VkPhysicalDevi
         r = f->vkEnumeratePhysicalDevices(inst, n, pds);
         if (r == VK_INCOMPLETE) r = VK_SUCCESS;
     }
-    if (r != VK_SUCCESS) {
-        f->vkDestroyInstance(inst, NULL);
+    if (r != VK_SUCCESS)
         return rp_errorf(RP_ERR_INTERNAL, "gpu: vkEnumeratePhysicalDevices failed (%s)", rp_vk_result_name(r));
-    }
-    if (inst_out) *inst_out = inst;
-    else f->vkDestroyInstance(inst, NULL);
+    *inst_out = inst;
     return RP_OK;
 }
 
@@ -133,7 +127,6 @@ rp_status rp_gpu_enumerate(rp_gpu_desc *out, int32_t cap, int32_t *n_out) {
     uint32_t n = 16;
     RP_TRY(list_devices(&f, &inst, pds, &n));
     for (uint32_t i = 0; i < n && (int32_t)i < cap; i++) describe(&f, pds[i], (int32_t)i, &out[i]);
-    f.vkDestroyInstance(inst, NULL);
     if (n_out) *n_out = (int32_t)n;
     return RP_OK;
 }
@@ -244,8 +237,7 @@ void rp_gpu_free(rp_gpu *g) {
         if (g->timeline) g->vk.vkDestroySemaphore(g->dev, g->timeline, NULL);
         g->vk.vkDestroyDevice(g->dev, NULL);
     }
-    if (g->inst) g->vk.vkDestroyInstance(g->inst, NULL);
-    free(g);
+    free(g);   /* the instance is the process's (vk_loader.c) */
 }
 
 const rp_gpu_desc *rp_gpu_device(const rp_gpu *g) { return g ? &g->desc : NULL; }

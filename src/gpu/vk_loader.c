@@ -45,7 +45,36 @@ rp_status rp_vk_load(const rp_vk_fns **out) {
     return RP_OK;
 }
 
+static rp_status make_instance(rp_vk_fns *f, VkInstance *out);
+
+/* One instance for the process, made at first use and kept (drivers then stay loaded: creating and destroying
+ * instances over and over is slow, and a driver unloaded at vkDestroyInstance leaves what it still held as
+ * leaks). */
+static pthread_once_t inst_once = PTHREAD_ONCE_INIT;
+static VkInstance g_inst;
+static rp_vk_fns g_inst_fns;
+static rp_status g_inst_st;
+static char g_inst_err[512];
+
+static void inst_init(void) {
+    const rp_vk_fns *base;
+    g_inst_st = rp_vk_load(&base);
+    if (g_inst_st == RP_OK) {
+        g_inst_fns = *base;
+        g_inst_st = make_instance(&g_inst_fns, &g_inst);
+    }
+    if (g_inst_st != RP_OK) snprintf(g_inst_err, sizeof g_inst_err, "%s", rp_last_error());
+}
+
 rp_status rp_vk_instance(rp_vk_fns *f, VkInstance *out) {
+    pthread_once(&inst_once, inst_init);
+    if (g_inst_st != RP_OK) return rp_errorf(g_inst_st, "%s", g_inst_err);
+    *f = g_inst_fns;
+    *out = g_inst;
+    return RP_OK;
+}
+
+static rp_status make_instance(rp_vk_fns *f, VkInstance *out) {
     uint32_t api = VK_API_VERSION_1_0;
     if (f->vkEnumerateInstanceVersion) f->vkEnumerateInstanceVersion(&api);
     if (api < VK_API_VERSION_1_2)

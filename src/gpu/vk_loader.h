@@ -77,8 +77,9 @@ typedef struct rp_vk_fns {
 /* Opens the loader once (thread-safe) and resolves the global entry points into *out. RP_ERR_NOT_FOUND naming
  * the library when it cannot be opened. */
 rp_status rp_vk_load(const rp_vk_fns **out);
-/* Creates an instance (Vulkan 1.2 asked for; portability enumeration when offered) and resolves the instance
- * entry points into f (a copy of rp_vk_load's table). */
+/* The process's instance (Vulkan 1.2 asked for; portability enumeration when offered), made at the first call
+ * and never destroyed, with the instance entry points resolved into *f. Thread-safe; the first failure is the
+ * answer for the process. */
 rp_status rp_vk_instance(rp_vk_fns *f, VkInstance *out);
 const char *rp_vk_result_name(VkResult r);
 
