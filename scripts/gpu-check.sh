@@ -21,7 +21,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SUM="$OUT/summary.txt"
 : >"$SUM"
 note() { echo "$*" | tee -a "$SUM"; }
-note "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname) ($(nproc) cores), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
+rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')
+note "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname) ($(nproc) cores), commit $rev"
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
 
 # ---- the loader ----

@@ -94,7 +94,8 @@ static void describe(const rp_vk_fns *f, VkPhysicalDevice pd, int32_t index, rp_
         if (m->device_local && m->host_visible && m->host_coherent) shared = true;
     }
     for (uint32_t h = 0; h < mp.memoryHeapCount; h++)
-        if ((mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) && mp.memoryHeaps[h].size > d->device_local_bytes)
+        if ((mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) &&
+            mp.memoryHeaps[h].size > d->device_local_bytes)
             d->device_local_bytes = mp.memoryHeaps[h].size;
     /* a discrete card's host-visible device-local window (resizable BAR) is not shared memory */
     d->shared_memory = shared && (p->deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||

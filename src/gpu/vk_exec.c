@@ -77,7 +77,8 @@ void rp_gpu_kernel_free(rp_gpu_kernel *k) {
 
 rp_status rp_gpu_rec_create(rp_gpu *g, int32_t max_dispatches, rp_gpu_rec **out) {
     *out = NULL;
-    if (!g || max_dispatches < 1) return rp_errorf(RP_ERR_INVALID_ARG, "gpu: recorder of %d dispatches", max_dispatches);
+    if (!g || max_dispatches < 1)
+        return rp_errorf(RP_ERR_INVALID_ARG, "gpu: recorder of %d dispatches", max_dispatches);
     rp_gpu_rec *rc = calloc(1, sizeof *rc);
     if (!rc) return rp_errorf(RP_ERR_NOMEM, "gpu: out of memory");
     rc->g = g;

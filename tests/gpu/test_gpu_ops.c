@@ -176,7 +176,8 @@ static void test_rmsnorm(void **state) {
             expect_near(add ? "rmsnorm+add" : "rmsnorm", want, got, rows * ldo, 1e-6, 2e-5);
             if (add) {
                 gread(bx, xgot, sizeof(float) * rows * ldx);
-                for (uint32_t i = 0; i < rows; i++) expect_near("rmsnorm residual", x + i * ldx, xgot + i * ldx, n, 0, 0);
+                for (uint32_t i = 0; i < rows; i++)
+                    expect_near("rmsnorm residual", x + i * ldx, xgot + i * ldx, n, 0, 0);
             }
             rp_gpu_buf_free(bx); rp_gpu_buf_free(br); rp_gpu_buf_free(bw); rp_gpu_buf_free(bo);
             free(x); free(res); free(w); free(want); free(got); free(xgot);
@@ -200,7 +201,8 @@ static void llama3_inv_freq(float *f, int32_t n_rot) {
 static void rope_case(uint32_t rows, uint32_t heads, uint32_t hd, uint32_t n_rot, bool neox, rp_test_rng *r) {
     const uint32_t ldx = heads * hd + 3, x_off = 1;
     const size_t nx = x_off + (size_t)rows * ldx;
-    float *x = malloc(sizeof(float) * nx), *got = malloc(sizeof(float) * nx), *cs = malloc(sizeof(float) * rows * n_rot);
+    float *x = malloc(sizeof(float) * nx), *got = malloc(sizeof(float) * nx);
+    float *cs = malloc(sizeof(float) * rows * n_rot);
     float inv[256];
     assert_true(x && got && cs);
     fill_gauss(r, x, nx, 1.0f);
@@ -245,7 +247,8 @@ static void test_swiglu(void **state) {
     extern const rp_ew_kernel rp_ew_ref;
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
         const uint32_t n = ns[k];
-        float *g = malloc(sizeof(float) * (n + 1)), *u = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * (n + 1));
+        float *g = malloc(sizeof(float) * (n + 1)), *u = malloc(sizeof(float) * n);
+        float *got = malloc(sizeof(float) * (n + 1));
         assert_true(g && u && got);
         fill_gauss(&r, g, n, 4.0f);
         fill_gauss(&r, u, n, 1.0f);

@@ -23,7 +23,8 @@ float welem(uint b, uint e) { return rdh(b); }
 const uint QK = 32u, QB = 34u;
 float welem(uint b, uint e) { return rdh(b) * float(s8(rd8(b + 2u + e))); }
 #elif defined(WTYPE_Q4_0)
-// { f16 d; uint8 qs[16] }: element e < 16 is the low nibble of qs[e], e >= 16 the high nibble of qs[e - 16]; d * (q - 8)
+// { f16 d; uint8 qs[16] }: element e < 16 is the low nibble of qs[e], e >= 16 the high nibble of qs[e - 16];
+// value d * (q - 8)
 const uint QK = 32u, QB = 18u;
 float welem(uint b, uint e) {
     uint q = rd8(b + 2u + (e & 15u));
