@@ -6,6 +6,47 @@
 #include "progress.h"
 #include "reprise.h"
 
+static void print_bytes(uint64_t b) {
+    if (b >= (1ull << 30)) printf("%.1f GiB", (double)b / (1ull << 30));
+    else printf("%.0f MiB", (double)b / (1ull << 20));
+}
+
+/* The Vulkan devices: kind, memory types, subgroup size, the features the GPU kernels can use. */
+static void inspect_gpus(void) {
+    rp_gpu_desc d[8];
+    int32_t n = 0;
+    const rp_status st = rp_gpu_list(d, 8, &n);
+    if (st != RP_OK) {
+        printf("gpu: none (%s)\n", rp_last_error());
+        return;
+    }
+    if (n == 0) {
+        printf("gpu: none (the Vulkan loader found no device)\n");
+        return;
+    }
+    printf("gpu: %d Vulkan device%s\n", n, n == 1 ? "" : "s");
+    for (int32_t i = 0; i < n && i < 8; i++) {
+        const rp_gpu_desc *g = &d[i];
+        printf("  [%d] %s (%s; Vulkan %s; %s; vendor 0x%04x device 0x%04x)%s\n", g->index, g->name, g->kind,
+               g->api_version, g->driver, g->vendor_id, g->device_id, g->usable ? "" : " — not usable: needs Vulkan "
+               "1.2 timeline semaphores and a compute queue");
+        printf("      subgroup size %u | fp16 %d | int8 dot product %d | cooperative matrix %d | shared memory %d "
+               "(%s)\n", g->subgroup_size, g->fp16, g->int8_dot, g->cooperative_matrix, g->shared_memory,
+               g->shared_memory ? "buffers used in place, no copies" : "uploads through staging");
+        printf("      device-local heap ");
+        print_bytes(g->device_local_bytes);
+        printf("\n");
+        for (int32_t m = 0; m < g->n_mem_types; m++) {
+            const rp_gpu_mem_type *t = &g->mem_types[m];
+            printf("      memory type %d:%s%s%s%s (heap ", m, t->device_local ? " device-local" : "",
+                   t->host_visible ? " host-visible" : "", t->host_coherent ? " host-coherent" : "",
+                   t->host_cached ? " host-cached" : "");
+            print_bytes(t->heap_bytes);
+            printf(")\n");
+        }
+    }
+}
+
 static int inspect_system(void) {
     rp_cpu_desc c;
     rp_cpu_describe(&c);
@@ -29,6 +70,7 @@ static int inspect_system(void) {
     for (int32_t i = 0; i < nk && i < 64; i++)
         printf("  %s %-6s -> %s\n", strcmp(k[i].op, "matmul") ? "attention kv" : "matmul", k[i].type,
                k[i].kernel ? k[i].kernel : "(none)");
+    inspect_gpus();
     return 0;
 }
 
@@ -39,7 +81,7 @@ int cmd_inspect(int argc, char **argv) {
     for (; a.i < argc; a.i++) {
         if (cli_is(&a, "-h", "--help")) {
             printf("usage: reprise inspect [--no-tensors] MODEL.gguf\n"
-                   "       reprise inspect --system    CPU features found and the kernels chosen\n");
+                   "       reprise inspect --system    CPU features found, the kernels chosen, Vulkan devices\n");
             return 0;
         } else if (cli_is(&a, "--no-tensors", NULL)) no_tensors = true;
         else if (cli_is(&a, "--system", NULL)) system = true;

@@ -1073,6 +1073,36 @@ typedef struct rp_kernel_desc {
  * with kernels (type id order), then attention over f16, q8_0, f32 KV caches. Writes min(count, cap) entries
  * and returns the count. Thread-safe. */
 RP_API int32_t rp_kernel_table(rp_kernel_desc *out, int32_t cap);
+
+/* GPU devices (Vulkan) as the GPU backend sees them (`reprise inspect --system`). */
+typedef struct rp_gpu_mem_type {
+    uint64_t heap_bytes;       /* size of the heap the type allocates from */
+    bool device_local, host_visible, host_coherent, host_cached;
+} rp_gpu_mem_type;
+
+typedef struct rp_gpu_desc {
+    int32_t index;             /* the index a --device option takes */
+    char name[256];
+    const char *kind;          /* "discrete", "integrated", "virtual", "cpu" or "other" */
+    uint32_t vendor_id, device_id;
+    char api_version[24];      /* "1.3.230" */
+    char driver[128];          /* driver name and info */
+    uint32_t subgroup_size;
+    bool usable;               /* has what the backend needs: Vulkan 1.2, timeline semaphores, a compute queue */
+    bool shared_memory;        /* integrated / CPU device with host-visible device-local memory: buffers are used
+                                  in place, no copies */
+    bool fp16;                 /* shaderFloat16 */
+    bool int8_dot;             /* 8-bit integer dot product (VK_KHR_shader_integer_dot_product / Vulkan 1.3) */
+    bool cooperative_matrix;   /* VK_KHR_cooperative_matrix (or VK_NV_cooperative_matrix) */
+    uint64_t device_local_bytes;   /* the largest device-local heap */
+    int32_t n_mem_types;
+    rp_gpu_mem_type mem_types[32];
+} rp_gpu_desc;
+
+/* The Vulkan devices: writes min(count, cap) entries, *n_out = count (0 when there are none). RP_ERR_UNSUPPORTED
+ * "Vulkan backend not built" when the build has no GPU backend; RP_ERR_NOT_FOUND when the Vulkan loader
+ * (libvulkan.so.1, or $RP_VULKAN_LIB) cannot be opened or makes no instance. Thread-safe. */
+RP_API rp_status rp_gpu_list(rp_gpu_desc *out, int32_t cap, int32_t *n_out);
 /* ---- benchmark support ----
  * What the benchmarks (reprise-bench) need beyond serving calls: a model's figures for throughput reports,
  * blend's deviation measure (an ablation), and sampling a sequence's logits token by token (decode loops timed

@@ -278,6 +278,19 @@ class rp_cpu_desc(Structure):
 
 class rp_kernel_desc(Structure):
     _fields_ = [("op", c_char_p), ("type", c_char_p), ("kernel", c_char_p)]
+class rp_gpu_mem_type(Structure):
+    _fields_ = [("heap_bytes", c_uint64)] + \
+               [(n, c_bool) for n in ("device_local", "host_visible", "host_coherent", "host_cached")]
+
+
+class rp_gpu_desc(Structure):
+    _fields_ = [("index", c_int32), ("name", c_char * 256), ("kind", c_char_p), ("vendor_id", c_uint32),
+                ("device_id", c_uint32), ("api_version", c_char * 24), ("driver", c_char * 128),
+                ("subgroup_size", c_uint32)] + \
+               [(n, c_bool) for n in ("usable", "shared_memory", "fp16", "int8_dot", "cooperative_matrix")] + \
+               [("device_local_bytes", c_uint64), ("n_mem_types", c_int32), ("mem_types", rp_gpu_mem_type * 32)]
+
+
 class rp_tool_call(Structure):
     _fields_ = [("id", c_char_p), ("name", c_char_p), ("arguments", c_char_p)]
 
@@ -335,6 +348,7 @@ STRUCTS = [rp_logit_bias, rp_sampler_params, rp_model_params, rp_model_desc, rp_
            rp_agent_info, rp_agents_stats, rp_cache_info, rp_cache_model, rp_cache_entry, rp_plan_chunk,
            rp_plan_segment, rp_plan_call, rp_plan_desc, rp_calibrate_params, rp_calibration, rp_model_synth_params,
            rp_model_file_desc, rp_meta_entry, rp_tensor_desc, rp_type_share, rp_cpu_desc, rp_kernel_desc,
+           rp_gpu_mem_type, rp_gpu_desc,
            rp_model_perf, rp_tool_call, rp_server_params, rp_agents_step_info, rp_agents_fill, rp_reasoning_span,
            rp_chat_vars]
 
@@ -486,6 +500,7 @@ PROTOTYPES = {
     "rp_model_file_type_mix": (c_int32, [H, POINTER(rp_type_share), c_int32]),
     "rp_cpu_describe": (None, [POINTER(rp_cpu_desc)]),
     "rp_kernel_table": (c_int32, [POINTER(rp_kernel_desc), c_int32]),
+    "rp_gpu_list": (ST, [POINTER(rp_gpu_desc), c_int32, P_I32]),
     # benchmark support
     "rp_model_perf_get": (None, [H, POINTER(rp_model_perf)]),
     "rp_seq_sample": (ST, [H, POINTER(rp_sampler_params), P_TOK]),

@@ -138,4 +138,13 @@ void rp_attn_merge(const float *outs, int64_t part_stride, const float *mls, int
                    int32_t nq,
                    int32_t heads, int32_t head_dim, float *dst, int64_t dst_stride);
 
+/* ---------------------------------------------------------------------------
+ * Row references of the forward pass (scalar; the GPU kernels are tested
+ * against them). rmsnorm: out = x / sqrt(mean(x^2) + eps) * w (sum in double;
+ * out may be x). rope: rotates the first n_rot dims of one head vector by
+ * (cs[i], sn[i]), i < n_rot / 2; NORM pairs (2i, 2i+1), NEOX (i, i + n_rot/2).
+ * ------------------------------------------------------------------------- */
+void rp_rmsnorm_ref(float *out, const float *x, const float *w, int64_t n, float eps);
+void rp_rope_ref(float *h, const float *cs, const float *sn, int32_t n_rot, bool neox);
+
 #endif /* RP_KERNELS_KERNELS_H */

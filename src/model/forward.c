@@ -190,32 +190,6 @@ const float *rp_ctx_logits(const rp_ctx *c, int32_t i) {
 
 /* ---- elementwise pieces ---- */
 
-static void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
-    double ss = 0;
-    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
-    float scale = (float)(1.0 / sqrt(ss / (double)n + eps));
-    for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
-}
-
-/* Rotates the first n_rot dims of one head vector. NORM pairs (2i, 2i+1);
- * NEOX pairs (i, i + n_rot/2). */
-static void rope_apply(float *h, const float *cs, const float *sn, int32_t n_rot, rp_rope_kind kind) {
-    int32_t half = n_rot / 2;
-    if (kind == RP_ROPE_NEOX) {
-        for (int32_t i = 0; i < half; i++) {
-            float a = h[i], b = h[i + half];
-            h[i] = a * cs[i] - b * sn[i];
-            h[i + half] = a * sn[i] + b * cs[i];
-        }
-    } else {
-        for (int32_t i = 0; i < half; i++) {
-            float a = h[2 * i], b = h[2 * i + 1];
-            h[2 * i] = a * cs[i] - b * sn[i];
-            h[2 * i + 1] = a * sn[i] + b * cs[i];
-        }
-    }
-}
-
 /* ---- attention ----
  * Work items are (run, KV head, KV range): a run is up to RP_ATTN_MAX_ROWS
  * consecutive batch rows of one sequence, so a prefill's query rows share each
@@ -433,7 +407,7 @@ static void rows_body(void *vp, int64_t i0, int64_t i1, int tid) {
         float *x = c->x + (size_t)i * E, *xb = c->xb + (size_t)i * E;
         if (j->op != ROWS_NORM)
             for (size_t e = 0; e < E; e++) x[e] += xb[e];
-        if (j->op != ROWS_ADD) rmsnorm(xb, x, j->w, (int64_t)E, hp->rms_eps);
+        if (j->op != ROWS_ADD) rp_rmsnorm_ref(xb, x, j->w, (int64_t)E, hp->rms_eps);
     }
     if (j->op == ROWS_ROPE) rope_rows(c, j->L, i0, i1);
 }
@@ -476,13 +450,13 @@ static void rope_rows(rp_ctx *c, const rp_layer *L, int64_t i0, int64_t i1) {
         const float *cs = c->rope_cs + (size_t)i * R, *sn = cs + R / 2;
         for (int32_t h = 0; h < H; h++) {
             float *qh = c->q + (size_t)i * QD + (size_t)h * HD;
-            if (L->q_norm) rmsnorm(qh, qh, L->q_norm, HD, hp->rms_eps);
-            rope_apply(qh, cs, sn, R, hp->rope_kind);
+            if (L->q_norm) rp_rmsnorm_ref(qh, qh, L->q_norm, HD, hp->rms_eps);
+            rp_rope_ref(qh, cs, sn, R, hp->rope_kind == RP_ROPE_NEOX);
         }
         for (int32_t h = 0; h < HK; h++) {
             float *kh = c->k + (size_t)i * KD + (size_t)h * HD;
-            if (L->k_norm) rmsnorm(kh, kh, L->k_norm, HD, hp->rms_eps);
-            rope_apply(kh, cs, sn, R, hp->rope_kind);
+            if (L->k_norm) rp_rmsnorm_ref(kh, kh, L->k_norm, HD, hp->rms_eps);
+            rp_rope_ref(kh, cs, sn, R, hp->rope_kind == RP_ROPE_NEOX);
         }
     }
 }
@@ -573,7 +547,7 @@ rp_status rp_fwd_end(rp_ctx *c, const rp_batch *b) {
         if (!b->logits[i]) continue;
         if (no >= c->p.n_outputs)
             return rp_errorf(RP_ERR_RANGE, "forward: more than n_outputs %d output rows", c->p.n_outputs);
-        rmsnorm(c->xo + (size_t)no * E, c->x + (size_t)i * E, m->out_norm, E, m->hp.rms_eps);
+        rp_rmsnorm_ref(c->xo + (size_t)no * E, c->x + (size_t)i * E, m->out_norm, E, m->hp.rms_eps);
         no++;
     }
     c->n_out = no;
