@@ -426,6 +426,56 @@ static void test_reuse_bars(void **state) {
     reuse_bars(synth("phi3", "tiny-longrope", "f32", 5, false));  /* partial rotary, LongRoPE factors, attn_factor */
 }
 
+/* ---- several sequences in one batch (what the scheduler runs) equal each sequence alone ---- */
+
+static void multi_sequence(const char *path) {
+    rp_model *m = load(path, -1);
+    const int32_t V = m->hp.n_vocab, na = 70, nb = 45;
+    rp_token ta[70], tb[45];
+    prompt_tokens(ta, na, V);
+    for (int32_t i = 0; i < nb; i++) tb[i] = (rp_token)((ta[i] * 7 + 3) % V);
+    float *alone = malloc(sizeof(float) * 2 * (size_t)V);
+    const int32_t la = na - 1, lb = nb - 1;
+    prefill(m, ta, na, &la, 1, alone);
+    prefill(m, tb, nb, &lb, 1, alone + V);
+    rp_ctx_params cp = rp_ctx_default_params();
+    cp.n_ctx_max = 128;
+    cp.n_outputs = 2;
+    rp_ctx *c = NULL;
+    rp_kv *kv[2] = {NULL, NULL};
+    assert_int_equal(rp_ctx_create(m, cp, &c), RP_OK);
+    assert_int_equal(rp_kv_create(m, 128, RP_TYPE_F32, &kv[0]), RP_OK);
+    assert_int_equal(rp_kv_create(m, 128, RP_TYPE_F32, &kv[1]), RP_OK);
+    rp_batch b;
+    assert_int_equal(rp_batch_init(&b, 256), RP_OK);
+    /* sequence 1's rows first, then 0's, in chunks of 10 interleaved */
+    for (int32_t i0 = 0; i0 < na || i0 < nb; i0 += 10) {
+        for (int32_t i = i0; i < nb && i < i0 + 10; i++) assert_int_equal(rp_batch_add(&b, tb[i], 1, i, i, i == lb), RP_OK);
+        for (int32_t i = i0; i < na && i < i0 + 10; i++) assert_int_equal(rp_batch_add(&b, ta[i], 0, i, i, i == la), RP_OK);
+    }
+    assert_int_equal(rp_forward(c, &b, kv, 2), RP_OK);
+    assert_int_equal(rp_ctx_n_outputs(c), 2);
+    /* outputs in batch order: sequence 1's last row (row 44) comes before sequence 0's last (row 69) */
+    float db = max_diff(rp_ctx_logits(c, 0), alone + V, V), da = max_diff(rp_ctx_logits(c, 1), alone, V), spread = 0;
+    for (int32_t i = 0; i < V; i++) spread = fmaxf(spread, fabsf(alone[i]));
+    print_message("  %s: two sequences in one batch vs alone: max |logit diff| %g, %g (|logit| up to %.1f)\n", path, da,
+                  db, spread);
+    assert_true(da <= 1e-5f * spread && db <= 1e-5f * spread);
+    rp_batch_free(&b);
+    rp_kv_free(kv[0]);
+    rp_kv_free(kv[1]);
+    rp_ctx_free(c);
+    free(alone);
+    rp_model_free(m);
+}
+
+static void test_multi_sequence(void **state) {
+    (void)state;
+    multi_sequence(synth("qwen2", "tiny", "q8_0", 11, false));
+    multi_sequence(synth("phi3", "tiny", "q4_0", 11, false));
+    multi_sequence(synth("phi3", "tiny-longrope", "q8_0", 11, false));
+}
+
 /* ---- clear refusals ---- */
 
 static void test_refusals(void **state) {
@@ -463,6 +513,7 @@ int main(void) {
         cmocka_unit_test(test_fused_equals_unfused),
         cmocka_unit_test(test_llama_cpp_golden),
         cmocka_unit_test(test_reuse_bars),
+        cmocka_unit_test(test_multi_sequence),
         cmocka_unit_test(test_refusals),
     };
     return rp_test_main(tests, NULL, NULL);
