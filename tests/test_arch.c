@@ -505,6 +505,23 @@ static void test_refusals(void **state) {
     assert_non_null(strstr(rp_last_error(), "ffn_up.weight"));
     assert_non_null(strstr(rp_last_error(), "fuses gate and up"));
     remove(dst);
+
+    /* LongRoPE past the original context: capped by default, refused when asked to go beyond */
+    m = load(synth("phi3", "tiny-longrope", "q8_0", 9, false), -1);
+    rp_engine_params ep = rp_engine_default_params();
+    ep.n_ctx = 8192;
+    rp_engine *e = NULL;
+    assert_int_equal(rp_engine_create(m, &ep, &e), RP_OK);
+    assert_int_equal(rp_engine_n_ctx(e), 4096);
+    rp_engine_free(e);
+    ep.n_ctx_over_train = true;
+    assert_int_equal(rp_engine_create(m, &ep, &e), RP_ERR_UNSUPPORTED);
+    print_message("  %s\n", rp_last_error());
+    assert_non_null(strstr(rp_last_error(), "long RoPE factors"));
+    ep.n_ctx = 2048;
+    assert_int_equal(rp_engine_create(m, &ep, &e), RP_OK);
+    rp_engine_free(e);
+    rp_model_free(m);
 }
 
 int main(void) {
