@@ -215,7 +215,8 @@ static void check_golden(const char *file) {
     /* F32 weights: within 0.02 (measured 0.005-0.007, llama included). Q8_0: llama.cpp and Reprise round
      * differently somewhere on the quantized path; the llama control (llama-tiny-q8_0.json, the architecture
      * Reprise started with) shows the same gap as qwen2 / phi3 (0.41-0.45 measured on log probabilities whose
-     * top-k spans ~30 units), so the bar is that gap with a margin, and top-1 must agree. */
+     * top-k spans ~30 units), below what quantizing moves llama.cpp's own log probabilities (its Q8_0 against its
+     * F32 goldens of the same weights: 0.55-0.80), so the bar is that gap with a margin, and top-1 must agree. */
     const double tol = strcmp(type, "f32") ? 0.6 : 0.02;
     double worst = 0;
     for (int i = 0; i < np; i++) {
