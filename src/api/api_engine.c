@@ -64,6 +64,11 @@ static rp_status check_params(const rp_model *m, const rp_engine_params *p) {
     if (p->n_seq_max < 0) return rp_errorf(RP_ERR_INVALID_ARG, "engine: n_seq_max %d is negative", p->n_seq_max);
     if ((unsigned)p->cache_policy > RP_CACHE_POLICY_LRU)
         return rp_errorf(RP_ERR_INVALID_ARG, "engine: cache policy %d", (int)p->cache_policy);
+    if (p->n_ctx_over_train && m->hp.rope_longrope && p->n_ctx > m->hp.n_ctx_train)
+        return rp_errorf(RP_ERR_UNSUPPORTED,
+                         "engine: n_ctx %d beyond %d needs this LongRoPE model's long RoPE factors, which Reprise does not "
+                         "implement (it runs with the short ones, up to rope.scaling.original_context_length %d)",
+                         p->n_ctx, m->hp.n_ctx_train, m->hp.rope_orig_ctx);
     const rp_static_shapes *sh = &p->static_shapes;
     if (sh->L_P != 0 || sh->L_S != 0) {
         if (sh->L_P < 1 || sh->L_S < 1 || sh->L_P > 65536 || sh->L_S > 65536)

@@ -1,4 +1,4 @@
-/* forward.c — the transformer forward pass (llama / qwen3) over a multi-sequence batch. */
+/* forward.c — the transformer forward pass (llama / qwen3 / qwen2 / phi3) over a multi-sequence batch. */
 #include "model/forward.h"
 
 #include <math.h>
@@ -441,13 +441,21 @@ void rp_fwd_qkv(rp_ctx *c, const rp_batch *b, int32_t l) {
     rows_run(c, n, ROWS_ROPE, NULL, L);
 }
 
-/* Rows [i0, i1): q/k norms (qwen3) and RoPE of this layer's q and k. */
+/* Rows [i0, i1): q/k/v biases (qwen2), q/k norms (qwen3) and RoPE of this layer's q and k. */
 static void rope_rows(rp_ctx *c, const rp_layer *L, int64_t i0, int64_t i1) {
     const rp_hparams *hp = &c->m->hp;
     const int32_t H = hp->n_head, HK = hp->n_head_kv, HD = hp->head_dim;
     const int32_t QD = H * HD, KD = HK * HD, R = hp->n_rot;
     for (int64_t i = i0; i < i1; i++) {
         const float *cs = c->rope_cs + (size_t)i * R, *sn = cs + R / 2;
+        /* ---- qwen2: q/k/v biases, added to the projections before RoPE (as llama.cpp) ---- */
+        if (L->bq) {
+            float *q = c->q + (size_t)i * QD, *k = c->k + (size_t)i * KD, *v = c->v + (size_t)i * KD;
+            for (int32_t e = 0; e < QD; e++) q[e] += L->bq[e];
+            for (int32_t e = 0; e < KD; e++) k[e] += L->bk[e];
+            for (int32_t e = 0; e < KD; e++) v[e] += L->bv[e];
+        }
+        /* ---- end of the biases ---- */
         for (int32_t h = 0; h < H; h++) {
             float *qh = c->q + (size_t)i * QD + (size_t)h * HD;
             if (L->q_norm) rp_rmsnorm_ref(qh, qh, L->q_norm, HD, hp->rms_eps);

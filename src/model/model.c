@@ -1,4 +1,4 @@
-/* model.c — loads llama / qwen3 GGUF models: hyper-parameters, tensor shape checks, RoPE tables. */
+/* model.c — loads llama / qwen3 (and, through arch_qwen2_phi3.c, qwen2 / phi3) GGUF models: hyper-parameters, tensor shape checks, RoPE tables. */
 #include "model/model.h"
 
 #include <math.h>
@@ -11,11 +11,14 @@
 #include "core/threadpool.h"
 #include "kernels/cpu.h"
 #include "kernels/quant.h"
+#include "model/arch.h"
 
 const char *rp_arch_name(rp_arch a) {
     switch (a) {
     case RP_ARCH_LLAMA: return "llama";
     case RP_ARCH_QWEN3: return "qwen3";
+    case RP_ARCH_QWEN2: return "qwen2";
+    case RP_ARCH_PHI3: return "phi3";
     }
     return "?";
 }
@@ -104,6 +107,20 @@ static rp_status bind_vector(const rp_gguf *g, const char *name, int64_t n, bool
     return RP_OK;
 }
 
+rp_status rp_model_bind_matrix(const rp_gguf *g, const char *name, int64_t cols, int64_t rows, bool required,
+                               rp_weight *w) {
+    return bind_matrix(g, name, cols, rows, required, w);
+}
+
+rp_status rp_model_bind_vector(const rp_gguf *g, const char *name, int64_t n, bool required, float *store,
+                               const float **out) {
+    return bind_vector(g, name, n, required, store, out);
+}
+
+static bool arch_known(rp_str a) {
+    return rp_str_eq(a, "llama") || rp_str_eq(a, "qwen3") || rp_str_eq(a, "qwen2") || rp_str_eq(a, "phi3");
+}
+
 static rp_status load_hparams(const rp_gguf *g, rp_model *m) {
     rp_hparams *hp = &m->hp;
     rp_str arch;
@@ -113,8 +130,10 @@ static rp_status load_hparams(const rp_gguf *g, rp_model *m) {
     const char *an;
     if (rp_str_eq(arch, "llama")) { hp->arch = RP_ARCH_LLAMA; an = "llama"; }
     else if (rp_str_eq(arch, "qwen3")) { hp->arch = RP_ARCH_QWEN3; an = "qwen3"; }
+    else if (rp_str_eq(arch, "qwen2")) { hp->arch = RP_ARCH_QWEN2; an = "qwen2"; }
+    else if (rp_str_eq(arch, "phi3")) { hp->arch = RP_ARCH_PHI3; an = "phi3"; }
     else
-        return rp_errorf(RP_ERR_UNSUPPORTED, "model: unknown architecture '%.*s' (supported: llama, qwen3)",
+        return rp_errorf(RP_ERR_UNSUPPORTED, "model: unknown architecture '%.*s' (supported: llama, qwen3, qwen2, phi3)",
                          (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
 
     rp_str name;
@@ -151,8 +170,9 @@ static rp_status load_hparams(const rp_gguf *g, rp_model *m) {
     RP_TRY(get_arch_f32(g, an, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->rms_eps));
     RP_TRY(get_arch_f32(g, an, "rope.freq_base", hp->arch == RP_ARCH_QWEN3 ? 1000000.0f : 10000.0f,
                         &hp->rope_base));
-    hp->rope_kind = hp->arch == RP_ARCH_QWEN3 ? RP_ROPE_NEOX : RP_ROPE_NORM;
+    hp->rope_kind = hp->arch == RP_ARCH_LLAMA ? RP_ROPE_NORM : RP_ROPE_NEOX;
     hp->rope_freq_scale = 1.0f;
+    hp->rope_attn_factor = 1.0f;
 
     char key[128];
     rp_str stype = {0};
@@ -170,10 +190,11 @@ static rp_status load_hparams(const rp_gguf *g, rp_model *m) {
         RP_TRY(get_arch_f32(g, an, "rope.scaling.low_freq_factor", 1.0f, &hp->rope_low_freq));
         RP_TRY(get_arch_f32(g, an, "rope.scaling.high_freq_factor", 4.0f, &hp->rope_high_freq));
         RP_TRY(get_arch_u32(g, an, "rope.scaling.original_context_length", false, 8192, &hp->rope_orig_ctx));
-    } else if (sst == RP_OK && !rp_str_eq(stype, "none")) {
+    } else if (sst == RP_OK && !rp_str_eq(stype, "none") && !(hp->arch == RP_ARCH_PHI3 && rp_str_eq(stype, "longrope"))) {
         return rp_errorf(RP_ERR_UNSUPPORTED, "model: rope scaling type '%.*s' not supported (none, linear, llama3)",
                          (int)(stype.len > 32 ? 32 : stype.len), stype.ptr);
     }
+    if (rp_arch_is_qwen2_phi3(hp->arch)) RP_TRY(rp_arch_qp_hparams(g, m, an));
     return RP_OK;
 }
 
@@ -191,6 +212,8 @@ static rp_status build_rope(const rp_gguf *g, rp_model *m) {
         if (t->type != RP_TYPE_F32 || t->ne[0] != half || t->ne[1] != 1)
             return rp_errorf(RP_ERR_FORMAT, "model: tensor 'rope_freqs.weight' must be f32 [%d]", half);
         ff = (const float *)t->data;
+    } else if (rp_arch_is_qwen2_phi3(hp->arch)) {
+        RP_TRY(rp_arch_qp_rope_factors(g, m, &ff));   /* phi3 LongRoPE: the short factors */
     }
     for (int i = 0; i < half; i++) {
         double f = pow((double)hp->rope_base, -2.0 * i / hp->n_rot) * hp->rope_freq_scale;
@@ -216,10 +239,11 @@ static rp_status build_rope(const rp_gguf *g, rp_model *m) {
 
 void rp_model_rope_cs(const rp_model *m, int32_t pos, float *c, float *s) {
     int half = m->hp.n_rot / 2;
+    const double af = m->hp.rope_attn_factor;   /* 1 unless the file sets rope.scaling.attn_factor */
     for (int i = 0; i < half; i++) {
         double th = (double)pos * (double)m->rope_inv_freq[i];
-        c[i] = (float)cos(th);
-        s[i] = (float)sin(th);
+        c[i] = (float)(cos(th) * af);
+        s[i] = (float)(sin(th) * af);
     }
 }
 
@@ -243,6 +267,7 @@ static rp_status bind_weights(const rp_gguf *g, rp_model *m) {
 
     /* room for every non-F32 norm vector: 2 per layer + q/k norms + output */
     size_t store_n = (size_t)E * (2 * (size_t)hp->n_layer + 1) + 2 * (size_t)HD * hp->n_layer;
+    if (rp_arch_is_qwen2_phi3(hp->arch)) store_n += (size_t)rp_arch_qp_store_per_layer(hp) * (size_t)hp->n_layer;
     m->norm_store = malloc(store_n * sizeof(float));
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->norm_store || !m->layers) return rp_errorf(RP_ERR_NOMEM, "model: out of memory");
@@ -263,17 +288,23 @@ static rp_status bind_weights(const rp_gguf *g, rp_model *m) {
     for (int l = 0; l < hp->n_layer; l++) {
         rp_layer *L = &m->layers[l];
         RP_TRY(bind_vector(g, LNAME("attn_norm.weight"), E, true, ns, &L->attn_norm)); ns += E;
-        RP_TRY(bind_matrix(g, LNAME("attn_q.weight"), E, QD, true, &L->wq));
-        RP_TRY(bind_matrix(g, LNAME("attn_k.weight"), E, KD, true, &L->wk));
-        RP_TRY(bind_matrix(g, LNAME("attn_v.weight"), E, KD, true, &L->wv));
+        if (rp_arch_is_qwen2_phi3(hp->arch)) {   /* q/k/v, biases, gate/up: arch_qwen2_phi3.c */
+            RP_TRY(rp_arch_qp_bind_layer(g, m, l, L, &ns));
+        } else {
+            RP_TRY(bind_matrix(g, LNAME("attn_q.weight"), E, QD, true, &L->wq));
+            RP_TRY(bind_matrix(g, LNAME("attn_k.weight"), E, KD, true, &L->wk));
+            RP_TRY(bind_matrix(g, LNAME("attn_v.weight"), E, KD, true, &L->wv));
+        }
         RP_TRY(bind_matrix(g, LNAME("attn_output.weight"), QD, E, true, &L->wo));
         if (hp->arch == RP_ARCH_QWEN3) {
             RP_TRY(bind_vector(g, LNAME("attn_q_norm.weight"), HD, true, ns, &L->q_norm)); ns += HD;
             RP_TRY(bind_vector(g, LNAME("attn_k_norm.weight"), HD, true, ns, &L->k_norm)); ns += HD;
         }
         RP_TRY(bind_vector(g, LNAME("ffn_norm.weight"), E, true, ns, &L->ffn_norm)); ns += E;
-        RP_TRY(bind_matrix(g, LNAME("ffn_gate.weight"), E, F, true, &L->w_gate));
-        RP_TRY(bind_matrix(g, LNAME("ffn_up.weight"), E, F, true, &L->w_up));
+        if (!rp_arch_is_qwen2_phi3(hp->arch)) {
+            RP_TRY(bind_matrix(g, LNAME("ffn_gate.weight"), E, F, true, &L->w_gate));
+            RP_TRY(bind_matrix(g, LNAME("ffn_up.weight"), E, F, true, &L->w_up));
+        }
         RP_TRY(bind_matrix(g, LNAME("ffn_down.weight"), F, E, true, &L->w_down));
     }
 #undef LNAME
@@ -373,8 +404,7 @@ rp_status rp_model_load(const char *path, rp_model_params params, rp_model **out
 
     if (!params.vocab_only) {
         rp_str arch;
-        if (rp_gguf_get_str(g, "general.architecture", &arch) == RP_OK && !rp_str_eq(arch, "llama") &&
-            !rp_str_eq(arch, "qwen3")) {
+        if (rp_gguf_get_str(g, "general.architecture", &arch) == RP_OK && !arch_known(arch)) {
             st = load_hparams(g, m);   /* names the unknown architecture */
             goto fail;
         }

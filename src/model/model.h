@@ -15,6 +15,8 @@
 typedef enum rp_arch {
     RP_ARCH_LLAMA = 1,   /* Llama 2, 3, 3.1, 3.2 (and llama2.c / TinyStories conversions) */
     RP_ARCH_QWEN3 = 2,   /* Qwen3 dense: per-head q_norm/k_norm, NEOX RoPE */
+    RP_ARCH_QWEN2 = 3,   /* Qwen2 / Qwen2.5: Q/K/V biases, NEOX RoPE (arch_qwen2_phi3.c) */
+    RP_ARCH_PHI3 = 4,    /* Phi-3 / 3.5 / Phi-4-mini: fused attn_qkv and gate|up, NEOX RoPE, LongRoPE (arch_qwen2_phi3.c) */
 } rp_arch;
 
 const char *rp_arch_name(rp_arch a);
@@ -43,17 +45,23 @@ typedef struct rp_hparams {
     bool rope_llama3;
     float rope_factor, rope_low_freq, rope_high_freq;
     int32_t rope_orig_ctx;
+    /* phi3 LongRoPE: the short factors (rope_factors_short.weight) are used and the context is limited to
+     * rope.scaling.original_context_length, as llama.cpp does for contexts up to it; cos/sin carry attn_factor. */
+    bool rope_longrope;
+    float rope_attn_factor;   /* scales cos and sin of q and k (1 unless the file says) */
 } rp_hparams;
 
 
 typedef struct rp_layer {
     const float *attn_norm;   /* [n_embd] */
-    rp_weight wq;             /* [n_head*head_dim x n_embd] */
+    rp_weight wq;             /* [n_head*head_dim x n_embd]; phi3: views of rows of the fused attn_qkv (and
+                                 w_gate / w_up of the fused ffn_up), packed separately at load */
     rp_weight wk;             /* [n_head_kv*head_dim x n_embd] */
     rp_weight wv;             /* [n_head_kv*head_dim x n_embd] */
     rp_weight wo;             /* [n_embd x n_head*head_dim] */
     const float *q_norm;      /* [head_dim] qwen3 only, else NULL */
     const float *k_norm;      /* [head_dim] qwen3 only, else NULL */
+    const float *bq, *bk, *bv;   /* [n_head*head_dim], [kv_dim], [kv_dim] qwen2 biases (before RoPE), else NULL */
     const float *ffn_norm;    /* [n_embd] */
     rp_weight w_gate;         /* [n_ff x n_embd] */
     rp_weight w_up;           /* [n_ff x n_embd] */

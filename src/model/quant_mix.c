@@ -91,6 +91,10 @@ rp_type rp_ftype_tensor_type(const rp_ftype *f, const char *role, int layer, int
         else if (i < n / 8 && (ft == FT_IQ4_NL || ft == FT_IQ4_XS)) t = RP_TYPE_Q5_K;
         else if (ft == FT_Q5_K_M && use_more_bits(i, n)) t = RP_TYPE_Q6_K;
         else if (ft == FT_Q4_K_S && i < n / 8) t = RP_TYPE_Q5_K;
+    } else if (!strcmp(role, "attn_qkv")) {   /* phi3's fused q|k|v */
+        if (ft == FT_Q3_K_M || ft == FT_Q3_K_L) t = RP_TYPE_Q4_K;
+        else if (ft == FT_Q4_K_M) t = RP_TYPE_Q5_K;
+        else if (ft == FT_Q5_K_M) t = RP_TYPE_Q6_K;
     } else if (!strcmp(role, "attn_output")) {
         if (ft == FT_Q2_K) t = RP_TYPE_Q3_K;
         else if (ft == FT_Q3_K_M) t = RP_TYPE_Q4_K;

@@ -19,25 +19,37 @@ typedef struct preset {
     int32_t n_embd, n_ff, n_layer, n_head, n_head_kv, head_dim, n_vocab, n_ctx;
     float rope_base, rms_eps;
     bool llama3_rope;    /* writes rope_freqs.weight with Llama 3.2's scaling (factor 32, 1, 4, 8192) */
+    int32_t n_rot;       /* rotated dims per head; 0: head_dim (Phi-4-mini rotates 96 of 128) */
+    int32_t longrope_orig;   /* phi3 LongRoPE: rope_factors_short/long.weight, original context length; 0: none */
 } preset;
 
 /* Shapes from the published configs of each model. */
 static const preset k_presets[] = {
-    {"tiny", RP_ARCH_LLAMA, 256, 768, 4, 8, 4, 32, 512, 2048, 10000.0f, 1e-5f, false},
-    {"tiny", RP_ARCH_QWEN3, 256, 768, 4, 4, 2, 64, 512, 2048, 1000000.0f, 1e-6f, false},
+    {"tiny", RP_ARCH_LLAMA, 256, 768, 4, 8, 4, 32, 512, 2048, 10000.0f, 1e-5f, false, 0, 0},
+    {"tiny", RP_ARCH_QWEN3, 256, 768, 4, 4, 2, 64, 512, 2048, 1000000.0f, 1e-6f, false, 0, 0},
     /* a small llama for the demo: big enough that prefill dominates, quick to make */
-    {"small", RP_ARCH_LLAMA, 512, 1536, 8, 8, 4, 64, 8192, 4096, 10000.0f, 1e-5f, false},
+    {"small", RP_ARCH_LLAMA, 512, 1536, 8, 8, 4, 64, 8192, 4096, 10000.0f, 1e-5f, false, 0, 0},
     /* tiny shapes with Llama 3's RoPE (base 500000, llama3 scaling in rope_freqs): tests of exact re-rotation */
-    {"tiny-llama3", RP_ARCH_LLAMA, 256, 768, 4, 8, 4, 32, 512, 2048, 500000.0f, 1e-5f, true},
-    {"llama-3.2-1b", RP_ARCH_LLAMA, 2048, 8192, 16, 32, 8, 64, 128256, 131072, 500000.0f, 1e-5f, true},
-    {"llama-3.2-3b", RP_ARCH_LLAMA, 3072, 8192, 28, 24, 8, 128, 128256, 131072, 500000.0f, 1e-5f, true},
-    {"qwen3-0.6b", RP_ARCH_QWEN3, 1024, 3072, 28, 16, 8, 128, 151936, 40960, 1000000.0f, 1e-6f, false},
-    {"qwen3-1.7b", RP_ARCH_QWEN3, 2048, 6144, 28, 16, 8, 128, 151936, 40960, 1000000.0f, 1e-6f, false},
-    {"qwen3-4b", RP_ARCH_QWEN3, 2560, 9728, 36, 32, 8, 128, 151936, 40960, 1000000.0f, 1e-6f, false},
+    {"tiny-llama3", RP_ARCH_LLAMA, 256, 768, 4, 8, 4, 32, 512, 2048, 500000.0f, 1e-5f, true, 0, 0},
+    {"llama-3.2-1b", RP_ARCH_LLAMA, 2048, 8192, 16, 32, 8, 64, 128256, 131072, 500000.0f, 1e-5f, true, 0, 0},
+    {"llama-3.2-3b", RP_ARCH_LLAMA, 3072, 8192, 28, 24, 8, 128, 128256, 131072, 500000.0f, 1e-5f, true, 0, 0},
+    {"qwen3-0.6b", RP_ARCH_QWEN3, 1024, 3072, 28, 16, 8, 128, 151936, 40960, 1000000.0f, 1e-6f, false, 0, 0},
+    {"qwen3-1.7b", RP_ARCH_QWEN3, 2048, 6144, 28, 16, 8, 128, 151936, 40960, 1000000.0f, 1e-6f, false, 0, 0},
+    {"qwen3-4b", RP_ARCH_QWEN3, 2560, 9728, 36, 32, 8, 128, 151936, 40960, 1000000.0f, 1e-6f, false, 0, 0},
+    /* qwen2: q/k/v biases; tied embeddings as the 0.5B / 1.5B models */
+    {"tiny", RP_ARCH_QWEN2, 256, 768, 4, 4, 2, 64, 512, 2048, 1000000.0f, 1e-6f, false, 0, 0},
+    {"qwen2.5-0.5b", RP_ARCH_QWEN2, 896, 4864, 24, 14, 2, 64, 151936, 32768, 1000000.0f, 1e-6f, false, 0, 0},
+    {"qwen2.5-1.5b", RP_ARCH_QWEN2, 1536, 8960, 28, 12, 2, 128, 151936, 32768, 1000000.0f, 1e-6f, false, 0, 0},
+    /* phi3: fused attn_qkv and gate|up; tiny-longrope has Phi-4-mini's partial rotary and LongRoPE factors */
+    {"tiny", RP_ARCH_PHI3, 256, 768, 4, 8, 4, 32, 512, 4096, 10000.0f, 1e-5f, false, 0, 0},
+    {"tiny-longrope", RP_ARCH_PHI3, 256, 768, 4, 4, 2, 64, 512, 131072, 10000.0f, 1e-5f, false, 48, 4096},
+    {"phi-3-mini", RP_ARCH_PHI3, 3072, 8192, 32, 32, 32, 96, 32064, 4096, 10000.0f, 1e-5f, false, 0, 0},
+    {"phi-4-mini", RP_ARCH_PHI3, 3072, 8192, 32, 24, 8, 128, 200064, 131072, 10000.0f, 1e-5f, false, 96, 4096},
 };
 
 const char *const rp_synth_preset_names[] = {"tiny", "tiny-llama3", "small", "llama-3.2-1b", "llama-3.2-3b", "qwen3-0.6b",
-                                             "qwen3-1.7b", "qwen3-4b", NULL};
+                                             "qwen3-1.7b", "qwen3-4b", "qwen2.5-0.5b", "qwen2.5-1.5b",
+                                             "tiny-longrope", "phi-3-mini", "phi-4-mini", NULL};
 
 rp_synth_params rp_synth_default_params(void) {
     rp_synth_params p = {.arch = RP_ARCH_LLAMA, .preset = "tiny", .type = "q8_0", .seed = 1, .n_threads = 2};
@@ -53,7 +65,7 @@ static inline uint64_t mix64(uint64_t z) {
     return z ^ (z >> 31);
 }
 
-typedef enum { FILL_UNIFORM, FILL_NORM, FILL_ROPE } fill_kind;
+typedef enum { FILL_UNIFORM, FILL_NORM, FILL_ROPE, FILL_LONGROPE_SHORT, FILL_LONGROPE_LONG } fill_kind;
 
 typedef struct tensor_spec {
     char name[64];
@@ -64,6 +76,11 @@ typedef struct tensor_spec {
     float mul;            /* FILL_NORM: the values are (1 + v) * mul (peaked models); 0 is 1 */
     uint64_t seed;
     const preset *pr;
+    /* a fused matrix (phi3 attn_qkv, ffn_up = gate|up): rows of part i get the values the separate tensor
+     * part_seed[i] would have at the same row, so fused and unfused files hold the same weights */
+    int n_parts;
+    int64_t part_rows[3];
+    uint64_t part_seed[3];
 } tensor_spec;
 
 typedef struct {
@@ -80,7 +97,13 @@ static void fill_rows(void *vp, int64_t rb, int64_t re, int tid) {
     const tensor_spec *ts = j->ts;
     float *buf = j->rowbuf[tid];
     for (int64_t r = rb; r < re; r++) {
-        uint64_t st = mix64(ts->seed ^ mix64((uint64_t)(j->row0 + r) + 0x51ed27));
+        uint64_t seed = ts->seed;
+        int64_t row = j->row0 + r;
+        for (int p = 0; p < ts->n_parts; p++) {   /* a fused matrix: the part's own seed and row */
+            if (row < ts->part_rows[p]) { seed = ts->part_seed[p]; break; }
+            row -= ts->part_rows[p];
+        }
+        uint64_t st = mix64(seed ^ mix64((uint64_t)row + 0x51ed27));
         for (int64_t i = 0; i < ts->ne[0]; i++) {
             st += 0x9e3779b97f4a7c15ULL;
             double u = (double)(mix64(st) >> 11) * 0x1.0p-53;   /* [0, 1) */
@@ -113,6 +136,19 @@ static rp_status fill_cb(void *user, const char *name, void *dst, uint64_t nbyte
     for (size_t i = 0; i < sc->n_specs && !ts; i++)
         if (strcmp(sc->specs[i].name, name) == 0) ts = &sc->specs[i];
     if (!ts) return rp_errorf(RP_ERR_INTERNAL, "synth: no spec for tensor '%s'", name);
+    if (ts->kind == FILL_LONGROPE_SHORT || ts->kind == FILL_LONGROPE_LONG) {
+        /* LongRoPE per-pair factors: short ones near 1, long ones rising to the context ratio (the shape of
+         * Phi-3.5's; the values are made up) */
+        const preset *pr = ts->pr;
+        float *f = dst;
+        const int half = (pr->n_rot ? pr->n_rot : pr->head_dim) / 2;
+        const double ratio = (double)pr->n_ctx / pr->longrope_orig;
+        for (int i = 0; i < half; i++) {
+            double x = half > 1 ? (double)i / (half - 1) : 0;
+            f[i] = (float)(ts->kind == FILL_LONGROPE_SHORT ? 1.0 + 0.25 * x * x : 1.0 + (ratio - 1.0) * x * x);
+        }
+        return report(sc, nbytes);
+    }
     if (ts->kind == FILL_ROPE) {
         /* Llama 3.2's llama3 scaling as per-pair frequency factors, the way
          * llama.cpp's converter stores it (rope_freqs.weight). */
@@ -215,6 +251,23 @@ static rp_status write_builtin_vocab(rp_gguf_writer *w, int32_t n_vocab, char **
     return st;
 }
 
+static uint64_t name_seed(uint64_t seed, const char *name) { return mix64(seed ^ XXH3_64bits(name, strlen(name))); }
+
+/* Marks *t as the fusion of blk.l.<a|b|c>.weight (rows ra, rb, rc; c may be NULL): see tensor_spec. */
+static void fuse_parts(tensor_spec *t, uint64_t seed, int l, const char *a, const char *b, const char *c, int64_t ra,
+                       int64_t rb, int64_t rc) {
+    const char *parts[3] = {a, b, c};
+    const int64_t rows[3] = {ra, rb, rc};
+    t->n_parts = 0;
+    for (int i = 0; i < 3 && parts[i]; i++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, parts[i]);
+        t->part_rows[t->n_parts] = rows[i];
+        t->part_seed[t->n_parts] = name_seed(seed, nm);
+        t->n_parts++;
+    }
+}
+
 rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
     const preset *pr = NULL;
     for (size_t i = 0; i < sizeof k_presets / sizeof k_presets[0]; i++)
@@ -225,7 +278,8 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
                 return rp_errorf(RP_ERR_INVALID_ARG, "synth: preset '%s' is a %s model, not --arch %s", p->preset,
                                  rp_arch_name(k_presets[i].arch), rp_arch_name(p->arch));
         return rp_errorf(RP_ERR_INVALID_ARG,
-                         "synth: unknown preset '%s' (tiny, small, llama-3.2-1b, llama-3.2-3b, qwen3-0.6b, qwen3-1.7b, qwen3-4b)",
+                         "synth: unknown preset '%s' (tiny, small, tiny-llama3, llama-3.2-1b, llama-3.2-3b; qwen3-0.6b, "
+                         "qwen3-1.7b, qwen3-4b; qwen2.5-0.5b, qwen2.5-1.5b; tiny-longrope, phi-3-mini, phi-4-mini)",
                          p->preset);
     }
     const rp_ftype *ft = rp_ftype_find(p->type);
@@ -279,7 +333,14 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
     CHK(rp_gguf_writer_set_u32(w, K("attention.head_count_kv"), (uint32_t)pr->n_head_kv));
     CHK(rp_gguf_writer_set_u32(w, K("attention.key_length"), (uint32_t)pr->head_dim));
     CHK(rp_gguf_writer_set_u32(w, K("attention.value_length"), (uint32_t)pr->head_dim));
-    CHK(rp_gguf_writer_set_u32(w, K("rope.dimension_count"), (uint32_t)pr->head_dim));
+    const int32_t n_rot = pr->n_rot ? pr->n_rot : pr->head_dim;
+    CHK(rp_gguf_writer_set_u32(w, K("rope.dimension_count"), (uint32_t)n_rot));
+    if (pr->longrope_orig) {   /* as llama.cpp's converter writes Phi-3.5 / Phi-4-mini */
+        const double scale = (double)pr->n_ctx / pr->longrope_orig;
+        CHK(rp_gguf_writer_set_u32(w, K("rope.scaling.original_context_length"), (uint32_t)pr->longrope_orig));
+        CHK(rp_gguf_writer_set_f32(w, K("rope.scaling.attn_factor"),
+                                   (float)sqrt(1.0 + log(scale) / log((double)pr->longrope_orig))));
+    }
     CHK(rp_gguf_writer_set_f32(w, K("rope.freq_base"), pr->rope_base));
     CHK(rp_gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), pr->rms_eps));
 
@@ -297,7 +358,7 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
             snprintf(t_->name, sizeof t_->name, "%s", nm);                       \
             t_->type = (ty); t_->ne[0] = (c); t_->ne[1] = (r);                   \
             t_->kind = (kd); t_->scale = (sc_); t_->pr = pr;                     \
-            t_->seed = mix64(p->seed ^ XXH3_64bits(t_->name, strlen(t_->name))); \
+            t_->seed = name_seed(p->seed, t_->name);                          \
         }                                                                        \
     } while (0)
     /* tensor types as llama.cpp's quantize gives them; no output.weight: the embedding is tied (unless peaked) */
@@ -312,16 +373,31 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
     if (peaked) SPEC("output.weight", MTYPE("output", 0, E), E, n_vocab, FILL_UNIFORM, p->peak * sqrtf(3.0f / (float)E));
     SPEC("output_norm.weight", RP_TYPE_F32, E, 1, FILL_NORM, 0.05f);
     if (pr->llama3_rope) SPEC("rope_freqs.weight", RP_TYPE_F32, pr->head_dim / 2, 1, FILL_ROPE, 0);
+    if (pr->longrope_orig) {
+        SPEC("rope_factors_long.weight", RP_TYPE_F32, n_rot / 2, 1, FILL_LONGROPE_LONG, 0);
+        SPEC("rope_factors_short.weight", RP_TYPE_F32, n_rot / 2, 1, FILL_LONGROPE_SHORT, 0);
+    }
+    const bool fused = pr->arch == RP_ARCH_PHI3 && !p->unfused;
     for (int l = 0; l < pr->n_layer && st == RP_OK; l++) {
         char nm[64];
         float se = 1.7f / sqrtf((float)E), sf = 1.7f / sqrtf((float)F), sq = 1.7f / sqrtf((float)QD);
 #define LSPEC(suffix, role, c, r, kd, sc_)                                           \
         snprintf(nm, sizeof nm, "blk.%d.%s", l, suffix);                             \
-        SPEC(nm, (kd) == FILL_NORM ? RP_TYPE_F32 : MTYPE(role, l, c), c, r, kd, sc_)
+        SPEC(nm, (kd) == FILL_NORM || !*(role) ? RP_TYPE_F32 : MTYPE(role, l, c), c, r, kd, sc_)
         LSPEC("attn_norm.weight", "", E, 1, FILL_NORM, 0.05f);
-        LSPEC("attn_q.weight", "attn_q", E, QD, FILL_UNIFORM, pr->arch == RP_ARCH_QWEN3 ? se : se * qmul);
-        LSPEC("attn_k.weight", "attn_k", E, KD, FILL_UNIFORM, se);
-        LSPEC("attn_v.weight", "attn_v", E, KD, FILL_UNIFORM, se);
+        if (fused) {
+            LSPEC("attn_qkv.weight", "attn_qkv", E, QD + 2 * KD, FILL_UNIFORM, se);
+            if (st == RP_OK) fuse_parts(&specs[n_specs - 1], p->seed, l, "attn_q", "attn_k", "attn_v", QD, KD, KD);
+        } else {
+            LSPEC("attn_q.weight", "attn_q", E, QD, FILL_UNIFORM, pr->arch == RP_ARCH_QWEN3 ? se : se * qmul);
+            LSPEC("attn_k.weight", "attn_k", E, KD, FILL_UNIFORM, se);
+            LSPEC("attn_v.weight", "attn_v", E, KD, FILL_UNIFORM, se);
+        }
+        if (pr->arch == RP_ARCH_QWEN2) {   /* biases: F32, spread like real Qwen2.5 k biases (a few units) */
+            LSPEC("attn_q.bias", "", QD, 1, FILL_UNIFORM, 0.5f);
+            LSPEC("attn_k.bias", "", KD, 1, FILL_UNIFORM, 2.0f);
+            LSPEC("attn_v.bias", "", KD, 1, FILL_UNIFORM, 0.1f);
+        }
         LSPEC("attn_output.weight", "attn_output", QD, E, FILL_UNIFORM, sq);
         if (pr->arch == RP_ARCH_QWEN3) {
             LSPEC("attn_q_norm.weight", "", pr->head_dim, 1, FILL_NORM, 0.05f);
@@ -329,8 +405,13 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
             LSPEC("attn_k_norm.weight", "", pr->head_dim, 1, FILL_NORM, 0.05f);
         }
         LSPEC("ffn_norm.weight", "", E, 1, FILL_NORM, 0.05f);
-        LSPEC("ffn_gate.weight", "ffn_gate", E, F, FILL_UNIFORM, se);
-        LSPEC("ffn_up.weight", "ffn_up", E, F, FILL_UNIFORM, se);
+        if (fused) {
+            LSPEC("ffn_up.weight", "ffn_up", E, 2 * F, FILL_UNIFORM, se);
+            if (st == RP_OK) fuse_parts(&specs[n_specs - 1], p->seed, l, "ffn_gate", "ffn_up", NULL, F, F, 0);
+        } else {
+            LSPEC("ffn_gate.weight", "ffn_gate", E, F, FILL_UNIFORM, se);
+            LSPEC("ffn_up.weight", "ffn_up", E, F, FILL_UNIFORM, se);
+        }
         LSPEC("ffn_down.weight", "ffn_down", F, E, FILL_UNIFORM, sf);
 #undef LSPEC
     }

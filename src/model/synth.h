@@ -2,6 +2,7 @@
 #ifndef RP_SYNTH_H
 #define RP_SYNTH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "reprise.h"
@@ -9,10 +10,12 @@
 
 typedef struct rp_synth_params {
     rp_arch arch;
-    const char *preset;       /* tiny | small (llama) | llama-3.2-1b | llama-3.2-3b | qwen3-0.6b | qwen3-1.7b | qwen3-4b */
+    const char *preset;       /* tiny (every arch) | small | tiny-llama3 | llama-3.2-1b | llama-3.2-3b (llama) | qwen3-0.6b |
+                                 qwen3-1.7b | qwen3-4b | qwen2.5-0.5b | qwen2.5-1.5b | tiny-longrope | phi-3-mini | phi-4-mini */
     const char *type;         /* a file type of model/quant_mix.h: f32, q8_0, q4_k (pure), q4_k_m, q3_k_s, ... (llama.cpp's mixes) */
     const char *vocab_path;   /* a GGUF whose tokenizer.* keys are copied; NULL: built-in byte-level vocab */
     uint64_t seed;
+    bool unfused;             /* phi3: separate attn_q/k/v and ffn_gate/ffn_up holding the fused files' values (tests) */
     int n_threads;
     float peak;               /* 0: off; > 0: an untied output.weight scaled so next-token logits have a std of
                                  ~peak units, and attention queries scaled by peak (sharper, position-sensitive
