@@ -18,7 +18,9 @@ rp_status rp_model_synth(const rp_model_synth_params *p, const char *path) {
     rp_synth_params sp = rp_synth_default_params();
     if (!p->arch || !strcmp(p->arch, "llama")) sp.arch = RP_ARCH_LLAMA;
     else if (!strcmp(p->arch, "qwen3")) sp.arch = RP_ARCH_QWEN3;
-    else return rp_errorf(RP_ERR_INVALID_ARG, "synth: architecture '%s' unknown (llama or qwen3)", p->arch);
+    else if (!strcmp(p->arch, "gemma2")) sp.arch = RP_ARCH_GEMMA2;
+    else if (!strcmp(p->arch, "gemma3")) sp.arch = RP_ARCH_GEMMA3;
+    else return rp_errorf(RP_ERR_INVALID_ARG, "synth: architecture '%s' unknown (llama, qwen3, gemma2 or gemma3)", p->arch);
     sp.preset = p->preset;
     sp.type = p->type;
     sp.vocab_path = p->vocab_path;

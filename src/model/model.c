@@ -16,6 +16,8 @@ const char *rp_arch_name(rp_arch a) {
     switch (a) {
     case RP_ARCH_LLAMA: return "llama";
     case RP_ARCH_QWEN3: return "qwen3";
+    case RP_ARCH_GEMMA2: return "gemma2";
+    case RP_ARCH_GEMMA3: return "gemma3";
     }
     return "?";
 }
@@ -104,6 +106,11 @@ static rp_status bind_vector(const rp_gguf *g, const char *name, int64_t n, bool
     return RP_OK;
 }
 
+rp_status rp_model_bind_vector(const rp_gguf *g, const char *name, int64_t n, bool required, float *store,
+                               const float **out) {
+    return bind_vector(g, name, n, required, store, out);
+}
+
 static rp_status load_hparams(const rp_gguf *g, rp_model *m) {
     rp_hparams *hp = &m->hp;
     rp_str arch;
@@ -113,8 +120,10 @@ static rp_status load_hparams(const rp_gguf *g, rp_model *m) {
     const char *an;
     if (rp_str_eq(arch, "llama")) { hp->arch = RP_ARCH_LLAMA; an = "llama"; }
     else if (rp_str_eq(arch, "qwen3")) { hp->arch = RP_ARCH_QWEN3; an = "qwen3"; }
+    else if (rp_str_eq(arch, "gemma2")) { hp->arch = RP_ARCH_GEMMA2; an = "gemma2"; }
+    else if (rp_str_eq(arch, "gemma3")) { hp->arch = RP_ARCH_GEMMA3; an = "gemma3"; }
     else
-        return rp_errorf(RP_ERR_UNSUPPORTED, "model: unknown architecture '%.*s' (supported: llama, qwen3)",
+        return rp_errorf(RP_ERR_UNSUPPORTED, "model: unknown architecture '%.*s' (supported: llama, qwen3, gemma2, gemma3)",
                          (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
 
     rp_str name;
@@ -151,7 +160,8 @@ static rp_status load_hparams(const rp_gguf *g, rp_model *m) {
     RP_TRY(get_arch_f32(g, an, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->rms_eps));
     RP_TRY(get_arch_f32(g, an, "rope.freq_base", hp->arch == RP_ARCH_QWEN3 ? 1000000.0f : 10000.0f,
                         &hp->rope_base));
-    hp->rope_kind = hp->arch == RP_ARCH_QWEN3 ? RP_ROPE_NEOX : RP_ROPE_NORM;
+    const bool gemma = hp->arch == RP_ARCH_GEMMA2 || hp->arch == RP_ARCH_GEMMA3;
+    hp->rope_kind = hp->arch == RP_ARCH_QWEN3 || gemma ? RP_ROPE_NEOX : RP_ROPE_NORM;
     hp->rope_freq_scale = 1.0f;
 
     char key[128];
@@ -174,6 +184,7 @@ static rp_status load_hparams(const rp_gguf *g, rp_model *m) {
         return rp_errorf(RP_ERR_UNSUPPORTED, "model: rope scaling type '%.*s' not supported (none, linear, llama3)",
                          (int)(stype.len > 32 ? 32 : stype.len), stype.ptr);
     }
+    if (gemma) RP_TRY(rp_gemma_hparams(g, m, an));
     return RP_OK;
 }
 
@@ -241,8 +252,9 @@ static rp_status bind_weights(const rp_gguf *g, rp_model *m) {
     m->hp.n_vocab = (int32_t)te->ne[1];
     RP_TRY(bind_matrix(g, "token_embd.weight", E, hp->n_vocab, true, &m->tok_embd));
 
-    /* room for every non-F32 norm vector: 2 per layer + q/k norms + output */
-    size_t store_n = (size_t)E * (2 * (size_t)hp->n_layer + 1) + 2 * (size_t)HD * hp->n_layer;
+    /* room for every non-F32 norm vector: 2 per layer + q/k norms + output, + gemma's 2 post-norms
+     * and q/k norms per layer */
+    size_t store_n = (size_t)E * (4 * (size_t)hp->n_layer + 1) + 4 * (size_t)HD * hp->n_layer;
     m->norm_store = malloc(store_n * sizeof(float));
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->norm_store || !m->layers) return rp_errorf(RP_ERR_NOMEM, "model: out of memory");
@@ -275,6 +287,11 @@ static rp_status bind_weights(const rp_gguf *g, rp_model *m) {
         RP_TRY(bind_matrix(g, LNAME("ffn_gate.weight"), E, F, true, &L->w_gate));
         RP_TRY(bind_matrix(g, LNAME("ffn_up.weight"), E, F, true, &L->w_up));
         RP_TRY(bind_matrix(g, LNAME("ffn_down.weight"), F, E, true, &L->w_down));
+        if (hp->arch == RP_ARCH_GEMMA2 || hp->arch == RP_ARCH_GEMMA3) {
+            size_t used = 0;
+            RP_TRY(rp_gemma_bind_layer(g, m, l, ns, &used));
+            ns += used;
+        }
     }
 #undef LNAME
     return RP_OK;
@@ -374,7 +391,7 @@ rp_status rp_model_load(const char *path, rp_model_params params, rp_model **out
     if (!params.vocab_only) {
         rp_str arch;
         if (rp_gguf_get_str(g, "general.architecture", &arch) == RP_OK && !rp_str_eq(arch, "llama") &&
-            !rp_str_eq(arch, "qwen3")) {
+            !rp_str_eq(arch, "qwen3") && !rp_str_eq(arch, "gemma2") && !rp_str_eq(arch, "gemma3")) {
             st = load_hparams(g, m);   /* names the unknown architecture */
             goto fail;
         }
@@ -396,6 +413,7 @@ rp_status rp_model_load(const char *path, rp_model_params params, rp_model **out
     }
     if ((st = bind_weights(g, m)) != RP_OK) goto fail;
     if ((st = build_rope(g, m)) != RP_OK) goto fail;
+    if ((st = rp_gemma_build_rope(m)) != RP_OK) goto fail;
     load_progress lp = {params.progress, params.progress_user, 0, 0};
     m->weight_bytes = weights_bytes(g);
     lp.total = m->weight_bytes + source_bytes(&m->output);
@@ -428,6 +446,7 @@ void rp_model_free(rp_model *m) {
     free(m->layers);
     free(m->norm_store);
     free(m->rope_inv_freq);
+    free(m->rope_inv_freq_local);
     rp_gguf_close(m->gguf);
     free(m);
 }

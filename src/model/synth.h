@@ -9,7 +9,8 @@
 
 typedef struct rp_synth_params {
     rp_arch arch;
-    const char *preset;       /* tiny | small (llama) | llama-3.2-1b | llama-3.2-3b | qwen3-0.6b | qwen3-1.7b | qwen3-4b */
+    const char *preset;       /* tiny | small (llama) | llama-3.2-1b | llama-3.2-3b | qwen3-0.6b | qwen3-1.7b | qwen3-4b |
+                                 gemma-2-2b | gemma-3-1b (tiny exists for every arch) */
     const char *type;         /* a file type of model/quant_mix.h: f32, q8_0, q4_k (pure), q4_k_m, q3_k_s, ... (llama.cpp's mixes) */
     const char *vocab_path;   /* a GGUF whose tokenizer.* keys are copied; NULL: built-in byte-level vocab */
     uint64_t seed;
