@@ -13,6 +13,7 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "reuse/engine.h"
+#include "reuse/rerotate.h"
 
 #ifndef RP_SOURCE_DIR
 #define RP_SOURCE_DIR "."
@@ -424,6 +425,70 @@ static void test_reuse_bars(void **state) {
     check_reuse(RP_ARCH_GEMMA3);
 }
 
+/* ---- re-rotation: gemma3's local layers rotate with their own base. Layer-0 K does not depend on the
+ * context, so a cached document's layer-0 K re-rotated to new positions must equal K computed there; the
+ * per-layer tables follow each layer's frequencies. ---- */
+static void test_rerotation(void **state) {
+    (void)state;
+    rp_model *m = load(synth(RP_ARCH_GEMMA3, "f32"));
+    const int32_t half = m->hp.n_rot / 2;
+    float cs[64], sn[64], gc[64], gs[64];
+    assert_true(half <= 64);
+    rp_rerotate_table(m, 77, gc, gs);
+    rp_rerotate_table_layer(m, 5, 77, cs, sn);   /* global layer: the model's table */
+    assert_false(rp_rerotate_layer_own(m, 5));
+    assert_true(memcmp(cs, gc, sizeof(float) * (size_t)half) == 0 && memcmp(sn, gs, sizeof(float) * (size_t)half) == 0);
+    rp_rerotate_table_layer(m, 0, 77, cs, sn);   /* local layer: base 10000 */
+    assert_true(rp_rerotate_layer_own(m, 0));
+    for (int i = 0; i < half; i++) {
+        const double th = 77.0 * pow(10000.0, -2.0 * i / m->hp.n_rot);
+        assert_true(fabs(cs[i] - cos(th)) < 1e-5 && fabs(sn[i] - sin(th)) < 1e-5);
+    }
+    rp_ctx_params cp = rp_ctx_default_params();
+    cp.n_ctx_max = 512;
+    cp.n_outputs = 1;
+    rp_ctx *c = NULL;
+    assert_int_equal(rp_ctx_create(m, cp, &c), RP_OK);
+    rp_kv *kv = NULL;
+    assert_int_equal(rp_kv_create(m, 512, RP_TYPE_F32, &kv), RP_OK);
+    float *lg = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+    rp_token docs[3][40], p[256];
+    int32_t bnd[8], nb;
+    make_docs(docs, 3);
+    const int o1[] = {2}, o2[] = {0, 1, 2};
+    rp_reuse *none = engine(m, RP_TYPE_F32, RP_REUSE_NONE, 0, false), *e = engine(m, RP_TYPE_F32, RP_REUSE_FULL, 0, false);
+    rp_reuse_stats st;
+    int32_t n = build(docs, o1, 1, NULL, 0, p, bnd, &nb);   /* doc 2 cached at position 1 ... */
+    assert_int_equal(rp_reuse_prefill(e, c, kv, p, n, bnd, nb, lg, &st), RP_OK);
+    assert_int_equal(rp_reuse_commit(e, kv), RP_OK);
+    n = build(docs, o2, 3, NULL, 0, p, bnd, &nb);           /* ... reused at position 81 */
+    assert_int_equal(rp_reuse_prefill(e, c, kv, p, n, bnd, nb, lg, &st), RP_OK);
+    assert_int_equal(st.n_nonprefix, 40);
+    const int32_t kd = kv->kv_dim;
+    float *reused = malloc(sizeof(float) * (size_t)kd * 39), *exact = malloc(sizeof(float) * (size_t)kd);
+    for (int t = 0; t < 39; t++) rp_kv_load_row(kv, RP_KV_K, 0, 81 + t, reused + t * kd);
+    assert_int_equal(rp_reuse_prefill(none, c, kv, p, n, bnd, nb, lg, &st), RP_OK);
+    double worst = 0;
+    for (int t = 0; t < 39; t++) {
+        rp_kv_load_row(kv, RP_KV_K, 0, 81 + t, exact);
+        double num = 0, den = 0;
+        for (int i = 0; i < kd; i++) {
+            const double d = reused[t * kd + i] - exact[i];
+            num += d * d;
+            den += (double)exact[i] * exact[i];
+        }
+        worst = fmax(worst, sqrt(num / (den + 1e-30)));
+    }
+    print_message("  gemma3: re-rotated vs recomputed layer-0 (local, base 10000) K, worst relative error %.2e\n", worst);
+    assert_true(worst < 1e-3);
+    free(reused); free(exact); free(lg);
+    rp_reuse_free(none);
+    rp_reuse_free(e);
+    rp_kv_free(kv);
+    rp_ctx_free(c);
+    rp_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hparams),
@@ -431,6 +496,7 @@ int main(void) {
         cmocka_unit_test(test_window_ignores_far_cells),
         cmocka_unit_test(test_batch_independent),
         cmocka_unit_test(test_reuse_bars),
+        cmocka_unit_test(test_rerotation),
     };
     return rp_test_main(tests, NULL, NULL);
 }
