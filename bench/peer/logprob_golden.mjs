@@ -1,8 +1,12 @@
 // logprob_golden.mjs — llama.cpp's next-token log-probabilities on a GGUF file at chosen positions, as JSON:
 // the golden data of tests/test_gemma.c (tests/data/gemma_golden.json), made with
 //
-//   reprise synth --arch gemma2 --preset tiny --type f32 -o /tmp/g2.gguf   (and gemma3)
-//   node bench/peer/logprob_golden.mjs --label gemma2-tiny-f32 -m /tmp/g2.gguf [--label ... -m ...] > tests/data/gemma_golden.json
+//   for a in gemma2 gemma3; do for t in f32 q8_0 q4_k_m; do
+//     reprise synth --arch $a --preset tiny --type $t -o /tmp/$a-$t.gguf; done; done
+//   node bench/peer/logprob_golden.mjs --label gemma2-tiny-f32 -m /tmp/gemma2-f32.gguf \
+//     --label gemma3-tiny-f32 -m /tmp/gemma3-f32.gguf --label gemma2-tiny-q8_0 -m /tmp/gemma2-q8_0.gguf \
+//     --label gemma3-tiny-q8_0 -m /tmp/gemma3-q8_0.gguf --label gemma2-tiny-q4_k_m -m /tmp/gemma2-q4_k_m.gguf \
+//     --label gemma3-tiny-q4_k_m -m /tmp/gemma3-q4_k_m.gguf > tests/data/gemma_golden.json
 //
 // The prompt is a fixed pseudo-random token sequence (BOS, then ids in [259, 509): the byte-level pieces of
 // synth's built-in vocabulary), longer than the tiny gemma shapes' 32-position window. For each recorded
