@@ -950,12 +950,13 @@ RP_API bool rp_calibration_lookup(const rp_model *m, const char *cache_dir, int 
 /* Random-weight models with real architectures' shapes and metadata (`reprise synth`): for speed work without
  * downloading weights, and for tests. */
 typedef struct rp_model_synth_params {
-    const char *arch;          /* "llama" (default), "qwen3", "qwen2" or "phi3" */
+    const char *arch;          /* "llama" (default), "qwen3", "qwen2", "phi3", "gemma2" or "gemma3" */
     const char *preset;        /* shapes: "tiny" (default; every architecture), "tiny-llama3", "small" (llama),
                                   "llama-3.2-1b", "llama-3.2-3b", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b",
                                   "qwen2.5-0.5b", "qwen2.5-1.5b" (qwen2), "tiny-longrope", "phi-3-mini",
                                   "phi-4-mini" (phi3; fused attn_qkv and gate|up; LongRoPE factors in
-                                  tiny-longrope and phi-4-mini) */
+                                  tiny-longrope and phi-4-mini), "gemma-2-2b",
+                                  "gemma-3-1b" */
     const char *type;          /* weights: "f32", "f16", "bf16", "q8_0" (default), "q4_0", "q4_k", "q6_k",
                                   "q4_k_m" (Q4_K, with Q6_K for the sensitive tensors) */
     const char *vocab_path;    /* a GGUF whose tokenizer is copied, or NULL: a built-in byte-level vocabulary */

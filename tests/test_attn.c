@@ -29,6 +29,8 @@ typedef struct {
     uint8_t *k, *v;     /* n_kv rows */
     size_t row_bytes;
     float *kf, *vf;     /* the cache as the reference sees it (for tolerances) */
+    int32_t *c_begin;   /* sliding window: first cell per row (NULL: 0) */
+    float softcap;      /* logit soft-capping (0: off) */
 } problem;
 
 static void put_row(rp_type t, const float *src, uint8_t *dst, int64_t n) {
@@ -94,6 +96,8 @@ static void set_args(rp_attn_args *a, const problem *p, float *out, void *scratc
     a->kv_head = p->kv_head;
     a->scale = 1.0f / sqrtf((float)p->D);
     a->scratch = scratch;
+    a->c_begin = p->c_begin;
+    a->softcap = p->softcap;
 }
 
 /* Worst observed error / tolerance over all runs (printed at the end). */
@@ -115,16 +119,22 @@ static void run_split(const rp_attn_kernel *k, const problem *p, const int32_t *
     const int32_t nq = p->n_rows * p->G;
     float *parts = xalloc(sizeof(float) * (size_t)nb * (size_t)nq * (size_t)p->D);
     float *mls = xalloc(sizeof(float) * (size_t)nb * 2 * (size_t)nq);
-    int32_t *nc = xalloc(sizeof(int32_t) * (size_t)p->n_rows);
+    int32_t *nc = xalloc(sizeof(int32_t) * (size_t)p->n_rows), *cb = xalloc(sizeof(int32_t) * (size_t)p->n_rows);
     for (int r = 0; r < nb; r++) {
         for (int32_t i = 0; i < p->n_rows; i++) {
             int32_t v = p->n_cells[i] - b[r];
             nc[i] = v < 0 ? 0 : v < b[r + 1] - b[r] ? v : b[r + 1] - b[r];
+            if (p->c_begin) {   /* the window within the range, as the forward pass clips it */
+                v = p->c_begin[i] - b[r];
+                cb[i] = v < 0 ? 0 : v;
+                if (cb[i] >= nc[i]) cb[i] = nc[i] = 0;
+            }
         }
         rp_attn_args a;
         memset(scratch, 0xFF, sb);
         set_args(&a, p, NULL, scratch);
         a.n_cells = nc;
+        if (p->c_begin) a.c_begin = cb;
         a.k += (size_t)b[r] * p->row_bytes;
         a.v += (size_t)b[r] * p->row_bytes;
         a.out = parts + (size_t)r * (size_t)nq * (size_t)p->D - (int64_t)a.head_begin * p->D;
@@ -134,7 +144,7 @@ static void run_split(const rp_attn_kernel *k, const problem *p, const int32_t *
     }
     rp_attn_merge(parts, (int64_t)nq * p->D, mls, 2 * nq, nb, nq, p->G, p->D,
                   out + (int64_t)p->kv_head * p->G * p->D, p->q_stride);
-    free(parts); free(mls); free(nc);
+    free(parts); free(mls); free(nc); free(cb);
 }
 
 static void check_ranges(const rp_attn_kernel *k, const problem *p, const int32_t *bounds, int nb) {
@@ -304,6 +314,7 @@ static void check_split(rp_type t) {
                 static const int32_t tiles[] = {0, 256, 512, 768, 1000};
                 static const int32_t odd[] = {0, 1, 77, 500, 999, 1000};
                 for (int j = 0; j < nk; j++) {
+                    if (all[j]->level > rp_cpu_info_get()->best) continue;   /* not runnable on this CPU */
                     check_ranges(all[j], &p, tiles, 4);
                     check_ranges(all[j], &p, odd, 5);
                 }
@@ -311,6 +322,50 @@ static void check_split(rp_type t) {
             }
         }
 }
+
+/* Sliding windows (rp_attn_args.c_begin) and logit soft-capping against the reference: prefill runs whose
+ * windows start one cell apart (W = 1, 5, 32, 100: tiles starting mid-run), rows of arbitrary extents and
+ * starts (some beyond the first tile of the run), decode rows, soft-capping of huge scores; one-pass and
+ * split into ranges (some ranges before a row's window: empty). */
+static void check_window(rp_type t) {
+    const rp_attn_kernel *ks[8];
+    const int nk = kernels_for(t, ks, 8);
+    if (!nk) RP_SKIP("no SIMD attention kernel for this type here\n");
+    uint64_t seed = 500 + (uint64_t)t;
+    rp_test_rng r = {seed};
+    static const int32_t dims[] = {64, 24, 80, 128};
+    static const int32_t wins[] = {1, 5, 32, 100, 0};
+    int32_t nc[64], cb[64];
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+        for (size_t wi = 0; wi < sizeof wins / sizeof wins[0]; wi++)
+            for (int shape = 0; shape < 3; shape++) {
+                const int32_t R = shape == 0 ? 1 + (int32_t)(rp_test_rng_next(&r) % 64) : shape == 1 ? 1 : 3;
+                const int32_t G = k_groups[rp_test_rng_next(&r) % 4];
+                const int32_t base = 1 + (int32_t)(rp_test_rng_next(&r) % 400);
+                for (int32_t i = 0; i < R; i++) {
+                    nc[i] = base + i;
+                    /* W > 0: the window of position nc - 1; W == 0: arbitrary starts, some past the run's first tile */
+                    cb[i] = wins[wi] ? (nc[i] - wins[wi] > 0 ? nc[i] - wins[wi] : 0)
+                                     : (int32_t)(rp_test_rng_next(&r) % (uint64_t)nc[i]);
+                }
+                problem p;
+                make_problem(&p, t, dims[di], G, R, nc, (seed % 2) ? 30.0f : 1.0f, seed);
+                seed++;
+                p.c_begin = cb;
+                p.softcap = (seed % 3 == 0) ? 50.0f : 0.0f;
+                for (int j = 0; j < nk; j++) check(ks[j], &p);
+                const int32_t last = nc[R - 1];
+                const int32_t cuts[] = {0, last / 3, last / 3 + 64, last};
+                if (last > 4 && cuts[2] < last)
+                    for (int j = 0; j < nk; j++) check_ranges(ks[j], &p, cuts, 3);
+                p.c_begin = NULL;
+                free_problem(&p);
+            }
+}
+
+static void test_attn_f32_window(void **s) { (void)s; check_window(RP_TYPE_F32); }
+static void test_attn_f16_window(void **s) { (void)s; check_window(RP_TYPE_F16); }
+static void test_attn_q8_0_window(void **s) { (void)s; check_window(RP_TYPE_Q8_0); }
 
 static void test_attn_f32_split(void **s) { (void)s; check_split(RP_TYPE_F32); }
 static void test_attn_f16_split(void **s) { (void)s; check_split(RP_TYPE_F16); }
@@ -357,6 +412,9 @@ int main(void) {
         cmocka_unit_test(test_attn_f32_irregular),
         cmocka_unit_test(test_attn_f16_irregular),
         cmocka_unit_test(test_attn_q8_0_irregular),
+        cmocka_unit_test(test_attn_f32_window),
+        cmocka_unit_test(test_attn_f16_window),
+        cmocka_unit_test(test_attn_q8_0_window),
         cmocka_unit_test(test_attn_f32_split),
         cmocka_unit_test(test_attn_f16_split),
         cmocka_unit_test(test_attn_q8_0_split),

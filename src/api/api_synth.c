@@ -21,7 +21,9 @@ rp_status rp_model_synth(const rp_model_synth_params *p, const char *path) {
     else if (!strcmp(p->arch, "qwen3")) sp.arch = RP_ARCH_QWEN3;
     else if (!strcmp(p->arch, "qwen2")) sp.arch = RP_ARCH_QWEN2;
     else if (!strcmp(p->arch, "phi3")) sp.arch = RP_ARCH_PHI3;
-    else return rp_errorf(RP_ERR_INVALID_ARG, "synth: architecture '%s' unknown (llama, qwen3, qwen2 or phi3)", p->arch);
+    else if (!strcmp(p->arch, "gemma2")) sp.arch = RP_ARCH_GEMMA2;
+    else if (!strcmp(p->arch, "gemma3")) sp.arch = RP_ARCH_GEMMA3;
+    else return rp_errorf(RP_ERR_INVALID_ARG, "synth: architecture '%s' unknown (llama, qwen3, qwen2, phi3, gemma2 or gemma3)", p->arch);
     sp.preset = p->preset;
     sp.type = p->type;
     sp.vocab_path = p->vocab_path;

@@ -330,6 +330,7 @@ typedef struct {
     int32_t pn;                     /* cells of the next tile to prefetch (0: none) */
     float *S, *M, *L, *C, *Kt, *Kn, *Vn;
     int32_t *VC;                    /* valid cells of each qv in the current tile */
+    int32_t *VB;                    /* sliding window: cells t < VB[qv] of the tile are masked */
 } fx_actx;
 
 RP_FX_INLINE const float *fx_qptr(const fx_actx *x, int32_t qv) {
@@ -615,9 +616,14 @@ static void fx_qk_b(const fx_actx *x, int tn) {
 }
 
 /* Step 3 for one query vector with v >= 1 valid cells (of tn) in the tile. */
-static void fx_softmax(const fx_actx *x, int32_t qv, int v, int first) {
+static void fx_softmax(const fx_actx *x, int32_t qv, int v, int lo, int first) {
     float *s = x->S + (size_t)qv * RP_FX_AT;
     const int nvec = (v + FX_W - 1) / FX_W;
+    /* soft-capping (scalar tanh) and the window's masked head of the tile */
+    const float cap = x->a->softcap;
+    if (cap > 0)
+        for (int t = lo; t < v; t++) s[t] = cap * tanhf(s[t] / cap);
+    for (int t = 0; t < lo; t++) s[t] = -INFINITY;
     fx_v mx = fx_set1(-INFINITY);
     for (int j = 0; j < nvec; j++) {
         const int n = v - j * FX_W < FX_W ? v - j * FX_W : FX_W;
@@ -636,7 +642,11 @@ static void fx_softmax(const fx_actx *x, int32_t qv, int v, int first) {
         sum = fx_add(sum, p);
     }
     for (int j = nvec; j < RP_FX_AT / FX_W; j++) fx_store(s + j * FX_W, fx_zero());
-    const float l = fx_hsum(sum);
+    float l = fx_hsum(sum);
+    for (int t = 0; t < lo; t++) {   /* exactly 0 whatever fx_exp gives for -inf */
+        l -= s[t];
+        s[t] = 0.0f;
+    }
     x->L[qv] = first ? l : x->L[qv] * corr + l;
     x->M[qv] = mnew;
     x->C[qv] = corr;
@@ -838,7 +848,7 @@ static void fx8_q8_tile(fx_actx *x, const uint8_t *krow, const uint8_t *vrow, si
     for (; qv + 2 <= x->NQ; qv += 2) qt[1](x, qv, krow + hoff, rb, tn);
     for (; qv < x->NQ; qv++) qt[2](x, qv, krow + hoff, rb, tn);
     for (qv = 0; qv < x->NQ; qv++)
-        if (x->VC[qv] > 0) fx_softmax(x, qv, x->VC[qv], first);
+        if (x->VC[qv] > 0) fx_softmax(x, qv, x->VC[qv], x->VB[qv], first);
     for (qv = 0; qv < x->NQ; qv += RP_FX_PQ) {
         const int nq = x->NQ - qv < RP_FX_PQ ? x->NQ - qv : RP_FX_PQ;
         int tv = 0;
@@ -873,6 +883,26 @@ static void fx_attn_run(fx_actx *x, const int f16) {
     int32_t maxc = 0;
     for (int32_t i = 0; i < a->n_rows; i++) maxc = a->n_cells[i] > maxc ? a->n_cells[i] : maxc;
     const int path_a = x->NQ <= RP_FX_NQ_A;
+    /* A sliding window (c_begin) starts the tiles at the first attended cell;
+     * a query vector may then see its first cell in a later tile, so every
+     * one starts from M = -inf, L = 0, out = 0 (first = 0 throughout): the
+     * rescale e^(M - M_new) is 0 for it and its sums start exactly as with
+     * first = 1. */
+    const int win = a->c_begin != NULL;
+    int32_t cstart = 0;
+    if (win) {
+        cstart = maxc;
+        for (int32_t i = 0; i < a->n_rows; i++) {
+            const int32_t b = a->c_begin[i] < 0 ? 0 : a->c_begin[i];
+            if (b < a->n_cells[i] && b < cstart) cstart = b;
+        }
+        for (int32_t qv = 0; qv < x->NQ; qv++) {
+            x->M[qv] = -INFINITY;
+            x->L[qv] = 0.0f;
+            float *o = fx_optr(x, qv);
+            for (int dv = 0; dv < x->DV; dv++) fx_stm(o + dv * FX_W, fx_zero(), dv == x->DV - 1 ? x->ln : FX_W);
+        }
+    }
     /* byte range of this head within a cache row (Q8_0: its whole blocks) */
     size_t hoff, hbytes;
     if (kind == 2) {
@@ -889,12 +919,18 @@ static void fx_attn_run(fx_actx *x, const int f16) {
     if (fq8 < 0) fq8 = getenv("RP_FX8_OLD") == NULL;
     const int fused_q8 = fq8 && kind == 2 && path_a && off % RP_QK8_0 == 0 && x->D % RP_QK8_0 == 0;
 #endif
-    for (int32_t c0 = 0; c0 < maxc; c0 += RP_FX_AT) {
+    for (int32_t c0 = cstart; c0 < maxc; c0 += RP_FX_AT) {
         const int tn = maxc - c0 < RP_FX_AT ? maxc - c0 : RP_FX_AT;
-        const int first = c0 == 0;
+        const int first = !win && c0 == 0;
         for (int32_t qv = 0; qv < x->NQ; qv++) {
             const int32_t v = a->n_cells[qv / x->G] - c0;
             x->VC[qv] = v <= 0 ? 0 : v < tn ? v : tn;
+            x->VB[qv] = 0;
+            if (win) {
+                const int32_t b = a->c_begin[qv / x->G] - c0;
+                x->VB[qv] = b <= 0 ? 0 : b < tn ? b : tn;
+                if (x->VB[qv] >= x->VC[qv]) x->VC[qv] = 0;   /* nothing of this tile */
+            }
         }
         const uint8_t *krow = a->k + (size_t)c0 * a->kv_row_bytes, *vrow = a->v + (size_t)c0 * a->kv_row_bytes;
         /* cells of the next tile: F32/F16 loops prefetch them as they go
@@ -935,13 +971,13 @@ static void fx_attn_run(fx_actx *x, const int f16) {
             fx_qk_b(x, tn);
         }
         for (int32_t qv = 0; qv < x->NQ; qv++)
-            if (x->VC[qv] > 0) fx_softmax(x, qv, x->VC[qv], first);
+            if (x->VC[qv] > 0) fx_softmax(x, qv, x->VC[qv], x->VB[qv], first);
         fx_pv_all(x, vb, vs, first, f16);
     }
     for (int32_t qv = 0; qv < x->NQ; qv++) {
         float *o = fx_optr(x, qv);
         if (a->ml) {   /* partial mode: unnormalized, with (M, L); empty rows are zero */
-            const int has = a->n_cells[qv / x->G] > 0;
+            const int has = win ? x->L[qv] > 0 : a->n_cells[qv / x->G] > 0;
             a->ml[2 * qv] = has ? x->M[qv] : -INFINITY;
             a->ml[2 * qv + 1] = has ? x->L[qv] : 0.0f;
             if (!has)
@@ -981,6 +1017,7 @@ static void rp_fx_attn(const rp_attn_args *a) {
     x.L = fx_carve(&p, (size_t)x.NQ);
     x.C = fx_carve(&p, (size_t)x.NQ);
     x.VC = (int32_t *)fx_carve(&p, (size_t)x.NQ);
+    x.VB = (int32_t *)fx_carve(&p, (size_t)x.NQ);
     x.Kt = fx_carve(&p, (size_t)x.Dp * RP_FX_AT);
     x.Kn = fx_carve(&p, (size_t)x.Dp * RP_FX_AT);
     x.Vn = fx_carve(&p, (size_t)x.Dp * RP_FX_AT);

@@ -79,8 +79,9 @@ int rp_ew_kernel_list(const rp_ew_kernel **out, int cap);
 
 /* ---------------------------------------------------------------------------
  * Attention: rows of one sequence against its KV cache, for the query heads
- * that share one KV head (GQA). Row i attends cells [0, n_cells[i]) with a
- * numerically stable online softmax.
+ * that share one KV head (GQA). Row i attends cells [0, n_cells[i]) (or
+ * [c_begin[i], n_cells[i]) for a sliding window) with a numerically stable
+ * online softmax.
  * ------------------------------------------------------------------------- */
 typedef struct rp_attn_args {
     const float *q;             /* row i, head h at q + i * q_stride + h * head_dim */
@@ -107,6 +108,13 @@ typedef struct rp_attn_args {
      * max score) and ml[2 qv + 1] = L (sum of e^(s - M)); rows may then have
      * n_cells 0 (M = -inf, L = 0, out = 0). rp_attn_merge combines ranges. */
     float *ml;
+    /* Sliding-window attention (Gemma's local layers), when non-NULL: row i
+     * attends cells [c_begin[i], n_cells[i]) only; a row with c_begin[i] >=
+     * n_cells[i] has no cell (partial mode only). NULL: every row from cell 0. */
+    const int32_t *c_begin;
+    /* > 0: logit soft-capping (Gemma 2), each scaled score s becomes
+     * softcap * tanh(s / softcap) before the softmax; 0: off. */
+    float softcap;
 } rp_attn_args;
 
 typedef void (*rp_attn_fn)(const rp_attn_args *a);

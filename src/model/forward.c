@@ -68,6 +68,9 @@ struct rp_ctx {
     float *logits;        /* [n_outputs x n_vocab] */
     int32_t n_out;
     float *rope_cs;       /* [n_batch x n_rot] cos | sin per row */
+    float *rope_cs_local; /* the same for rope_local layers (gemma3); NULL when the model has one table */
+    int32_t *c_begin;     /* [n_batch] sliding window: first attended cell per row (local layers) */
+    int32_t *part_cb;     /* [split_cap][RP_FWD_SPLIT_ROWS] window start of each row in the item's range */
     uint8_t *mark;        /* [n_ctx_max] validation scratch */
     rp_mm_scratch mm;     /* activation buffer + per-thread matmul scratch */
     void **att_scratch;   /* per thread, rp_attn_scratch_bytes() */
@@ -121,6 +124,9 @@ rp_status rp_ctx_create(const rp_model *m, rp_ctx_params p, rp_ctx **out) {
     c->xo = xalloc((size_t)p.n_outputs * E, &ok);
     c->logits = xalloc((size_t)p.n_outputs * (size_t)hp->n_vocab, &ok);
     c->rope_cs = xalloc(B * (size_t)hp->n_rot, &ok);
+    if (m->rope_inv_freq_local) c->rope_cs_local = xalloc(B * (size_t)hp->n_rot, &ok);
+    c->c_begin = malloc(sizeof(int32_t) * B);
+    if (!c->c_begin) ok = false;
     c->mark = malloc((size_t)p.n_ctx_max);
     if (!c->mark) ok = false;
     int T = p.n_threads;
@@ -133,7 +139,8 @@ rp_status rp_ctx_create(const rp_model *m, rp_ctx_params p, rp_ctx **out) {
     c->part_out = xalloc((size_t)c->split_cap * RP_FWD_SPLIT_ROWS * G * (size_t)hp->head_dim, &ok);
     c->part_ml = xalloc((size_t)c->split_cap * 2 * RP_FWD_SPLIT_ROWS * G, &ok);
     c->part_nc = malloc(sizeof(int32_t) * (size_t)c->split_cap * RP_FWD_SPLIT_ROWS);
-    if (!c->part_nc) ok = false;
+    c->part_cb = malloc(sizeof(int32_t) * (size_t)c->split_cap * RP_FWD_SPLIT_ROWS);
+    if (!c->part_nc || !c->part_cb) ok = false;
     const char *sp = getenv("RP_ATTN_SPLIT");
     if (sp && strcmp(sp, "0") == 0) c->split_cap = 0;
     size_t asz = rp_attn_scratch_bytes(hp->head_dim, hp->n_head / hp->n_head_kv, RP_ATTN_MAX_ROWS);
@@ -160,6 +167,7 @@ void rp_ctx_free(rp_ctx *c) {
     rp_pool_free(c->pool);
     free(c->x); free(c->xb); free(c->q); free(c->k); free(c->v); free(c->att);
     free(c->gate); free(c->up); free(c->xo); free(c->logits); free(c->rope_cs); free(c->mark);
+    free(c->rope_cs_local); free(c->c_begin); free(c->part_cb);
     for (int t = 0; c->att_scratch && t < c->p.n_threads; t++) free(c->att_scratch[t]);
     free(c->att_scratch);
     free(c->n_cells);
@@ -229,7 +237,9 @@ static void att_body(void *vp, int64_t ib, int64_t ie, int tid) {
             .out = c->att + (int64_t)r0 * QD, .out_stride = QD,
             .n_rows = nr, .n_cells = c->n_cells + r0,
             .head_begin = g * G, .n_heads = G, .head_dim = HD,
-            .scale = 1.0f / sqrtf((float)HD), .scratch = c->att_scratch[tid],
+            .scale = rp_model_attn_scale(c->m), .scratch = c->att_scratch[tid],
+            .c_begin = c->m->layers[j->layer].window > 0 ? c->c_begin + r0 : NULL,
+            .softcap = hp->attn_softcap,
         };
         rp_kv_attn_view(kv, j->layer, g, &a);
         if (S > 1) {
@@ -240,6 +250,15 @@ static void att_body(void *vp, int64_t ib, int64_t ie, int tid) {
             for (int32_t i = 0; i < nr; i++) {
                 int32_t v = c->n_cells[r0 + i] - c0;
                 nc[i] = v < 0 ? 0 : v < j->range ? v : j->range;
+            }
+            if (a.c_begin) {   /* the window's start within the range; a range before it is empty */
+                int32_t *cb = c->part_cb + it * RP_FWD_SPLIT_ROWS;
+                for (int32_t i = 0; i < nr; i++) {
+                    int32_t v = a.c_begin[i] - c0;
+                    cb[i] = v < 0 ? 0 : v;
+                    if (cb[i] >= nc[i]) cb[i] = nc[i] = 0;
+                }
+                a.c_begin = cb;
             }
             a.n_cells = nc;
             a.k += (size_t)c0 * a.kv_row_bytes;
@@ -372,9 +391,18 @@ rp_status rp_fwd_begin(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t 
     for (int32_t i = 0; i < n; i++) {
         const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)b->token[i] * m->tok_embd.row_bytes;
         rp_dequantize_row(m->tok_embd.type, row, c->x + (size_t)i * E, E);
+        if (hp->emb_scale > 0)   /* gemma: embeddings times sqrt(n_embd) */
+            for (int32_t e = 0; e < E; e++) c->x[(size_t)i * E + e] *= hp->emb_scale;
     }
     for (int32_t i = 0; i < n; i++)
         rp_model_rope_cs(m, b->pos[i], c->rope_cs + (size_t)i * R, c->rope_cs + (size_t)i * R + R / 2);
+    if (c->rope_cs_local)   /* gemma3's local layers: their own RoPE base */
+        for (int32_t i = 0; i < n; i++)
+            for (int32_t k = 0; k < R / 2; k++) {
+                double th = (double)b->pos[i] * (double)m->rope_inv_freq_local[k];
+                c->rope_cs_local[(size_t)i * R + k] = (float)cos(th);
+                c->rope_cs_local[(size_t)i * R + R / 2 + k] = (float)sin(th);
+            }
     c->n_runs = build_runs(c, b);
     c->last_split = 1;
     return RP_OK;
@@ -386,7 +414,7 @@ rp_status rp_fwd_begin(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t 
 
 #define RP_FWD_ROWS_PAR 32   /* rows from which the steps below go parallel */
 
-typedef enum { ROWS_NORM, ROWS_ADD, ROWS_ADD_NORM, ROWS_ROPE } rows_op;
+typedef enum { ROWS_NORM, ROWS_ADD, ROWS_ADD_NORM, ROWS_ROPE, ROWS_NORM_XB } rows_op;
 
 typedef struct {
     rp_ctx *c;
@@ -403,7 +431,11 @@ static void rows_body(void *vp, int64_t i0, int64_t i1, int tid) {
     rp_ctx *c = j->c;
     const rp_hparams *hp = &c->m->hp;
     const size_t E = (size_t)hp->n_embd;
-    for (int64_t i = i0; i < i1 && j->op != ROWS_ROPE; i++) {
+    for (int64_t i = i0; i < i1 && j->op == ROWS_NORM_XB; i++) {   /* gemma's post-norms: xb = norm(xb) */
+        float *xb = c->xb + (size_t)i * E;
+        rp_rmsnorm_ref(xb, xb, j->w, (int64_t)E, hp->rms_eps);
+    }
+    for (int64_t i = i0; i < i1 && j->op != ROWS_ROPE && j->op != ROWS_NORM_XB; i++) {
         float *x = c->x + (size_t)i * E, *xb = c->xb + (size_t)i * E;
         if (j->op != ROWS_NORM)
             for (size_t e = 0; e < E; e++) x[e] += xb[e];
@@ -446,8 +478,9 @@ static void rope_rows(rp_ctx *c, const rp_layer *L, int64_t i0, int64_t i1) {
     const rp_hparams *hp = &c->m->hp;
     const int32_t H = hp->n_head, HK = hp->n_head_kv, HD = hp->head_dim;
     const int32_t QD = H * HD, KD = HK * HD, R = hp->n_rot;
+    const float *tab = L->rope_local && c->rope_cs_local ? c->rope_cs_local : c->rope_cs;
     for (int64_t i = i0; i < i1; i++) {
-        const float *cs = c->rope_cs + (size_t)i * R, *sn = cs + R / 2;
+        const float *cs = tab + (size_t)i * R, *sn = cs + R / 2;
         /* ---- qwen2: q/k/v biases, added to the projections before RoPE (as llama.cpp) ---- */
         if (L->bq) {
             float *q = c->q + (size_t)i * QD, *k = c->k + (size_t)i * KD, *v = c->v + (size_t)i * KD;
@@ -484,6 +517,44 @@ void rp_fwd_store(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l) {
     }
 }
 
+/* ---- gemma hooks (arch_gemma.c has the model side) ---- */
+
+/* Sliding window: c->c_begin[i] = the first cell row i attends in a local
+ * layer, the lowest cell whose position q has pos - q < window (llama.cpp's
+ * LLAMA_SWA_TYPE_STANDARD mask). Positions are non-decreasing over a
+ * sequence's cells (prefill, decode, the reuse engine's placements at
+ * positions == cells, context shift all keep them so), so a binary search
+ * over [0, cell] finds it; the row's own cell always qualifies. */
+static void window_begin(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t window) {
+    for (int32_t i = 0; i < b->n; i++) {
+        const rp_kv *kv = kvs[b->seq[i]];
+        const int64_t lim = (int64_t)b->pos[i] - window;   /* cells at positions <= lim are outside */
+        int32_t lo = 0, hi = b->cell[i];
+        while (lo < hi) {
+            const int32_t mid = lo + (hi - lo) / 2;
+            if ((int64_t)kv->pos[mid] > lim) hi = mid;
+            else lo = mid + 1;
+        }
+        c->c_begin[i] = lo;
+    }
+}
+
+/* GeGLU: g = gelu_tanh(g) * u (the tanh approximation gemma uses, as ggml_gelu). */
+static void geglu_body(void *vp, int64_t i0, int64_t i1, int tid) {
+    (void)tid;
+    rp_ctx *c = vp;
+    const float k = 0.7978845608028654f;   /* sqrt(2 / pi) */
+    for (int64_t i = i0; i < i1; i++) {
+        const float x = c->gate[i];
+        c->gate[i] = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x))) * c->up[i];
+    }
+}
+
+static void geglu_run(rp_ctx *c, int64_t n) {
+    if (n < 16384) geglu_body(c, 0, n, 0);
+    else rp_pool_parallel_for(c->pool, n, 4096, geglu_body, c);
+}
+
 void rp_fwd_attn_ffn(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l) {
     const rp_model *m = c->m;
     const rp_hparams *hp = &m->hp;
@@ -491,6 +562,7 @@ void rp_fwd_attn_ffn(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l)
     const int32_t n = b->n, E = hp->n_embd, F = hp->n_ff, HK = hp->n_head_kv;
     const int32_t QD = hp->n_head * hp->head_dim;
     const rp_cpu_level lvl = (rp_cpu_level)m->cpu_level;
+    if (L->window > 0) window_begin(c, b, kvs, L->window);
     att_job aj = {c, b, kvs, l, c->n_runs, 1, 0,
                   {rp_attn_kernel_select(RP_TYPE_F32, lvl), rp_attn_kernel_select(RP_TYPE_F16, lvl),
                    rp_attn_kernel_select(RP_TYPE_Q8_0, lvl)}};
@@ -507,6 +579,7 @@ void rp_fwd_attn_ffn(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l)
     if (aj.n_split > c->last_split) c->last_split = aj.n_split;
     /* x += att · Woᵀ  (xb reused as the projection output) */
     rp_matmul(c->pool, &L->wo, c->att, n, QD, c->xb, E, &c->mm);
+    if (L->attn_post_norm) rows_run(c, n, ROWS_NORM_XB, L->attn_post_norm, NULL);
     rows_run(c, n, ROWS_ADD_NORM, L->ffn_norm, NULL);   /* x += att·Woᵀ; xb = norm(x) */
     size_t st = rp_mm_quantize(c->pool, &L->w_gate, c->xb, n, E, &c->mm);
     if (rp_mm_same_act(&L->w_gate, &L->w_up)) {
@@ -519,8 +592,10 @@ void rp_fwd_attn_ffn(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l)
         st = rp_mm_quantize(c->pool, &L->w_up, c->xb, n, E, &c->mm);
         rp_mm_run(c->pool, &L->w_up, 0, L->w_up.rows, n, st, c->up, F, &c->mm);
     }
-    c->ew->swiglu(c->gate, c->up, (int64_t)n * F);
+    if (hp->ffn_gelu) geglu_run(c, (int64_t)n * F);
+    else c->ew->swiglu(c->gate, c->up, (int64_t)n * F);
     rp_matmul(c->pool, &L->w_down, c->gate, n, F, c->xb, E, &c->mm);
+    if (L->ffn_post_norm) rows_run(c, n, ROWS_NORM_XB, L->ffn_post_norm, NULL);
     rows_run(c, n, ROWS_ADD, NULL, NULL);
 }
 
@@ -534,6 +609,8 @@ void rp_fwd_compact(rp_ctx *c, rp_batch *b, const int32_t *keep, int32_t n_keep)
         /* hidden state, RoPE tables and this layer's q/k/v follow the row */
         memmove(c->x + (size_t)j * E, c->x + (size_t)i * E, E * sizeof(float));
         memmove(c->rope_cs + (size_t)j * R, c->rope_cs + (size_t)i * R, R * sizeof(float));
+        if (c->rope_cs_local)
+            memmove(c->rope_cs_local + (size_t)j * R, c->rope_cs_local + (size_t)i * R, R * sizeof(float));
         memmove(c->q + (size_t)j * QD, c->q + (size_t)i * QD, QD * sizeof(float));
         memmove(c->k + (size_t)j * KD, c->k + (size_t)i * KD, KD * sizeof(float));
         memmove(c->v + (size_t)j * KD, c->v + (size_t)i * KD, KD * sizeof(float));
@@ -560,6 +637,9 @@ rp_status rp_fwd_end(rp_ctx *c, const rp_batch *b) {
     }
     c->n_out = no;
     if (no > 0) rp_matmul(c->pool, &m->output, c->xo, no, E, c->logits, m->hp.n_vocab, &c->mm);
+    const float cap = m->hp.final_softcap;
+    if (cap > 0)   /* gemma2: logits soft-capped, cap * tanh(z / cap) */
+        for (size_t i = 0; i < (size_t)no * (size_t)m->hp.n_vocab; i++) c->logits[i] = cap * tanhf(c->logits[i] / cap);
     return RP_OK;
 }
 

@@ -19,6 +19,8 @@ const char *rp_arch_name(rp_arch a) {
     case RP_ARCH_QWEN3: return "qwen3";
     case RP_ARCH_QWEN2: return "qwen2";
     case RP_ARCH_PHI3: return "phi3";
+    case RP_ARCH_GEMMA2: return "gemma2";
+    case RP_ARCH_GEMMA3: return "gemma3";
     }
     return "?";
 }
@@ -118,7 +120,8 @@ rp_status rp_model_bind_vector(const rp_gguf *g, const char *name, int64_t n, bo
 }
 
 static bool arch_known(rp_str a) {
-    return rp_str_eq(a, "llama") || rp_str_eq(a, "qwen3") || rp_str_eq(a, "qwen2") || rp_str_eq(a, "phi3");
+    return rp_str_eq(a, "llama") || rp_str_eq(a, "qwen3") || rp_str_eq(a, "qwen2") || rp_str_eq(a, "phi3") ||
+           rp_str_eq(a, "gemma2") || rp_str_eq(a, "gemma3");
 }
 
 static rp_status load_hparams(const rp_gguf *g, rp_model *m) {
@@ -132,8 +135,10 @@ static rp_status load_hparams(const rp_gguf *g, rp_model *m) {
     else if (rp_str_eq(arch, "qwen3")) { hp->arch = RP_ARCH_QWEN3; an = "qwen3"; }
     else if (rp_str_eq(arch, "qwen2")) { hp->arch = RP_ARCH_QWEN2; an = "qwen2"; }
     else if (rp_str_eq(arch, "phi3")) { hp->arch = RP_ARCH_PHI3; an = "phi3"; }
+    else if (rp_str_eq(arch, "gemma2")) { hp->arch = RP_ARCH_GEMMA2; an = "gemma2"; }
+    else if (rp_str_eq(arch, "gemma3")) { hp->arch = RP_ARCH_GEMMA3; an = "gemma3"; }
     else
-        return rp_errorf(RP_ERR_UNSUPPORTED, "model: unknown architecture '%.*s' (supported: llama, qwen3, qwen2, phi3)",
+        return rp_errorf(RP_ERR_UNSUPPORTED, "model: unknown architecture '%.*s' (supported: llama, qwen3, qwen2, phi3, gemma2, gemma3)",
                          (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
 
     rp_str name;
@@ -170,6 +175,7 @@ static rp_status load_hparams(const rp_gguf *g, rp_model *m) {
     RP_TRY(get_arch_f32(g, an, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->rms_eps));
     RP_TRY(get_arch_f32(g, an, "rope.freq_base", hp->arch == RP_ARCH_QWEN3 ? 1000000.0f : 10000.0f,
                         &hp->rope_base));
+    const bool gemma = hp->arch == RP_ARCH_GEMMA2 || hp->arch == RP_ARCH_GEMMA3;
     hp->rope_kind = hp->arch == RP_ARCH_LLAMA ? RP_ROPE_NORM : RP_ROPE_NEOX;
     hp->rope_freq_scale = 1.0f;
     hp->rope_attn_factor = 1.0f;
@@ -195,6 +201,7 @@ static rp_status load_hparams(const rp_gguf *g, rp_model *m) {
                          (int)(stype.len > 32 ? 32 : stype.len), stype.ptr);
     }
     if (rp_arch_is_qwen2_phi3(hp->arch)) RP_TRY(rp_arch_qp_hparams(g, m, an));
+    if (gemma) RP_TRY(rp_gemma_hparams(g, m, an));
     return RP_OK;
 }
 
@@ -265,8 +272,9 @@ static rp_status bind_weights(const rp_gguf *g, rp_model *m) {
     m->hp.n_vocab = (int32_t)te->ne[1];
     RP_TRY(bind_matrix(g, "token_embd.weight", E, hp->n_vocab, true, &m->tok_embd));
 
-    /* room for every non-F32 norm vector: 2 per layer + q/k norms + output */
-    size_t store_n = (size_t)E * (2 * (size_t)hp->n_layer + 1) + 2 * (size_t)HD * hp->n_layer;
+    /* room for every non-F32 norm vector: 2 per layer + q/k norms + output, + gemma's 2 post-norms
+     * and q/k norms per layer */
+    size_t store_n = (size_t)E * (4 * (size_t)hp->n_layer + 1) + 4 * (size_t)HD * hp->n_layer;
     if (rp_arch_is_qwen2_phi3(hp->arch)) store_n += (size_t)rp_arch_qp_store_per_layer(hp) * (size_t)hp->n_layer;
     m->norm_store = malloc(store_n * sizeof(float));
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
@@ -306,6 +314,11 @@ static rp_status bind_weights(const rp_gguf *g, rp_model *m) {
             RP_TRY(bind_matrix(g, LNAME("ffn_up.weight"), E, F, true, &L->w_up));
         }
         RP_TRY(bind_matrix(g, LNAME("ffn_down.weight"), F, E, true, &L->w_down));
+        if (hp->arch == RP_ARCH_GEMMA2 || hp->arch == RP_ARCH_GEMMA3) {
+            size_t used = 0;
+            RP_TRY(rp_gemma_bind_layer(g, m, l, ns, &used));
+            ns += used;
+        }
     }
 #undef LNAME
     return RP_OK;
@@ -426,6 +439,7 @@ rp_status rp_model_load(const char *path, rp_model_params params, rp_model **out
     }
     if ((st = bind_weights(g, m)) != RP_OK) goto fail;
     if ((st = build_rope(g, m)) != RP_OK) goto fail;
+    if ((st = rp_gemma_build_rope(m)) != RP_OK) goto fail;
     load_progress lp = {params.progress, params.progress_user, 0, 0};
     m->weight_bytes = weights_bytes(g);
     lp.total = m->weight_bytes + source_bytes(&m->output);
@@ -458,6 +472,7 @@ void rp_model_free(rp_model *m) {
     free(m->layers);
     free(m->norm_store);
     free(m->rope_inv_freq);
+    free(m->rope_inv_freq_local);
     rp_gguf_close(m->gguf);
     free(m);
 }

@@ -2,6 +2,7 @@
 #ifndef RP_MODEL_H
 #define RP_MODEL_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -17,6 +18,8 @@ typedef enum rp_arch {
     RP_ARCH_QWEN3 = 2,   /* Qwen3 dense: per-head q_norm/k_norm, NEOX RoPE */
     RP_ARCH_QWEN2 = 3,   /* Qwen2 / Qwen2.5: Q/K/V biases, NEOX RoPE (arch_qwen2_phi3.c) */
     RP_ARCH_PHI3 = 4,    /* Phi-3 / 3.5 / Phi-4-mini: fused attn_qkv and gate|up, NEOX RoPE, LongRoPE (arch_qwen2_phi3.c) */
+    RP_ARCH_GEMMA2 = 5,  /* Gemma 2: GeGLU, post-norms, soft-capping, local/global layers (arch_gemma.c) */
+    RP_ARCH_GEMMA3 = 6,  /* Gemma 3 text: Gemma 2 + q/k norms, local RoPE base, 5 local : 1 global */
 } rp_arch;
 
 const char *rp_arch_name(rp_arch a);
@@ -49,6 +52,16 @@ typedef struct rp_hparams {
      * rope.scaling.original_context_length, as llama.cpp does for contexts up to it; cos/sin carry attn_factor. */
     bool rope_longrope;
     float rope_attn_factor;   /* scales cos and sin of q and k (1 unless the file says) */
+    /* ---- gemma2 / gemma3 (arch_gemma.c); zero for the other architectures ---- */
+    float emb_scale;          /* token embeddings times this (sqrt(n_embd)); 0: 1 */
+    float attn_scale;         /* query scaling; 0: 1 / sqrt(head_dim) */
+    float attn_softcap;       /* attention logit soft-capping; 0: off */
+    float final_softcap;      /* output logit soft-capping; 0: off */
+    int32_t n_swa;            /* sliding window of local layers (positions seen, the row's own included); 0: none */
+    int32_t swa_pattern;      /* layer l is local when l % swa_pattern < swa_pattern - 1 (llama.cpp's rule) */
+    float rope_base_local;    /* RoPE base of local layers (gemma3: 10000, scale 1); 0: as global */
+    bool ffn_gelu;            /* GeGLU (gelu-tanh gate) instead of SwiGLU */
+    bool post_norms;          /* attn_post_norm / ffn_post_norm on each block's output */
 } rp_hparams;
 
 
@@ -66,6 +79,10 @@ typedef struct rp_layer {
     rp_weight w_gate;         /* [n_ff x n_embd] */
     rp_weight w_up;           /* [n_ff x n_embd] */
     rp_weight w_down;         /* [n_embd x n_ff] */
+    const float *attn_post_norm;   /* [n_embd] gemma only, else NULL */
+    const float *ffn_post_norm;    /* [n_embd] gemma only, else NULL */
+    int32_t window;           /* sliding window of this layer (positions); 0: global attention */
+    bool rope_local;          /* RoPE from rope_inv_freq_local */
 } rp_layer;
 
 typedef struct rp_model {
@@ -78,6 +95,7 @@ typedef struct rp_model {
     bool tied_output;
     rp_layer *layers;         /* [n_layer] */
     float *rope_inv_freq;     /* [n_rot/2] theta_i = pos * inv_freq[i] (scaling folded in) */
+    float *rope_inv_freq_local;   /* [n_rot/2] of layers with rope_local (gemma3); NULL: none */
     float *norm_store;        /* F32 copies of non-F32 norm vectors (owned) */
     rp_tokenizer *tok;        /* NULL only when the file has no tokenizer */
     rp_chat_format chat;      /* tool-call syntax of the chat template's replies */
@@ -102,5 +120,27 @@ rp_status rp_model_render_chat(const rp_model *m, const rp_chat_msg *msgs, size_
 
 /* RoPE angles for `pos`: writes cos/sin for each of n_rot/2 pairs. */
 void rp_model_rope_cs(const rp_model *m, int32_t pos, float *cos_out, float *sin_out);
+
+/* The RoPE frequencies layer l uses (the local table of gemma3's sliding layers, else the global one). */
+static inline const float *rp_model_layer_inv_freq(const rp_model *m, int32_t l) {
+    return m->layers && m->layers[l].rope_local && m->rope_inv_freq_local ? m->rope_inv_freq_local : m->rope_inv_freq;
+}
+/* The query scaling of attention scores. */
+static inline float rp_model_attn_scale(const rp_model *m) {
+    return m->hp.attn_scale > 0 ? m->hp.attn_scale : 1.0f / sqrtf((float)m->hp.head_dim);
+}
+
+/* A 1-D weight vector of n floats (non-F32 storage converted into `store`, room for n floats). */
+rp_status rp_model_bind_vector(const rp_gguf *g, const char *name, int64_t n, bool required, float *store,
+                               const float **out);
+
+/* ---- gemma2 / gemma3 (arch_gemma.c) ---- */
+/* Architecture keys after the common ones (load_hparams): window, pattern, soft-caps, scales. */
+rp_status rp_gemma_hparams(const rp_gguf *g, rp_model *m, const char *an);
+/* Layer l's extra tensors (post-norms; gemma3 q/k norms) and its window / RoPE table; `store` has room
+ * for 2 * n_embd + 2 * head_dim floats; *used gets how many it took. */
+rp_status rp_gemma_bind_layer(const rp_gguf *g, rp_model *m, int32_t l, float *store, size_t *used);
+/* The local layers' RoPE table (gemma3), after build_rope. */
+rp_status rp_gemma_build_rope(rp_model *m);
 
 #endif /* RP_MODEL_H */

@@ -21,35 +21,43 @@ typedef struct preset {
     bool llama3_rope;    /* writes rope_freqs.weight with Llama 3.2's scaling (factor 32, 1, 4, 8192) */
     int32_t n_rot;       /* rotated dims per head; 0: head_dim (Phi-4-mini rotates 96 of 128) */
     int32_t longrope_orig;   /* phi3 LongRoPE: rope_factors_short/long.weight, original context length; 0: none */
+    int32_t n_swa;       /* gemma: attention.sliding_window */
 } preset;
 
 /* Shapes from the published configs of each model. */
 static const preset k_presets[] = {
-    {"tiny", RP_ARCH_LLAMA, 256, 768, 4, 8, 4, 32, 512, 2048, 10000.0f, 1e-5f, false, 0, 0},
-    {"tiny", RP_ARCH_QWEN3, 256, 768, 4, 4, 2, 64, 512, 2048, 1000000.0f, 1e-6f, false, 0, 0},
+    {"tiny", RP_ARCH_LLAMA, 256, 768, 4, 8, 4, 32, 512, 2048, 10000.0f, 1e-5f, false, 0, 0, 0},
+    {"tiny", RP_ARCH_QWEN3, 256, 768, 4, 4, 2, 64, 512, 2048, 1000000.0f, 1e-6f, false, 0, 0, 0},
     /* a small llama for the demo: big enough that prefill dominates, quick to make */
-    {"small", RP_ARCH_LLAMA, 512, 1536, 8, 8, 4, 64, 8192, 4096, 10000.0f, 1e-5f, false, 0, 0},
+    {"small", RP_ARCH_LLAMA, 512, 1536, 8, 8, 4, 64, 8192, 4096, 10000.0f, 1e-5f, false, 0, 0, 0},
     /* tiny shapes with Llama 3's RoPE (base 500000, llama3 scaling in rope_freqs): tests of exact re-rotation */
-    {"tiny-llama3", RP_ARCH_LLAMA, 256, 768, 4, 8, 4, 32, 512, 2048, 500000.0f, 1e-5f, true, 0, 0},
-    {"llama-3.2-1b", RP_ARCH_LLAMA, 2048, 8192, 16, 32, 8, 64, 128256, 131072, 500000.0f, 1e-5f, true, 0, 0},
-    {"llama-3.2-3b", RP_ARCH_LLAMA, 3072, 8192, 28, 24, 8, 128, 128256, 131072, 500000.0f, 1e-5f, true, 0, 0},
-    {"qwen3-0.6b", RP_ARCH_QWEN3, 1024, 3072, 28, 16, 8, 128, 151936, 40960, 1000000.0f, 1e-6f, false, 0, 0},
-    {"qwen3-1.7b", RP_ARCH_QWEN3, 2048, 6144, 28, 16, 8, 128, 151936, 40960, 1000000.0f, 1e-6f, false, 0, 0},
-    {"qwen3-4b", RP_ARCH_QWEN3, 2560, 9728, 36, 32, 8, 128, 151936, 40960, 1000000.0f, 1e-6f, false, 0, 0},
+    {"tiny-llama3", RP_ARCH_LLAMA, 256, 768, 4, 8, 4, 32, 512, 2048, 500000.0f, 1e-5f, true, 0, 0, 0},
+    {"llama-3.2-1b", RP_ARCH_LLAMA, 2048, 8192, 16, 32, 8, 64, 128256, 131072, 500000.0f, 1e-5f, true, 0, 0, 0},
+    {"llama-3.2-3b", RP_ARCH_LLAMA, 3072, 8192, 28, 24, 8, 128, 128256, 131072, 500000.0f, 1e-5f, true, 0, 0, 0},
+    {"qwen3-0.6b", RP_ARCH_QWEN3, 1024, 3072, 28, 16, 8, 128, 151936, 40960, 1000000.0f, 1e-6f, false, 0, 0, 0},
+    {"qwen3-1.7b", RP_ARCH_QWEN3, 2048, 6144, 28, 16, 8, 128, 151936, 40960, 1000000.0f, 1e-6f, false, 0, 0, 0},
+    {"qwen3-4b", RP_ARCH_QWEN3, 2560, 9728, 36, 32, 8, 128, 151936, 40960, 1000000.0f, 1e-6f, false, 0, 0, 0},
     /* qwen2: q/k/v biases; tied embeddings as the 0.5B / 1.5B models */
-    {"tiny", RP_ARCH_QWEN2, 256, 768, 4, 4, 2, 64, 512, 2048, 1000000.0f, 1e-6f, false, 0, 0},
-    {"qwen2.5-0.5b", RP_ARCH_QWEN2, 896, 4864, 24, 14, 2, 64, 151936, 32768, 1000000.0f, 1e-6f, false, 0, 0},
-    {"qwen2.5-1.5b", RP_ARCH_QWEN2, 1536, 8960, 28, 12, 2, 128, 151936, 32768, 1000000.0f, 1e-6f, false, 0, 0},
+    {"tiny", RP_ARCH_QWEN2, 256, 768, 4, 4, 2, 64, 512, 2048, 1000000.0f, 1e-6f, false, 0, 0, 0},
+    {"qwen2.5-0.5b", RP_ARCH_QWEN2, 896, 4864, 24, 14, 2, 64, 151936, 32768, 1000000.0f, 1e-6f, false, 0, 0, 0},
+    {"qwen2.5-1.5b", RP_ARCH_QWEN2, 1536, 8960, 28, 12, 2, 128, 151936, 32768, 1000000.0f, 1e-6f, false, 0, 0, 0},
     /* phi3: fused attn_qkv and gate|up; tiny-longrope has Phi-4-mini's partial rotary and LongRoPE factors */
-    {"tiny", RP_ARCH_PHI3, 256, 768, 4, 8, 4, 32, 512, 4096, 10000.0f, 1e-5f, false, 0, 0},
-    {"tiny-longrope", RP_ARCH_PHI3, 256, 768, 4, 4, 2, 64, 512, 131072, 10000.0f, 1e-5f, false, 48, 4096},
-    {"phi-3-mini", RP_ARCH_PHI3, 3072, 8192, 32, 32, 32, 96, 32064, 4096, 10000.0f, 1e-5f, false, 0, 0},
-    {"phi-4-mini", RP_ARCH_PHI3, 3072, 8192, 32, 24, 8, 128, 200064, 131072, 10000.0f, 1e-5f, false, 96, 4096},
+    {"tiny", RP_ARCH_PHI3, 256, 768, 4, 8, 4, 32, 512, 4096, 10000.0f, 1e-5f, false, 0, 0, 0},
+    {"tiny-longrope", RP_ARCH_PHI3, 256, 768, 4, 4, 2, 64, 512, 131072, 10000.0f, 1e-5f, false, 48, 4096, 0},
+    {"phi-3-mini", RP_ARCH_PHI3, 3072, 8192, 32, 32, 32, 96, 32064, 4096, 10000.0f, 1e-5f, false, 0, 0, 0},
+    {"phi-4-mini", RP_ARCH_PHI3, 3072, 8192, 32, 24, 8, 128, 200064, 131072, 10000.0f, 1e-5f, false, 96, 4096, 0},
+    /* gemma tiny shapes with a 32-position window, so tests run contexts longer than it: gemma2 layers
+     * 0, 2 local and 1, 3 global; gemma3 layers 0-4 local, 5 global */
+    {"tiny", RP_ARCH_GEMMA2, 256, 512, 4, 4, 2, 64, 512, 8192, 10000.0f, 1e-6f, false, 0, 0, 32},
+    {"tiny", RP_ARCH_GEMMA3, 256, 512, 6, 4, 1, 64, 512, 32768, 1000000.0f, 1e-6f, false, 0, 0, 32},
+    {"gemma-2-2b", RP_ARCH_GEMMA2, 2304, 9216, 26, 8, 4, 256, 256000, 8192, 10000.0f, 1e-6f, false, 0, 0, 4096},
+    {"gemma-3-1b", RP_ARCH_GEMMA3, 1152, 6912, 26, 4, 1, 256, 262144, 32768, 1000000.0f, 1e-6f, false, 0, 0, 512},
 };
 
 const char *const rp_synth_preset_names[] = {"tiny", "tiny-llama3", "small", "llama-3.2-1b", "llama-3.2-3b", "qwen3-0.6b",
                                              "qwen3-1.7b", "qwen3-4b", "qwen2.5-0.5b", "qwen2.5-1.5b",
-                                             "tiny-longrope", "phi-3-mini", "phi-4-mini", NULL};
+                                             "tiny-longrope", "phi-3-mini", "phi-4-mini", "gemma-2-2b",
+                                             "gemma-3-1b", NULL};
 
 rp_synth_params rp_synth_default_params(void) {
     rp_synth_params p = {.arch = RP_ARCH_LLAMA, .preset = "tiny", .type = "q8_0", .seed = 1, .n_threads = 2};
@@ -279,7 +287,7 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
                                  rp_arch_name(k_presets[i].arch), rp_arch_name(p->arch));
         return rp_errorf(RP_ERR_INVALID_ARG,
                          "synth: unknown preset '%s' (tiny, small, tiny-llama3, llama-3.2-1b, llama-3.2-3b; qwen3-0.6b, "
-                         "qwen3-1.7b, qwen3-4b; qwen2.5-0.5b, qwen2.5-1.5b; tiny-longrope, phi-3-mini, phi-4-mini)",
+                         "qwen3-1.7b, qwen3-4b; qwen2.5-0.5b, qwen2.5-1.5b; tiny-longrope, phi-3-mini, phi-4-mini; gemma-2-2b, gemma-3-1b)",
                          p->preset);
     }
     const rp_ftype *ft = rp_ftype_find(p->type);
@@ -343,9 +351,15 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
     }
     CHK(rp_gguf_writer_set_f32(w, K("rope.freq_base"), pr->rope_base));
     CHK(rp_gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), pr->rms_eps));
+    const bool gemma = pr->arch == RP_ARCH_GEMMA2 || pr->arch == RP_ARCH_GEMMA3;
+    if (gemma) CHK(rp_gguf_writer_set_u32(w, K("attention.sliding_window"), (uint32_t)pr->n_swa));
+    if (pr->arch == RP_ARCH_GEMMA2) {   /* the values of Gemma 2's config, as llama.cpp's converter writes them */
+        CHK(rp_gguf_writer_set_f32(w, K("attn_logit_softcapping"), 50.0f));
+        CHK(rp_gguf_writer_set_f32(w, K("final_logit_softcapping"), 30.0f));
+    }
 
     /* tensor specs */
-    size_t n_specs = 0, cap = 9 + (size_t)pr->n_layer * 12;
+    size_t n_specs = 0, cap = 9 + (size_t)pr->n_layer * 16;
     specs = calloc(cap, sizeof *specs);
     if (!specs && st == RP_OK) st = rp_errorf(RP_ERR_NOMEM, "synth: out of memory");
     const int64_t E = pr->n_embd, F = pr->n_ff, QD = (int64_t)pr->n_head * pr->head_dim,
@@ -369,7 +383,9 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
     const float qmul = peaked ? p->peak : 1.0f;
 #define MTYPE(role, layer, ncols) rp_ftype_tensor_type(ft, role, layer, pr->n_layer, n_gqa, !peaked, ncols)
     rp_type emb_t = MTYPE("token_embd", 0, E);
-    SPEC("token_embd.weight", emb_t, E, n_vocab, FILL_UNIFORM, 1.0f);
+    /* gemma multiplies the (tied) embeddings by sqrt(n_embd) on input: at 1.0 each token's own row would
+     * dominate its logits by ~100 units; 0.1 leaves logits spread over a few units that depend on every layer */
+    SPEC("token_embd.weight", emb_t, E, n_vocab, FILL_UNIFORM, gemma ? 0.1f : 1.0f);
     if (peaked) SPEC("output.weight", MTYPE("output", 0, E), E, n_vocab, FILL_UNIFORM, p->peak * sqrtf(3.0f / (float)E));
     SPEC("output_norm.weight", RP_TYPE_F32, E, 1, FILL_NORM, 0.05f);
     if (pr->llama3_rope) SPEC("rope_freqs.weight", RP_TYPE_F32, pr->head_dim / 2, 1, FILL_ROPE, 0);
@@ -399,10 +415,14 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
             LSPEC("attn_v.bias", "", KD, 1, FILL_UNIFORM, 0.1f);
         }
         LSPEC("attn_output.weight", "attn_output", QD, E, FILL_UNIFORM, sq);
-        if (pr->arch == RP_ARCH_QWEN3) {
+        if (pr->arch == RP_ARCH_QWEN3 || pr->arch == RP_ARCH_GEMMA3) {
             LSPEC("attn_q_norm.weight", "", pr->head_dim, 1, FILL_NORM, 0.05f);
             specs[n_specs - 1].mul = qmul;   /* q is normalized after the projection: scale its gains */
             LSPEC("attn_k_norm.weight", "", pr->head_dim, 1, FILL_NORM, 0.05f);
+        }
+        if (gemma) {   /* norms as stored in GGUF: llama.cpp's converter has added Gemma's 1 already */
+            LSPEC("post_attention_norm.weight", "", E, 1, FILL_NORM, 0.05f);
+            LSPEC("post_ffw_norm.weight", "", E, 1, FILL_NORM, 0.05f);
         }
         LSPEC("ffn_norm.weight", "", E, 1, FILL_NORM, 0.05f);
         if (fused) {

@@ -11,7 +11,8 @@
 typedef struct rp_synth_params {
     rp_arch arch;
     const char *preset;       /* tiny (every arch) | small | tiny-llama3 | llama-3.2-1b | llama-3.2-3b (llama) | qwen3-0.6b |
-                                 qwen3-1.7b | qwen3-4b | qwen2.5-0.5b | qwen2.5-1.5b | tiny-longrope | phi-3-mini | phi-4-mini */
+                                 qwen3-1.7b | qwen3-4b | qwen2.5-0.5b | qwen2.5-1.5b | tiny-longrope | phi-3-mini | phi-4-mini |
+                                 gemma-2-2b | gemma-3-1b */
     const char *type;         /* a file type of model/quant_mix.h: f32, q8_0, q4_k (pure), q4_k_m, q3_k_s, ... (llama.cpp's mixes) */
     const char *vocab_path;   /* a GGUF whose tokenizer.* keys are copied; NULL: built-in byte-level vocab */
     uint64_t seed;

@@ -115,7 +115,8 @@ static int32_t attention_paid(const rp_model *m, const rp_kv *kv, const rp_batch
     const int32_t KD = HK * HD, QD = H * HD, group = H / HK, n = b->n;
     const int32_t n_prior = b->cell[0] < ws->n_cells - n ? b->cell[0] : ws->n_cells - n;
     const int32_t W = n_prior + n;   /* score columns: prior cells, then batch rows */
-    const float scale = 1.0f / sqrtf((float)HD);
+    const float scale = rp_model_attn_scale(m), cap = m->hp.attn_softcap;
+    const int32_t win = m->layers[l].window;   /* gemma's local layers: cells beyond the window get nothing */
     for (int32_t j = 0; j < n; j++) ws->imp[j] = 0;
     int32_t nq = 0;
     for (int32_t qi = n - 1; qi >= 0 && nq < RP_BLEND_QUERY_ROWS; qi--) {
@@ -123,15 +124,24 @@ static int32_t attention_paid(const rp_model *m, const rp_kv *kv, const rp_batch
         nq++;
         const float *qr = q + (size_t)qi * QD;
         for (int32_t j = 0; j < n_prior; j++) {
-            rp_kv_load_row(kv, RP_KV_K, l, b->cell[0] - n_prior + j, ws->tmp);
-            for (int32_t h = 0; h < H; h++)
-                ws->score[(size_t)h * W + j] = scale * dot(qr + (size_t)h * HD, ws->tmp + (size_t)(h / group) * HD, HD);
+            const int32_t cell = b->cell[0] - n_prior + j;
+            if (win > 0 && (int64_t)b->pos[qi] - kv->pos[cell] >= win) {
+                for (int32_t h = 0; h < H; h++) ws->score[(size_t)h * W + j] = -INFINITY;
+                continue;
+            }
+            rp_kv_load_row(kv, RP_KV_K, l, cell, ws->tmp);
+            for (int32_t h = 0; h < H; h++) {
+                float sc = scale * dot(qr + (size_t)h * HD, ws->tmp + (size_t)(h / group) * HD, HD);
+                ws->score[(size_t)h * W + j] = cap > 0 ? cap * tanhf(sc / cap) : sc;
+            }
         }
         for (int32_t j = 0; j <= qi; j++) {
             const float *kr = k + (size_t)j * KD;
-            for (int32_t h = 0; h < H; h++)
-                ws->score[(size_t)h * W + n_prior + j] =
-                    kinds[j] == RP_ROW_PAD ? -INFINITY : scale * dot(qr + (size_t)h * HD, kr + (size_t)(h / group) * HD, HD);
+            const bool out = kinds[j] == RP_ROW_PAD || (win > 0 && (int64_t)b->pos[qi] - b->pos[j] >= win);
+            for (int32_t h = 0; h < H; h++) {
+                float sc = out ? -INFINITY : scale * dot(qr + (size_t)h * HD, kr + (size_t)(h / group) * HD, HD);
+                ws->score[(size_t)h * W + n_prior + j] = cap > 0 && !out ? cap * tanhf(sc / cap) : sc;
+            }
         }
         const int32_t w = n_prior + qi + 1;   /* causal: columns this row sees */
         for (int32_t h = 0; h < H; h++) {

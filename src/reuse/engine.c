@@ -286,6 +286,11 @@ static void place_layer(const rp_model *m, rp_kv *kv, const placement *p, int32_
     if (delta == 0) {
         rp_kv_write_rows(kv, RP_KV_K, l, p->cell0, p->n, sk);
     } else {
+        float own[2 * 512];   /* a layer with its own RoPE base (gemma3 local layers): its own table */
+        if (rp_rerotate_layer_own(m, l) && half <= 512) {
+            rp_rerotate_table_layer(m, l, delta, own, own + half);
+            cs = own;
+        }
         for (int32_t t = 0; t < p->n; t++) {
             rp_kv_decode_row(kv, sk + (size_t)t * rb, krow);
             rp_rerotate_row(m, krow, cs, cs + half);

@@ -16,6 +16,16 @@ void rp_rerotate_table(const rp_model *m, int32_t delta, float *c, float *s) {
     }
 }
 
+void rp_rerotate_table_layer(const rp_model *m, int32_t layer, int32_t delta, float *c, float *s) {
+    const float *f = rp_model_layer_inv_freq(m, layer);
+    int half = m->hp.n_rot / 2;
+    for (int i = 0; i < half; i++) {
+        double th = (double)delta * (double)f[i];
+        c[i] = (float)cos(th);
+        s[i] = (float)sin(th);
+    }
+}
+
 void rp_rerotate_row(const rp_model *m, float *k, const float *cs, const float *sn) {
     const int32_t HK = m->hp.n_head_kv, HD = m->hp.head_dim, R = m->hp.n_rot, half = R / 2;
     for (int32_t h = 0; h < HK; h++) {
@@ -40,16 +50,20 @@ rp_status rp_rerotate_shift(const rp_model *m, rp_kv *kv, int32_t keep, int32_t 
     if (keep < 0 || n_drop < 1 || (int64_t)keep + n_drop > kv->n)
         return rp_errorf(RP_ERR_RANGE, "kv shift: dropping [%d, %d) of %d cells", keep, keep + n_drop, kv->n);
     const int32_t half = m->hp.n_rot / 2, moved = kv->n - keep - n_drop;
-    float *cs = malloc(sizeof(float) * ((size_t)2 * (size_t)(half > 0 ? half : 1) + (size_t)kv->kv_dim));
+    const size_t hs = (size_t)(half > 0 ? half : 1);
+    float *cs = malloc(sizeof(float) * (4 * hs + (size_t)kv->kv_dim));
     if (!cs) return rp_errorf(RP_ERR_NOMEM, "kv shift: out of memory");
-    float *krow = cs + 2 * (half > 0 ? half : 1);
+    float *lcs = cs + 2 * hs, *krow = cs + 4 * hs;   /* lcs: a layer's own table (gemma3 local layers) */
     rp_rerotate_table(m, -n_drop, cs, cs + half);
     for (int32_t l = 0; l < kv->n_layer; l++) {
         if (moved > 0) {
+            const bool own = rp_rerotate_layer_own(m, l);
+            if (own) rp_rerotate_table_layer(m, l, -n_drop, lcs, lcs + half);
+            const float *t_cs = own ? lcs : cs;
             rp_kv_move_cells(kv, RP_KV_V, l, keep, keep + n_drop, moved);
             for (int32_t t = 0; t < moved; t++) {
                 rp_kv_load_row(kv, RP_KV_K, l, keep + n_drop + t, krow);
-                rp_rerotate_row(m, krow, cs, cs + half);
+                rp_rerotate_row(m, krow, t_cs, t_cs + half);
                 rp_kv_store_row(kv, RP_KV_K, l, keep + t, krow);
             }
         }

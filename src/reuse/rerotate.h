@@ -2,6 +2,7 @@
 #ifndef RP_REUSE_REROTATE_H
 #define RP_REUSE_REROTATE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kv/kv.h"
@@ -12,6 +13,14 @@
  * compose, so R(new) k = R(new - old) R(old) k exactly, for plain RoPE and for
  * llama3 scaling (which only changes inv_freq). */
 void rp_rerotate_table(const rp_model *m, int32_t delta, float *cos_out, float *sin_out);
+
+/* The same for layer l: gemma3's local layers rotate with their own RoPE base
+ * (rp_model_layer_inv_freq); every other layer gets rp_rerotate_table's values. */
+void rp_rerotate_table_layer(const rp_model *m, int32_t layer, int32_t delta, float *cos_out, float *sin_out);
+/* Whether layer l's table differs from rp_rerotate_table's (the caller must then use the layer's). */
+static inline bool rp_rerotate_layer_own(const rp_model *m, int32_t layer) {
+    return rp_model_layer_inv_freq(m, layer) != m->rope_inv_freq;
+}
 
 /* Rotates every KV head of one K row (kv_dim floats) in place. */
 void rp_rerotate_row(const rp_model *m, float *k_row, const float *cs, const float *sn);

@@ -112,6 +112,16 @@ else
   skip=$((skip+1)); echo "SKIP progress pty check: python3 not found"
 fi
 
+# gemma2 / gemma3: synth, inspect names the architecture, run generates
+for a in gemma2 gemma3; do
+  "$BIN" synth --arch $a --preset tiny --type q8_0 -o "$TMP/$a.gguf" 2>/dev/null
+  check "synth --arch $a + inspect names the architecture" '"$BIN" inspect "$TMP/$a.gguf" 2>/dev/null | grep -q "^model: arch $a, .*rope neox"'
+  "$BIN" run -m "$TMP/$a.gguf" -p "hello" -n 8 --temp 0 >/dev/null 2>"$TMP/err"
+  check "run on a $a model generates" 'grep -q "^generated: 8 tokens" "$TMP/err"'
+done
+"$BIN" synth --arch gemma2 --preset qwen3-0.6b --type q8_0 -o "$TMP/x.gguf" >/dev/null 2>"$TMP/e"
+check "synth: a preset of another architecture is an error naming it" 'grep -q "is a qwen3 model, not --arch gemma2" "$TMP/e"'
+
 # synth + run on the embedded default, deterministic
 "$BIN" synth --arch llama --preset tiny --type q8_0 --seed 3 -o "$TMP/a.gguf" 2>/dev/null
 "$BIN" synth --arch llama --preset tiny --type q8_0 --seed 3 -o "$TMP/b.gguf" 2>/dev/null

@@ -8,14 +8,14 @@
 size_t rp_attn_scratch_bytes(int32_t head_dim, int32_t max_heads, int32_t max_rows) {
     /* an upper bound shared by all kernels. The reference needs head_dim
      * floats. The SIMD kernels (x86/float_x86.h) need, with nq = rows x heads,
-     * a tile of 64 cells and head_dim padded to 16 (dp): scores nq x 64, four
-     * per-query-vector arrays (max, sum, rescale, valid cells) nq x 4, and
-     * three 64 x dp tiles (transposed K, dequantized K and V); each of the 8
+     * a tile of 64 cells and head_dim padded to 16 (dp): scores nq x 64, five
+     * per-query-vector arrays (max, sum, rescale, valid cells, window start) nq x 5,
+     * and three 64 x dp tiles (transposed K, dequantized K and V); each of the 9
      * pieces is 64-byte aligned (<= 16 floats of padding) plus 64 bytes to
      * align the start. */
     size_t hd = (size_t)(head_dim > 0 ? head_dim : 0), rows = (size_t)max_rows * (size_t)max_heads;
     size_t dp = (hd + 15) & ~(size_t)15;
-    size_t floats = rows * (hd + 68) + 3 * 64 * dp + 4096;
+    size_t floats = rows * (hd + 69) + 3 * 64 * dp + 4096;
     return floats * sizeof(float) + 256;
 }
 
@@ -47,7 +47,7 @@ void rp_attn_ref(const rp_attn_args *a) {
     float *kh = a->scratch, *scores = kh + hd;   /* scores: up to n_cells floats follow */
     (void)scores;
     for (int32_t i = 0; i < a->n_rows; i++) {
-        const int32_t nc = a->n_cells[i];
+        const int32_t nc = a->n_cells[i], c0 = a->c_begin ? a->c_begin[i] : 0;
         for (int32_t hh = 0; hh < a->n_heads; hh++) {
             const int32_t h = a->head_begin + hh;
             const float *q = a->q + i * a->q_stride + (int64_t)h * hd;
@@ -56,11 +56,12 @@ void rp_attn_ref(const rp_attn_args *a) {
             float m = -INFINITY;
             double l = 0;
             memset(o, 0, sizeof(float) * (size_t)hd);
-            for (int32_t c = 0; c < nc; c++) {
+            for (int32_t c = c0 < 0 ? 0 : c0; c < nc; c++) {
                 load_head(a, a->k + (size_t)c * a->kv_row_bytes, kh);
                 float s = 0;
                 for (int32_t d = 0; d < hd; d++) s += q[d] * kh[d];
                 s *= a->scale;
+                if (a->softcap > 0) s = a->softcap * tanhf(s / a->softcap);
                 float mn = s > m ? s : m;
                 float corr = expf(m - mn), p = expf(s - mn);
                 l = l * corr + p;
