@@ -306,7 +306,6 @@ static void rp_fx_mm_gemm(const void *w, size_t w_row_bytes, int64_t rows, int64
  * last vector); AVX2 takes multiples of 8 and hands others to rp_attn_ref.
  * ========================================================================== */
 #if defined(RP_FX_ATTN)
-#include <stdlib.h>
 
 #define RP_FX_AT 64 /* cells per tile */
 #if FX_W == 16
@@ -447,12 +446,14 @@ typedef void (*fx_qk_a_fn)(const fx_actx *x, int32_t qv, const void *kb, int64_t
 RP_FX_QKA(8, 2, 0)
 RP_FX_QKA(8, 2, 1)
 #endif
+#if FX_W != 8   /* AVX2 / NEON: the fx8_qk_* blocks below */
 RP_FX_QKA(4, FX_W / 4, 0)
 RP_FX_QKA(4, FX_W / 4, 1)
 RP_FX_QKA(2, FX_W / 2, 0)
 RP_FX_QKA(2, FX_W / 2, 1)
 RP_FX_QKA(1, FX_W, 0)
 RP_FX_QKA(1, FX_W, 1)
+#endif
 #undef RP_FX_QKA
 
 #if FX_W == 8
@@ -516,16 +517,11 @@ static const fx_qk_a_fn fx8_qk_tab[3][2][3] = {RP_FX8_QKT(8), RP_FX8_QKT(16), RP
 static void fx_qk_a(const fx_actx *x, const void *kb, int64_t ks, int tn, int f16) {
     int32_t qv = 0;
 #if FX_W == 8
-    static int old = -1;
-    if (old < 0) old = getenv("RP_FX8_OLD") != NULL;
-    if (!old) {
     const fx_qk_a_fn(*t)[3] = fx8_qk_tab[x->DV == 8 ? 0 : x->DV == 16 ? 1 : 2];
     for (; qv + 4 <= x->NQ; qv += 4) t[f16 != 0][0](x, qv, kb, ks, tn);
     for (; qv + 2 <= x->NQ; qv += 2) t[f16 != 0][1](x, qv, kb, ks, tn);
     for (; qv < x->NQ; qv++) t[f16 != 0][2](x, qv, kb, ks, tn);
-    return;
-    }
-#endif
+#else
 #if FX_W == 16
     /* 8 query vectors (a GQA group of 8) x 2 cells: each K row loaded once */
     for (; qv + 8 <= x->NQ; qv += 8) (f16 ? fx_qk_a_8_1 : fx_qk_a_8_0)(x, qv, kb, ks, tn);
@@ -533,6 +529,7 @@ static void fx_qk_a(const fx_actx *x, const void *kb, int64_t ks, int tn, int f1
     for (; qv + 4 <= x->NQ; qv += 4) (f16 ? fx_qk_a_4_1 : fx_qk_a_4_0)(x, qv, kb, ks, tn);
     for (; qv + 2 <= x->NQ; qv += 2) (f16 ? fx_qk_a_2_1 : fx_qk_a_2_0)(x, qv, kb, ks, tn);
     for (; qv < x->NQ; qv++) (f16 ? fx_qk_a_1_1 : fx_qk_a_1_0)(x, qv, kb, ks, tn);
+#endif
 }
 
 /* Path B, step 1: Kt[d][t] for d < D, t < tn rounded up to 4 vectors (the
@@ -915,9 +912,7 @@ static void fx_attn_run(fx_actx *x, const int f16) {
     }
 #if FX_W == 8
     /* decode over whole Q8_0 blocks: dequantized as loaded, no tiles */
-    static int fq8 = -1;
-    if (fq8 < 0) fq8 = getenv("RP_FX8_OLD") == NULL;
-    const int fused_q8 = fq8 && kind == 2 && path_a && off % RP_QK8_0 == 0 && x->D % RP_QK8_0 == 0;
+    const int fused_q8 = kind == 2 && path_a && off % RP_QK8_0 == 0 && x->D % RP_QK8_0 == 0;
 #endif
     for (int32_t c0 = cstart; c0 < maxc; c0 += RP_FX_AT) {
         const int tn = maxc - c0 < RP_FX_AT ? maxc - c0 : RP_FX_AT;
