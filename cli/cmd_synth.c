@@ -23,7 +23,8 @@ int cmd_synth(int argc, char **argv) {
                    "           q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, q8_0, iq4_nl, iq4_xs:\n"
                    "           llama.cpp's mixes (its quantize's per-tensor types, e.g. Q6_K output)\n"
                    "  --peak F peaked weights (F > 0, e.g. 3): an untied output matrix giving next-token logits of\n"
-                   "           std ~F, and queries scaled by F (sharp attention); default 0: off (flat-ish, tied)\n"
+                   "           std ~F, and queries scaled by F (sharp attention); gemma stays tied (llama.cpp requires it)\n"
+                   "           with scaled embeddings and post-norm gains instead; default 0: off (flat-ish, tied)\n"
                    "  --vocab  copy the tokenizer of a (vocab-only) GGUF; default: a built-in byte-level vocabulary\n"
                    "The same arguments always give the same file. It is written to a temp file renamed at the end;\n"
                    "Ctrl-C (or an error) removes the temp file. On a terminal a progress line shows on stderr.\n");

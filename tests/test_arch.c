@@ -176,6 +176,37 @@ static void test_fused_equals_unfused(void **state) {
     }
 }
 
+/* A peaked phi3 file (synth --peak: queries scaled) holds the same weights fused and unfused: the q rows of the
+ * fused attn_qkv get the same scale as the separate attn_q. */
+static void test_fused_equals_unfused_peaked(void **state) {
+    (void)state;
+    rp_token toks[64];
+    prompt_tokens(toks, 64, 512);
+    const int32_t want[] = {63};
+    char path[2][512];
+    for (int u = 0; u < 2; u++) {
+        snprintf(path[u], sizeof path[u], "%s/phi3-peak%s.gguf", rp_test_tmpdir(), u ? "-unfused" : "");
+        rp_synth_params sp = rp_synth_default_params();
+        sp.arch = RP_ARCH_PHI3;
+        sp.type = "f32";
+        sp.peak = 3;
+        sp.unfused = u;
+        assert_int_equal(rp_synth_write(&sp, path[u]), RP_OK);
+    }
+    rp_model *a = load(path[0], (int)rp_cpu_info_get()->best), *b = load(path[1], (int)rp_cpu_info_get()->best);
+    const int32_t V = a->hp.n_vocab;
+    float *la = malloc(sizeof(float) * (size_t)V), *lb = malloc(sizeof(float) * (size_t)V);
+    prefill(a, toks, 64, want, 1, la);
+    prefill(b, toks, 64, want, 1, lb);
+    assert_memory_equal(la, lb, sizeof(float) * (size_t)V);
+    free(la);
+    free(lb);
+    rp_model_free(a);
+    rp_model_free(b);
+    remove(path[0]);
+    remove(path[1]);
+}
+
 /* ---- parity with llama.cpp ---- */
 
 /* log softmax in double */
@@ -533,6 +564,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bind),
         cmocka_unit_test(test_fused_equals_unfused),
+        cmocka_unit_test(test_fused_equals_unfused_peaked),
         cmocka_unit_test(test_llama_cpp_golden),
         cmocka_unit_test(test_reuse_bars),
         cmocka_unit_test(test_multi_sequence),

@@ -89,6 +89,7 @@ typedef struct tensor_spec {
     int n_parts;
     int64_t part_rows[3];
     uint64_t part_seed[3];
+    float part_mul[3];    /* the part's values are its separate tensor's: uniform(-scale, scale) * part_mul */
 } tensor_spec;
 
 typedef struct {
@@ -106,16 +107,17 @@ static void fill_rows(void *vp, int64_t rb, int64_t re, int tid) {
     float *buf = j->rowbuf[tid];
     for (int64_t r = rb; r < re; r++) {
         uint64_t seed = ts->seed;
+        float scale = ts->scale;
         int64_t row = j->row0 + r;
-        for (int p = 0; p < ts->n_parts; p++) {   /* a fused matrix: the part's own seed and row */
-            if (row < ts->part_rows[p]) { seed = ts->part_seed[p]; break; }
+        for (int p = 0; p < ts->n_parts; p++) {   /* a fused matrix: the part's own seed, scale and row */
+            if (row < ts->part_rows[p]) { seed = ts->part_seed[p]; scale *= ts->part_mul[p]; break; }
             row -= ts->part_rows[p];
         }
         uint64_t st = mix64(seed ^ mix64((uint64_t)row + 0x51ed27));
         for (int64_t i = 0; i < ts->ne[0]; i++) {
             st += 0x9e3779b97f4a7c15ULL;
             double u = (double)(mix64(st) >> 11) * 0x1.0p-53;   /* [0, 1) */
-            float v = (float)(2.0 * u - 1.0) * ts->scale;
+            float v = (float)(2.0 * u - 1.0) * scale;
             buf[i] = ts->kind == FILL_NORM ? (1.0f + v) * (ts->mul != 0 ? ts->mul : 1.0f) : v;
         }
         if (!rp_quantize_row(ts->type, buf, j->dst + (size_t)r * j->row_bytes, ts->ne[0])) j->ok = false;
@@ -263,7 +265,7 @@ static uint64_t name_seed(uint64_t seed, const char *name) { return mix64(seed ^
 
 /* Marks *t as the fusion of blk.l.<a|b|c>.weight (rows ra, rb, rc; c may be NULL): see tensor_spec. */
 static void fuse_parts(tensor_spec *t, uint64_t seed, int l, const char *a, const char *b, const char *c, int64_t ra,
-                       int64_t rb, int64_t rc) {
+                       int64_t rb, int64_t rc, float mul_a) {
     const char *parts[3] = {a, b, c};
     const int64_t rows[3] = {ra, rb, rc};
     t->n_parts = 0;
@@ -272,6 +274,7 @@ static void fuse_parts(tensor_spec *t, uint64_t seed, int l, const char *a, cons
         snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, parts[i]);
         t->part_rows[t->n_parts] = rows[i];
         t->part_seed[t->n_parts] = name_seed(seed, nm);
+        t->part_mul[t->n_parts] = i == 0 ? mul_a : 1.0f;
         t->n_parts++;
     }
 }
@@ -384,9 +387,19 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
 #define MTYPE(role, layer, ncols) rp_ftype_tensor_type(ft, role, layer, pr->n_layer, n_gqa, !peaked, ncols)
     rp_type emb_t = MTYPE("token_embd", 0, E);
     /* gemma multiplies the (tied) embeddings by sqrt(n_embd) on input: at 1.0 each token's own row would
-     * dominate its logits by ~100 units; 0.1 leaves logits spread over a few units that depend on every layer */
-    SPEC("token_embd.weight", emb_t, E, n_vocab, FILL_UNIFORM, gemma ? 0.1f : 1.0f);
-    if (peaked) SPEC("output.weight", MTYPE("output", 0, E), E, n_vocab, FILL_UNIFORM, p->peak * sqrtf(3.0f / (float)E));
+     * dominate its logits by ~100 units; 0.1 leaves logits spread over a few units that depend on every layer.
+     * Peaked gemma stays tied (llama.cpp's gemma2/gemma3 always tie the output to token_embd and refuse a file
+     * with an output.weight): rows uniform(-a, a), a = peak * sqrt(3 / E), give logits of std ~peak, and the
+     * post-norm gains (gemma_post below) make the layers' sum outweigh the input token's own row. */
+    const float emb_a = !gemma ? 1.0f : peaked ? p->peak * sqrtf(3.0f / (float)E) : 0.1f;
+    SPEC("token_embd.weight", emb_t, E, n_vocab, FILL_UNIFORM, emb_a);
+    if (peaked && !gemma)
+        SPEC("output.weight", MTYPE("output", 0, E), E, n_vocab, FILL_UNIFORM, p->peak * sqrtf(3.0f / (float)E));
+    /* gemma, peaked: the input row enters the residual as e * sqrt(E) (rms ~peak) and adds ~sqrt(E) * peak units to
+     * its own logit through the tied output, the 2 * n_layer post-normed layer outputs (rms ~gain each) spread
+     * the others over ~peak; gains of 2 * peak * sqrt(E / (2 * n_layer)) make the residual's rms ~2 * sqrt(E) * peak,
+     * so the copy term is ~peak / 2 and the next token depends on the context */
+    const float gemma_post = gemma && peaked ? 2.0f * p->peak * sqrtf((float)E / (2.0f * (float)pr->n_layer)) : 0.0f;
     SPEC("output_norm.weight", RP_TYPE_F32, E, 1, FILL_NORM, 0.05f);
     if (pr->llama3_rope) SPEC("rope_freqs.weight", RP_TYPE_F32, pr->head_dim / 2, 1, FILL_ROPE, 0);
     if (pr->longrope_orig) {
@@ -403,7 +416,7 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
         LSPEC("attn_norm.weight", "", E, 1, FILL_NORM, 0.05f);
         if (fused) {
             LSPEC("attn_qkv.weight", "attn_qkv", E, QD + 2 * KD, FILL_UNIFORM, se);
-            if (st == RP_OK) fuse_parts(&specs[n_specs - 1], p->seed, l, "attn_q", "attn_k", "attn_v", QD, KD, KD);
+            if (st == RP_OK) fuse_parts(&specs[n_specs - 1], p->seed, l, "attn_q", "attn_k", "attn_v", QD, KD, KD, qmul);
         } else {
             LSPEC("attn_q.weight", "attn_q", E, QD, FILL_UNIFORM, pr->arch == RP_ARCH_QWEN3 ? se : se * qmul);
             LSPEC("attn_k.weight", "attn_k", E, KD, FILL_UNIFORM, se);
@@ -417,17 +430,19 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
         LSPEC("attn_output.weight", "attn_output", QD, E, FILL_UNIFORM, sq);
         if (pr->arch == RP_ARCH_QWEN3 || pr->arch == RP_ARCH_GEMMA3) {
             LSPEC("attn_q_norm.weight", "", pr->head_dim, 1, FILL_NORM, 0.05f);
-            specs[n_specs - 1].mul = qmul;   /* q is normalized after the projection: scale its gains */
+            if (st == RP_OK) specs[n_specs - 1].mul = qmul;   /* q is normalized after the projection: scale its gains */
             LSPEC("attn_k_norm.weight", "", pr->head_dim, 1, FILL_NORM, 0.05f);
         }
         if (gemma) {   /* norms as stored in GGUF: llama.cpp's converter has added Gemma's 1 already */
             LSPEC("post_attention_norm.weight", "", E, 1, FILL_NORM, 0.05f);
+            if (st == RP_OK) specs[n_specs - 1].mul = gemma_post;
             LSPEC("post_ffw_norm.weight", "", E, 1, FILL_NORM, 0.05f);
+            if (st == RP_OK) specs[n_specs - 1].mul = gemma_post;
         }
         LSPEC("ffn_norm.weight", "", E, 1, FILL_NORM, 0.05f);
         if (fused) {
             LSPEC("ffn_up.weight", "ffn_up", E, 2 * F, FILL_UNIFORM, se);
-            if (st == RP_OK) fuse_parts(&specs[n_specs - 1], p->seed, l, "ffn_gate", "ffn_up", NULL, F, F, 0);
+            if (st == RP_OK) fuse_parts(&specs[n_specs - 1], p->seed, l, "ffn_gate", "ffn_up", NULL, F, F, 0, 1.0f);
         } else {
             LSPEC("ffn_gate.weight", "ffn_gate", E, F, FILL_UNIFORM, se);
             LSPEC("ffn_up.weight", "ffn_up", E, F, FILL_UNIFORM, se);

@@ -20,7 +20,9 @@ typedef struct rp_synth_params {
     int n_threads;
     float peak;               /* 0: off; > 0: an untied output.weight scaled so next-token logits have a std of
                                  ~peak units, and attention queries scaled by peak (sharper, position-sensitive
-                                 attention): distributions that tell kernels apart (bench/parity) */
+                                 attention): distributions that tell kernels apart (bench/parity). gemma2/gemma3
+                                 stay tied (llama.cpp refuses their output.weight): the embedding is scaled for
+                                 the logit std and the post-norm gains so the context outweighs the input token */
     rp_progress_fn progress;  /* NULL, or called as tensor data is made (units: bytes of tensor data);
                                  returning false stops the write and removes the temp file */
     void *progress_user;
