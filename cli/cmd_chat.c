@@ -140,7 +140,7 @@ static void chat_usage(void) {
            "  -c, --ctx-size N        context size (default 4096; at most the model's training context)\n"
            "  -t, --threads N         compute threads (default 2)\n"
            "%s%s"
-           "  --think on|off          the template's enable_thinking (Qwen3: off adds an empty think block; default off)\n"
+           "  --think on|off          the template's enable_thinking (default: the template's own; Qwen3 thinks; off adds an empty think block)\n"
            "  -cnv, --conversation    accepted (chat is always a conversation)\n"
            "Type a message and press enter. An empty line is ignored; /exit or EOF (Ctrl-D) ends the chat.\n"
            "Ctrl-C during a reply stops it (what was written stays in the conversation); Ctrl-C at the prompt\n"

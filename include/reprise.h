@@ -1240,8 +1240,9 @@ RP_API rp_status rp_chat_split_reasoning(const char *text, bool started, char **
 /* Whether a rendered prompt ends inside an opened think block (its last non-space text is "<think>"). */
 RP_API bool rp_chat_prompt_opens_thinking(const char *prompt, size_t len);
 
-/* rp_chat_render with template variables: enable_thinking (-1: as rp_chat_render, which renders it false; 0 off,
- * 1 on; Qwen3's template adds an empty think block when off), reasoning_effort ("low"|"medium"|"high" or NULL) and vars_json,
+/* rp_chat_render with template variables: enable_thinking (-1: not given, as rp_chat_render: left undefined, so the
+ * template's own default applies — Qwen3's thinks, as with HF, vLLM and llama-server; 0 off, 1 on; Qwen3's template
+ * adds an empty think block when off), reasoning_effort ("low"|"medium"|"high" or NULL) and vars_json,
  * a JSON object of more variables (chat_template_kwargs), set after the others, or NULL. */
 typedef struct rp_chat_vars {
     int enable_thinking;

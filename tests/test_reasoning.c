@@ -107,7 +107,8 @@ static void test_held_back_partial_tags(void **state) {
     assert_false(rp_chat_prompt_opens_thinking("<|im_start|>assistant\n", 22));
 }
 
-/* Qwen3 (the built-in renders its template): enable_thinking false adds an empty think block, true none. */
+/* Qwen3 (the built-in renders its template): enable_thinking false adds an empty think block, true and not given
+ * (the template's default) none. */
 static void test_render_vars_qwen3(void **state) {
     (void)state;
     RP_OPEN_STORIES(m);
@@ -121,6 +122,11 @@ static void test_render_vars_qwen3(void **state) {
     assert_false(rp_chat_prompt_opens_thinking(buf, len));
     rp_chat_vars on = {.enable_thinking = 1};
     assert_int_equal(rp_chat_render_vars(m, msgs, 1, NULL, true, &on, buf, sizeof buf, &len), RP_OK);
+    assert_null(strstr(buf, "<think>"));
+    rp_chat_vars dflt = {.enable_thinking = -1};   /* not given: Qwen3's own default, thinking */
+    assert_int_equal(rp_chat_render_vars(m, msgs, 1, NULL, true, &dflt, buf, sizeof buf, &len), RP_OK);
+    assert_null(strstr(buf, "<think>"));
+    assert_int_equal(rp_chat_render(m, msgs, 1, NULL, true, buf, sizeof buf, &len), RP_OK);
     assert_null(strstr(buf, "<think>"));
     rp_chat_vars bad = {.enable_thinking = 1, .vars_json = "[1]"};
     assert_int_equal(rp_chat_render_vars(m, msgs, 1, NULL, true, &bad, buf, sizeof buf, &len), RP_ERR_INVALID_ARG);
@@ -169,7 +175,7 @@ static void test_render_vars_effort(void **state) {
     assert_int_equal(rp_chat_render_vars(m, msgs, 1, NULL, true, &v, buf, sizeof buf, &len), RP_OK);
     assert_string_equal(buf, "Q[high][x][True]");
     assert_int_equal(rp_chat_render(m, msgs, 1, NULL, true, buf, sizeof buf, &len), RP_OK);
-    assert_string_equal(buf, "Q[none][-][False]");
+    assert_string_equal(buf, "Q[none][-][]");   /* not given: undefined, the template's own default */
     rp_model_free(m);
 }
 

@@ -305,6 +305,10 @@ static void test_model_template(void **state) {
     char buf[1024];
     size_t len;
     assert_int_equal(rp_chat_render(m, msgs, 2, NULL, true, buf, sizeof buf, &len), RP_OK);
+    /* enable_thinking not given: the template's own default (Qwen3 thinks: no empty think block) */
+    assert_string_equal(buf, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    const rp_chat_vars off = {.enable_thinking = 0};
+    assert_int_equal(rp_chat_render_vars(m, msgs, 2, NULL, true, &off, buf, sizeof buf, &len), RP_OK);
     assert_string_equal(buf, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
                              "<think>\n\n</think>\n\n");
     char path[1024];

@@ -54,6 +54,9 @@ typedef struct conv {
     bool tools;
 } conv;
 
+/* case v: the generation prompt is !(v & 1); enable_thinking off, on, or not given (-1: undefined in the context) */
+#define THINK(v) ((v) >> 1 == 2 ? -1 : (v) >> 1)
+
 static void conv_load(const json_t *j, conv *c) {
     c->name = json_string_value(json_object_get(j, "name"));
     c->tools = json_is_true(json_object_get(j, "tools"));
@@ -132,15 +135,15 @@ static void run_parity(tmpl_case *tc, size_t n_tmpl) {
     json_t *cases = json_object_get(manifest, "cases");
     for (size_t t = 0; t < n_tmpl; t++)
         for (size_t c = 0; c < n_conv; c++)
-            for (int v = 0; v < 4; v++)
+            for (int v = 0; v < 6; v++)   /* generation prompt (v & 1) x thinking (v >> 1: off, on, not given) */
                 for (int shape = 0; shape < 8; shape++) {
                     if (!rp_chat_shape_applies(cv[c].msgs, cv[c].n, shape)) continue;
-                    rp_chat_opts o = {.add_generation_prompt = !(v & 1), .enable_thinking = v & 2,
+                    rp_chat_opts o = {.add_generation_prompt = !(v & 1), .enable_thinking = THINK(v),
                                       .bos_text = tc[t].bos, .eos_text = tc[t].eos};
                     json_t *ctx = rp_chat_context(cv[c].msgs, cv[c].n, &o, cv[c].tools ? tools : NULL, shape);
                     assert_non_null(ctx);
                     char id[256];
-                    snprintf(id, sizeof id, "%s/%s/agp=%d,think=%d/shape=%d", tc[t].name, cv[c].name, !(v & 1), !!(v & 2), shape);
+                    snprintf(id, sizeof id, "%s/%s/agp=%d,think=%d/shape=%d", tc[t].name, cv[c].name, !(v & 1), THINK(v), shape);
                     json_array_append_new(cases, json_pack("{s:s, s:s, s:o}", "id", id, "template", tc[t].path, "context", ctx));
                 }
     char mpath[1024], opath[1024], cmd[3200];
@@ -170,11 +173,11 @@ static void run_parity(tmpl_case *tc, size_t n_tmpl) {
         }
         free(src);
         for (size_t c = 0; c < n_conv; c++)
-            for (int v = 0; v < 4; v++) {
+            for (int v = 0; v < 6; v++) {
                 const char *first_ok = NULL;   /* Python's output for the first shape it accepts */
                 for (int shape = 0; shape < 8; shape++) {
                     char id[256];
-                    snprintf(id, sizeof id, "%s/%s/agp=%d,think=%d/shape=%d", tc[t].name, cv[c].name, !(v & 1), !!(v & 2), shape);
+                    snprintf(id, sizeof id, "%s/%s/agp=%d,think=%d/shape=%d", tc[t].name, cv[c].name, !(v & 1), THINK(v), shape);
                     const json_t *r = json_object_get(ref, id);
                     if (!r) continue;
                     const json_t *cs = json_array_get(cases, k++);
@@ -202,7 +205,7 @@ static void run_parity(tmpl_case *tc, size_t n_tmpl) {
                 }
                 /* the production path (rp_chat_tmpl_render: the shapes in turn) gives Python's first success */
                 if (first_ok && tc[t].t) {
-                    rp_chat_opts o = {.add_generation_prompt = !(v & 1), .enable_thinking = v & 2,
+                    rp_chat_opts o = {.add_generation_prompt = !(v & 1), .enable_thinking = THINK(v),
                                       .bos_text = tc[t].bos, .eos_text = tc[t].eos,
                                       .now = NOW};
                     char *tj = cv[c].tools ? json_dumps(tools, 0) : NULL;

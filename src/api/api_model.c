@@ -298,7 +298,7 @@ static rp_status render_msgs(const rp_model *m, rp_chat_format f, const rp_chat_
     if (st == RP_OK) {
         /* no leading BOS text: tokenizing the result adds BOS where the vocabulary wants one (rp_prompt_add_text) */
         const rp_chat_opts o = {.tools_json = tools_json, .add_generation_prompt = add_generation_prompt,
-                                .enable_thinking = vars && vars->enable_thinking > 0,
+                                .enable_thinking = !vars || vars->enable_thinking < 0 ? -1 : vars->enable_thinking > 0,
                                 .reasoning_effort = vars ? vars->reasoning_effort : NULL,
                                 .vars_json = vars ? vars->vars_json : NULL};
         st = m ? rp_model_render_chat(m, cm, (size_t)n, &o, &text) : rp_chat_apply(f, cm, (size_t)n, &o, &text);

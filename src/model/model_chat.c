@@ -58,7 +58,7 @@ rp_status rp_model_render_chat(const rp_model *m, const rp_chat_msg *msgs, size_
     if (!m->tmpl)
         return rp_errorf(RP_ERR_UNSUPPORTED, "chat: the model has no chat template (give one with --chat-template NAME|FILE; built-ins: %s)",
                          rp_chat_builtin_names);
-    rp_chat_opts o = opts ? *opts : (rp_chat_opts){0};
+    rp_chat_opts o = opts ? *opts : (rp_chat_opts){.enable_thinking = -1};
     const bool jinja = rp_chat_tmpl_is_jinja(m->tmpl);
     const char *bos = NULL;
     if (jinja && m->tok) {   /* the template's bos_token / eos_token are the vocabulary's texts */

@@ -360,7 +360,7 @@ static void render_chatml(sb *b, const rp_chat_msg *m, size_t n, const json_t *t
     }
     if (o->add_generation_prompt) {
         sb_puts(b, "<|im_start|>assistant\n");
-        if (!o->enable_thinking) sb_puts(b, "<think>\n\n</think>\n\n");
+        if (o->enable_thinking == 0) sb_puts(b, "<think>\n\n</think>\n\n");
     }
 }
 

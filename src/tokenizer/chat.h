@@ -29,7 +29,9 @@ typedef struct rp_chat_msg {
 typedef struct rp_chat_opts {
     const char *tools_json;       /* JSON array of OpenAI tool definitions, or NULL */
     bool add_generation_prompt;   /* end with the assistant header so the model answers */
-    bool enable_thinking;         /* Qwen3: false adds an empty <think></think> block (as its template does) */
+    int enable_thinking;          /* -1: not given (left undefined for a template, so its own default applies:
+                                     Qwen3 thinks), 0 off (Qwen3: an empty <think></think> block, as its template
+                                     renders it), 1 on */
     const char *bos_text;         /* text of BOS to prefix (Llama 3 "<|begin_of_text|>"), or NULL; Jinja: bos_token */
     const char *eos_text;         /* Jinja templates' eos_token (built-ins do not use it), or NULL */
     int64_t now;                  /* Jinja strftime_now's clock, Unix seconds UTC (0: the current time) */

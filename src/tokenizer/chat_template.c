@@ -101,7 +101,8 @@ json_t *rp_chat_context(const rp_chat_msg *msgs, size_t n, const rp_chat_opts *o
     json_object_set_new(ctx, "messages", ms);
     if (tools && json_array_size(tools) > 0) json_object_set(ctx, "tools", (json_t *)tools);
     json_object_set_new(ctx, "add_generation_prompt", json_boolean(o->add_generation_prompt));
-    json_object_set_new(ctx, "enable_thinking", json_boolean(o->enable_thinking));
+    /* not given: undefined, as the Python reference renders a template called without it (HF, vLLM) */
+    if (o->enable_thinking >= 0) json_object_set_new(ctx, "enable_thinking", json_boolean(o->enable_thinking > 0));
     json_object_set_new(ctx, "bos_token", json_string(o->bos_text ? o->bos_text : ""));
     json_object_set_new(ctx, "eos_token", json_string(o->eos_text ? o->eos_text : ""));
     if (o->reasoning_effort) json_object_set_new(ctx, "reasoning_effort", json_string(o->reasoning_effort));
