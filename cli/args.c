@@ -192,6 +192,13 @@ int cli_fail(const char *cmd, const char *what, int status) {
     return 1;
 }
 
+void cli_kv_note(const char *cmd, const rp_model *m, long n_ctx, int kv_type) {
+    uint64_t kvb = 0;
+    if (n_ctx >= 4096 && rp_kv_estimate(m, (int32_t)n_ctx, (rp_kv_type)kv_type, &kvb) == RP_OK)
+        fprintf(stderr, "reprise %s: context %ld tokens: KV cache up to %.1f MiB (%.1f MiB available)\n", cmd, n_ctx,
+                (double)kvb / 1048576.0, (double)rp_system_mem_available() / 1048576.0);
+}
+
 char *cli_read_file(const char *cmd, const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) {

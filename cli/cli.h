@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+typedef struct rp_model rp_model;   /* reprise.h */
+
 int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
@@ -46,6 +48,10 @@ const char *cli_closest(const cli_args *a, const char *arg);
 
 /* Prints "reprise <cmd>: <what>: <rp_last_error>" and returns 1. */
 int cli_fail(const char *cmd, const char *what, int status);
+
+/* Before a context is allocated: "reprise <cmd>: context N tokens: KV cache up to X MiB (Y MiB available)" for
+ * contexts of 4096+ tokens (the engine refuses what cannot fit, naming both). */
+void cli_kv_note(const char *cmd, const rp_model *m, long n_ctx, int kv_type);
 
 /* Reads a whole file into a malloc'd NUL-terminated buffer; NULL with a message on error. */
 char *cli_read_file(const char *cmd, const char *path, size_t *len);

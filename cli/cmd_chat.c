@@ -225,6 +225,7 @@ int cmd_chat(int argc, char **argv) {
                     md.n_ctx_train);
         n_ctx = md.n_ctx_train;
     }
+    cli_kv_note("chat", m, n_ctx, kv_type);   /* before the sequence's KV is allocated */
     /* a sequence continued turn by turn: no prompt goes through the chunk cache */
     rp_engine_params ep = rp_engine_default_params();
     ep.n_threads = (int)threads;

@@ -152,12 +152,7 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "reprise run: prompt is %d tokens, context is %ld (raise -c)\n", ntok, n_ctx);
         goto done;
     }
-    {   /* the KV memory this context needs, before it is allocated (the engine refuses what cannot fit) */
-        uint64_t kvb = 0;
-        if (rp_kv_estimate(m, (int32_t)n_ctx, (rp_kv_type)kv_type, &kvb) == RP_OK && n_ctx >= 4096)
-            fprintf(stderr, "reprise run: context %ld tokens: KV cache up to %.1f MiB (%.1f MiB available)\n", n_ctx,
-                    (double)kvb / 1048576.0, (double)rp_system_mem_available() / 1048576.0);
-    }
+    cli_kv_note("run", m, n_ctx, kv_type);   /* the KV memory this context needs, before it is allocated */
     rp_engine_params ep = rp_engine_default_params();
     ep.n_threads = (int)threads;
     ep.n_ctx = (int32_t)n_ctx;
