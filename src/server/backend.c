@@ -69,21 +69,19 @@ rp_status rp_backend_create(const rp_backend_config *cfg, rp_backend **out) {
         n_ctx = md.n_ctx_train;
     }
     b->n_ctx = n_ctx;
+    /* the KV memory of one sequence (up to n_ctx cells): sizes --parallel auto, and is said before it is allocated */
+    uint64_t kv = 0;
+    const bool kv_known = rp_kv_estimate(b->m, n_ctx, cfg->kv_type, &kv) == RP_OK;
+    if (!kv_known) kv = 0;
     if (b->cfg.parallel == 0) {
-        uint64_t kv = 0;
-        if (rp_kv_estimate(b->m, n_ctx, cfg->kv_type, &kv) != RP_OK) kv = 0;
         const long cores = sysconf(_SC_NPROCESSORS_ONLN);
         b->cfg.parallel = rp_srv_auto_parallel(cores > 0 ? (int)cores : 1, rp_system_mem_available(), kv);
     }
     b->ops = b->cfg.parallel > 1 ? &rp_backend_sched_ops : &rp_backend_core_ops;
-    {   /* the KV memory before it is allocated (each sequence holds up to n_ctx cells; the engine refuses what
-         * cannot fit, naming both) */
-        uint64_t kv = 0;
-        if (rp_kv_estimate(b->m, n_ctx, cfg->kv_type, &kv) == RP_OK)
-            fprintf(stderr, "reprise serve: context %d tokens: KV cache up to %.1f MiB per sequence, %d sequence%s "
-                            "decoded together (%.1f MiB available)\n", n_ctx, (double)kv / 1048576.0, b->cfg.parallel,
-                    b->cfg.parallel == 1 ? "" : "s", (double)rp_system_mem_available() / 1048576.0);
-    }
+    if (kv_known)   /* the engine refuses what cannot fit, naming both */
+        fprintf(stderr, "reprise serve: context %d tokens: KV cache up to %.1f MiB per sequence, %d sequence%s "
+                        "decoded together (%.1f MiB available)\n", n_ctx, (double)kv / 1048576.0, b->cfg.parallel,
+                b->cfg.parallel == 1 ? "" : "s", (double)rp_system_mem_available() / 1048576.0);
     if ((st = b->ops->start(b)) != RP_OK) goto fail;
     *out = b;
     return RP_OK;

@@ -36,6 +36,8 @@ port=$(cat "$TMP/port" 2>/dev/null)
 U="http://127.0.0.1:$port"
 check "the start said it accepted connections before loading" 'grep -q "accepting connections on port $port while the model loads" "$TMP/serve.log"'
 par=$(sed -n 's/.*(backend [a-z]*, parallel \([0-9]*\),.*/\1/p' "$TMP/serve.log")
+check "the start said the KV memory per sequence before allocating it" \
+  'grep -q "context [0-9]* tokens: KV cache up to [0-9.]* MiB per sequence, $par sequences* decoded together" "$TMP/serve.log"'
 cores=$(nproc 2>/dev/null || echo 1)
 check "--parallel auto: 1..4, at most cores / 2 (or 1): $par on $cores cores" \
   '[ -n "$par" ] && [ "$par" -ge 1 ] && [ "$par" -le 4 ] && { [ "$par" -eq 1 ] || [ "$par" -le $((cores / 2)) ]; }'
