@@ -126,6 +126,12 @@ static void test_shapes(void **state) {
     lib_embed(&f, tb, nb, wb);
 
     /* a string */
+    resp pr = http(f.port, "GET", "/props", NULL, NULL);
+    json_t *props = parse(&pr);
+    assert_true(json_is_true(json_object_get(json_object_get(props, "reprise"), "embeddings")));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(props, "reprise"), "pooling")), "mean");
+    json_decref(props);
+    resp_free(&pr);
     json_t *j = ok(f.port, "/v1/embeddings", "{\"input\":\"Once upon a time there was a cat.\",\"model\":\"whatever\"}");
     assert_string_equal(json_string_value(json_object_get(j, "object")), "list");
     assert_non_null(json_string_value(json_object_get(j, "model")));

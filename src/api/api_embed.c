@@ -184,7 +184,8 @@ rp_status rp_embed(rp_embedder *e, const rp_token *const *inputs, const int32_t 
     size_t need = 0;
     for (int32_t i = 0; i < n_inputs; i++) {
         const int32_t len = n_tokens[i];
-        if (len < 1 || !inputs[i]) return rp_errorf(RP_ERR_INVALID_ARG, "embed: input %d is empty", i);
+        if (len < 1) return rp_errorf(RP_ERR_INVALID_ARG, "embed: input %d is empty", i);
+        if (!inputs[i]) return rp_errorf(RP_ERR_INVALID_ARG, "embed: input %d: NULL tokens", i);
         if (len > e->p.n_ctx)
             return rp_errorf(RP_ERR_RANGE, "embed: input %d has %d tokens, more than the embedder's context of %d",
                              i, len, e->p.n_ctx);

@@ -11,6 +11,7 @@
 
 #define BAD(param, ...) rp_api_errorf(err, RP_ERR_INVALID_ARG, 400, NULL, param, __VA_ARGS__)
 #define RP_EMBD_MAX_INPUTS 2048   /* OpenAI's limit on the inputs of one request */
+#define RP_EMBD_MAX_FLOATS (16u << 20)   /* floats one response may carry (pooling none: per token) */
 
 rp_status rp_srv_embeddings_init(rp_server *s) {
     pthread_mutex_init(&s->embd_mu, NULL);
@@ -183,6 +184,11 @@ rp_status rp_srv_embeddings_json(rp_server *s, bool oai, const char *body, size_
     for (int32_t i = 0; i < in.n; i++) {
         need += (size_t)E * (pool == RP_POOLING_NONE ? (size_t)in.lens[i] : 1);
         total += (size_t)in.lens[i];
+    }
+    if (need > RP_EMBD_MAX_FLOATS) {
+        st = BAD(iname, "the response would hold %zu floats, more than %u: send fewer or shorter inputs", need,
+                 RP_EMBD_MAX_FLOATS);
+        goto done;
     }
     if (!(vec = malloc(sizeof *vec * need))) { st = rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory"); goto done; }
     pthread_mutex_lock(&s->embd_mu);
