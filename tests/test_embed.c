@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "gguf/gguf.h"
 #include "kernels/quant.h"
 #include "kv/kv.h"
 #include "model/forward.h"
@@ -77,13 +78,67 @@ static void test_names_and_model_pooling(void **state) {
     assert_int_equal(rp_pooling_parse(NULL), -1);
     assert_string_equal(rp_pooling_name(RP_POOLING_LAST), "last");
     /* stories260K has no llama.pooling_type: mean (llama.cpp would take none) */
-    assert_int_equal(m->hp.pooling_type, -1);
+    assert_false(m->hp.has_pooling);
     assert_int_equal(rp_model_pooling(m), RP_POOLING_MEAN);
     rp_embedder *e = NULL;
     assert_int_equal(rp_embedder_create(m, NULL, &e), RP_OK);
     assert_int_equal(rp_embedder_pooling(e), RP_POOLING_MEAN);
     assert_int_equal(rp_embedder_n_embd(e), m->hp.n_embd);
     rp_embedder_free(e);
+    rp_model_free(m);
+}
+
+/* stories260K with llama.pooling_type = `pool` added (every other key and tensor copied) at `out`. */
+static void with_pooling_key(const char *src, uint32_t pool, const char *out) {
+    rp_gguf *g = NULL;
+    rp_gguf_writer *w = NULL;
+    assert_int_equal(rp_gguf_open(src, &g), RP_OK);
+    assert_int_equal(rp_gguf_writer_create(&w), RP_OK);
+    for (uint64_t i = 0; i < rp_gguf_n_kv(g); i++) assert_int_equal(rp_gguf_writer_copy_kv(w, g, i), RP_OK);
+    assert_int_equal(rp_gguf_writer_set_u32(w, "llama.pooling_type", pool), RP_OK);
+    for (uint64_t i = 0; i < rp_gguf_n_tensors(g); i++) {
+        const rp_gguf_tensor *t = rp_gguf_tensor_at(g, i);
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        assert_int_equal(rp_gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data, t->nbytes), RP_OK);
+    }
+    assert_int_equal(rp_gguf_writer_write_file(w, out), RP_OK);
+    rp_gguf_writer_free(w);
+    rp_gguf_close(g);
+}
+
+/* A file's <arch>.pooling_type is the default pooling; a value that is no pooling type fails the load. */
+static void test_model_pooling_key(void **state) {
+    (void)state;
+    RP_OPEN_STORIES(m);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/pool_last.gguf", rp_test_tmpdir());
+    with_pooling_key(m_path, RP_POOLING_LAST, path);
+    rp_model *ml = NULL;
+    assert_int_equal(rp_model_load(path, rp_model_default_params(), &ml), RP_OK);
+    assert_int_equal(rp_model_pooling(ml), RP_POOLING_LAST);
+    rp_embedder *e = NULL, *ref = make(m, RP_POOLING_LAST, true, 512, 4);
+    assert_int_equal(rp_embedder_create(ml, NULL, &e), RP_OK);
+    assert_int_equal(rp_embedder_pooling(e), RP_POOLING_LAST);
+    rp_token t[MAXT];
+    const int32_t n = tok(m, TEXT, t);
+    const rp_token *ins[1] = {t};
+    float a[64], b[64];
+    size_t na = 0, nb = 0;
+    assert_true(m->hp.n_embd <= 64);
+    assert_int_equal(rp_embed(e, ins, &n, 1, a, 64, &na), RP_OK);
+    assert_int_equal(rp_embed(ref, ins, &n, 1, b, 64, &nb), RP_OK);
+    assert_int_equal(na, nb);
+    assert_true(max_diff(a, b, na) < 1e-3f);   /* F16 KV against F32 */
+    rp_embedder_free(e);
+    rp_embedder_free(ref);
+    rp_model_free(ml);
+    snprintf(path, sizeof path, "%s/pool_bad.gguf", rp_test_tmpdir());
+    with_pooling_key(m_path, 7, path);
+    ml = NULL;
+    assert_int_equal(rp_model_load(path, rp_model_default_params(), &ml), RP_ERR_FORMAT);
+    assert_non_null(strstr(rp_last_error(), "llama.pooling_type"));
+    assert_null(ml);
     rp_model_free(m);
 }
 
@@ -320,6 +375,7 @@ static void test_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names_and_model_pooling),
+        cmocka_unit_test(test_model_pooling_key),
         cmocka_unit_test(test_pooling_matches_reference),
         cmocka_unit_test(test_last_of_prefixes),
         cmocka_unit_test(test_last_state_gives_llamacpp_logits),

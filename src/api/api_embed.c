@@ -45,7 +45,7 @@ const char *rp_pooling_name(rp_pooling p) {
 }
 
 rp_pooling rp_model_pooling(const rp_model *m) {
-    const int32_t t = m ? m->hp.pooling_type : -1;
+    const int32_t t = m && m->hp.has_pooling ? m->hp.pooling_type : -1;
     return t >= RP_POOLING_NONE && t <= RP_POOLING_LAST ? (rp_pooling)t : RP_POOLING_MEAN;
 }
 

@@ -151,10 +151,11 @@ static rp_status load_hparams(const rp_gguf *g, rp_model *m) {
         snprintf(key, sizeof key, "%s.pooling_type", an);
         uint32_t v;
         rp_status pst = rp_gguf_get_u32(g, key, &v);
-        if (pst == RP_ERR_NOT_FOUND) hp->pooling_type = -1;
-        else if (pst != RP_OK) return pst;
-        else if (v > 4) return rp_errorf(RP_ERR_FORMAT, "model: key '%s' = %u is not a pooling type (0..4)", key, v);
-        else hp->pooling_type = (int32_t)v;
+        if (pst != RP_OK && pst != RP_ERR_NOT_FOUND) return pst;
+        if (pst == RP_OK && v > 4)
+            return rp_errorf(RP_ERR_FORMAT, "model: key '%s' = %u is not a pooling type (0..4)", key, v);
+        hp->has_pooling = pst == RP_OK;
+        hp->pooling_type = pst == RP_OK ? (int32_t)v : 0;
     }
     RP_TRY(get_arch_u32(g, an, "embedding_length", true, 0, &hp->n_embd));
     RP_TRY(get_arch_u32(g, an, "feed_forward_length", true, 0, &hp->n_ff));
