@@ -628,8 +628,8 @@ typedef enum rp_pooling {
  * "model" for RP_POOLING_MODEL. */
 RP_API int rp_pooling_parse(const char *name);
 RP_API const char *rp_pooling_name(rp_pooling p);
-/* The pooling the model's file asks for (RP_POOLING_MEAN when it says nothing; a reranker's RANK (4), which
- * needs a classification head, also reads as MEAN). */
+/* The pooling the model's file asks for (RP_POOLING_MEAN when it says nothing, and for a reranker's RANK (4),
+ * which needs a classification head: rp_embedder_create refuses RP_POOLING_MODEL on such a file). */
 RP_API rp_pooling rp_model_pooling(const rp_model *m);
 
 typedef struct rp_embedder_params {

@@ -133,6 +133,18 @@ static void test_model_pooling_key(void **state) {
     rp_embedder_free(e);
     rp_embedder_free(ref);
     rp_model_free(ml);
+    /* a reranker's rank: refused unless a pooling is chosen */
+    snprintf(path, sizeof path, "%s/pool_rank.gguf", rp_test_tmpdir());
+    with_pooling_key(m_path, 4, path);
+    assert_int_equal(rp_model_load(path, rp_model_default_params(), &ml), RP_OK);
+    assert_int_equal(rp_embedder_create(ml, NULL, &e), RP_ERR_UNSUPPORTED);
+    assert_non_null(strstr(rp_last_error(), "reranker"));
+    assert_null(e);
+    rp_embedder_params p = rp_embedder_default_params();
+    p.pooling = RP_POOLING_CLS;
+    assert_int_equal(rp_embedder_create(ml, &p, &e), RP_OK);
+    rp_embedder_free(e);
+    rp_model_free(ml);
     snprintf(path, sizeof path, "%s/pool_bad.gguf", rp_test_tmpdir());
     with_pooling_key(m_path, 7, path);
     ml = NULL;

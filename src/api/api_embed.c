@@ -73,6 +73,10 @@ rp_status rp_embedder_create(const rp_model *m, const rp_embedder_params *pp, rp
     if (!m->layers) return rp_errorf(RP_ERR_INVALID_ARG, "embedder: model '%s' was loaded vocab-only", m->name);
     const rp_embedder_params def = rp_embedder_default_params();
     rp_embedder_params p = pp ? *pp : def;
+    if (p.pooling == RP_POOLING_MODEL && m->hp.has_pooling && m->hp.pooling_type == 4)
+        return rp_errorf(RP_ERR_UNSUPPORTED,
+                         "embedder: '%s' is a reranker (pooling_type 4, rank: a classification head), which is not "
+                         "supported; choose a pooling to embed with it anyway", m->name);
     if (p.pooling == RP_POOLING_MODEL) p.pooling = rp_model_pooling(m);
     if (p.pooling < RP_POOLING_NONE || p.pooling > RP_POOLING_LAST)
         return rp_errorf(RP_ERR_INVALID_ARG, "embedder: pooling %d (none, mean, cls or last)", (int)p.pooling);
