@@ -42,6 +42,9 @@ struct rp_server {
     pthread_cond_t cv;
     rp_srv_call *calls;            /* generations in flight (mu) */
     int n_calls;
+    rp_embedder *embd;             /* --embeddings: the embeddings endpoints' (embd_mu: one request at a time) */
+    pthread_mutex_t embd_mu;
+    bool embd_mu_init;
 };
 
 /* Says whether the client is still connected (polls its socket). */
@@ -120,5 +123,11 @@ char *rp_srv_health_json(rp_server *s);
 rp_status rp_srv_tokenize_json(rp_server *s, const char *body, size_t len, char **out, rp_api_error *err);
 rp_status rp_srv_detokenize_json(rp_server *s, const char *body, size_t len, char **out, rp_api_error *err);
 char *rp_srv_props_json(rp_server *s);
+
+/* api_embeddings.c: POST /v1/embeddings (oai) and llama-server's /embedding; init creates the embedder when the
+ * config asks for embeddings (after the backend), free releases it */
+rp_status rp_srv_embeddings_init(rp_server *s);
+void rp_srv_embeddings_free(rp_server *s);
+rp_status rp_srv_embeddings_json(rp_server *s, bool oai, const char *body, size_t len, char **out, rp_api_error *err);
 
 #endif /* RP_SERVER_INTERNAL_H */

@@ -18,7 +18,7 @@ unset REPRISE_API_KEY
 
 start() {   # start PORT
   rm -f "$TMP/port"
-  "$BIN" serve -m "$M" --port "$1" --port-file "$TMP/port" --quiet -t 1 2>"$TMP/serve.log" &
+  "$BIN" serve -m "$M" --port "$1" --port-file "$TMP/port" --quiet -t 1 --embeddings 2>"$TMP/serve.log" &
   SP=$!
   for _ in $(seq 100); do [ -s "$TMP/port" ] && return 0; kill -0 "$SP" 2>/dev/null || break; sleep 0.1; done
   wait "$SP" 2>/dev/null; SP=""
