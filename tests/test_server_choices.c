@@ -3,6 +3,9 @@
  * with their index, logprobs and grammars per choice, and the refusals (n > 16, sessions, the sched backend). */
 #include <jansson.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -193,6 +196,57 @@ static void test_completion_choices(void **state) {
     stop(&f);
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A stop sequence ends one choice (its job cancelled), not the others; a client that goes away cancels them all. */
+static void test_stop_and_disconnect(void **state) {
+    (void)state;
+    fixture f;
+    if (!start(&f, NULL)) RP_SKIP("no test model (" SRVTEST_MODEL ")\n");
+    json_t *j = post_json(f.port, "/v1/chat/completions",
+                          "{" MSGS ",\"n\":3,\"seed\":21,\"temperature\":1,\"max_tokens\":40,\"stop\":[\".\"]," NOCACHE "}");
+    int stopped = 0;
+    for (size_t i = 0; i < 3; i++) {
+        json_t *ch = choice(j, i);
+        assert_null(strchr(chat_content(ch), '.'));
+        stopped += !strcmp(finish(ch), "stop");
+        char one[512];
+        snprintf(one, sizeof one,
+                 "{" MSGS ",\"seed\":%d,\"temperature\":1,\"max_tokens\":40,\"stop\":[\".\"]," NOCACHE "}", 21 + (int)i);
+        json_t *r = post_json(f.port, "/v1/chat/completions", one);
+        assert_string_equal(chat_content(choice(r, 0)), chat_content(ch));
+        assert_string_equal(finish(choice(r, 0)), finish(ch));
+        json_decref(r);
+    }
+    print_message("%d of 3 choices ended at the stop sequence\n", stopped);
+    assert_true(stopped >= 1);
+    json_decref(j);
+    /* a stream of 4 long choices whose client goes away after the first bytes */
+    const double before = metric(f.port, "reprise_client_disconnects_total");
+    int fd = dial(f.port);
+    assert_true(fd >= 0);
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"Once\"}],\"n\":4,\"max_tokens\":480,\"stream\":true,"
+                       "\"logit_bias\":{\"1\":-100,\"2\":-100}}";
+    send_request(fd, "POST", "/v1/chat/completions", NULL, body, strlen(body));
+    char buf[512];
+    assert_true(recv(fd, buf, sizeof buf, 0) > 0);
+    close(fd);
+    const double t0 = now_s();
+    while (metric(f.port, "reprise_client_disconnects_total") < before + 1 && now_s() - t0 < 20) usleep(20000);
+    assert_true(metric(f.port, "reprise_client_disconnects_total") >= before + 1);
+    while ((metric(f.port, "reprise_running") > 0 || metric(f.port, "reprise_requests_inflight") > 1) && now_s() - t0 < 20)
+        usleep(20000);
+    assert_true(metric(f.port, "reprise_running") == 0);
+    j = post_json(f.port, "/v1/chat/completions", "{" MSGS ",\"n\":2,\"max_tokens\":4}");   /* the worker is free again */
+    assert_int_equal(json_array_size(json_object_get(j, "choices")), 2);
+    json_decref(j);
+    stop(&f);
+}
+
 static void parallel2(rp_server_config *c) { c->backend.parallel = 2; }
 
 /* The scheduler backend does not fork: n > 1 is refused with a message naming it. */
@@ -215,6 +269,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chat_choices),
         cmocka_unit_test(test_completion_choices),
+        cmocka_unit_test(test_stop_and_disconnect),
         cmocka_unit_test(test_sched_refuses),
     };
     return rp_test_main(tests, NULL, NULL);

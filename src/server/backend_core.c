@@ -33,6 +33,8 @@ typedef struct core {
     rp_job *head, *tail;          /* queue (mu) */
     int32_t n_queued;
     rp_job *running;              /* (mu) */
+    rp_job *running_forks[RP_BACKEND_MAX_N];   /* its other choices not finished yet (NULL once finished) (mu) */
+    int32_t n_running_forks;
     rp_bk_session *dead;          /* freed sessions: the worker frees their sequences, as the engine's thread (mu) */
     bool stop;
 
@@ -126,7 +128,11 @@ static void finish(core *c, rp_job *j, rp_job_finish why, rp_job_stats *st, cons
     pthread_mutex_lock(&c->mu);
     c->st.jobs++;
     c->st.gen_tokens += (uint64_t)j->n_gen;
-    if (!j->is_fork) {
+    if (j->is_fork) {   /* off the list a stop cancels: it may be freed once completed */
+        for (int32_t i = 0; i < c->n_running_forks; i++)
+            if (c->running_forks[i] == j) c->running_forks[i] = NULL;
+    } else {
+        c->n_running_forks = 0;
         c->st.prompt_tokens += (uint64_t)j->p.n;
         c->st.reused_prefix += (uint64_t)st->n_prefix;
         c->st.reused_prefix_exact += (uint64_t)st->n_prefix_exact;
@@ -208,6 +214,10 @@ static void run_job(core *c, rp_job *j) {
     const int32_t n_forks = j->n_forks < RP_BACKEND_MAX_N ? j->n_forks : RP_BACKEND_MAX_N - 1;
     int32_t forks_done = 0;
     for (int32_t i = 0; i < n_forks; i++) forks[i] = j->forks[i];
+    pthread_mutex_lock(&c->mu);
+    for (int32_t i = 0; i < n_forks; i++) c->running_forks[i] = forks[i];
+    c->n_running_forks = n_forks;
+    pthread_mutex_unlock(&c->mu);
     rp_job_mark_started(j);
     for (int32_t i = 0; i < n_forks; i++) rp_job_mark_started(forks[i]);
     if (atomic_load(&j->cancel)) {   /* before the prefill: the request is gone, every choice with it */
@@ -357,7 +367,8 @@ static void core_stop(rp_backend *b) {
     c->stop = true;
     if (c->running) {
         atomic_store(&c->running->cancel, true);
-        for (int32_t i = 0; i < c->running->n_forks; i++) atomic_store(&c->running->forks[i]->cancel, true);
+        for (int32_t i = 0; i < c->n_running_forks; i++)
+            if (c->running_forks[i]) atomic_store(&c->running_forks[i]->cancel, true);
     }
     rp_job *q = c->head;
     c->head = c->tail = NULL;
