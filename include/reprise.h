@@ -434,6 +434,15 @@ RP_API const float *rp_seq_logits(const rp_seq *s);
  * RP_ERR_RANGE. A prefilled prompt whose chunks were not cached yet is cached first when n cuts into it. The
  * sampler's penalty window keeps the tokens it took in (as llama.cpp's sampler history does). */
 RP_API rp_status rp_seq_truncate(rp_seq *s, int32_t n);
+/* Forks: dst (another sequence of the same engine) becomes a copy of src — its tokens, their KV cells (copied:
+ * each sequence owns its cache) and its last logits — so that several continuations of one prompt are generated
+ * without prefilling it again (a server's n > 1 choices). What dst held is dropped (its uncommitted prompt is
+ * cached first). dst's sampler starts from the seed of its next generate, as after a prefill: a generate on a
+ * fork of a freshly prefilled sequence gives what a generate after prefilling the same prompt gives, token for
+ * token, with the same options. The fork's generate reports no prefill figures (the prompt was computed once,
+ * on src); src's prompt stays src's to cache. src is not changed. RP_ERR_INVALID_ARG for NULL, dst == src or
+ * another engine's sequence. As the engine: one thread at a time. */
+RP_API rp_status rp_seq_fork(rp_seq *dst, const rp_seq *src);
 
 /* Streaming: each generated piece of text as it becomes printable (UTF-8
  * complete, and never part of a stop string). Return false to stop: the

@@ -84,6 +84,14 @@ struct rp_srv_call {
     char *out;
     size_t out_len, out_cap, out_off;
     int phase;
+    /* choices (n > 1): the call is choice 0 and holds the others, children that borrow its request, text and
+     * prompt and own their job, generation, reply and logprobs state; a child has choice[] empty */
+    int32_t index;                 /* the choice's index */
+    int32_t n_choices;             /* choice 0: the request's n (1 without choices) */
+    rp_srv_call *choice[RP_SRV_MAX_N];   /* choice 0: [0] itself, then its children */
+    bool child;
+    bool ended;                    /* streaming: the choice's end (rest of the text, finish_reason) was sent */
+    bool failed;                   /* streaming: an error event was sent */
 };
 
 /* call.c */
