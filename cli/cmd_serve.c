@@ -41,6 +41,10 @@ static void serve_usage(void) {
            "      --model-id NAME     model name reported by /v1/models (default: the file's base name)\n"
            "      --cors ORIGIN       let browser pages from ORIGIN call the API (CORS; repeatable or comma-separated,\n"
            "                          e.g. http://localhost:3000; * allows any origin). Default: none\n"
+           "      --embeddings        answer POST /v1/embeddings (OpenAI's shape) and /embedding (llama-server's);\n"
+           "                          without it they answer 501. Keeps one more KV cache of the context's size\n"
+           "      --pooling P         their pooling: mean, cls, last or none (default: the model's <arch>.pooling_type,\n"
+           "                          mean when it has none; none is refused by /v1/embeddings, as llama-server)\n"
            "  -c, --ctx-size N        context per sequence (default min(4096, the model's))\n"
            "  -t, --threads N         compute threads (default 2)\n"
            "      --parallel N|auto   sequences decoded together (1: serial; N > 1: the scheduler with continuous\n"
@@ -115,6 +119,14 @@ int cmd_serve(int argc, char **argv) {
             }
             if (cors[0]) strcat(cors, ",");
             strcat(cors, v);
+        }
+        else if (cli_is(&a, "--embeddings", "--embedding")) cfg.embeddings = true;
+        else if (cli_is(&a, "--pooling", NULL)) {
+            const char *v;
+            if (!cli_str(&a, &v)) return 2;
+            int p = rp_pooling_parse(v);
+            if (p < 0) { fprintf(stderr, "reprise serve: --pooling must be mean, cls, last or none, got '%s'\n", v); return 2; }
+            cfg.pooling = (rp_pooling)p;
         }
         else if (cli_is(&a, "-c", "--ctx-size")) { if (!cli_int(&a, 16, 1 << 20, &l)) return 2; cfg.n_ctx = (int32_t)l; }
         else if (cli_is(&a, "-t", "--threads")) { if (!cli_int(&a, 1, 256, &l)) return 2; cfg.n_threads = (int)l; }

@@ -20,6 +20,7 @@ static void usage(FILE *f) {
             "  cache     inspect and maintain a persistent KV store: stats, ls, verify, evict, compact, clear\n"
             "  inspect   print a GGUF file's metadata and tensor table (--system: the CPU features found)\n"
             "  tokenize  print the token ids of a text (works on vocab-only GGUFs)\n"
+            "  embed     embeddings of texts as JSON (--pooling mean|cls|last|none)\n"
             "  synth     write a random-weight model with a real architecture's shape\n"
             "  bench     benchmarks:\n"
             "    bench model     prefill (ppN) and decode (tgN) tok/s, llama-bench style (--temp: decode with sampling)\n"
@@ -51,6 +52,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "chat")) return cmd_chat(argc - 1, argv + 1);
     if (!strcmp(c, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(c, "embed")) return cmd_embed(argc - 1, argv + 1);
     if (!strcmp(c, "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(c, "plan")) return cmd_plan(argc - 1, argv + 1);

@@ -434,6 +434,15 @@ RP_API const float *rp_seq_logits(const rp_seq *s);
  * RP_ERR_RANGE. A prefilled prompt whose chunks were not cached yet is cached first when n cuts into it. The
  * sampler's penalty window keeps the tokens it took in (as llama.cpp's sampler history does). */
 RP_API rp_status rp_seq_truncate(rp_seq *s, int32_t n);
+/* Forks: dst (another sequence of the same engine) becomes a copy of src — its tokens, their KV cells (copied:
+ * each sequence owns its cache) and its last logits — so that several continuations of one prompt are generated
+ * without prefilling it again (a server's n > 1 choices). What dst held is dropped (its uncommitted prompt is
+ * cached first). dst's sampler starts from the seed of its next generate, as after a prefill: a generate on a
+ * fork of a freshly prefilled sequence gives what a generate after prefilling the same prompt gives, token for
+ * token, with the same options. The fork's generate reports no prefill figures (the prompt was computed once,
+ * on src); src's prompt stays src's to cache. src is not changed. RP_ERR_INVALID_ARG for NULL, dst == src or
+ * another engine's sequence. As the engine: one thread at a time. */
+RP_API rp_status rp_seq_fork(rp_seq *dst, const rp_seq *src);
 
 /* Streaming: each generated piece of text as it becomes printable (UTF-8
  * complete, and never part of a stop string). Return false to stop: the
@@ -607,6 +616,65 @@ RP_API rp_status rp_seq_commit(rp_seq *s);
  * rp_seq_feed draws one random stream, not the same draws every turn). Its
  * penalty window holds the last repeat_last_n tokens it took in. */
 RP_API rp_status rp_seq_generate(rp_seq *s, const rp_gen_opts *o, char *buf, size_t cap, size_t *len, rp_gen_stats *st);
+
+/* ===========================================================================
+ * Embeddings (an embedder is used by one thread at a time; the model it reads is shared)
+ * ========================================================================= */
+
+/* How the per-token hidden states of an input become its embedding (llama.cpp's --pooling, the GGUF key
+ * `<arch>.pooling_type`, same numbers). The hidden states are the final ones after the output norm, what the
+ * logits are computed from; attention stays causal (decoder models), so CLS is the first token's state, which
+ * has seen only itself, and LAST the only one that has seen the whole input. */
+typedef enum rp_pooling {
+    RP_POOLING_MODEL = -1,   /* the model's <arch>.pooling_type; MEAN when the file has none (llama.cpp: NONE) */
+    RP_POOLING_NONE = 0,     /* one vector per token */
+    RP_POOLING_MEAN = 1,
+    RP_POOLING_CLS = 2,      /* the first token's */
+    RP_POOLING_LAST = 3,     /* the last token's */
+} rp_pooling;
+
+/* "none", "mean", "cls", "last" (-1 for any other name or NULL); the namer returns "?" out of range and
+ * "model" for RP_POOLING_MODEL. */
+RP_API int rp_pooling_parse(const char *name);
+RP_API const char *rp_pooling_name(rp_pooling p);
+/* The pooling the model's file asks for (RP_POOLING_MEAN when it says nothing, and for a reranker's RANK (4),
+ * which needs a classification head: rp_embedder_create refuses RP_POOLING_MODEL on such a file). */
+RP_API rp_pooling rp_model_pooling(const rp_model *m);
+
+typedef struct rp_embedder_params {
+    rp_pooling pooling;       /* default RP_POOLING_MODEL */
+    bool normalize;           /* L2-normalize every output vector (default true, as llama-server's /v1/embeddings) */
+    int32_t n_ctx;            /* the longest input, tokens (0, default: min(4096, the model's training context)) */
+    int32_t n_batch;          /* rows per forward pass (default 512) */
+    int32_t n_seq;            /* inputs of at most n_batch tokens packed into one pass (default 4; each has a KV
+                                 cache of n_batch cells, plus one of n_ctx cells for a longer input) */
+    int n_threads;            /* default 2 */
+    rp_kv_type kv_type;       /* default RP_KV_F16 */
+} rp_embedder_params;
+
+typedef struct rp_embedder rp_embedder;
+
+RP_API rp_embedder_params rp_embedder_default_params(void);
+/* Allocates everything the passes need (compute scratch, the KV caches, a thread pool); the model must outlive
+ * the embedder and have weights. */
+RP_API rp_status rp_embedder_create(const rp_model *m, const rp_embedder_params *p, rp_embedder **out);
+RP_API void rp_embedder_free(rp_embedder *e);
+RP_API int32_t rp_embedder_n_embd(const rp_embedder *e);   /* floats per vector */
+RP_API int32_t rp_embedder_n_ctx(const rp_embedder *e);    /* the longest input accepted */
+RP_API rp_pooling rp_embedder_pooling(const rp_embedder *e);   /* never RP_POOLING_MODEL */
+
+/* Tokenizes a text as embeddings expect (llama.cpp's): BOS and EOS when the vocabulary asks for them, special
+ * token texts parsed. RP_ERR_FULL with *n_out = the count needed when cap is too small. */
+RP_API rp_status rp_embed_tokenize(const rp_model *m, const char *text, size_t len, rp_token *out, int32_t cap,
+                                   int32_t *n_out);
+
+/* Embeds n_inputs token sequences (inputs[i] of n_tokens[i] tokens, each 1..rp_embedder_n_ctx), several per
+ * forward pass, each its own causal sequence. Writes to out (cap floats): pooled, n_inputs vectors in input
+ * order; RP_POOLING_NONE, one vector per token, input after input. *n_out: the floats written, or needed (with
+ * RP_ERR_FULL, before any work). Every input is checked before any pass (an empty one, one too long, a token
+ * out of the vocabulary: RP_ERR_INVALID_ARG / RP_ERR_RANGE naming the input). Allocates nothing. */
+RP_API rp_status rp_embed(rp_embedder *e, const rp_token *const *inputs, const int32_t *n_tokens, int32_t n_inputs,
+                          float *out, size_t cap, size_t *n_out);
 
 /* ===========================================================================
  * Multi-agent scheduler (every call thread-safe except rp_agents_step, which
@@ -1331,6 +1399,8 @@ typedef struct rp_server_params {
     void (*on_listening)(void *user, uint16_t port);
     void *on_listening_user;
     const char *cors_origins;    /* browser origins allowed (CORS): comma-separated, "*" any; NULL or "": none */
+    bool embeddings;             /* POST /v1/embeddings and /embedding (default false: they answer 501) */
+    rp_pooling pooling;          /* their pooling (default RP_POOLING_MODEL) */
 } rp_server_params;
 
 RP_API rp_server_params rp_server_default_params(void);

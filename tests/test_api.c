@@ -708,6 +708,102 @@ static void test_two_sequences(void **state) {
     rp_model_free(m);
 }
 
+/* rp_seq_fork: a fork of a prefilled sequence generates what a fresh prefill of the same prompt generates with the
+ * same seed, token for token, on every KV type; the source is unchanged; a fork of a sequence whose last generated
+ * token awaits decoding goes on as the source does. */
+static void test_fork(void **state) {
+    (void)state;
+    OPEN_MODEL(m);
+    const rp_kv_type types[] = {RP_KV_F16, RP_KV_F32, RP_KV_Q8_0};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        rp_engine_params ep = rp_engine_default_params();
+        ep.n_threads = 1;
+        ep.kv_type = types[ti];
+        rp_engine *e = NULL;
+        assert_int_equal(rp_engine_create(m, &ep, &e), RP_OK);
+        rp_seq *ref = NULL, *src = NULL, *a = NULL, *b = NULL;
+        assert_int_equal(rp_seq_create(e, &ref), RP_OK);
+        assert_int_equal(rp_seq_create(e, &src), RP_OK);
+        assert_int_equal(rp_seq_create(e, &a), RP_OK);
+        assert_int_equal(rp_seq_create(e, &b), RP_OK);
+        rp_prompt *p = NULL;
+        assert_int_equal(rp_prompt_create(&p), RP_OK);
+        const char *t = "Once upon a time, there was a little girl named Lily who had a red ball.";
+        assert_int_equal(rp_prompt_add_text(p, m, t, strlen(t)), RP_OK);
+        const int32_t np = rp_prompt_n_tokens(p);
+        rp_gen_opts o = rp_gen_default_opts();
+        o.reuse = RP_REUSE_NONE;   /* every prefill computes the prompt: the reference is a plain prefill */
+        o.persist = false;
+        o.sampling.temp = 0.9f;
+        o.max_tokens = 24;
+        const int32_t nv = rp_model_describe(m).n_vocab;
+        char want[2][512], got[512];
+        rp_token want_tok[2][64];
+        int32_t want_n[2];
+        size_t len;
+        rp_gen_stats st;
+        for (int k = 0; k < 2; k++) {   /* the references: a fresh prefill per seed */
+            o.sampling.seed = 100 + (uint64_t)k;
+            assert_int_equal(rp_seq_prefill(ref, p, &o, &st), RP_OK);
+            assert_int_equal(rp_seq_generate(ref, &o, want[k], sizeof want[k], &len, &st), RP_OK);
+            want_n[k] = rp_seq_n_past(ref);
+            assert_true(want_n[k] > np && want_n[k] - np <= 64);
+            memcpy(want_tok[k], rp_seq_tokens(ref), sizeof(rp_token) * (size_t)want_n[k]);
+        }
+        assert_string_not_equal(want[0], want[1]);   /* the seeds differ: so do the choices */
+        assert_int_equal(rp_seq_prefill(src, p, &o, &st), RP_OK);
+        assert_int_equal(st.computed, np);
+        assert_int_equal(rp_seq_fork(a, src), RP_OK);
+        assert_int_equal(rp_seq_fork(b, src), RP_OK);
+        assert_int_equal(rp_seq_n_past(a), np);
+        assert_memory_equal(rp_seq_tokens(a), rp_seq_tokens(src), sizeof(rp_token) * (size_t)np);
+        assert_non_null(rp_seq_logits(a));
+        assert_memory_equal(rp_seq_logits(a), rp_seq_logits(src), sizeof(float) * (size_t)nv);
+        rp_seq *forks[2] = {a, b};
+        for (int k = 0; k < 2; k++) {
+            o.sampling.seed = 100 + (uint64_t)k;
+            assert_int_equal(rp_seq_generate(forks[k], &o, got, sizeof got, &len, &st), RP_OK);
+            assert_int_equal(st.prompt_tokens, 0);   /* no prefill figures: the prompt was computed on src */
+            assert_string_equal(got, want[k]);
+            assert_int_equal(rp_seq_n_past(forks[k]), want_n[k]);
+            assert_memory_equal(rp_seq_tokens(forks[k]), want_tok[k], sizeof(rp_token) * (size_t)want_n[k]);
+        }
+        o.sampling.seed = 100;   /* the source is unchanged by its forks */
+        assert_int_equal(rp_seq_generate(src, &o, got, sizeof got, &len, &st), RP_OK);
+        assert_string_equal(got, want[0]);
+        /* a's last generated token awaits decoding (max_tokens ended it): a fork of it goes on as a does */
+        o.reseed = true;
+        o.sampling.seed = 5;
+        o.max_tokens = 8;
+        assert_int_equal(rp_seq_fork(b, a), RP_OK);
+        assert_null(rp_seq_logits(b));
+        char ga[512], gb[512];
+        assert_int_equal(rp_seq_generate(a, &o, ga, sizeof ga, &len, &st), RP_OK);
+        assert_int_equal(rp_seq_generate(b, &o, gb, sizeof gb, &len, &st), RP_OK);
+        assert_string_equal(ga, gb);
+        assert_int_equal(rp_seq_n_past(a), rp_seq_n_past(b));
+        assert_memory_equal(rp_seq_tokens(a), rp_seq_tokens(b), sizeof(rp_token) * (size_t)rp_seq_n_past(a));
+        /* errors */
+        assert_int_equal(rp_seq_fork(a, a), RP_ERR_INVALID_ARG);
+        assert_int_equal(rp_seq_fork(NULL, a), RP_ERR_INVALID_ARG);
+        assert_int_equal(rp_seq_fork(a, NULL), RP_ERR_INVALID_ARG);
+        rp_engine *e2 = NULL;
+        rp_seq *other = NULL;
+        assert_int_equal(rp_engine_create(m, &ep, &e2), RP_OK);
+        assert_int_equal(rp_seq_create(e2, &other), RP_OK);
+        assert_int_equal(rp_seq_fork(other, a), RP_ERR_INVALID_ARG);
+        rp_seq_free(other);
+        rp_engine_free(e2);
+        rp_prompt_free(p);
+        rp_seq_free(ref);
+        rp_seq_free(src);
+        rp_seq_free(a);
+        rp_seq_free(b);
+        rp_engine_free(e);
+    }
+    rp_model_free(m);
+}
+
 /* Separators cut chunks inside text, also where an SPM vocabulary tokenizes them otherwise than alone (its
  * dummy-prefix space: "\n\n" alone is [_ \n \n], after a word [\n \n]); a token's piece reports its whole length. */
 static void test_separator_and_pieces(void **state) {
@@ -1174,6 +1270,7 @@ int main(void) {
         cmocka_unit_test(test_cache_dir),
         cmocka_unit_test(test_agents),
         cmocka_unit_test(test_two_sequences),
+        cmocka_unit_test(test_fork),
         cmocka_unit_test(test_separator_and_pieces),
         cmocka_unit_test(test_long_context),
         cmocka_unit_test(test_server_support),

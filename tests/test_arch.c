@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "testutil.h"
+#include "testfix.h"
 #include "kernels/cpu.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -294,97 +294,26 @@ static void test_llama_cpp_golden(void **state) {
 
 /* ---- the reuse bars ---- */
 
-typedef struct fixture {
-    rp_model *m;
-    rp_ctx *ctx;
-    rp_kv *kv;
-    float *lg_a, *lg_b;
-    int32_t V;
-} fixture;
-
-static void fixture_open(fixture *f, const char *path, rp_type kv_type, int32_t n_ctx) {
-    memset(f, 0, sizeof *f);
-    f->m = load(path, -1);
-    rp_ctx_params cp = rp_ctx_default_params();
-    cp.n_ctx_max = n_ctx;
-    cp.n_batch = 512;
-    cp.n_outputs = 1;
-    assert_int_equal(rp_ctx_create(f->m, cp, &f->ctx), RP_OK);
-    assert_int_equal(rp_kv_create(f->m, n_ctx, kv_type, &f->kv), RP_OK);
-    f->V = f->m->hp.n_vocab;
-    f->lg_a = malloc(sizeof(float) * (size_t)f->V);
-    f->lg_b = malloc(sizeof(float) * (size_t)f->V);
-}
-
-static void fixture_close(fixture *f) {
-    free(f->lg_a);
-    free(f->lg_b);
-    rp_kv_free(f->kv);
-    rp_ctx_free(f->ctx);
-    rp_model_free(f->m);
-}
-
-static rp_reuse *engine(fixture *f, rp_reuse_mode mode, float ratio, bool stat) {
-    rp_reuse_params p = rp_reuse_default_params();
-    p.mode = mode;
-    p.ratio = ratio;
-    p.static_mode = stat;
-    if (stat) { p.static_cfg.L_P = 32; p.static_cfg.L_S = 64; }
-    rp_reuse *e = NULL;
-    assert_int_equal(rp_reuse_create(f->m, f->kv->type, 1024, p, &e), RP_OK);
-    return e;
-}
-
-static float max_diff(const float *a, const float *b, int32_t n) {
-    float d = 0;
-    for (int32_t i = 0; i < n; i++) d = fmaxf(d, fabsf(a[i] - b[i]));
-    return d;
-}
-
-static void make_docs(rp_token docs[][40], int nd) {
-    uint64_t s = 12345;
-    for (int d = 0; d < nd; d++)
-        for (int i = 0; i < 40; i++) {
-            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-            docs[d][i] = 259 + (rp_token)((s >> 33) % 250);   /* normal pieces of the built-in vocab */
-        }
-}
-
-/* BOS + docs in `order` + tail; bounds at each document start */
-static int32_t build(rp_token docs[][40], const int *order, int nd, const rp_token *tail, int nt, rp_token *out,
-                     int32_t *bounds, int32_t *nb) {
-    int32_t n = 0;
-    *nb = 0;
-    out[n++] = 1;
-    for (int i = 0; i < nd; i++) {
-        bounds[(*nb)++] = n;
-        memcpy(out + n, docs[order[i]], sizeof(rp_token) * 40);
-        n += 40;
-    }
-    if (nt) bounds[(*nb)++] = n;
-    if (nt) memcpy(out + n, tail, sizeof(rp_token) * (size_t)nt);
-    return n + nt;
-}
-
 static void reuse_bars(const char *path) {
-    fixture f;
+    rp_test_fixture f;
     rp_token docs[6][40], p[512], p2[512];
     int32_t bnd[16], bnd2[16], nb, nb2;
-    make_docs(docs, 6);
+    rp_test_make_docs(docs, 6, 12345);
     rp_reuse_stats st;
 
     /* prefix reuse is exact (F16 KV): an extension of a cached prompt equals its full prefill */
-    fixture_open(&f, path, RP_TYPE_F16, 1024);
+    assert_true(rp_test_fixture_open(&f, path, RP_TYPE_F16, 1024));
     static const int o1[] = {0, 1, 2}, o2[] = {0, 1, 2, 3};
     static const rp_token tail[] = {300, 301, 302};
-    int32_t n1 = build(docs, o1, 3, NULL, 0, p, bnd, &nb), n2 = build(docs, o2, 4, tail, 3, p2, bnd2, &nb2);
-    rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false), *pre = engine(&f, RP_REUSE_PREFIX, 0, false);
+    int32_t n1 = rp_test_build(docs, o1, 3, NULL, 0, p, bnd, &nb);
+    int32_t n2 = rp_test_build(docs, o2, 4, tail, 3, p2, bnd2, &nb2);
+    rp_reuse *none = rp_test_engine(&f, RP_REUSE_NONE, 0, false), *pre = rp_test_engine(&f, RP_REUSE_PREFIX, 0, false);
     assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, p, n1, bnd, nb, f.lg_a, &st), RP_OK);
     assert_int_equal(rp_reuse_commit(pre, f.kv), RP_OK);
     assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, p2, n2, bnd2, nb2, f.lg_a, &st), RP_OK);
     assert_int_equal(st.n_prefix, n1);
     assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p2, n2, bnd2, nb2, f.lg_b, &st), RP_OK);
-    float d = max_diff(f.lg_a, f.lg_b, f.V), spread = 0;
+    float d = rp_test_max_diff(f.lg_a, f.lg_b, f.V), spread = 0;
     for (int32_t i = 0; i < f.V; i++) spread = fmaxf(spread, fabsf(f.lg_b[i]));
     print_message("  %s: prefix reuse vs prefill max |logit diff| %g (|logit| up to %.1f)\n", path, d, spread);
     /* test_reuse's 1e-5 on stories260K's logits of a few units, relative here: these reach ~30 and the
@@ -392,66 +321,45 @@ static void reuse_bars(const char *path) {
     assert_true(d <= 1e-5f * fmaxf(spread, 1.0f));
     rp_reuse_free(pre);
     rp_reuse_free(none);
-    fixture_close(&f);
+    rp_test_fixture_close(&f);
 
     /* re-rotation: a document cached at position 1 and reused at 81 has the K a recompute gives there */
-    fixture_open(&f, path, RP_TYPE_F32, 1024);
-    none = engine(&f, RP_REUSE_NONE, 0, false);
-    rp_reuse *full = engine(&f, RP_REUSE_PREFIX, 0, false);
+    assert_true(rp_test_fixture_open(&f, path, RP_TYPE_F32, 1024));
+    none = rp_test_engine(&f, RP_REUSE_NONE, 0, false);
+    rp_reuse *full = rp_test_engine(&f, RP_REUSE_PREFIX, 0, false);
     static const int oa[] = {2}, ob[] = {0, 1, 2};
-    int32_t n = build(docs, oa, 1, NULL, 0, p, bnd, &nb);
+    int32_t n = rp_test_build(docs, oa, 1, NULL, 0, p, bnd, &nb);
     assert_int_equal(rp_reuse_prefill(full, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
     assert_int_equal(rp_reuse_commit(full, f.kv), RP_OK);
     rp_reuse_get_params(full)->mode = RP_REUSE_FULL;
-    n = build(docs, ob, 3, NULL, 0, p, bnd, &nb);
+    n = rp_test_build(docs, ob, 3, NULL, 0, p, bnd, &nb);
     assert_int_equal(rp_reuse_prefill(full, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
     assert_int_equal(st.n_nonprefix, 40);
-    const int32_t kd = f.kv->kv_dim;
-    float *reused = malloc(sizeof(float) * (size_t)kd * 39), *exact = malloc(sizeof(float) * (size_t)kd);
-    for (int t = 0; t < 39; t++) rp_kv_load_row(f.kv, RP_KV_K, 0, 81 + t, reused + t * kd);
-    assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p, n, bnd, nb, f.lg_b, &st), RP_OK);
-    double worst = 0;
-    for (int t = 0; t < 39; t++) {
-        rp_kv_load_row(f.kv, RP_KV_K, 0, 81 + t, exact);
-        double num = 0, den = 0;
-        for (int i = 0; i < kd; i++) {
-            double e = reused[t * kd + i] - exact[i];
-            num += e * e;
-            den += (double)exact[i] * exact[i];
-        }
-        worst = fmax(worst, sqrt(num / (den + 1e-30)));
-    }
+    const double worst = rp_test_k_rel_error(&f, none, p, n, bnd, nb, 0, 81, 39);
     print_message("  %s: re-rotated vs recomputed layer-0 K, worst relative error %.2e\n", path, worst);
     assert_true(worst < 1e-3);
-    free(reused);
-    free(exact);
     rp_reuse_free(full);
 
     /* blend and full at r = 1 (dynamic and static) recompute every reused token: equal to prefill */
     static const int order[] = {4, 1, 5, 0, 3};
     static const rp_token q[] = {300, 301, 302, 303};
-    n = build(docs, order, 5, q, 4, p, bnd, &nb);
+    n = rp_test_build(docs, order, 5, q, 4, p, bnd, &nb);
     const struct { rp_reuse_mode m; bool stat; } cfgs[] = {{RP_REUSE_BLEND, false}, {RP_REUSE_FULL, false},
                                                              {RP_REUSE_BLEND, true}, {RP_REUSE_FULL, true}};
     for (size_t k = 0; k < sizeof cfgs / sizeof cfgs[0]; k++) {
-        rp_reuse *e = engine(&f, cfgs[k].m, 1.0f, cfgs[k].stat);
-        for (int dd = 0; dd < 6; dd++) {   /* each document cached after BOS */
-            int32_t bd[4], nbd;
-            int32_t nd = build(docs, &dd, 1, NULL, 0, p2, bd, &nbd);
-            assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p2, nd, bd, nbd, f.lg_a, &st), RP_OK);
-            assert_int_equal(rp_reuse_commit(e, f.kv), RP_OK);
-        }
+        rp_reuse *e = rp_test_engine(&f, cfgs[k].m, 1.0f, cfgs[k].stat);
+        rp_test_cache_docs(&f, e, docs, f.lg_a);   /* each document cached after BOS */
         assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
         assert_int_equal(st.n_nonprefix, 160);
         assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p, n, bnd, nb, f.lg_b, &st), RP_OK);
-        d = max_diff(f.lg_a, f.lg_b, f.V);
+        d = rp_test_max_diff(f.lg_a, f.lg_b, f.V);
         print_message("  %s: %s%s r=1 vs prefill max |logit diff| %g\n", path, rp_reuse_mode_name(cfgs[k].m),
                       cfgs[k].stat ? " (static)" : "", d);
         assert_true(d <= 1e-4f);
         rp_reuse_free(e);
     }
     rp_reuse_free(none);
-    fixture_close(&f);
+    rp_test_fixture_close(&f);
 }
 
 static void test_reuse_bars(void **state) {
@@ -492,7 +400,8 @@ static void multi_sequence(const char *path) {
     assert_int_equal(rp_forward(c, &b, kv, 2), RP_OK);
     assert_int_equal(rp_ctx_n_outputs(c), 2);
     /* outputs in batch order: sequence 1's last row (row 44) comes before sequence 0's last (row 69) */
-    float db = max_diff(rp_ctx_logits(c, 0), alone + V, V), da = max_diff(rp_ctx_logits(c, 1), alone, V), spread = 0;
+    float db = rp_test_max_diff(rp_ctx_logits(c, 0), alone + V, V);
+    float da = rp_test_max_diff(rp_ctx_logits(c, 1), alone, V), spread = 0;
     for (int32_t i = 0; i < V; i++) spread = fmaxf(spread, fabsf(alone[i]));
     print_message("  %s: two sequences in one batch vs alone: max |logit diff| %g, %g (|logit| up to %.1f)\n", path, da,
                   db, spread);

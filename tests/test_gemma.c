@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "testutil.h"
+#include "testfix.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/synth.h"
@@ -68,19 +68,6 @@ static rp_ctx *make_ctx(const rp_model *m, int32_t n_batch, int32_t n_ctx) {
     rp_ctx *c = NULL;
     assert_int_equal(rp_ctx_create(m, cp, &c), RP_OK);
     return c;
-}
-
-static float max_diff(const float *a, const float *b, int32_t n) {
-    float d = 0;
-    for (int32_t i = 0; i < n; i++) d = fmaxf(d, fabsf(a[i] - b[i]));
-    return d;
-}
-
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t b = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
 }
 
 /* ---- hyper-parameters as llama.cpp derives them ---- */
@@ -169,9 +156,10 @@ static void check_golden(json_t *root, const char *label, rp_arch arch, const ch
             d_pos = fmax(d_pos, fabs((z[t] - lse) - g));
         }
         print_message("  %s pos %3d: max |d logprob| %.2e over %d tokens, top-1 %d (llama.cpp %d)\n", label, p, d_pos,
-                      n_cmp, argmax(z, V), gbest);
+                      n_cmp, rp_test_argmax(z, V), gbest);
         assert_true(n_cmp >= 32);   /* a spread distribution, not one token */
-        if (gmax - g2nd > margin) assert_int_equal(argmax(z, V), gbest);   /* top-1 where llama.cpp's margin is clear */
+        /* top-1 where llama.cpp's margin is clear */
+        if (gmax - g2nd > margin) assert_int_equal(rp_test_argmax(z, V), gbest);
         worst = fmax(worst, d_pos);
     }
     print_message("  %s: worst |d logprob| %.3e (bound %.1e)\n", label, worst, tol);
@@ -254,15 +242,15 @@ static void check_window(rp_arch arch, rp_type kv_type) {
     for (int32_t l = 0; l < L; l++)
         if (m->layers[l].window > 0) scramble(kv, l, 0, first);
     decode_after(c, kv, toks, n, got, V);
-    float d_far = max_diff(ref, got, V);
+    float d_far = rp_test_max_diff(ref, got, V);
     scramble(kv, local, first, first + 1);
     decode_after(c, kv, toks, n, got, V);
-    float d_edge = max_diff(ref, got, V);
+    float d_edge = rp_test_max_diff(ref, got, V);
     /* a fresh cache: the far cells of a global layer matter */
     prefill_all(c, kv, toks, n, 128, lg);
     scramble(kv, global, 0, first);
     decode_after(c, kv, toks, n, got, V);
-    float d_global = max_diff(ref, got, V);
+    float d_global = rp_test_max_diff(ref, got, V);
     print_message("  %s (%s KV): far cells of local layers: %g; cell %d of local layer %d: %g; far cells of global layer %d: %g\n",
                   rp_arch_name(arch), kv_type == RP_TYPE_F32 ? "f32" : "f16", d_far, first, local, d_edge, global, d_global);
     assert_true(d_far == 0.0f);
@@ -298,7 +286,7 @@ static void check_batch_independent(rp_arch arch) {
     for (int k = 0; k < 2; k++) {
         rp_kv_clear(kv);
         prefill_all(c, kv, toks, n, sizes[k], b);
-        float d = max_diff(a, b, n * V);
+        float d = rp_test_max_diff(a, b, n * V);
         print_message("  %s: one batch vs batches of %d: max |logit diff| %g\n", rp_arch_name(arch), sizes[k], d);
         assert_true(d <= 2e-3f);
     }
@@ -315,117 +303,59 @@ static void test_batch_independent(void **state) {
 }
 
 /* ---- reuse bars on prompts longer than the window: BOS + 5 documents of 40 tokens + a 4-token tail ---- */
-static void make_docs(rp_token docs[][40], int nd) {
-    uint64_t s = 777;
-    for (int d = 0; d < nd; d++)
-        for (int i = 0; i < 40; i++) {
-            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-            docs[d][i] = 259 + (rp_token)((s >> 33) % 250);
-        }
-}
-
-static int32_t build(rp_token docs[][40], const int *order, int nd, const rp_token *tail, int nt, rp_token *out,
-                     int32_t *bounds, int32_t *nb) {
-    int32_t n = 0;
-    *nb = 0;
-    out[n++] = 1;
-    for (int i = 0; i < nd; i++) {
-        bounds[(*nb)++] = n;
-        memcpy(out + n, docs[order[i]], sizeof(rp_token) * 40);
-        n += 40;
-    }
-    if (nt) {
-        bounds[(*nb)++] = n;
-        memcpy(out + n, tail, sizeof(rp_token) * (size_t)nt);
-    }
-    return n + nt;
-}
-
-static rp_reuse *engine(const rp_model *m, rp_type kv_type, rp_reuse_mode mode, float ratio, bool stat) {
-    rp_reuse_params p = rp_reuse_default_params();
-    p.mode = mode;
-    p.ratio = ratio;
-    p.static_mode = stat;
-    if (stat) { p.static_cfg.L_P = 32; p.static_cfg.L_S = 64; }
-    rp_reuse *e = NULL;
-    assert_int_equal(rp_reuse_create(m, kv_type, 1024, p, &e), RP_OK);
-    return e;
-}
-
 static void check_reuse(rp_arch arch) {
-    rp_model *m = load(synth(arch, "f32"));
-    const int32_t V = m->hp.n_vocab;
-    rp_ctx_params cp = rp_ctx_default_params();
-    cp.n_ctx_max = 1024;
-    cp.n_outputs = 1;
-    rp_ctx *c = NULL;
-    assert_int_equal(rp_ctx_create(m, cp, &c), RP_OK);
-    rp_kv *kv = NULL;
-    assert_int_equal(rp_kv_create(m, 1024, RP_TYPE_F32, &kv), RP_OK);
-    float *la = malloc(sizeof(float) * V), *lb = malloc(sizeof(float) * V);
+    rp_test_fixture f;
+    assert_true(rp_test_fixture_open(&f, synth(arch, "f32"), RP_TYPE_F32, 1024));
+    const int32_t V = f.V;
     rp_token docs[6][40], p[512], p2[512];
     int32_t bnd[16], bnd2[16], nb, nb2;
-    make_docs(docs, 6);
+    rp_test_make_docs(docs, 6, 777);
     static const rp_token tail[] = {300, 301, 302, 303};
     rp_reuse_stats st;
-    rp_reuse *none = engine(m, RP_TYPE_F32, RP_REUSE_NONE, 0, false);
+    rp_reuse *none = rp_test_engine(&f, RP_REUSE_NONE, 0, false);
 
     /* prefix reuse: a prompt extending a cached one (the reused part spans several windows) */
     static const int o1[] = {0, 1, 2}, o2[] = {0, 1, 2, 3};
-    const int32_t n1 = build(docs, o1, 3, NULL, 0, p, bnd, &nb), n2 = build(docs, o2, 4, tail, 4, p2, bnd2, &nb2);
-    rp_reuse *pre = engine(m, RP_TYPE_F32, RP_REUSE_PREFIX, 0, false);
-    assert_int_equal(rp_reuse_prefill(pre, c, kv, p, n1, bnd, nb, la, &st), RP_OK);
-    assert_int_equal(rp_reuse_commit(pre, kv), RP_OK);
-    assert_int_equal(rp_reuse_prefill(pre, c, kv, p2, n2, bnd2, nb2, la, &st), RP_OK);
+    const int32_t n1 = rp_test_build(docs, o1, 3, NULL, 0, p, bnd, &nb);
+    const int32_t n2 = rp_test_build(docs, o2, 4, tail, 4, p2, bnd2, &nb2);
+    rp_reuse *pre = rp_test_engine(&f, RP_REUSE_PREFIX, 0, false);
+    assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, p, n1, bnd, nb, f.lg_a, &st), RP_OK);
+    assert_int_equal(rp_reuse_commit(pre, f.kv), RP_OK);
+    assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, p2, n2, bnd2, nb2, f.lg_a, &st), RP_OK);
     assert_int_equal(st.n_prefix, n1);
-    assert_int_equal(rp_reuse_prefill(none, c, kv, p2, n2, bnd2, nb2, lb, &st), RP_OK);
-    float d = max_diff(la, lb, V);
+    assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p2, n2, bnd2, nb2, f.lg_b, &st), RP_OK);
+    float d = rp_test_max_diff(f.lg_a, f.lg_b, V);
     print_message("  %s: prefix reuse of %d tokens vs prefill: max |logit diff| %g\n", rp_arch_name(arch), n1, d);
     assert_true(d <= 1e-5f);
     rp_reuse_free(pre);
 
     /* blend / full at r = 1 (dynamic and static): documents cached alone, reused at new positions */
     static const int order[] = {4, 1, 5, 0, 3};
-    const int32_t n = build(docs, order, 5, tail, 4, p, bnd, &nb);
-    assert_int_equal(rp_reuse_prefill(none, c, kv, p, n, bnd, nb, lb, &st), RP_OK);
+    const int32_t n = rp_test_build(docs, order, 5, tail, 4, p, bnd, &nb);
+    assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p, n, bnd, nb, f.lg_b, &st), RP_OK);
     const struct { rp_reuse_mode m; bool stat; } cfgs[] = {{RP_REUSE_BLEND, false}, {RP_REUSE_FULL, false}, {RP_REUSE_BLEND, true}};
     for (size_t k = 0; k < sizeof cfgs / sizeof cfgs[0]; k++) {
-        rp_reuse *e = engine(m, RP_TYPE_F32, cfgs[k].m, 1.0f, cfgs[k].stat);
-        for (int dd = 0; dd < 6; dd++) {
-            int32_t b1[4], nb1;
-            rp_token q[64];
-            const int32_t nq = build(docs, &dd, 1, NULL, 0, q, b1, &nb1);
-            assert_int_equal(rp_reuse_prefill(e, c, kv, q, nq, b1, nb1, la, &st), RP_OK);
-            assert_int_equal(rp_reuse_commit(e, kv), RP_OK);
-        }
-        assert_int_equal(rp_reuse_prefill(e, c, kv, p, n, bnd, nb, la, &st), RP_OK);
+        rp_reuse *e = rp_test_engine(&f, cfgs[k].m, 1.0f, cfgs[k].stat);
+        rp_test_cache_docs(&f, e, docs, f.lg_a);   /* each document cached after BOS */
+        assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
         assert_int_equal(st.n_nonprefix, 160);
-        d = max_diff(la, lb, V);
+        d = rp_test_max_diff(f.lg_a, f.lg_b, V);
         print_message("  %s: %s%s r=1 vs prefill (%d tokens, window %d): max |logit diff| %g\n", rp_arch_name(arch),
-                      rp_reuse_mode_name(cfgs[k].m), cfgs[k].stat ? " (static)" : "", n, m->hp.n_swa, d);
+                      rp_reuse_mode_name(cfgs[k].m), cfgs[k].stat ? " (static)" : "", n, f.m->hp.n_swa, d);
         assert_true(d <= 1e-4f);
         rp_reuse_free(e);
     }
     /* blend at r = 0.25 stays a sound approximation: finite, same top token as the prefill */
-    rp_reuse *e = engine(m, RP_TYPE_F32, RP_REUSE_BLEND, 0.25f, false);
-    for (int dd = 0; dd < 6; dd++) {
-        int32_t b1[4], nb1;
-        rp_token q[64];
-        const int32_t nq = build(docs, &dd, 1, NULL, 0, q, b1, &nb1);
-        assert_int_equal(rp_reuse_prefill(e, c, kv, q, nq, b1, nb1, la, &st), RP_OK);
-        assert_int_equal(rp_reuse_commit(e, kv), RP_OK);
-    }
-    assert_int_equal(rp_reuse_prefill(e, c, kv, p, n, bnd, nb, la, &st), RP_OK);
+    rp_reuse *e = rp_test_engine(&f, RP_REUSE_BLEND, 0.25f, false);
+    rp_test_cache_docs(&f, e, docs, f.lg_a);
+    assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
     assert_true(st.n_recomputed < st.n_nonprefix);
-    for (int32_t t = 0; t < V; t++) assert_true(isfinite(la[t]));
-    print_message("  %s: blend r=0.25: top-1 %d (prefill %d), max |logit diff| %g\n", rp_arch_name(arch), argmax(la, V),
-                  argmax(lb, V), max_diff(la, lb, V));
+    for (int32_t t = 0; t < V; t++) assert_true(isfinite(f.lg_a[t]));
+    print_message("  %s: blend r=0.25: top-1 %d (prefill %d), max |logit diff| %g\n", rp_arch_name(arch),
+                  rp_test_argmax(f.lg_a, V), rp_test_argmax(f.lg_b, V), rp_test_max_diff(f.lg_a, f.lg_b, V));
     rp_reuse_free(e);
     rp_reuse_free(none);
-    rp_kv_free(kv);
-    rp_ctx_free(c);
-    rp_model_free(m);
-    free(la); free(lb);
+    rp_test_fixture_close(&f);
 }
 
 static void test_reuse_bars(void **state) {
@@ -439,7 +369,9 @@ static void test_reuse_bars(void **state) {
  * per-layer tables follow each layer's frequencies. ---- */
 static void test_rerotation(void **state) {
     (void)state;
-    rp_model *m = load(synth(RP_ARCH_GEMMA3, "f32"));
+    rp_test_fixture f;
+    assert_true(rp_test_fixture_open(&f, synth(RP_ARCH_GEMMA3, "f32"), RP_TYPE_F32, 512));
+    const rp_model *m = f.m;
     const int32_t half = m->hp.n_rot / 2;
     float cs[64], sn[64], gc[64], gs[64];
     assert_true(half <= 64);
@@ -453,49 +385,24 @@ static void test_rerotation(void **state) {
         const double th = 77.0 * pow(10000.0, -2.0 * i / m->hp.n_rot);
         assert_true(fabs(cs[i] - cos(th)) < 1e-5 && fabs(sn[i] - sin(th)) < 1e-5);
     }
-    rp_ctx_params cp = rp_ctx_default_params();
-    cp.n_ctx_max = 512;
-    cp.n_outputs = 1;
-    rp_ctx *c = NULL;
-    assert_int_equal(rp_ctx_create(m, cp, &c), RP_OK);
-    rp_kv *kv = NULL;
-    assert_int_equal(rp_kv_create(m, 512, RP_TYPE_F32, &kv), RP_OK);
-    float *lg = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
     rp_token docs[3][40], p[256];
     int32_t bnd[8], nb;
-    make_docs(docs, 3);
+    rp_test_make_docs(docs, 3, 777);
     const int o1[] = {2}, o2[] = {0, 1, 2};
-    rp_reuse *none = engine(m, RP_TYPE_F32, RP_REUSE_NONE, 0, false), *e = engine(m, RP_TYPE_F32, RP_REUSE_FULL, 0, false);
+    rp_reuse *none = rp_test_engine(&f, RP_REUSE_NONE, 0, false), *e = rp_test_engine(&f, RP_REUSE_FULL, 0, false);
     rp_reuse_stats st;
-    int32_t n = build(docs, o1, 1, NULL, 0, p, bnd, &nb);   /* doc 2 cached at position 1 ... */
-    assert_int_equal(rp_reuse_prefill(e, c, kv, p, n, bnd, nb, lg, &st), RP_OK);
-    assert_int_equal(rp_reuse_commit(e, kv), RP_OK);
-    n = build(docs, o2, 3, NULL, 0, p, bnd, &nb);           /* ... reused at position 81 */
-    assert_int_equal(rp_reuse_prefill(e, c, kv, p, n, bnd, nb, lg, &st), RP_OK);
+    int32_t n = rp_test_build(docs, o1, 1, NULL, 0, p, bnd, &nb);   /* doc 2 cached at position 1 ... */
+    assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
+    assert_int_equal(rp_reuse_commit(e, f.kv), RP_OK);
+    n = rp_test_build(docs, o2, 3, NULL, 0, p, bnd, &nb);           /* ... reused at position 81 */
+    assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
     assert_int_equal(st.n_nonprefix, 40);
-    const int32_t kd = kv->kv_dim;
-    float *reused = malloc(sizeof(float) * (size_t)kd * 39), *exact = malloc(sizeof(float) * (size_t)kd);
-    for (int t = 0; t < 39; t++) rp_kv_load_row(kv, RP_KV_K, 0, 81 + t, reused + t * kd);
-    assert_int_equal(rp_reuse_prefill(none, c, kv, p, n, bnd, nb, lg, &st), RP_OK);
-    double worst = 0;
-    for (int t = 0; t < 39; t++) {
-        rp_kv_load_row(kv, RP_KV_K, 0, 81 + t, exact);
-        double num = 0, den = 0;
-        for (int i = 0; i < kd; i++) {
-            const double d = reused[t * kd + i] - exact[i];
-            num += d * d;
-            den += (double)exact[i] * exact[i];
-        }
-        worst = fmax(worst, sqrt(num / (den + 1e-30)));
-    }
+    const double worst = rp_test_k_rel_error(&f, none, p, n, bnd, nb, 0, 81, 39);
     print_message("  gemma3: re-rotated vs recomputed layer-0 (local, base 10000) K, worst relative error %.2e\n", worst);
     assert_true(worst < 1e-3);
-    free(reused); free(exact); free(lg);
     rp_reuse_free(none);
     rp_reuse_free(e);
-    rp_kv_free(kv);
-    rp_ctx_free(c);
-    rp_model_free(m);
+    rp_test_fixture_close(&f);
 }
 
 int main(void) {

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "testutil.h"
+#include "testfix.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "gguf/gguf.h"
@@ -17,61 +17,13 @@
 #include "reuse/rerotate.h"
 #include "store/store.h"
 
-typedef struct fixture {
-    rp_model *m;
-    rp_ctx *ctx;
-    rp_kv *kv;
-    float *lg_a, *lg_b;
-    int32_t V;
-} fixture;
-
-static bool fixture_open(fixture *f, const char *path, rp_type kv_type, int32_t n_ctx) {
-    memset(f, 0, sizeof *f);
-    if (rp_model_load(path, rp_model_default_params(), &f->m) != RP_OK) return false;
-    rp_ctx_params cp = rp_ctx_default_params();
-    cp.n_ctx_max = n_ctx;
-    cp.n_batch = 512;
-    cp.n_outputs = 1;
-    assert_int_equal(rp_ctx_create(f->m, cp, &f->ctx), RP_OK);
-    assert_int_equal(rp_kv_create(f->m, n_ctx, kv_type, &f->kv), RP_OK);
-    f->V = f->m->hp.n_vocab;
-    f->lg_a = malloc(sizeof(float) * (size_t)f->V);
-    f->lg_b = malloc(sizeof(float) * (size_t)f->V);
-    return true;
-}
-
-static void fixture_close(fixture *f) {
-    free(f->lg_a);
-    free(f->lg_b);
-    rp_kv_free(f->kv);
-    rp_ctx_free(f->ctx);
-    rp_model_free(f->m);
-}
-
 /* The prologue of every stories260K test: skips when ../shared is absent,
  * else opens fixture `f` (1024 cells of KV type `kv_type`); `mp` is the path. */
 #define OPEN_STORIES(f, kv_type)                           \
     const char *mp = stories();                            \
     RP_REQUIRE_SHARED(mp, "models/stories260K.gguf");      \
-    fixture f;                                             \
-    assert_true(fixture_open(&f, mp, kv_type, 1024))
-
-static rp_reuse *engine(fixture *f, rp_reuse_mode mode, float ratio, bool stat) {
-    rp_reuse_params p = rp_reuse_default_params();
-    p.mode = mode;
-    p.ratio = ratio;
-    p.static_mode = stat;
-    if (stat) { p.static_cfg.L_P = 32; p.static_cfg.L_S = 64; }
-    rp_reuse *e = NULL;
-    assert_int_equal(rp_reuse_create(f->m, f->kv->type, 1024, p, &e), RP_OK);
-    return e;
-}
-
-static float max_diff(const float *a, const float *b, int32_t n) {
-    float m = 0;
-    for (int32_t i = 0; i < n; i++) m = fmaxf(m, fabsf(a[i] - b[i]));
-    return m;
-}
+    rp_test_fixture f;                                     \
+    assert_true(rp_test_fixture_open(&f, mp, kv_type, 1024))
 
 /* KL(p || q) of the softmax distributions of two logit vectors, in nats. */
 /* blend r = 0.25 vs exact prefill on the reordered prompt (measured: see test_blend_accounting) */
@@ -88,54 +40,8 @@ static double kl_logits(const float *lp, const float *lq, int32_t n) {
     return kl;
 }
 
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t b = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
-/* Deterministic pseudo-text: documents of distinct token runs. */
-static void make_docs(rp_token docs[][40], int nd, int len) {
-    uint64_t s = 12345;
-    for (int d = 0; d < nd; d++)
-        for (int i = 0; i < len; i++) {
-            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-            docs[d][i] = 259 + (rp_token)((s >> 33) % 250);   /* normal pieces of the stories vocab */
-        }
-}
-
-/* prompt = BOS + docs in `order` + tail; bounds at each document start */
-static int32_t build(rp_token docs[][40], const int *order, int nd, int len, const rp_token *tail, int nt,
-                     rp_token *out, int32_t *bounds, int32_t *nb) {
-    int32_t n = 0;
-    *nb = 0;
-    out[n++] = 1;
-    for (int i = 0; i < nd; i++) {
-        bounds[(*nb)++] = n;
-        memcpy(out + n, docs[order[i]], sizeof(rp_token) * (size_t)len);
-        n += len;
-    }
-    if (nt) bounds[(*nb)++] = n;
-    if (nt) memcpy(out + n, tail, sizeof(rp_token) * (size_t)nt);
-    return n + nt;
-}
-
-/* Caches each of the 6 documents after BOS (one prompt each, committed), as
- * a document store would before the prompts that reuse them. */
-static void cache_docs(fixture *f, rp_reuse *e, rp_token docs[][40], float *logits) {
-    rp_token p[64];
-    int32_t bnd[4], nb;
-    rp_reuse_stats st;
-    for (int d = 0; d < 6; d++) {
-        int32_t n = build(docs, &d, 1, 40, NULL, 0, p, bnd, &nb);
-        assert_int_equal(rp_reuse_prefill(e, f->ctx, f->kv, p, n, bnd, nb, logits, &st), RP_OK);
-        assert_int_equal(rp_reuse_commit(e, f->kv), RP_OK);
-    }
-}
-
 /* The prompt most non-prefix tests reuse: BOS, documents 4, 1, 5, 0, 3 (one
- * caller segment each, out of the order cache_docs stored them in) and a
+ * caller segment each, out of the order rp_test_cache_docs stored them in) and a
  * 4-token question. */
 typedef struct {
     rp_token docs[6][40], p[512];
@@ -145,8 +51,8 @@ typedef struct {
 static void make_reordered(reordered_prompt *r) {
     static const int order[] = {4, 1, 5, 0, 3};
     static const rp_token tail[] = {300, 301, 302, 303};
-    make_docs(r->docs, 6, 40);
-    r->n = build(r->docs, order, 5, 40, tail, 4, r->p, r->bnd, &r->nb);
+    rp_test_make_docs(r->docs, 6, 12345);
+    r->n = rp_test_build(r->docs, order, 5, tail, 4, r->p, r->bnd, &r->nb);
 }
 
 /* Two prompts where the second extends the first: BOS + documents 0-2, then
@@ -159,9 +65,9 @@ typedef struct {
 static void make_extending(extending_pair *x) {
     static const int o1[] = {0, 1, 2}, o2[] = {0, 1, 2, 3};
     static const rp_token tail[] = {300, 301, 302};
-    make_docs(x->docs, 6, 40);
-    x->n1 = build(x->docs, o1, 3, 40, NULL, 0, x->p1, x->b1, &x->nb1);
-    x->n2 = build(x->docs, o2, 4, 40, tail, 3, x->p2, x->b2, &x->nb2);
+    rp_test_make_docs(x->docs, 6, 12345);
+    x->n1 = rp_test_build(x->docs, o1, 3, NULL, 0, x->p1, x->b1, &x->nb1);
+    x->n2 = rp_test_build(x->docs, o2, 4, tail, 3, x->p2, x->b2, &x->nb2);
 }
 
 static const char *stories(void) {
@@ -179,7 +85,7 @@ static void test_prefix_exact(void **state) {
     OPEN_STORIES(f, RP_TYPE_F16);
     extending_pair x;
     make_extending(&x);
-    rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false), *pre = engine(&f, RP_REUSE_PREFIX, 0, false);
+    rp_reuse *none = rp_test_engine(&f, RP_REUSE_NONE, 0, false), *pre = rp_test_engine(&f, RP_REUSE_PREFIX, 0, false);
     rp_reuse_stats st;
     assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, x.p1, x.n1, x.b1, x.nb1, f.lg_a, &st), RP_OK);
     assert_int_equal(rp_reuse_commit(pre, f.kv), RP_OK);
@@ -189,7 +95,7 @@ static void test_prefix_exact(void **state) {
     assert_int_equal(st.n_prefix, x.n1);
     assert_int_equal(st.n_new, x.n2 - x.n1);
     assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, x.p2, x.n2, x.b2, x.nb2, f.lg_b, &st), RP_OK);
-    float d = max_diff(f.lg_a, f.lg_b, f.V);
+    float d = rp_test_max_diff(f.lg_a, f.lg_b, f.V);
     print_message("  prefix reuse vs full prefill: max |logit diff| %g\n", d);
     assert_true(d <= 1e-5f);
     /* 100% hit: everything but the last token comes from the cache */
@@ -198,16 +104,16 @@ static void test_prefix_exact(void **state) {
     assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, x.p2, x.n2, x.b2, x.nb2, f.lg_a, &st), RP_OK);
     assert_int_equal(st.n_prefix, x.n2 - 1);
     assert_int_equal(st.n_computed_rows, 1);
-    assert_true(max_diff(f.lg_a, f.lg_b, f.V) <= 1e-5f);
+    assert_true(rp_test_max_diff(f.lg_a, f.lg_b, f.V) <= 1e-5f);
     /* a prompt diverging mid-chunk reuses the common head of the cached chunk */
     x.p2[1 + 40 + 20] = 7;
     assert_int_equal(rp_reuse_prefill(pre, f.ctx, f.kv, x.p2, x.n2, x.b2, x.nb2, f.lg_a, &st), RP_OK);
     assert_int_equal(st.n_prefix, 1 + 40 + 20);
     assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, x.p2, x.n2, x.b2, x.nb2, f.lg_b, &st), RP_OK);
-    assert_true(max_diff(f.lg_a, f.lg_b, f.V) <= 1e-5f);
+    assert_true(rp_test_max_diff(f.lg_a, f.lg_b, f.V) <= 1e-5f);
     rp_reuse_free(none);
     rp_reuse_free(pre);
-    fixture_close(&f);
+    rp_test_fixture_close(&f);
 }
 
 /* RoPE re-rotation composes exactly: rotating by a then by d equals rotating
@@ -262,50 +168,33 @@ static void test_rerotation_math(void **state) {
 /* Model level: layer-0 K does not depend on context, so a chunk's cached K
  * re-rotated to new positions must equal K computed there (F32 KV). */
 static void check_model_rerotation(const char *path) {
-    fixture f;
-    assert_true(fixture_open(&f, path, RP_TYPE_F32, 512));
+    rp_test_fixture f;
+    assert_true(rp_test_fixture_open(&f, path, RP_TYPE_F32, 512));
     rp_token docs[3][40], p[256];
     int32_t bnd[8], nb;
-    make_docs(docs, 3, 40);
+    rp_test_make_docs(docs, 3, 12345);
     const int o1[] = {2}, o2[] = {0, 1, 2};
-    rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false);
-    rp_reuse *full = engine(&f, RP_REUSE_FULL, 0, false);
+    rp_reuse *none = rp_test_engine(&f, RP_REUSE_NONE, 0, false);
+    rp_reuse *full = rp_test_engine(&f, RP_REUSE_FULL, 0, false);
     rp_reuse_stats st;
     /* cache doc 2 at position 1 */
-    int32_t n = build(docs, o1, 1, 40, NULL, 0, p, bnd, &nb);
+    int32_t n = rp_test_build(docs, o1, 1, NULL, 0, p, bnd, &nb);
     rp_reuse_params *fp = rp_reuse_get_params(full);
     fp->mode = RP_REUSE_PREFIX;
     assert_int_equal(rp_reuse_prefill(full, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
     assert_int_equal(rp_reuse_commit(full, f.kv), RP_OK);
     fp->mode = RP_REUSE_FULL;
     /* now doc 2 at position 81: reused by content, re-rotated */
-    n = build(docs, o2, 3, 40, NULL, 0, p, bnd, &nb);
+    n = rp_test_build(docs, o2, 3, NULL, 0, p, bnd, &nb);
     assert_int_equal(rp_reuse_prefill(full, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
     assert_int_equal(st.n_nonprefix, 40);
-    const int32_t kd = f.kv->kv_dim;
-    float *reused = malloc(sizeof(float) * (size_t)kd * 39);
-    float *exact = malloc(sizeof(float) * (size_t)kd);
-    for (int t = 0; t < 39; t++) rp_kv_load_row(f.kv, RP_KV_K, 0, 81 + t, reused + t * kd);
-    assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p, n, bnd, nb, f.lg_b, &st), RP_OK);
-    double worst = 0;
-    for (int t = 0; t < 39; t++) {   /* the last token is recomputed; compare the others */
-        rp_kv_load_row(f.kv, RP_KV_K, 0, 81 + t, exact);
-        double num = 0, den = 0;
-        for (int i = 0; i < kd; i++) {
-            double e = reused[t * kd + i] - exact[i];
-            num += e * e;
-            den += (double)exact[i] * exact[i];
-        }
-        double rel = sqrt(num / (den + 1e-30));
-        if (rel > worst) worst = rel;
-    }
+    /* the last token is recomputed; compare the others */
+    const double worst = rp_test_k_rel_error(&f, none, p, n, bnd, nb, 0, 81, 39);
     print_message("  %s: re-rotated vs recomputed layer-0 K, worst relative error %.2e\n", path, worst);
     assert_true(worst < 1e-3);
-    free(reused);
-    free(exact);
     rp_reuse_free(none);
     rp_reuse_free(full);
-    fixture_close(&f);
+    rp_test_fixture_close(&f);
 }
 
 static void test_rerotation_model(void **state) {
@@ -345,18 +234,18 @@ static void test_ratio_one_equals_prefill(void **state) {
     OPEN_STORIES(f, RP_TYPE_F32);
     reordered_prompt r;
     make_reordered(&r);
-    rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false);
+    rp_reuse *none = rp_test_engine(&f, RP_REUSE_NONE, 0, false);
     const struct { rp_reuse_mode m; bool stat; } cfgs[] = {{RP_REUSE_BLEND, false}, {RP_REUSE_FULL, false}, {RP_REUSE_BLEND, true},
                                                              {RP_REUSE_FULL, true}};
     for (size_t k = 0; k < sizeof cfgs / sizeof cfgs[0]; k++) {
-        rp_reuse *e = engine(&f, cfgs[k].m, 1.0f, cfgs[k].stat);
+        rp_reuse *e = rp_test_engine(&f, cfgs[k].m, 1.0f, cfgs[k].stat);
         rp_reuse_stats st;
-        cache_docs(&f, e, r.docs, f.lg_a);   /* cache each document after BOS */
+        rp_test_cache_docs(&f, e, r.docs, f.lg_a);   /* cache each document after BOS */
         assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, f.lg_a, &st), RP_OK);
         assert_int_equal(st.n_nonprefix, 160);   /* docs 1, 5, 0, 3 by content; doc 4 follows BOS: prefix */
         assert_int_equal(st.n_prefix, 41);
         assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, f.lg_b, &st), RP_OK);
-        float d = max_diff(f.lg_a, f.lg_b, f.V);
+        float d = rp_test_max_diff(f.lg_a, f.lg_b, f.V);
         print_message("  %s%s r=1 vs prefill: max |logit diff| %g\n", rp_reuse_mode_name(cfgs[k].m),
                       cfgs[k].stat ? " (static)" : "", d);
         assert_true(d <= 1e-4f);
@@ -365,9 +254,9 @@ static void test_ratio_one_equals_prefill(void **state) {
     /* a cache that already holds approximate chunks of this very prompt (a
      * blend run at r = 0.25 committed them): r = 1 must not take them as an
      * exact prefix, or it would repeat the earlier approximation */
-    rp_reuse *e = engine(&f, RP_REUSE_BLEND, 0.25f, false);
+    rp_reuse *e = rp_test_engine(&f, RP_REUSE_BLEND, 0.25f, false);
     rp_reuse_stats st;
-    cache_docs(&f, e, r.docs, f.lg_a);
+    rp_test_cache_docs(&f, e, r.docs, f.lg_a);
     assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, f.lg_a, &st), RP_OK);
     assert_true(st.n_recomputed < st.n_nonprefix);   /* approximate KV ... */
     assert_int_equal(rp_reuse_commit(e, f.kv), RP_OK);   /* ... goes into the cache */
@@ -376,12 +265,12 @@ static void test_ratio_one_equals_prefill(void **state) {
     rp_reuse_get_params(e)->ratio = 1.0f;
     assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, f.lg_a, &st), RP_OK);
     assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, f.lg_b, &st), RP_OK);
-    float d = max_diff(f.lg_a, f.lg_b, f.V);
+    float d = rp_test_max_diff(f.lg_a, f.lg_b, f.V);
     print_message("  blend r=1 over a cache of approximate chunks vs prefill: max |logit diff| %g\n", d);
     assert_true(d <= 1e-4f);
     rp_reuse_free(e);
     rp_reuse_free(none);
-    fixture_close(&f);
+    rp_test_fixture_close(&f);
 }
 
 /* Blend at r < 1 recomputes about r of the reused tokens, the final token
@@ -394,8 +283,8 @@ static void test_ratio_one_equals_prefill(void **state) {
  * plus min(k - forced, its other reused tokens) selected ones, which the selection trace marks; prefill
  * calls compute their tokens whole (nothing selected, but their reused tokens count as recomputed).
  * Returns how many prefill calls the plan has. */
-static int32_t check_static_accounting(fixture *f, rp_reuse *e, const rp_token *p, int32_t n, const int32_t *bnd,
-                                       int32_t nb, rp_reuse_stats *st, uint8_t *mark) {
+static int32_t check_static_accounting(rp_test_fixture *f, rp_reuse *e, const rp_token *p, int32_t n,
+                                       const int32_t *bnd, int32_t nb, rp_reuse_stats *st, uint8_t *mark) {
     const rp_static_cfg *sc = &rp_reuse_get_params(e)->static_cfg;
     assert_int_equal(sc->L_P, 32);
     assert_int_equal(sc->L_S, 64);
@@ -462,30 +351,30 @@ static void test_blend_accounting(void **state) {
     reordered_prompt r;
     make_reordered(&r);
     float *exact = malloc(sizeof(float) * (size_t)f.V);
-    rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false);
+    rp_reuse *none = rp_test_engine(&f, RP_REUSE_NONE, 0, false);
     rp_reuse_stats st;
     assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, exact, &st), RP_OK);
     rp_reuse_free(none);
-    rp_reuse *full = engine(&f, RP_REUSE_FULL, 0.25f, false);
-    cache_docs(&f, full, r.docs, f.lg_a);
+    rp_reuse *full = rp_test_engine(&f, RP_REUSE_FULL, 0.25f, false);
+    rp_test_cache_docs(&f, full, r.docs, f.lg_a);
     assert_int_equal(rp_reuse_prefill(full, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, f.lg_a, &st), RP_OK);
     assert_int_equal(st.n_recomputed, 0);   /* the final token is new */
     print_message("  full: KL vs exact %.2e\n", kl_logits(exact, f.lg_a, f.V));
     rp_reuse_free(full);
     /* static full: the same computation in padded calls of L_P rows */
-    full = engine(&f, RP_REUSE_FULL, 0.25f, true);
-    cache_docs(&f, full, r.docs, f.lg_b);
+    full = rp_test_engine(&f, RP_REUSE_FULL, 0.25f, true);
+    rp_test_cache_docs(&f, full, r.docs, f.lg_b);
     assert_int_equal(rp_reuse_prefill(full, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, f.lg_b, &st), RP_OK);
     print_message("  full (static): calls %d, pad rows %d, max |logit diff| vs dynamic %g\n", st.n_calls, st.n_pad,
-                  max_diff(f.lg_a, f.lg_b, f.V));
+                  rp_test_max_diff(f.lg_a, f.lg_b, f.V));
     assert_int_equal(st.n_calls, 1);
     assert_int_equal(st.n_pad, 32 - 4);   /* the 4 new tail tokens in one L_P = 32 call */
     assert_int_equal(f.kv->n, r.n);
-    assert_true(max_diff(f.lg_a, f.lg_b, f.V) <= 1e-4f);
+    assert_true(rp_test_max_diff(f.lg_a, f.lg_b, f.V) <= 1e-4f);
     rp_reuse_free(full);
     for (int stat = 0; stat < 2; stat++) {
-        rp_reuse *e = engine(&f, RP_REUSE_BLEND, 0.25f, stat);
-        cache_docs(&f, e, r.docs, f.lg_a);
+        rp_reuse *e = rp_test_engine(&f, RP_REUSE_BLEND, 0.25f, stat);
+        rp_test_cache_docs(&f, e, r.docs, f.lg_a);
         uint8_t mark[512];
         memset(mark, 7, sizeof mark);
         if (stat) check_static_accounting(&f, e, r.p, r.n, r.bnd, r.nb, &st, mark);
@@ -505,7 +394,7 @@ static void test_blend_accounting(void **state) {
         const double kl = kl_logits(exact, f.lg_a, f.V);
         print_message("  blend%s: prefix %d, non-prefix %d, recomputed %d, new %d, calls %d, pad rows %d, KL vs exact %.2e, "
                       "max |logit diff| %g\n", stat ? " (static)" : "", st.n_prefix, st.n_nonprefix, st.n_recomputed,
-                      st.n_new, st.n_calls, st.n_pad, kl, max_diff(exact, f.lg_a, f.V));
+                      st.n_new, st.n_calls, st.n_pad, kl, rp_test_max_diff(exact, f.lg_a, f.V));
         assert_int_equal(st.n_new, 4);
         assert_int_equal(st.n_nonprefix, 160);
         if (!stat) assert_int_equal(st.n_recomputed, 40);   /* ceil(0.25 * 160) */
@@ -515,31 +404,31 @@ static void test_blend_accounting(void **state) {
          * (1.3e-2 on this one next token; blend's advantage is an average over
          * many prompts and tokens, which bench fidelity measures) */
         assert_true(kl < KL_BOUND);
-        assert_int_equal(argmax(f.lg_a, f.V), argmax(exact, f.V));
+        assert_int_equal(rp_test_argmax(f.lg_a, f.V), rp_test_argmax(exact, f.V));
         rp_reuse_free(e);
     }
     /* static, a prompt ending in 70 new tokens (more than recompute calls can carry): prefill calls join in */
-    rp_reuse *e = engine(&f, RP_REUSE_BLEND, 0.25f, true);
-    cache_docs(&f, e, r.docs, f.lg_a);
+    rp_reuse *e = rp_test_engine(&f, RP_REUSE_BLEND, 0.25f, true);
+    rp_test_cache_docs(&f, e, r.docs, f.lg_a);
     rp_token p2[512];
     int32_t b2[16], nb2;
     rp_token tail[70];
     for (int i = 0; i < 70; i++) tail[i] = 259 + (rp_token)((i * 37) % 250);   /* stories vocab: 512 */
     static const int order2[] = {4, 1, 5};
-    const int32_t n2 = build(r.docs, order2, 3, 40, tail, 70, p2, b2, &nb2);
+    const int32_t n2 = rp_test_build(r.docs, order2, 3, tail, 70, p2, b2, &nb2);
     uint8_t mark[512];
     const int32_t np = check_static_accounting(&f, e, p2, n2, b2, nb2, &st, mark);
     assert_true(np > 0);
     assert_int_equal(st.n_new, 70);
     /* the cached prefix and the 70 new tokens only: three prefill calls, the last one padded (70 = 32 + 32 + 6) */
     static const int order3[] = {4};
-    const int32_t n3 = build(r.docs, order3, 1, 40, tail, 70, p2, b2, &nb2);
+    const int32_t n3 = rp_test_build(r.docs, order3, 1, tail, 70, p2, b2, &nb2);
     assert_int_equal(check_static_accounting(&f, e, p2, n3, b2, nb2, &st, mark), 3);
     assert_int_equal(st.n_pad, 32 - 6);
     assert_int_equal(st.n_recomputed, 0);
     rp_reuse_free(e);
     free(exact);
-    fixture_close(&f);
+    rp_test_fixture_close(&f);
 }
 
 /* Chunk-pad-mask (static selective recompute): with a budget of 2, padding
@@ -552,10 +441,10 @@ static void test_static_pad_mask(void **state) {
     OPEN_STORIES(f, RP_TYPE_F32);
     enum { N = 48, A = 8, PADS = 24, BUDGET = 2, FIXED = 8 };
     rp_token docs[1][40], p[N];
-    make_docs(docs, 1, 40);
+    rp_test_make_docs(docs, 1, 12345);
     p[0] = 1;
     for (int i = 1; i < N; i++) p[i] = docs[0][(i - 1) % 40];
-    rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false);
+    rp_reuse *none = rp_test_engine(&f, RP_REUSE_NONE, 0, false);
     rp_batch b;
     assert_int_equal(rp_batch_init(&b, N + PADS), RP_OK);
     uint8_t kinds[N + PADS];
@@ -633,13 +522,13 @@ static void test_static_pad_mask(void **state) {
     free(row);
     rp_batch_free(&b);
     rp_reuse_free(none);
-    fixture_close(&f);
+    rp_test_fixture_close(&f);
 }
 
 /* An engine with params `rp` whose cache has the persistent store in `dir`
  * (opened with `sp`) attached as the flash tier of a pool with params `pp`. */
-static rp_reuse *engine_on_store(fixture *f, rp_reuse_params rp, const rp_store_params *sp, const rp_pool_params *pp,
-                                 const char *dir) {
+static rp_reuse *engine_on_store(rp_test_fixture *f, rp_reuse_params rp, const rp_store_params *sp,
+                                 const rp_pool_params *pp, const char *dir) {
     rp_reuse *e = NULL;
     assert_int_equal(rp_reuse_create(f->m, f->kv->type, 1024, rp, &e), RP_OK);
     rp_store *store = NULL;
@@ -650,7 +539,7 @@ static rp_reuse *engine_on_store(fixture *f, rp_reuse_params rp, const rp_store_
 
 /* An engine (blend, ratio r, sub-chunk search from `subchunk_min` tokens; 0:
  * off) whose cache has a persistent store in `dir` attached. */
-static rp_reuse *store_engine(fixture *f, float r, int32_t subchunk_min, const char *dir) {
+static rp_reuse *store_engine(rp_test_fixture *f, float r, int32_t subchunk_min, const char *dir) {
     rp_reuse_params rp = rp_reuse_default_params();
     rp.ratio = r;
     rp.subchunk_min = subchunk_min;
@@ -675,13 +564,13 @@ static void test_query_vector(void **state) {
     OPEN_STORIES(f, RP_TYPE_F32);
     rp_token docs[6][40], p[512];
     int32_t bnd[16], nb;
-    make_docs(docs, 6, 40);
+    rp_test_make_docs(docs, 6, 12345);
     char dir[] = "/tmp/rp-qvec-XXXXXX";
     assert_non_null(mkdtemp(dir));
-    rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false), *e = store_engine(&f, 1.0f, 10, dir);
+    rp_reuse *none = rp_test_engine(&f, RP_REUSE_NONE, 0, false), *e = store_engine(&f, 1.0f, 10, dir);
     rp_reuse_stats st;
     const int one[] = {2};
-    int32_t n = build(docs, one, 1, 40, NULL, 0, p, bnd, &nb);
+    int32_t n = rp_test_build(docs, one, 1, NULL, 0, p, bnd, &nb);
     assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
     assert_int_equal(rp_reuse_commit(e, f.kv), RP_OK);
     const float vdoc[4] = {0, 1, 0, 0}, vq[4] = {0.1f, 1, 0, 0};
@@ -708,11 +597,11 @@ static void test_query_vector(void **state) {
     assert_int_equal(found[0], 0);    /* keywords alone miss it */
     assert_int_equal(found[1], 12);   /* the vector brings the document in, the LCS pass finds the run */
     assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p, n, b1, 1, f.lg_b, &st), RP_OK);
-    assert_true(max_diff(f.lg_a, f.lg_b, f.V) <= 1e-4f);
+    assert_true(rp_test_max_diff(f.lg_a, f.lg_b, f.V) <= 1e-4f);
     rp_reuse_free(e);
     rp_reuse_free(none);
     remove_dir(dir);
-    fixture_close(&f);
+    rp_test_fixture_close(&f);
 }
 
 /* A call with no row that attends (no new row, no final row: an early window
@@ -725,10 +614,10 @@ static void test_select_fallback(void **state) {
     OPEN_STORIES(f, RP_TYPE_F32);
     enum { N = 96, A = 8, BUDGET = 12 };
     rp_token docs[1][40], p[N];
-    make_docs(docs, 1, 40);
+    rp_test_make_docs(docs, 1, 12345);
     p[0] = 1;
     for (int i = 1; i < N; i++) p[i] = docs[0][(i * 7) % 40];
-    rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false);
+    rp_reuse *none = rp_test_engine(&f, RP_REUSE_NONE, 0, false);
     rp_batch b;
     assert_int_equal(rp_batch_init(&b, N), RP_OK);
     uint8_t kinds[N];
@@ -771,7 +660,7 @@ static void test_select_fallback(void **state) {
     free(row);
     rp_batch_free(&b);
     rp_reuse_free(none);
-    fixture_close(&f);
+    rp_test_fixture_close(&f);
 }
 
 /* Sub-chunk reuse: a document cached on flash as one chunk is found inside a
@@ -783,16 +672,16 @@ static void test_subchunk_reuse(void **state) {
     OPEN_STORIES(f, RP_TYPE_F32);
     rp_token docs[6][40], p[512];
     int32_t bnd[16], nb;
-    make_docs(docs, 6, 40);
+    rp_test_make_docs(docs, 6, 12345);
     char dir[] = "/tmp/rp-subchunk-XXXXXX";
     assert_non_null(mkdtemp(dir));
-    rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false);
+    rp_reuse *none = rp_test_engine(&f, RP_REUSE_NONE, 0, false);
     for (int on = 1; on >= 0; on--) {
         rp_reuse *e = store_engine(&f, 1.0f, on ? 24 : 0, dir);
         rp_reuse_stats st;
         if (on) {   /* cache doc 2 after BOS as its own chunk, then persist it */
             const int one[] = {2};
-            int32_t n = build(docs, one, 1, 40, NULL, 0, p, bnd, &nb);
+            int32_t n = rp_test_build(docs, one, 1, NULL, 0, p, bnd, &nb);
             assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p, n, bnd, nb, f.lg_a, &st), RP_OK);
             assert_int_equal(rp_reuse_commit(e, f.kv), RP_OK);
             assert_int_equal(rp_chunk_cache_flush(rp_reuse_cache(e)), RP_OK);
@@ -818,14 +707,14 @@ static void test_subchunk_reuse(void **state) {
             assert_int_equal(st.n_subchunk, 0);
         }
         assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p, n, b1, 1, f.lg_b, &st), RP_OK);
-        float d = max_diff(f.lg_a, f.lg_b, f.V);
+        float d = rp_test_max_diff(f.lg_a, f.lg_b, f.V);
         print_message("  r=1 with sub-chunk reuse vs prefill: max |logit diff| %g\n", d);
         assert_true(d <= 1e-4f);
         rp_reuse_free(e);
     }
     rp_reuse_free(none);
     remove_dir(dir);
-    fixture_close(&f);
+    rp_test_fixture_close(&f);
 }
 
 /* The load pipeline (loader thread placing KV layer by layer while compute
@@ -842,7 +731,7 @@ static void test_pipeline_equivalence(void **state) {
         rp_reuse *e = NULL;
         assert_int_equal(rp_reuse_create(f.m, f.kv->type, 1024, pp, &e), RP_OK);
         rp_reuse_stats st;
-        cache_docs(&f, e, r.docs, out[pipe]);
+        rp_test_cache_docs(&f, e, r.docs, out[pipe]);
         assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, r.p, r.n, r.bnd, r.nb, out[pipe], &st), RP_OK);
         print_message("  pipeline %s: %llu bytes placed, load %.3f ms, exposed %.3f ms\n", pipe ? "on" : "off",
                       (unsigned long long)st.bytes_loaded, st.load_ms, st.load_exposed_ms);
@@ -850,7 +739,7 @@ static void test_pipeline_equivalence(void **state) {
         rp_reuse_free(e);
     }
     assert_memory_equal(f.lg_a, f.lg_b, sizeof(float) * (size_t)f.V);
-    fixture_close(&f);
+    rp_test_fixture_close(&f);
 }
 
 /* The load pipeline overlaps placing cached KV with compute: the engine's
@@ -885,7 +774,7 @@ static void probe_layer_placed(void *user, int32_t layer) {
 /* A fresh engine over the store in `dir` whose RAM pool starts cold (no
  * prefetch), so every reused chunk is a flash hit read layer by layer by the
  * pool's loader thread (async_load, as `reprise run` / `serve` do). */
-static rp_reuse *cold_store_engine(fixture *f, const char *dir, bool pipeline, void *probe) {
+static rp_reuse *cold_store_engine(rp_test_fixture *f, const char *dir, bool pipeline, void *probe) {
     rp_reuse_params rp = rp_reuse_default_params();
     rp.pipeline = pipeline;
     if (probe) {
@@ -906,20 +795,20 @@ static void test_pipeline_flash(void **state) {
     snprintf(dir, sizeof dir, "%s/pipe-store", rp_test_tmpdir());
     rp_synth_params sp = rp_synth_default_params();   /* llama "tiny": 4 layers, KV rows 128 wide */
     assert_int_equal(rp_synth_write(&sp, q), RP_OK);
-    fixture f;
-    assert_true(fixture_open(&f, q, RP_TYPE_F16, 1024));
+    rp_test_fixture f;
+    assert_true(rp_test_fixture_open(&f, q, RP_TYPE_F16, 1024));
     rp_token docs[6][40];
-    make_docs(docs, 6, 40);
+    rp_test_make_docs(docs, 6, 12345);
     enum { ND = 14 };
     rp_token p[1024];
     int32_t bnd[64], nb;
     int order[ND];
     for (int i = 0; i < ND; i++) order[i] = 1 + i % 5;   /* the first document is a cached prefix, the rest re-rotated */
     static const rp_token tail[] = {300, 301, 302, 303};
-    const int32_t n = build(docs, order, ND, 40, tail, 4, p, bnd, &nb);
+    const int32_t n = rp_test_build(docs, order, ND, tail, 4, p, bnd, &nb);
     overlap_probe pr = {0};
     rp_reuse *w = cold_store_engine(&f, dir, true, NULL);   /* the documents, on flash */
-    cache_docs(&f, w, docs, f.lg_a);
+    rp_test_cache_docs(&f, w, docs, f.lg_a);
     assert_int_equal(rp_chunk_cache_flush(rp_reuse_cache(w)), RP_OK);
     rp_reuse_free(w);
     rp_reuse_stats st[2];
@@ -942,7 +831,7 @@ static void test_pipeline_flash(void **state) {
     assert_int_equal(pr.overtaken, 1);  /* compute ran layer 0 while layers 1.. were not placed */
     assert_true(st[0].bytes_loaded == st[1].bytes_loaded);
     assert_memory_equal(f.lg_a, f.lg_b, sizeof(float) * (size_t)f.V);
-    fixture_close(&f);
+    rp_test_fixture_close(&f);
     remove(q);
     remove_dir(dir);
 }
@@ -961,8 +850,9 @@ static void test_commit_computed(void **state) {
     assert_int_equal(rp_batch_init(&b, 512), RP_OK);
     for (int pass = 0; pass < 2; pass++) {
         const bool exact = pass == 0;
-        rp_reuse *pre = engine(&f, RP_REUSE_PREFIX, 0, false), *none = engine(&f, RP_REUSE_NONE, 0, false);
-        rp_reuse *full = engine(&f, RP_REUSE_FULL, 0, false);
+        rp_reuse *pre = rp_test_engine(&f, RP_REUSE_PREFIX, 0, false);
+        rp_reuse *none = rp_test_engine(&f, RP_REUSE_NONE, 0, false);
+        rp_reuse *full = rp_test_engine(&f, RP_REUSE_FULL, 0, false);
         /* x.p1 computed by a plain forward, then cached from the KV it left */
         rp_kv_clear(f.kv);
         rp_batch_clear(&b);
@@ -986,7 +876,7 @@ static void test_commit_computed(void **state) {
                       st.n_prefix, x.n2);
         if (exact) {
             assert_int_equal(st.n_prefix, x.n1);
-            assert_true(max_diff(f.lg_a, f.lg_b, f.V) <= 1e-5f);
+            assert_true(rp_test_max_diff(f.lg_a, f.lg_b, f.V) <= 1e-5f);
         } else {
             assert_true(st.n_prefix <= 1);   /* approximate chunks are not prefix-reusable (BOS may be exact) */
         }
@@ -1000,7 +890,7 @@ static void test_commit_computed(void **state) {
         rp_reuse_free(full);
     }
     rp_batch_free(&b);
-    fixture_close(&f);
+    rp_test_fixture_close(&f);
 }
 
 /* Copies file `src` to `dst`, then overwrites the bytes at the first
@@ -1119,13 +1009,13 @@ static void test_damaged_payloads(void **state) {
                 assert_int_equal(rp_reuse_commit(e, f.kv), RP_OK);
             }
         } else {
-            rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false);
+            rp_reuse *none = rp_test_engine(&f, RP_REUSE_NONE, 0, false);
             assert_int_equal(rp_reuse_prefill(none, f.ctx, f.kv, p[0], LEN, bnd, 2, f.lg_b, &st), RP_OK);
             rp_reuse_free(none);
             assert_int_equal(rp_reuse_prefill(e, f.ctx, f.kv, p[0], LEN, bnd, 2, f.lg_a, &st), RP_OK);
             print_message("  damaged store: %d failed loads over %d attempts, %d prefix tokens reused\n", st.n_load_failed,
                           st.n_attempts, st.n_prefix);
-            assert_true(max_diff(f.lg_a, f.lg_b, f.V) == 0.0f);   /* both a plain prefill of the same batch */
+            assert_true(rp_test_max_diff(f.lg_a, f.lg_b, f.V) == 0.0f);   /* both a plain prefill of the same batch */
             assert_true(st.n_load_failed >= NS);            /* its own chunk, then each sibling's head */
             assert_int_equal(st.n_attempts, 5);             /* 4 with lookups, the last without */
             assert_int_equal(st.n_prefix, 0);
@@ -1141,8 +1031,8 @@ static void test_damaged_payloads(void **state) {
             assert_int_equal(st.n_attempts, 1);
             assert_int_equal(st.n_prefix, LEN - 1);
             assert_int_equal(st.n_prefix_exact, LEN - 1);
-            print_message("  reused again: max |logit diff| vs prefill %g\n", max_diff(f.lg_a, f.lg_b, f.V));
-            assert_true(max_diff(f.lg_a, f.lg_b, f.V) <= 5e-5f);
+            print_message("  reused again: max |logit diff| vs prefill %g\n", rp_test_max_diff(f.lg_a, f.lg_b, f.V));
+            assert_true(rp_test_max_diff(f.lg_a, f.lg_b, f.V) <= 5e-5f);
         }
         rp_reuse_free(e);   /* detaches: flushes and closes the store */
         if (round == 0) {
@@ -1163,7 +1053,7 @@ static void test_damaged_payloads(void **state) {
     assert_true(ok >= 3);
     rp_store_close(s);
     remove_dir(dir);
-    fixture_close(&f);
+    rp_test_fixture_close(&f);
 }
 
 /* Cache namespaces (rp_reuse_opts.ns): a prompt cached under one namespace
@@ -1177,11 +1067,11 @@ static void test_namespaces(void **state) {
     remove_dir(dir);
     rp_reuse *e = store_engine(&f, 0.25f, 16, dir);
     rp_token docs[6][40], p[512], q[512];
-    make_docs(docs, 6, 40);
+    rp_test_make_docs(docs, 6, 12345);
     const int order[] = {3, 1, 4};
     int32_t bnd[8], nb;
     const rp_token tail[4] = {300, 301, 302, 303};
-    const int32_t n = build(docs, order, 3, 40, tail, 4, p, bnd, &nb);
+    const int32_t n = rp_test_build(docs, order, 3, tail, 4, p, bnd, &nb);
     rp_reuse_opts a = rp_reuse_default_opts(), b = rp_reuse_default_opts(), shared = rp_reuse_default_opts();
     a.ns = 0x1111;
     b.ns = 0x2222;
@@ -1191,7 +1081,7 @@ static void test_namespaces(void **state) {
     assert_int_equal(rp_chunk_cache_flush(rp_reuse_cache(e)), RP_OK);   /* on flash: the sub-chunk search sees it */
     /* the same prompt, the documents reordered, and one document inside a longer segment (sub-chunk candidate) */
     const int reorder[] = {4, 3, 1};
-    const int32_t n2 = build(docs, reorder, 3, 40, tail, 4, q, bnd, &nb);
+    const int32_t n2 = rp_test_build(docs, reorder, 3, tail, 4, q, bnd, &nb);
     int32_t n3 = 0;
     rp_token r[128];
     r[n3++] = 1;
@@ -1211,18 +1101,18 @@ static void test_namespaces(void **state) {
         q[30] ^= 1;
         assert_int_equal(rp_reuse_prefill_opts(e, other[k], f.ctx, f.kv, q, n, NULL, 0, f.lg_b, &st), RP_OK);
         assert_int_equal(st.n_prefix + st.n_nonprefix, 0);
-        const int32_t m2 = build(docs, reorder, 3, 40, tail, 4, q, bnd, &nb);
+        const int32_t m2 = rp_test_build(docs, reorder, 3, tail, 4, q, bnd, &nb);
         assert_int_equal(rp_reuse_prefill_opts(e, other[k], f.ctx, f.kv, q, m2, bnd, nb, f.lg_b, &st), RP_OK);
         assert_int_equal(st.n_prefix + st.n_nonprefix, 0);
         assert_int_equal(rp_reuse_prefill_opts(e, other[k], f.ctx, f.kv, r, n3, b3, 1, f.lg_b, &st), RP_OK);
         assert_int_equal(st.n_subchunk + st.n_nonprefix + st.n_prefix, 0);
     }
     /* its own namespace sees everything: the whole prefix, the reordered documents, the sub-chunk */
-    build(docs, order, 3, 40, tail, 4, p, bnd, &nb);
+    rp_test_build(docs, order, 3, tail, 4, p, bnd, &nb);
     assert_int_equal(rp_reuse_prefill_opts(e, &a, f.ctx, f.kv, p, n, bnd, nb, f.lg_b, &st), RP_OK);
     assert_int_equal(st.n_prefix, n - 1);
-    assert_true(max_diff(f.lg_a, f.lg_b, f.V) <= 1e-5f);
-    build(docs, reorder, 3, 40, tail, 4, q, bnd, &nb);
+    assert_true(rp_test_max_diff(f.lg_a, f.lg_b, f.V) <= 1e-5f);
+    rp_test_build(docs, reorder, 3, tail, 4, q, bnd, &nb);
     assert_int_equal(rp_reuse_prefill_opts(e, &a, f.ctx, f.kv, q, n2, bnd, nb, f.lg_b, &st), RP_OK);
     assert_true(st.n_nonprefix >= 120 - 1 - 40);
     assert_int_equal(rp_reuse_prefill_opts(e, &a, f.ctx, f.kv, r, n3, b3, 1, f.lg_b, &st), RP_OK);
@@ -1234,7 +1124,7 @@ static void test_namespaces(void **state) {
     assert_int_equal(rp_reuse_prefill_opts(e, &bad, f.ctx, f.kv, p, n, bnd, nb, f.lg_b, &st), RP_ERR_INVALID_ARG);
     rp_reuse_free(e);
     remove_dir(dir);
-    fixture_close(&f);
+    rp_test_fixture_close(&f);
 }
 
 /* Context shift: after dropping tokens [20, 60) of a 120-token cache, the
@@ -1244,7 +1134,7 @@ static void test_namespaces(void **state) {
 static void test_context_shift(void **state) {
     (void)state;
     OPEN_STORIES(f, RP_TYPE_F32);
-    rp_reuse *none = engine(&f, RP_REUSE_NONE, 0, false);
+    rp_reuse *none = rp_test_engine(&f, RP_REUSE_NONE, 0, false);
     rp_token all[120], kept[80];
     for (int i = 0; i < 120; i++) all[i] = 1 + (i * 37 + 11) % (f.V - 1);
     for (int i = 0; i < 20; i++) kept[i] = all[i];
@@ -1283,7 +1173,7 @@ static void test_context_shift(void **state) {
     free(ek);
     free(ev);
     rp_reuse_free(none);
-    fixture_close(&f);
+    rp_test_fixture_close(&f);
 }
 
 int main(void) {

@@ -94,7 +94,8 @@ static void test_request_parsing(void **state) {
         {"{\"messages\":[{\"role\":\"user\"}]}", "messages[0].content"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":\"hot\"}", "temperature"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":3}", "temperature"},
-        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", "n"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":17}", "n"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":0}", "n"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"frequency_penalty\":2.5}", "frequency_penalty"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"presence_penalty\":\"high\"}", "presence_penalty"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "stop"},
@@ -470,7 +471,7 @@ static void test_errors_and_limits(void **state) {
     expect_error(p, "POST", "/v1/chat/completions", NULL, "{not json", 400, "invalid_json");
     expect_error(p, "POST", "/v1/chat/completions", NULL, "", 400, NULL);
     expect_error(p, "POST", "/v1/chat/completions", NULL, "{\"messages\":[]}", 400, NULL);
-    expect_error(p, "POST", "/v1/chat/completions", NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3}", 400, "unsupported_value");
+    expect_error(p, "POST", "/v1/chat/completions", NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":17}", 400, "unsupported_value");
     expect_error(p, "GET", "/v1/chat/completions", NULL, NULL, 405, "method_not_allowed");
     expect_error(p, "POST", "/v1/nothing", NULL, "{}", 404, "not_found");
     expect_error(p, "DELETE", "/v1/sessions/00000000000000000000000000000000", NULL, NULL, 404, "session_not_found");

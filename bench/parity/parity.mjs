@@ -11,6 +11,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { die, note, parseArgs, parseIntList, parsePositiveInt, loadLlama, describeBuild, loadModel, vocabSize } from "../peer/common.mjs";
+import { nextTokenProbs, logProbs } from "../peer/logits.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "../..");
@@ -115,9 +116,7 @@ function logSoftmax(x) {
 // up to a constant, i.e. a log-softmax. Tokens whose probability underflowed to 0 stay -Infinity.
 function probsToLogp(map, nVocab) {
     if (map.size !== nVocab) throw new Error(`llama.cpp returned ${map.size} probabilities for a vocabulary of ${nVocab} (a sampler truncated them)`);
-    const lp = new Float64Array(nVocab).fill(-Infinity);
-    for (const [t, p] of map) lp[t] = p > 0 ? Math.log(p) : -Infinity;
-    return lp;
+    return logProbs(map, nVocab);
 }
 
 function compare(ref, got) {   // both log-softmax
@@ -142,22 +141,11 @@ function top2(lp) {
 }
 
 async function llamaLogits(model, tokens, fa) {
-    const ctx = await model.createContext({ contextSize: nCtx, batchSize: 512, threads, flashAttention: fa, sequences: 1 });
-    try {
-        const seq = ctx.getSequence();
-        const want = new Set(positions);
-        const items = Array.from(tokens.subarray(0, maxPos + 1), (t, i) =>
-            want.has(i) ? [t, { generateNext: { probabilities: true, options: { temperature: 0 } } }] : t);
-        const res = await seq.controlledEvaluate(items);
-        const nV = vocabSize(model);
-        return positions.map((p) => {
-            const pr = res[p]?.next?.probabilities;
-            if (!pr) throw new Error(`llama.cpp gave no probabilities at position ${p}`);
-            return probsToLogp(pr, nV);
-        });
-    } finally {
-        await ctx.dispose();
-    }
+    const dists = await nextTokenProbs(model, tokens.subarray(0, maxPos + 1), positions, {
+        context: { contextSize: nCtx, threads, flashAttention: fa, sequences: 1 }, sampler: { temperature: 0 }
+    });
+    const nV = vocabSize(model);
+    return dists.map((pr) => probsToLogp(pr, nV));
 }
 
 function repriseLogits(driver, modelPath, tokPath, nVocab) {

@@ -8,6 +8,7 @@
 // are exact differences of these values). tests/test_arch.c compares Reprise against the files
 // bench/peer/arch_golden.sh makes with this script (tests/data/arch/*.json).
 import { parseArgs, parsePositiveInt, die, loadLlama, loadModel, vocabSize, reprisePromptTokens, describeBuild } from "./common.mjs";
+import { nextTokenProbs } from "./logits.mjs";
 
 const usage = "usage: node arch_logits.mjs -m MODEL.gguf [-n N] [--positions P,..] [-k K] [-t THREADS]\n";
 const o = parseArgs(process.argv.slice(2), {
@@ -27,20 +28,15 @@ for (const p of positions) if (p >= n) die(`--positions: ${p} is not below -n ${
 const { llama, info } = await loadLlama();
 const model = await loadModel(llama, o.model);
 const tokens = reprisePromptTokens(n, vocabSize(model));
-const ctx = await model.createContext({
-    contextSize: n + 16, batchSize: 512, sequences: 1, threads: { ideal: threads, min: threads },
-    ignoreMemorySafetyChecks: true, failedCreationRemedy: false
-});
-const seq = ctx.getSequence();
-const want = new Set(positions);
-const input = tokens.map((t, i) => want.has(i)
-    ? [t, { generateNext: { probabilities: true, options: { temperature: 1, topK: 0, topP: 1, minP: 0 } } }]
-    : t);
-const out = await seq.controlledEvaluate(input);
+const dists = await nextTokenProbs(model, tokens, positions, {
+    context: {
+        contextSize: n + 16, sequences: 1, threads: { ideal: threads, min: threads },
+        ignoreMemorySafetyChecks: true, failedCreationRemedy: false
+    }
+}).catch((err) => die(err.message, 1));
 const res = [];
-for (const p of positions) {
-    const probs = out[p]?.next?.probabilities;
-    if (!probs) die(`no probabilities at position ${p}`, 1);
+for (const [i, p] of positions.entries()) {
+    const probs = dists[i];
     const top = [];
     for (const [tok, pr] of probs) {
         if (top.length >= k) break;
@@ -49,5 +45,4 @@ for (const p of positions) {
     res.push({ pos: p, n_probs: probs.size, top });
 }
 process.stdout.write(JSON.stringify({ engine: describeBuild(info), n_tokens: n, positions: res }) + "\n");
-await ctx.dispose();
 await model.dispose();

@@ -15,6 +15,7 @@
 // (shift-free: comparable to any engine's logits after a log-softmax). CPU only, flash attention off.
 // Needs `npm ci --omit=optional` in bench/peer first.
 import { loadLlama, loadModel, describeBuild, vocabSize, die } from "./common.mjs";
+import { nextTokenProbs, logProbs } from "./logits.mjs";
 
 const args = process.argv.slice(2);
 const models = [];
@@ -50,24 +51,14 @@ const toks = tokens(nTokens);
 for (const m of models) {
     const model = await loadModel(llama, m.path);
     const V = vocabSize(model);
-    const ctx = await model.createContext({ contextSize: Math.max(256, nTokens), batchSize: 512, threads: 2,
-                                           flashAttention: false });
-    const seq = ctx.getSequence();
-    const want = new Set(positions);
-    const input = toks.map((t, i) => want.has(i)
-        ? [t, { generateNext: { probabilities: true, options: { temperature: 1, topK: 0, topP: 1, minP: 0 } } }]
-        : t);
-    const res = await seq.controlledEvaluate(input);
-    const rows = [];
-    for (const p of positions) {
-        const probs = res[p]?.next?.probabilities;
-        if (!probs) die(`no probabilities at position ${p}`, 1);
-        const lp = new Array(V).fill(null);
-        for (const [tok, pr] of probs) lp[tok] = pr > 0 ? Number(Math.log(pr).toFixed(5)) : null;
-        rows.push({ pos: p, logprob: lp });
-    }
+    const dists = await nextTokenProbs(model, toks, positions,
+        { context: { contextSize: Math.max(256, nTokens), threads: 2, flashAttention: false } })
+        .catch((err) => die(err.message, 1));
+    // 5 decimals; null where the probability is 0 (or the token absent)
+    const rows = positions.map((p, i) => ({
+        pos: p, logprob: Array.from(logProbs(dists[i], V), (v) => v === -Infinity ? null : Number(v.toFixed(5)))
+    }));
     out.models.push({ label: m.label, n_vocab: V, logprobs: rows });
-    await ctx.dispose();
     await model.dispose();
 }
 process.stdout.write(JSON.stringify(out) + "\n");

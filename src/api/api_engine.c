@@ -304,6 +304,32 @@ rp_status rp_seq_truncate(rp_seq *s, int32_t n) {
     return RP_OK;
 }
 
+rp_status rp_seq_fork(rp_seq *dst, const rp_seq *src) {
+    if (!dst || !src) return rp_errorf(RP_ERR_INVALID_ARG, "seq: fork of or into NULL");
+    if (dst == src) return rp_errorf(RP_ERR_INVALID_ARG, "seq: fork into itself");
+    if (dst->e != src->e) return rp_errorf(RP_ERR_INVALID_ARG, "seq: fork into a sequence of another engine");
+    rp_engine *e = dst->e;
+    if (e->pending == dst) {   /* dst's own prefilled prompt is cached before its cells are overwritten */
+        e->pending = NULL;
+        (void)rp_reuse_commit(e->reuse, rp_session_kv(dst->s));   /* a failed commit only loses cache */
+    }
+    const int32_t in_cells = src->pending_tok ? src->n_hist - 1 : src->n_hist;
+    rp_status st = rp_session_copy(dst->s, src->s, src->hist, in_cells);
+    if (st != RP_OK) {
+        rp_seq_reset(dst);
+        return st;
+    }
+    memcpy(dst->hist, src->hist, sizeof *src->hist * (size_t)src->n_hist);
+    dst->n_hist = src->n_hist;
+    dst->n_prompt = src->n_prompt;
+    dst->n_exact = src->n_exact;
+    dst->pending_tok = src->pending_tok;
+    dst->logits_ok = src->logits_ok;
+    dst->fresh_prefill = false;   /* the prompt was prefilled once, on src: the fork's generate reports no prefill */
+    dst->smp_restart = true;      /* its sampler starts from the seed of its next generate */
+    return RP_OK;
+}
+
 /* Decodes what the next sample needs: a pending generated token, or (after a truncate) the last token again. */
 static rp_status ensure_logits(rp_seq *s) {
     if (s->pending_tok) {

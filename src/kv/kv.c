@@ -142,3 +142,21 @@ void rp_kv_move_cells(rp_kv *kv, rp_kv_part part, int32_t layer, int32_t dst, in
     for (int32_t g = 0; g < kv->n_group; g++)
         memmove(rp_kv_group(kv, part, layer, g, dst), rp_kv_group(kv, part, layer, g, src), kv->group_bytes * (size_t)n);
 }
+
+rp_status rp_kv_copy(rp_kv *dst, const rp_kv *src) {
+    if (!dst || !src) return rp_errorf(RP_ERR_INVALID_ARG, "kv: copy of a NULL cache");
+    if (dst == src) return RP_OK;
+    if (dst->type != src->type || dst->n_layer != src->n_layer || dst->n_head_kv != src->n_head_kv ||
+        dst->head_dim != src->head_dim || dst->group_heads != src->group_heads || dst->n_ctx < src->n)
+        return rp_errorf(RP_ERR_INVALID_ARG, "kv: copy of %d cells into a cache of another shape or %d cells", src->n,
+                         dst->n_ctx);
+    const size_t bytes = src->group_bytes * (size_t)src->n;   /* one group's cells of one layer are contiguous */
+    for (int p = 0; p < 2; p++)
+        for (int32_t l = 0; l < src->n_layer; l++)
+            for (int32_t g = 0; g < src->n_group; g++)
+                memcpy(rp_kv_group(dst, (rp_kv_part)p, l, g, 0), rp_kv_group(src, (rp_kv_part)p, l, g, 0), bytes);
+    memcpy(dst->pos, src->pos, sizeof *dst->pos * (size_t)src->n);
+    for (int32_t i = src->n; i < dst->n; i++) dst->pos[i] = -1;
+    dst->n = src->n;
+    return RP_OK;
+}

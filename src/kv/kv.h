@@ -81,6 +81,10 @@ void rp_kv_load_row(const rp_kv *kv, rp_kv_part part, int32_t layer, int32_t cel
 void rp_kv_read_rows(const rp_kv *kv, rp_kv_part part, int32_t layer, int32_t cell0, int32_t n, uint8_t *dst);
 void rp_kv_write_rows(rp_kv *kv, rp_kv_part part, int32_t layer, int32_t cell0, int32_t n, const uint8_t *src);
 
+/* Copies src's filled cells [0, src->n) (K, V of every layer, and pos[]) into dst, which must have the same
+ * shape and type and at least as many cells; dst's other cells are emptied. RP_ERR_INVALID_ARG otherwise. */
+rp_status rp_kv_copy(rp_kv *dst, const rp_kv *src);
+
 /* Moves cells [src, src + n) of one layer to [dst, dst + n) (ranges may overlap); pos[] is the caller's. */
 void rp_kv_move_cells(rp_kv *kv, rp_kv_part part, int32_t layer, int32_t dst, int32_t src, int32_t n);
 

@@ -67,6 +67,7 @@ struct rp_ctx {
     float *xo;            /* [n_outputs x n_embd] final hidden of output rows */
     float *logits;        /* [n_outputs x n_vocab] */
     int32_t n_out;
+    int32_t n_hidden;     /* rows of xb holding output-normed hidden states (rp_forward_hidden); 0: none */
     float *rope_cs;       /* [n_batch x n_rot] cos | sin per row */
     float *rope_cs_local; /* the same for rope_local layers (gemma3); NULL when the model has one table */
     int32_t *c_begin;     /* [n_batch] sliding window: first attended cell per row (local layers) */
@@ -385,6 +386,7 @@ static rp_status validate(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32
 
 rp_status rp_fwd_begin(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_kvs) {
     RP_TRY(validate(c, b, kvs, n_kvs));
+    c->n_hidden = 0;   /* xb is scratch from here on */
     const rp_model *m = c->m;
     const rp_hparams *hp = &m->hp;
     const int32_t n = b->n, E = hp->n_embd, R = hp->n_rot;
@@ -641,6 +643,32 @@ rp_status rp_fwd_end(rp_ctx *c, const rp_batch *b) {
     if (cap > 0)   /* gemma2: logits soft-capped, cap * tanh(z / cap) */
         for (size_t i = 0; i < (size_t)no * (size_t)m->hp.n_vocab; i++) c->logits[i] = cap * tanhf(c->logits[i] / cap);
     return RP_OK;
+}
+
+const float *rp_ctx_out_hidden(const rp_ctx *c, int32_t i) {
+    if (i < 0 || i >= c->n_out) return NULL;
+    return c->xo + (size_t)i * (size_t)c->m->hp.n_embd;
+}
+
+/* Embeddings: the layers as rp_forward, then the output norm of every row into xb (the rows of ROWS_NORM, the
+ * same rmsnorm rp_fwd_end applies to output rows), and no logits. */
+rp_status rp_forward_hidden(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_kvs) {
+    RP_TRY(rp_fwd_begin(c, b, kvs, n_kvs));
+    for (int32_t l = 0; l < c->m->hp.n_layer; l++) {
+        rp_ctx_layer_begin(c, l);
+        rp_fwd_qkv(c, b, l);
+        rp_fwd_store(c, b, kvs, l);
+        rp_fwd_attn_ffn(c, b, kvs, l);
+    }
+    rows_run(c, b->n, ROWS_NORM, c->m->out_norm, NULL);
+    c->n_out = 0;
+    c->n_hidden = b->n;
+    return RP_OK;
+}
+
+const float *rp_ctx_hidden(const rp_ctx *c, int32_t row) {
+    if (row < 0 || row >= c->n_hidden) return NULL;
+    return c->xb + (size_t)row * (size_t)c->m->hp.n_embd;
 }
 
 rp_status rp_forward(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_kvs) {

@@ -91,4 +91,15 @@ rp_status rp_fwd_end(rp_ctx *c, const rp_batch *b);
 /* Logits of the i-th flagged row of the last forward ([n_vocab] floats). */
 const float *rp_ctx_logits(const rp_ctx *c, int32_t i);
 
+/* The output-normed final hidden state of the i-th flagged row of the last rp_forward / rp_fwd_end (what its
+ * logits were computed from; [n_embd] floats), or NULL. */
+const float *rp_ctx_out_hidden(const rp_ctx *c, int32_t i);
+
+/* Embeddings: runs the batch like rp_forward (same validation, KV writes, causal attention over each row's cells
+ * [0, cell]) but computes no logits (the rows' logits flags are only counted against n_outputs); afterwards
+ * rp_ctx_hidden(c, i) is row i's final hidden state after the output norm ([n_embd] floats, valid until the
+ * next forward): what llama.cpp pools into embeddings (its "result_norm"). Allocates nothing. */
+rp_status rp_forward_hidden(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_kvs);
+const float *rp_ctx_hidden(const rp_ctx *c, int32_t row);
+
 #endif /* RP_FORWARD_H */

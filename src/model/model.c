@@ -146,6 +146,17 @@ static rp_status load_hparams(const rp_gguf *g, rp_model *m) {
         snprintf(m->name, sizeof m->name, "%.*s", (int)(name.len > 120 ? 120 : name.len), name.ptr);
 
     RP_TRY(get_arch_u32(g, an, "context_length", false, 2048, &hp->n_ctx_train));
+    {   /* embedding models say how their vectors are pooled; a bad value is the file's error */
+        char key[128];
+        snprintf(key, sizeof key, "%s.pooling_type", an);
+        uint32_t v;
+        rp_status pst = rp_gguf_get_u32(g, key, &v);
+        if (pst != RP_OK && pst != RP_ERR_NOT_FOUND) return pst;
+        if (pst == RP_OK && v > 4)
+            return rp_errorf(RP_ERR_FORMAT, "model: key '%s' = %u is not a pooling type (0..4)", key, v);
+        hp->has_pooling = pst == RP_OK;
+        hp->pooling_type = pst == RP_OK ? (int32_t)v : 0;
+    }
     RP_TRY(get_arch_u32(g, an, "embedding_length", true, 0, &hp->n_embd));
     RP_TRY(get_arch_u32(g, an, "feed_forward_length", true, 0, &hp->n_ff));
     RP_TRY(get_arch_u32(g, an, "block_count", true, 0, &hp->n_layer));

@@ -62,6 +62,8 @@ typedef struct rp_hparams {
     float rope_base_local;    /* RoPE base of local layers (gemma3: 10000, scale 1); 0: as global */
     bool ffn_gelu;            /* GeGLU (gelu-tanh gate) instead of SwiGLU */
     bool post_norms;          /* attn_post_norm / ffn_post_norm on each block's output */
+    bool has_pooling;         /* the file has <arch>.pooling_type (false in a zeroed struct: absent) */
+    int32_t pooling_type;     /* its value (llama.cpp's: 0 none, 1 mean, 2 cls, 3 last, 4 rank) */
 } rp_hparams;
 
 

@@ -92,6 +92,19 @@ rp_status rp_session_adopt(rp_session *s, const rp_token *toks, int32_t n, const
     return RP_OK;
 }
 
+rp_status rp_session_copy(rp_session *dst, const rp_session *src, const rp_token *toks, int32_t n) {
+    if (dst == src) return RP_OK;
+    if (rp_ctx_model(dst->ctx) != rp_ctx_model(src->ctx))
+        return rp_errorf(RP_ERR_INVALID_ARG, "session: copy between sessions of different models");
+    RP_TRY(rp_kv_copy(dst->kv, src->kv));
+    if (src->have_logits)
+        memcpy(dst->last_logits, src->last_logits, sizeof(float) * (size_t)rp_ctx_model(src->ctx)->hp.n_vocab);
+    dst->have_logits = src->have_logits;
+    rp_sampler_reset(dst->smp);
+    for (int32_t i = 0; i < n; i++) rp_sampler_accept(dst->smp, toks[i]);
+    return RP_OK;
+}
+
 void rp_session_reset(rp_session *s) {
     rp_kv_clear(s->kv);
     rp_sampler_reset(s->smp);

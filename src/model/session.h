@@ -35,6 +35,9 @@ rp_sampler *rp_session_sampler(rp_session *s);
  * engine) with toks[0..n) and that `logits` are the last token's: sets the
  * last logits and the sampler's penalty history. */
 rp_status rp_session_adopt(rp_session *s, const rp_token *toks, int32_t n, const float *logits);
+/* Makes dst (a session of the same context's model, KV type and at least as many cells) hold what src holds:
+ * src's KV cells and last logits; dst's sampler restarts with toks[0..n) as its penalty history. */
+rp_status rp_session_copy(rp_session *dst, const rp_session *src, const rp_token *toks, int32_t n);
 /* Forgets everything (new conversation). */
 void rp_session_reset(rp_session *s);
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "kernels/kernels.h"
 
 void rp_rerotate_table(const rp_model *m, int32_t delta, float *c, float *s) {
     int half = m->hp.n_rot / 2;
@@ -27,23 +28,9 @@ void rp_rerotate_table_layer(const rp_model *m, int32_t layer, int32_t delta, fl
 }
 
 void rp_rerotate_row(const rp_model *m, float *k, const float *cs, const float *sn) {
-    const int32_t HK = m->hp.n_head_kv, HD = m->hp.head_dim, R = m->hp.n_rot, half = R / 2;
-    for (int32_t h = 0; h < HK; h++) {
-        float *x = k + (size_t)h * HD;
-        if (m->hp.rope_kind == RP_ROPE_NEOX) {
-            for (int32_t i = 0; i < half; i++) {
-                float a = x[i], b = x[i + half];
-                x[i] = a * cs[i] - b * sn[i];
-                x[i + half] = a * sn[i] + b * cs[i];
-            }
-        } else {
-            for (int32_t i = 0; i < half; i++) {
-                float a = x[2 * i], b = x[2 * i + 1];
-                x[2 * i] = a * cs[i] - b * sn[i];
-                x[2 * i + 1] = a * sn[i] + b * cs[i];
-            }
-        }
-    }
+    const int32_t HK = m->hp.n_head_kv, HD = m->hp.head_dim;
+    const bool neox = m->hp.rope_kind == RP_ROPE_NEOX;
+    for (int32_t h = 0; h < HK; h++) rp_rope_ref(k + (size_t)h * HD, cs, sn, m->hp.n_rot, neox);
 }
 
 rp_status rp_rerotate_shift(const rp_model *m, rp_kv *kv, int32_t keep, int32_t n_drop) {

@@ -18,7 +18,9 @@ static json_t *jstr(const char *s) {
 json_t *rp_srv_usage_json(rp_srv_call *c) {
     const rp_job_stats *st = &c->stats;
     json_t *u = json_object();
-    int32_t prompt = c->prompt.n, completion = c->n_counted;
+    /* n > 1: the prompt was prefilled once (choice 0's stats); the choices' completion tokens add up */
+    int32_t prompt = c->prompt.n, completion = 0;
+    for (int32_t i = 0; i < c->n_choices; i++) completion += c->choice[i]->n_counted;
     json_object_set_new(u, "prompt_tokens", json_integer(prompt));
     json_object_set_new(u, "completion_tokens", json_integer(completion));
     json_object_set_new(u, "total_tokens", json_integer(prompt + completion));
@@ -81,9 +83,8 @@ static json_t *calls_json(const rp_srv_reply *r, bool with_index) {
     return a;
 }
 
-char *rp_srv_chat_response(rp_srv_call *c) {
+static json_t *choice_json(rp_srv_call *c) {
     const rp_srv_reply *r = &c->reply;
-    json_t *o = envelope(c, "chat.completion");
     json_t *msg = json_object();
     json_object_set_new(msg, "role", json_string("assistant"));
     const bool no_content = r->n_calls > 0 && (!r->content || !r->content[0]);
@@ -92,12 +93,17 @@ char *rp_srv_chat_response(rp_srv_call *c) {
     if (r->n_calls > 0) json_object_set_new(msg, "tool_calls", calls_json(r, false));
     json_object_set_new(msg, "refusal", json_null());
     json_t *ch = json_object();
-    json_object_set_new(ch, "index", json_integer(0));
+    json_object_set_new(ch, "index", json_integer(c->index));
     json_object_set_new(ch, "message", msg);
     json_object_set_new(ch, "logprobs", rp_srv_take_logprobs(c));
     json_object_set_new(ch, "finish_reason", json_string(r->finish_reason));
+    return ch;
+}
+
+char *rp_srv_chat_response(rp_srv_call *c) {
+    json_t *o = envelope(c, "chat.completion");
     json_t *choices = json_array();
-    json_array_append_new(choices, ch);
+    for (int32_t i = 0; i < c->n_choices; i++) json_array_append_new(choices, choice_json(c->choice[i]));
     json_object_set_new(o, "choices", choices);
     json_object_set_new(o, "usage", rp_srv_usage_json(c));
     if (c->sess_id[0]) json_object_set_new(o, "reprise_session", json_string(c->sess_id));
@@ -114,7 +120,7 @@ char *rp_srv_chat_chunk(rp_srv_call *c, const char *content, const char *finish,
     if (content) json_object_set_new(delta, "content", jstr(content));
     if (calls && calls->n_calls > 0) json_object_set_new(delta, "tool_calls", calls_json(calls, true));
     json_t *ch = json_object();
-    json_object_set_new(ch, "index", json_integer(0));
+    json_object_set_new(ch, "index", json_integer(c->index));
     json_object_set_new(ch, "delta", delta);
     json_object_set_new(ch, "logprobs", rp_srv_take_logprobs(c));
     json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
@@ -131,7 +137,7 @@ char *rp_srv_chat_reasoning_chunk(rp_srv_call *c, const char *text) {
     json_t *delta = json_object();
     json_object_set_new(delta, "reasoning_content", jstr(text));
     json_t *ch = json_object();
-    json_object_set_new(ch, "index", json_integer(0));
+    json_object_set_new(ch, "index", json_integer(c->index));
     json_object_set_new(ch, "delta", delta);
     json_object_set_new(ch, "logprobs", rp_srv_take_logprobs(c));
     json_object_set_new(ch, "finish_reason", json_null());

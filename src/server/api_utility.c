@@ -245,6 +245,8 @@ char *rp_srv_props_json(rp_server *s) {
     json_object_set_new(x, "n_vocab", json_integer(rp_model_describe(m).n_vocab));
     json_object_set_new(x, "reuse", json_string(rp_reuse_mode_name((rp_reuse_mode)bc->reuse_mode)));
     json_object_set_new(x, "recompute_ratio", json_real(bc->recompute_ratio));
+    json_object_set_new(x, "embeddings", json_boolean(s->embd != NULL));   /* --embeddings, and its pooling */
+    if (s->embd) json_object_set_new(x, "pooling", json_string(rp_pooling_name(rp_embedder_pooling(s->embd))));
     json_object_set_new(o, "reprise", x);
     char *r = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
     json_decref(o);

@@ -143,6 +143,7 @@ static void job_free(rp_job *j) {
     rp_grammar_state_free(j->gstate);
     rp_grammar_free(j->grammar);
     rp_prompt_free(j->prompt);
+    free(j->forks);
     free(j);
 }
 
@@ -154,7 +155,8 @@ void rp_job_unref(rp_job *j) {
     if (left == 0) job_free(j);
 }
 
-rp_status rp_backend_submit(rp_backend *b, const rp_job_params *p, rp_job **out) {
+/* A job from its parameters (checked, copied; its grammar parsed), not queued yet. */
+static rp_status job_make(rp_backend *b, const rp_job_params *p, rp_job **out) {
     *out = NULL;
     if (!p || p->n < 1 || !p->toks || p->max_tokens < 0 || p->n_bounds < 0 || (p->n_bounds && !p->bounds))
         return rp_errorf(RP_ERR_INVALID_ARG, "backend: bad job (%d tokens)", p ? p->n : -1);
@@ -215,12 +217,59 @@ rp_status rp_backend_submit(rp_backend *b, const rp_job_params *p, rp_job **out)
     j->st.n_prompt = p->n;
     j->t_submit = rp_srv_now();
     atomic_init(&j->cancel, false);
+    *out = j;
+    return RP_OK;
+}
+
+rp_status rp_backend_submit(rp_backend *b, const rp_job_params *p, rp_job **out) {
+    rp_job *j = NULL;
+    RP_TRY(job_make(b, p, &j));
     rp_status st = b->ops->submit(b, j);
     if (st != RP_OK) {
         job_free(j);
         return st;
     }
     *out = j;
+    return RP_OK;
+}
+
+rp_status rp_backend_submit_n(rp_backend *b, const rp_job_params *p, int32_t n, rp_job **out) {
+    if (n == 1) return rp_backend_submit(b, p, out);
+    for (int32_t i = 0; i < n && i < RP_BACKEND_MAX_N; i++) out[i] = NULL;
+    if (n < 1 || n > RP_BACKEND_MAX_N)
+        return rp_errorf(RP_ERR_INVALID_ARG, "backend: n = %d choices (1 to %d)", n, RP_BACKEND_MAX_N);
+    if (!b->ops->submit_n)
+        return rp_errorf(RP_ERR_UNSUPPORTED,
+                         "n = %d: the %s backend (--parallel %d) generates one choice per request; n > 1 needs the "
+                         "core backend (--parallel 1), which prefills the prompt once and forks it per choice",
+                         n, b->ops->kind, b->cfg.parallel);
+    if (p && p->session)
+        return rp_errorf(RP_ERR_UNSUPPORTED, "n = %d with a session (reprise_session): a session holds one "
+                                             "conversation, so one choice", n);
+    rp_job *jobs[RP_BACKEND_MAX_N] = {0};
+    rp_status st = RP_OK;
+    for (int32_t i = 0; st == RP_OK && i < n; i++) {
+        rp_job_params pi = *p;
+        pi.sampler.seed = p->sampler.seed + (uint64_t)i;   /* each choice its own random stream */
+        st = job_make(b, &pi, &jobs[i]);
+    }
+    rp_job *lead = jobs[0];
+    if (st == RP_OK && !(lead->forks = malloc(sizeof *lead->forks * (size_t)(n - 1))))
+        st = rp_errorf(RP_ERR_NOMEM, "backend: out of memory");
+    if (st == RP_OK) {
+        for (int32_t i = 1; i < n; i++) {
+            lead->forks[i - 1] = jobs[i];
+            jobs[i]->is_fork = true;
+        }
+        lead->n_forks = n - 1;
+        st = b->ops->submit_n(b, lead);
+    }
+    if (st != RP_OK) {
+        for (int32_t i = 0; i < n; i++)
+            if (jobs[i]) job_free(jobs[i]);
+        return st;
+    }
+    for (int32_t i = 0; i < n; i++) out[i] = jobs[i];
     return RP_OK;
 }
 

@@ -19,6 +19,7 @@ typedef struct core {
     rp_backend *b;
     rp_engine *e;
     rp_seq *scratch;              /* the sequence of one-off jobs */
+    rp_seq *fork;                 /* n > 1: each choice generates on a fork of scratch's prompt (made on first use) */
     rp_prompt *prompt;            /* the running job's prompt (worker) */
     int32_t n_vocab;
     bool *allowed;                /* [n_vocab] the JSON constraint's verdicts for one step */
@@ -32,6 +33,8 @@ typedef struct core {
     rp_job *head, *tail;          /* queue (mu) */
     int32_t n_queued;
     rp_job *running;              /* (mu) */
+    rp_job *running_forks[RP_BACKEND_MAX_N];   /* its other choices not finished yet (NULL once finished) (mu) */
+    int32_t n_running_forks;
     rp_bk_session *dead;          /* freed sessions: the worker frees their sequences, as the engine's thread (mu) */
     bool stop;
 
@@ -119,21 +122,35 @@ static int32_t common_prefix(const rp_token *a, int32_t na, const rp_token *b, i
     return i;
 }
 
+/* Ends a job. A fork (another choice of an n > 1 request) counts no prompt: its job's leader prefilled it. The
+ * leader ends last (the running job, whose forks a stop cancels, until then). */
 static void finish(core *c, rp_job *j, rp_job_finish why, rp_job_stats *st, const char *err) {
     pthread_mutex_lock(&c->mu);
     c->st.jobs++;
-    c->st.prompt_tokens += (uint64_t)j->p.n;
     c->st.gen_tokens += (uint64_t)j->n_gen;
-    c->st.reused_prefix += (uint64_t)st->n_prefix;
-    c->st.reused_prefix_exact += (uint64_t)st->n_prefix_exact;
-    c->st.reused_nonprefix += (uint64_t)st->n_nonprefix;
-    c->st.recomputed += (uint64_t)st->n_recomputed;
-    c->st.computed += (uint64_t)st->n_computed;
-    c->st.prefill_s += st->prefill_ms * 1e-3;
+    if (j->is_fork) {   /* off the list a stop cancels: it may be freed once completed */
+        for (int32_t i = 0; i < c->n_running_forks; i++)
+            if (c->running_forks[i] == j) c->running_forks[i] = NULL;
+    } else {
+        c->n_running_forks = 0;
+        c->st.prompt_tokens += (uint64_t)j->p.n;
+        c->st.reused_prefix += (uint64_t)st->n_prefix;
+        c->st.reused_prefix_exact += (uint64_t)st->n_prefix_exact;
+        c->st.reused_nonprefix += (uint64_t)st->n_nonprefix;
+        c->st.recomputed += (uint64_t)st->n_recomputed;
+        c->st.computed += (uint64_t)st->n_computed;
+        c->st.prefill_s += st->prefill_ms * 1e-3;
+        c->running = NULL;
+    }
     c->st.decode_s += st->decode_ms * 1e-3;
-    c->running = NULL;
     pthread_mutex_unlock(&c->mu);
     rp_job_complete(j, why, st, err);
+}
+
+/* A job that never ran (dropped from the queue, cancelled before its prefill), with the other choices it holds. */
+static void complete_cancelled(rp_job *j) {
+    for (int32_t i = 0; i < j->n_forks; i++) rp_job_complete(j->forks[i], RP_JOB_CANCELLED, NULL, NULL);
+    rp_job_complete(j, RP_JOB_CANCELLED, NULL, NULL);
 }
 
 static rp_job_finish finish_of(const run_state *r, rp_stop_reason stop) {
@@ -145,14 +162,66 @@ static rp_job_finish finish_of(const run_state *r, rp_stop_reason stop) {
     }
 }
 
-static void run_job(core *c, rp_job *j) {
+/* Generates job j's reply on s (prefilled or continued with its prompt); *why: how it ended. */
+static rp_status generate(core *c, rp_job *j, rp_seq *s, struct rp_bk_session *cs, rp_job_finish *why) {
+    rp_backend *b = c->b;
     rp_grammar_state *gst = j->gstate;   /* the job's grammar position, when it has one */
+    run_state r = {.c = c, .j = j, .constrain = j->p.constrain_json && !j->grammar};
+    rp_jsonp_init(&r.jp);
+    if (r.constrain) RP_TRY(build_pieces(c));
+    rp_gen_opts o = rp_gen_default_opts();
+    o.sampling = j->p.sampler;
+    o.max_tokens = j->p.max_tokens;
+    o.reseed = true;   /* every request samples from its own seed, on a continued session too */
+    o.on_token = on_token;
+    o.user = &r;
+    if (j->p.logprobs) {   /* each token's log-probabilities, stored by its push */
+        o.on_chosen = rp_job_on_chosen;
+        o.chosen_user = j;
+    }
+    if (r.constrain) {
+        o.on_logits = constrain_logits;
+        o.logits_user = &r;
+    } else if (gst) {
+        o.on_logits = rp_grammar_on_logits;   /* the grammar state follows the history the hook is given */
+        o.logits_user = gst;
+    }
+    *why = RP_JOB_LENGTH;
+    if (atomic_load(&j->cancel)) {
+        *why = RP_JOB_CANCELLED;
+    } else if (j->p.max_tokens > 0) {
+        rp_gen_stats gs;
+        RP_TRY(rp_seq_generate(s, &o, NULL, 0, NULL, &gs));
+        if (gs.commit_status != RP_OK) fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
+        *why = finish_of(&r, gs.stop);
+        if (gs.stop == RP_STOP_EOG) {
+            /* the end-of-generation token goes to the consumer, and a session keeps its whole reply resident
+             * for the next turn (the chat template renders it after the reply) */
+            rp_job_push(j, gs.last_token);
+            if (cs && rp_seq_n_past(s) < b->n_ctx) RP_TRY(rp_seq_feed(s, &gs.last_token, 1));
+        }
+    }
+    return RP_OK;
+}
+
+static void run_job(core *c, rp_job *j) {
     rp_backend *b = c->b;
     rp_job_stats st;
     memset(&st, 0, sizeof st);
     st.n_prompt = j->p.n;
+    /* the other choices of an n > 1 request (the pointers copied: j's array goes with j) */
+    rp_job *forks[RP_BACKEND_MAX_N];
+    const int32_t n_forks = j->n_forks < RP_BACKEND_MAX_N ? j->n_forks : RP_BACKEND_MAX_N - 1;
+    int32_t forks_done = 0;
+    for (int32_t i = 0; i < n_forks; i++) forks[i] = j->forks[i];
+    pthread_mutex_lock(&c->mu);
+    for (int32_t i = 0; i < n_forks; i++) c->running_forks[i] = forks[i];
+    c->n_running_forks = n_forks;
+    pthread_mutex_unlock(&c->mu);
     rp_job_mark_started(j);
-    if (atomic_load(&j->cancel)) {
+    for (int32_t i = 0; i < n_forks; i++) rp_job_mark_started(forks[i]);
+    if (atomic_load(&j->cancel)) {   /* before the prefill: the request is gone, every choice with it */
+        for (int32_t i = 0; i < n_forks; i++) finish(c, forks[i], RP_JOB_CANCELLED, &(rp_job_stats){0}, NULL);
         finish(c, j, RP_JOB_CANCELLED, &st, NULL);
         return;
     }
@@ -160,6 +229,7 @@ static void run_job(core *c, rp_job *j) {
     rp_status rs = RP_OK;
     char err[256] = "";
     if (cs && !cs->seq && (rs = rp_seq_create(c->e, &cs->seq)) != RP_OK) goto fail;
+    if (n_forks > 0 && !c->fork && (rs = rp_seq_create(c->e, &c->fork)) != RP_OK) goto fail;
     rp_seq *s = cs ? cs->seq : c->scratch;
     const int32_t n_hist = cs ? rp_seq_n_past(s) : 0, n_exact = cs ? rp_seq_n_exact(s) : 0;
     int32_t common = cs ? common_prefix(rp_seq_tokens(s), n_hist, j->toks, j->p.n) : 0;
@@ -191,41 +261,25 @@ static void run_job(core *c, rp_job *j) {
     }
     if (cs) cs->waiting = false;
     if (rs != RP_OK) goto fail;
-    const double t1 = rp_srv_now();
+    double t1 = rp_srv_now();
     st.prefill_ms = (t1 - t0) * 1e3;
-
-    run_state r = {.c = c, .j = j, .constrain = j->p.constrain_json && !j->grammar};
-    rp_jsonp_init(&r.jp);
-    if (r.constrain && (rs = build_pieces(c)) != RP_OK) goto fail;
-    o.sampling = j->p.sampler;
-    o.max_tokens = j->p.max_tokens;
-    o.reseed = true;   /* every request samples from its own seed, on a continued session too */
-    o.on_token = on_token;
-    o.user = &r;
-    if (j->p.logprobs) {   /* each token's log-probabilities, stored by its push */
-        o.on_chosen = rp_job_on_chosen;
-        o.chosen_user = j;
-    }
-    if (r.constrain) {
-        o.on_logits = constrain_logits;
-        o.logits_user = &r;
-    } else if (gst) {
-        o.on_logits = rp_grammar_on_logits;   /* the grammar state follows the history the hook is given */
-        o.logits_user = gst;
-    }
-    rp_gen_stats gs;
     rp_job_finish why = RP_JOB_LENGTH;
-    if (atomic_load(&j->cancel)) {
-        why = RP_JOB_CANCELLED;
-    } else if (j->p.max_tokens > 0) {
-        if ((rs = rp_seq_generate(s, &o, NULL, 0, NULL, &gs)) != RP_OK) goto fail;
-        if (gs.commit_status != RP_OK) fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
-        why = finish_of(&r, gs.stop);
-        if (gs.stop == RP_STOP_EOG) {
-            /* the end-of-generation token goes to the consumer, and a session keeps its whole reply resident
-             * for the next turn (the chat template renders it after the reply) */
-            rp_job_push(j, gs.last_token);
-            if (cs && rp_seq_n_past(s) < b->n_ctx && (rs = rp_seq_feed(s, &gs.last_token, 1)) != RP_OK) goto fail;
+    if (n_forks == 0) {
+        if ((rs = generate(c, j, s, cs, &why)) != RP_OK) goto fail;
+    } else {
+        /* n choices, one after another, each on a fork of the prefilled prompt (its KV copied): the prompt is
+         * computed once, and s keeps it for its commit */
+        if ((rs = rp_seq_fork(c->fork, s)) != RP_OK || (rs = generate(c, j, c->fork, NULL, &why)) != RP_OK) goto fail;
+        for (; forks_done < n_forks; forks_done++) {
+            rp_job *f = forks[forks_done];
+            rp_job_stats fs;
+            memset(&fs, 0, sizeof fs);
+            const double tf = rp_srv_now();
+            rp_job_finish fwhy = RP_JOB_LENGTH;
+            if ((rs = rp_seq_fork(c->fork, s)) != RP_OK || (rs = generate(c, f, c->fork, NULL, &fwhy)) != RP_OK)
+                goto fail;
+            fs.decode_ms = (rp_srv_now() - tf) * 1e3;
+            finish(c, f, fwhy, &fs, NULL);
         }
     }
     st.decode_ms = (rp_srv_now() - t1) * 1e3;
@@ -236,6 +290,7 @@ static void run_job(core *c, rp_job *j) {
 fail:
     snprintf(err, sizeof err, "%s: %s", rp_strerror(rs), rp_last_error());
     if (cs && cs->seq) rp_seq_reset(cs->seq);   /* the KV is in an unknown state: start over next time */
+    for (; forks_done < n_forks; forks_done++) finish(c, forks[forks_done], RP_JOB_ERROR, &(rp_job_stats){0}, err);
     finish(c, j, RP_JOB_ERROR, &st, err);
 }
 
@@ -310,7 +365,11 @@ static void core_stop(rp_backend *b) {
     if (!c) return;
     pthread_mutex_lock(&c->mu);
     c->stop = true;
-    if (c->running) atomic_store(&c->running->cancel, true);
+    if (c->running) {
+        atomic_store(&c->running->cancel, true);
+        for (int32_t i = 0; i < c->n_running_forks; i++)
+            if (c->running_forks[i]) atomic_store(&c->running_forks[i]->cancel, true);
+    }
     rp_job *q = c->head;
     c->head = c->tail = NULL;
     c->n_queued = 0;
@@ -319,9 +378,10 @@ static void core_stop(rp_backend *b) {
     if (c->th_started) pthread_join(c->th, NULL);
     for (rp_job *j = q, *nx; j; j = nx) {
         nx = j->next;
-        rp_job_complete(j, RP_JOB_CANCELLED, NULL, NULL);
+        complete_cancelled(j);
     }
     bury(c);
+    rp_seq_free(c->fork);
     rp_seq_free(c->scratch);
     rp_prompt_free(c->prompt);
     rp_backend_engine_close(c->e);   /* after every sequence of it: the sessions' went with the session table */
@@ -370,7 +430,7 @@ static void core_cancel(rp_backend *b, rp_job *j) {
     pthread_mutex_unlock(&c->mu);
     if (found) {
         j->next = NULL;
-        rp_job_complete(j, RP_JOB_CANCELLED, NULL, NULL);
+        complete_cancelled(j);
     }
 }
 
@@ -420,6 +480,7 @@ const rp_backend_ops rp_backend_core_ops = {
     .start = core_start,
     .stop = core_stop,
     .submit = core_submit,
+    .submit_n = core_submit,   /* the job holds its forks: run_job generates them after its prefill */
     .cancel = core_cancel,
     .session_create = core_session_create,
     .session_free = core_session_free,

@@ -50,6 +50,10 @@ struct rp_job {
     int32_t exact_head;          /* sched: after the job, cells [0, exact_head) of its sequence are exactly what a
                                     plain prefill computes (INT32_MAX: all of them) */
     rp_prompt *prompt;           /* sched: the prompt with its pieces, for the engine (built by the loop) */
+    rp_job **forks;              /* core: the other choices of an n > 1 request, generated from forks of this job's
+                                    prefilled prompt (the backend's references to them, [n_forks]), or NULL */
+    int32_t n_forks;
+    bool is_fork;                /* one of those: its prompt is counted (prefilled) by the job that owns it */
 };
 
 /* A backend implementation. */
@@ -58,6 +62,8 @@ typedef struct rp_backend_ops {
     rp_status (*start)(rp_backend *b);
     void (*stop)(rp_backend *b);                       /* cancel everything, join the thread, free impl */
     rp_status (*submit)(rp_backend *b, rp_job *j);     /* takes the backend's reference on success */
+    /* n > 1 choices: j holds the other choices' jobs in j->forks (their backend references); NULL: unsupported */
+    rp_status (*submit_n)(rp_backend *b, rp_job *j);
     void (*cancel)(rp_backend *b, rp_job *j);
     rp_status (*session_create)(rp_backend *b, rp_bk_session **out);
     void (*session_free)(rp_backend *b, rp_bk_session *s);

@@ -49,11 +49,67 @@ static void list_del(rp_server *s, rp_srv_call *c) {
     pthread_mutex_unlock(&s->mu);
 }
 
+_Static_assert(RP_SRV_MAX_N == RP_BACKEND_MAX_N, "a request's choices are the backend's jobs of one prompt");
+
+static void cancel_choices(rp_srv_call *c) {
+    for (int32_t i = 0; i < c->n_choices; i++)
+        if (c->choice[i]->job) rp_job_cancel(c->choice[i]->job);
+}
+
 void rp_srv_cancel_all(rp_server *s) {
     pthread_mutex_lock(&s->mu);
-    for (rp_srv_call *c = s->calls; c; c = c->next)
-        if (c->job) rp_job_cancel(c->job);
+    for (rp_srv_call *c = s->calls; c; c = c->next) cancel_choices(c);
     pthread_mutex_unlock(&s->mu);
+}
+
+/* Choice i of an n > 1 request: it borrows c's request, text and prompt (c outlives it) and owns its generation. */
+static rp_status child_new(rp_srv_call *c, int32_t i, const rp_model *m) {
+    rp_srv_call *k = calloc(1, sizeof *k);
+    if (!k) return rp_errorf(RP_ERR_NOMEM, "server: out of memory");
+    k->srv = c->srv;
+    k->ep = c->ep;
+    k->key = c->key;
+    k->req = c->req;
+    k->text = c->text;
+    k->prompt = c->prompt;
+    k->t0 = c->t0;
+    k->deadline = c->deadline;
+    memcpy(k->id, c->id, sizeof k->id);
+    k->created = c->created;
+    k->index = i;
+    k->child = true;
+    rp_status st = rp_srv_gen_init(&k->gen, m, &c->req, c->ep == RP_EP_CHAT ? &c->text : NULL);
+    if (st != RP_OK) {
+        free(k);
+        return st;
+    }
+    c->choice[i] = k;
+    return RP_OK;
+}
+
+static void child_free(rp_srv_call *k) {
+    if (!k) return;
+    if (k->job) {
+        if (!k->done) rp_job_cancel(k->job);
+        rp_job_release(k->job);
+    }
+    rp_srv_reply_free(&k->reply);
+    rp_srv_gen_free(&k->gen);
+    free(k);
+}
+
+/* Every choice finished. */
+static bool all_done(const rp_srv_call *c) {
+    for (int32_t i = 0; i < c->n_choices; i++)
+        if (!c->choice[i]->done) return false;
+    return true;
+}
+
+/* Completion tokens of every choice. */
+static int32_t counted(const rp_srv_call *c) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < c->n_choices; i++) n += c->choice[i]->n_counted;
+    return n;
 }
 
 rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const char *body, size_t len,
@@ -77,6 +133,20 @@ rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const ch
     rp_status st = rp_srv_parse_request(ep, body, len, &s->lim, &c->req, err);
     if (st != RP_OK) goto fail;
     rp_srv_request *r = &c->req;
+    c->n_choices = 1;
+    c->choice[0] = c;
+    if (r->n > 1 && r->session != RP_SRV_SESSION_NONE) {
+        st = rp_api_errorf(err, RP_ERR_UNSUPPORTED, 400, "unsupported_value", "n",
+                           "n = %d with reprise_session: a session holds one conversation, so one choice", r->n);
+        goto fail;
+    }
+    if (r->n > 1 && strcmp(rp_backend_kind(s->b), "core") != 0) {
+        st = rp_api_errorf(err, RP_ERR_UNSUPPORTED, 400, "unsupported_value", "n",
+                           "n = %d: the %s backend (--parallel %d) generates one choice per request; n > 1 needs "
+                           "the core backend (--parallel 1), which prefills the prompt once and forks it per choice",
+                           r->n, rp_backend_kind(s->b), rp_backend_parallel(s->b));
+        goto fail;
+    }
     st = ep == RP_EP_CHAT ? rp_srv_render_chat(m, r, &c->text, err) : rp_srv_render_completion(r, &c->text, err);
     if (st != RP_OK) goto fail;
     /* the prompt may take all but one cell (none when max_tokens is 0); a max_tokens beyond what is left is
@@ -119,6 +189,11 @@ rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const ch
         rp_api_errorf(err, st, 500, NULL, NULL, "out of memory");
         goto fail;
     }
+    for (int32_t i = 1; i < r->n; i++, c->n_choices++)
+        if ((st = child_new(c, i, m)) != RP_OK) {
+            rp_api_errorf(err, st, 500, NULL, NULL, "out of memory");
+            goto fail;
+        }
     if (r->session == RP_SRV_SESSION_NEW) {
         st = rp_stab_new(s->sessions, key, c->sess_id, &c->sess);
         if (st != RP_OK) {
@@ -167,7 +242,10 @@ rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const ch
     jp.cache_ns = s->ns_per_key && key >= 0 ? s->keys.v[key].ns : 0;
     jp.logprobs = r->logprobs;
     jp.top_logprobs = r->top_logprobs;
-    st = rp_backend_submit(s->b, &jp, &c->job);
+    rp_job *jobs[RP_SRV_MAX_N] = {0};
+    st = rp_backend_submit_n(s->b, &jp, c->n_choices, jobs);   /* choice i samples from seed + i */
+    if (st == RP_OK)
+        for (int32_t i = 0; i < c->n_choices; i++) c->choice[i]->job = jobs[i];
     if (st != RP_OK) {
         if (st == RP_ERR_FULL) {
             atomic_fetch_add(&s->metrics.rejected, 1);
@@ -195,10 +273,9 @@ fail:
     return st != RP_OK ? st : RP_ERR_INTERNAL;
 }
 
-/* Takes new tokens (waiting up to wait_s), feeds the text, and enforces stop
- * sequences, the timeout and disconnects (all by cancelling the job). */
-static void pump(rp_srv_call *c, double wait_s) {
-    if (c->done) return;
+/* Takes a choice's new tokens (waiting up to wait_s), feeds its text, and enforces its stop sequences (by
+ * cancelling its job). */
+static void pump_choice(rp_srv_call *c, double wait_s, bool *done_out) {
     bool done = false;
     int32_t n = rp_job_wait(c->job, c->n_consumed, wait_s, &done);
     rp_token buf[256];
@@ -212,23 +289,36 @@ static void pump(rp_srv_call *c, double wait_s) {
         c->n_consumed += k;
     }
     if (c->gen.stopped) rp_job_cancel(c->job);   /* a stop sequence: nothing more is needed */
-    if (!done) {
-        if (c->alive && !c->alive(c->alive_user)) {
-            if (!c->gone) atomic_fetch_add(&c->srv->metrics.disconnects, 1);
-            c->gone = true;
-            rp_job_cancel(c->job);
-        } else if (rp_srv_now() > c->deadline && !c->timed_out) {
-            c->timed_out = true;
-            atomic_fetch_add(&c->srv->metrics.timeouts, 1);
-            rp_job_cancel(c->job);
-        }
-        return;
-    }
+    *done_out = done;
+    if (!done) return;
     c->done = true;
     c->finish = rp_job_result(c->job, &c->stats, c->job_err, sizeof c->job_err);
-    if (c->stats.n_gen > 0 && !c->ttft_recorded) {
+    if (!c->child && c->stats.n_gen > 0 && !c->ttft_recorded) {
         c->ttft_recorded = true;
         rp_metrics_ttft(&c->srv->metrics, c->stats.ttft_ms * 1e-3);
+    }
+}
+
+/* Takes every choice's new tokens (waiting up to wait_s on the first one still running), and enforces the
+ * timeout and disconnects (by cancelling every choice). */
+static void pump(rp_srv_call *c, double wait_s) {
+    bool running = false;
+    for (int32_t i = 0; i < c->n_choices; i++) {
+        rp_srv_call *ch = c->choice[i];
+        if (ch->done) continue;
+        bool done = false;
+        pump_choice(ch, running ? 0 : wait_s, &done);
+        running |= !done;
+    }
+    if (!running) return;
+    if (c->alive && !c->alive(c->alive_user)) {
+        if (!c->gone) atomic_fetch_add(&c->srv->metrics.disconnects, 1);
+        c->gone = true;
+        cancel_choices(c);
+    } else if (rp_srv_now() > c->deadline && !c->timed_out) {
+        c->timed_out = true;
+        atomic_fetch_add(&c->srv->metrics.timeouts, 1);
+        cancel_choices(c);
     }
 }
 
@@ -242,14 +332,17 @@ static rp_status finish_reply(rp_srv_call *c) {
 
 rp_status rp_srv_call_run(rp_srv_call *c, char **json, int *http, rp_api_error *err) {
     *json = NULL;
-    while (!c->done) pump(c, 0.1);
+    while (!all_done(c)) pump(c, 0.1);
     if (c->gone) return rp_api_errorf(err, RP_ERR_CANCELLED, 499, NULL, NULL, "the client disconnected");
-    if (c->finish == RP_JOB_ERROR)
-        return rp_api_errorf(err, RP_ERR_INTERNAL, 500, NULL, NULL, "generation failed: %s", c->job_err);
-    if (c->timed_out && c->n_counted == 0)
+    for (int32_t i = 0; i < c->n_choices; i++)
+        if (c->choice[i]->finish == RP_JOB_ERROR)
+            return rp_api_errorf(err, RP_ERR_INTERNAL, 500, NULL, NULL, "generation failed: %s", c->choice[i]->job_err);
+    if (c->timed_out && counted(c) == 0)
         return rp_api_errorf(err, RP_ERR_CANCELLED, 503, "timeout", NULL,
                              "the request timed out after %.0f s before generating", c->srv->cfg.timeout_s);
-    if (finish_reply(c) != RP_OK) return rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "%s", rp_last_error());
+    for (int32_t i = 0; i < c->n_choices; i++)
+        if (finish_reply(c->choice[i]) != RP_OK)
+            return rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "%s", rp_last_error());
     *json = c->ep == RP_EP_CHAT ? rp_srv_chat_response(c) : rp_srv_completion_response(c);
     if (!*json) return rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory building the response");
     *http = 200;
@@ -280,54 +373,84 @@ static bool out_event(rp_srv_call *c, char *json) {
     return ok;
 }
 
-static bool out_content(rp_srv_call *c, const char *s, size_t n) {
+/* Streamed pieces of choice ch, into c's (choice 0's) stream. */
+static bool out_content(rp_srv_call *c, rp_srv_call *ch, const char *s, size_t n) {
     if (n == 0) return true;
     char *txt = rp_srv_utf8_clean(s, n);
     if (!txt) return false;
-    char *j = c->ep == RP_EP_CHAT ? rp_srv_chat_chunk(c, txt, NULL, false, NULL) : rp_srv_completion_chunk(c, txt, NULL);
+    char *j = c->ep == RP_EP_CHAT ? rp_srv_chat_chunk(ch, txt, NULL, false, NULL) : rp_srv_completion_chunk(ch, txt, NULL);
     free(txt);
     return out_event(c, j);
 }
 
-static bool out_reasoning(rp_srv_call *c, const char *s, size_t n) {
+static bool out_reasoning(rp_srv_call *c, rp_srv_call *ch, const char *s, size_t n) {
     if (n == 0 || c->ep != RP_EP_CHAT) return true;
     char *txt = rp_srv_utf8_clean(s, n);
     if (!txt) return false;
-    char *j = rp_srv_chat_reasoning_chunk(c, txt);
+    char *j = rp_srv_chat_reasoning_chunk(ch, txt);
     free(txt);
     return out_event(c, j);
 }
 
-/* The end of the stream: rest of the reasoning and content, tool calls, finish, usage, [DONE]. */
-static bool out_final(rp_srv_call *c) {
-    if (c->finish == RP_JOB_ERROR || finish_reply(c) != RP_OK) {
+/* The end of choice ch: the rest of its reasoning and content, its tool calls, its finish_reason; or, when it
+ * failed, the error event (c->failed: the stream ends there). */
+static bool out_choice_end(rp_srv_call *c, rp_srv_call *ch) {
+    ch->ended = true;
+    if (ch->finish == RP_JOB_ERROR || finish_reply(ch) != RP_OK) {
         rp_api_error e;
         rp_api_errorf(&e, RP_ERR_INTERNAL, 500, NULL, NULL, "generation failed: %s",
-                      c->finish == RP_JOB_ERROR ? c->job_err : rp_last_error());
-        if (!out_event(c, rp_api_error_json(&e))) return false;
-        return out_add(c, "data: [DONE]\n\n", 14);
+                      ch->finish == RP_JOB_ERROR ? ch->job_err : rp_last_error());
+        c->failed = true;
+        return out_event(c, rp_api_error_json(&e));
     }
-    const rp_srv_reply *rp = &c->reply;
+    const rp_srv_reply *rp = &ch->reply;
     if (rp->reasoning) {   /* streamed: text[r_begin, r_emitted); the final reasoning is that, white space trimmed */
-        const size_t rl = strlen(rp->reasoning), sent = c->gen.r_open ? c->gen.r_emitted - c->gen.r_begin : 0;
-        if (sent < rl && memcmp(rp->reasoning, c->gen.text + c->gen.r_begin, sent) == 0 &&
-            !out_reasoning(c, rp->reasoning + sent, rl - sent))
+        const size_t rl = strlen(rp->reasoning), sent = ch->gen.r_open ? ch->gen.r_emitted - ch->gen.r_begin : 0;
+        if (sent < rl && memcmp(rp->reasoning, ch->gen.text + ch->gen.r_begin, sent) == 0 &&
+            !out_reasoning(c, ch, rp->reasoning + sent, rl - sent))
             return false;
     }
     const char *content = rp->content ? rp->content : "";
     size_t cl = strlen(content);
     /* what was streamed is text[c_base..emitted); the final content continues it when it starts with it */
-    const size_t sent = c->gen.emitted - c->gen.c_base;
-    if (sent <= cl && memcmp(content, c->gen.text + c->gen.c_base, sent) == 0) {
-        if (!out_content(c, content + sent, cl - sent)) return false;
+    const size_t sent = ch->gen.emitted - ch->gen.c_base;
+    if (sent <= cl && memcmp(content, ch->gen.text + ch->gen.c_base, sent) == 0) {
+        if (!out_content(c, ch, content + sent, cl - sent)) return false;
     }
-    if (rp->n_calls > 0 && c->ep == RP_EP_CHAT && !out_event(c, rp_srv_chat_chunk(c, NULL, NULL, false, rp)))
+    if (rp->n_calls > 0 && c->ep == RP_EP_CHAT && !out_event(c, rp_srv_chat_chunk(ch, NULL, NULL, false, rp)))
         return false;
-    char *fin = c->ep == RP_EP_CHAT ? rp_srv_chat_chunk(c, NULL, rp->finish_reason, false, NULL)
-                                    : rp_srv_completion_chunk(c, "", rp->finish_reason);
-    if (!out_event(c, fin)) return false;
-    if (c->req.include_usage && !out_event(c, rp_srv_usage_chunk(c))) return false;
+    char *fin = c->ep == RP_EP_CHAT ? rp_srv_chat_chunk(ch, NULL, rp->finish_reason, false, NULL)
+                                    : rp_srv_completion_chunk(ch, "", rp->finish_reason);
+    return out_event(c, fin);
+}
+
+/* The end of the stream: the choices not ended yet, usage, [DONE]. */
+static bool out_final(rp_srv_call *c) {
+    for (int32_t i = 0; i < c->n_choices && !c->failed; i++)
+        if (!c->choice[i]->ended && !out_choice_end(c, c->choice[i])) return false;
+    if (!c->failed && c->req.include_usage && !out_event(c, rp_srv_usage_chunk(c))) return false;
     return out_add(c, "data: [DONE]\n\n", 14);
+}
+
+/* One round of streaming choice ch: its new reasoning and content, or its end once it finished (held while the
+ * request timed out without a token: the end of the stream decides). */
+static bool stream_choice(rp_srv_call *c, rp_srv_call *ch) {
+    size_t rfrom, rto;
+    rp_srv_gen_reasoning_stream(&ch->gen, &rfrom, &rto);
+    if (rto > rfrom) {
+        if (!out_reasoning(c, ch, ch->gen.text + rfrom, rto - rfrom)) return false;
+        ch->gen.r_emitted = rto;
+    }
+    size_t end = rp_srv_gen_stream_end(&ch->gen);
+    if (ch->done) {
+        /* flush the held bytes first: the final reply knows what is content */
+        if (finish_reply(ch) != RP_OK && ch->finish != RP_JOB_ERROR) ch->finish = RP_JOB_ERROR;
+        if (!c->timed_out || ch->n_counted > 0) return out_choice_end(c, ch);
+    } else if (end > ch->gen.emitted) {
+        if (!out_content(c, ch, ch->gen.text + ch->gen.emitted, end - ch->gen.emitted)) return false;
+        ch->gen.emitted = end;
+    }
+    return true;
 }
 
 long rp_srv_call_read(rp_srv_call *c, char *buf, size_t max) {
@@ -343,31 +466,24 @@ long rp_srv_call_read(rp_srv_call *c, char *buf, size_t max) {
         switch (c->phase) {
         case 0:
             c->phase = 1;
-            if (c->ep == RP_EP_CHAT && !out_event(c, rp_srv_chat_chunk(c, NULL, NULL, true, NULL))) return -2;
+            for (int32_t i = 0; i < c->n_choices && c->ep == RP_EP_CHAT; i++)
+                if (!out_event(c, rp_srv_chat_chunk(c->choice[i], NULL, NULL, true, NULL))) return -2;
             break;
-        case 1: {
+        case 1:
             pump(c, 0.1);
             if (c->gone) return -2;
-            size_t rfrom, rto;
-            rp_srv_gen_reasoning_stream(&c->gen, &rfrom, &rto);
-            if (rto > rfrom) {
-                if (!out_reasoning(c, c->gen.text + rfrom, rto - rfrom)) return -2;
-                c->gen.r_emitted = rto;
-            }
-            size_t end = rp_srv_gen_stream_end(&c->gen);
-            if (c->done) {
-                /* flush the held bytes first: the final reply knows what is content */
-                if (finish_reply(c) != RP_OK && c->finish != RP_JOB_ERROR) c->finish = RP_JOB_ERROR;
+            for (int32_t i = 0; i < c->n_choices && !c->failed; i++)
+                if (!c->choice[i]->ended && !stream_choice(c, c->choice[i])) return -2;
+            if (c->failed) {   /* an error event ends the stream */
+                c->phase = 3;
+                if (!out_add(c, "data: [DONE]\n\n", 14)) return -2;
+            } else if (all_done(c)) {
                 c->phase = 2;
-            } else if (end > c->gen.emitted) {
-                if (!out_content(c, c->gen.text + c->gen.emitted, end - c->gen.emitted)) return -2;
-                c->gen.emitted = end;
             }
             break;
-        }
         case 2:
             c->phase = 3;
-            if (c->timed_out && c->n_counted == 0 && c->finish != RP_JOB_ERROR) {
+            if (c->timed_out && counted(c) == 0) {
                 rp_api_error e;
                 rp_api_errorf(&e, RP_ERR_CANCELLED, 503, "timeout", NULL, "the request timed out before generating");
                 if (!out_event(c, rp_api_error_json(&e)) || !out_add(c, "data: [DONE]\n\n", 14)) return -2;
@@ -385,10 +501,13 @@ void rp_srv_call_free(rp_srv_call *c) {
     if (!c) return;
     rp_server *s = c->srv;
     bool listed = false;
+    const bool finished = all_done(c);
+    for (int32_t i = 1; i < c->n_choices; i++) child_free(c->choice[i]);   /* before what they borrow */
+    c->n_choices = 1;
     if (c->job) {
         listed = true;
         /* a stream let go of before its end: a write to the client failed (it went away) */
-        if (!c->done && !c->gone && c->req.stream) atomic_fetch_add(&s->metrics.disconnects, 1);
+        if (!finished && !c->gone && c->req.stream) atomic_fetch_add(&s->metrics.disconnects, 1);
         if (!c->done) rp_job_cancel(c->job);
         /* a session is handed to its next request only once the backend let go of it (a cancelled job
          * ends at its next token or step; a prefill in progress runs to its end). A one-off job needs

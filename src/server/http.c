@@ -39,6 +39,7 @@ rp_server_config rp_server_default_config(void) {
         .header_timeout_s = 10,
         .body_timeout_s = 30,
         .idle_timeout_s = 15,
+        .pooling = RP_POOLING_MODEL,
     };
     return c;
 }
@@ -61,7 +62,7 @@ typedef struct http_req {
     char origin[256];         /* its Origin when CORS allows it ("" otherwise): every answer carries the headers */
 } http_req;
 
-enum { R_NONE, R_CHAT, R_COMPLETIONS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_SESSION, R_TOKENIZE, R_DETOKENIZE, R_PROPS, R_WEB };
+enum { R_NONE, R_CHAT, R_COMPLETIONS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_SESSION, R_TOKENIZE, R_DETOKENIZE, R_PROPS, R_WEB, R_EMBEDDINGS, R_EMBEDDING };
 
 /* ------------------------------------------------------------ CORS */
 
@@ -121,7 +122,7 @@ static enum MHD_Result send_text(struct MHD_Connection *conn, http_req *r, int s
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     cors_headers(r->srv, r, resp);
-    if (status == 405) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->route == R_CHAT || r->route == R_COMPLETIONS || r->route == R_TOKENIZE || r->route == R_DETOKENIZE ? "POST" : r->route == R_SESSION ? "DELETE" : "GET");
+    if (status == 405) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->route == R_CHAT || r->route == R_COMPLETIONS || r->route == R_TOKENIZE || r->route == R_DETOKENIZE || r->route == R_EMBEDDINGS || r->route == R_EMBEDDING ? "POST" : r->route == R_SESSION ? "DELETE" : "GET");
     if (status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (status == 429 || status == 503) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     rp_gate_phase(conn, RP_CONN_HANDLING);   /* an answer before the body is answering too */
@@ -152,7 +153,8 @@ static enum MHD_Result fail(struct MHD_Connection *conn, http_req *r, int status
 static enum MHD_Result send_preflight(rp_server *s, struct MHD_Connection *conn, http_req *r) {
     struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!resp) return MHD_NO;
-    const char *methods = r->route == R_CHAT || r->route == R_COMPLETIONS || r->route == R_TOKENIZE || r->route == R_DETOKENIZE
+    const char *methods = r->route == R_CHAT || r->route == R_COMPLETIONS || r->route == R_TOKENIZE || r->route == R_DETOKENIZE ||
+                                  r->route == R_EMBEDDINGS || r->route == R_EMBEDDING
                               ? "POST, OPTIONS" : r->route == R_SESSION ? "DELETE, OPTIONS" : "GET, HEAD, OPTIONS";
     MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, methods);
     if (r->origin[0]) {
@@ -220,6 +222,9 @@ static int route(const char *url, const char *method, int *ep, char *arg, size_t
     if (!strcmp(u, "/tokenize")) { *ep = RP_M_OTHER; *method_ok = post; return R_TOKENIZE; }
     if (!strcmp(u, "/detokenize")) { *ep = RP_M_OTHER; *method_ok = post; return R_DETOKENIZE; }
     if (!strcmp(u, "/props")) { *ep = RP_M_OTHER; *method_ok = get; return R_PROPS; }
+    /* OpenAI's /v1/embeddings; /embedding and /embeddings are llama-server's own shape (as there) */
+    if (!strcmp(url, "/v1/embeddings")) { *ep = RP_M_OTHER; *method_ok = post; return R_EMBEDDINGS; }
+    if (!strcmp(u, "/embeddings") || !strcmp(u, "/embedding")) { *ep = RP_M_OTHER; *method_ok = post; return R_EMBEDDING; }
     if (!strncmp(u, "/sessions/", 10)) {
         *ep = RP_M_SESSIONS;
         *method_ok = !strcmp(method, "DELETE");
@@ -346,6 +351,18 @@ static enum MHD_Result dispatch(rp_server *s, struct MHD_Connection *conn, http_
         return send_json(conn, r, 200, out);
     }
     case R_PROPS: return send_json(conn, r, 200, rp_srv_props_json(s));
+    case R_EMBEDDINGS:
+    case R_EMBEDDING: {
+        if (atomic_load(&s->draining)) {
+            atomic_fetch_add(&s->metrics.rejected, 1);
+            return fail(conn, r, 503, "server_shutting_down", "the server is shutting down%s", "");
+        }
+        rp_api_error err;
+        char *out = NULL;
+        if (rp_srv_embeddings_json(s, r->route == R_EMBEDDINGS, r->body ? r->body : "", r->len, &out, &err) != RP_OK)
+            return send_error(conn, r, &err);
+        return send_json(conn, r, 200, out);
+    }
     default: return fail(conn, r, 404, "not_found", "unknown endpoint%s", "");
     }
 }
@@ -639,6 +656,7 @@ rp_status rp_server_start(const rp_server_config *cfg, rp_server **out) {
     sp.owner_max_kv_bytes = (uint64_t)(cfg->key_kv_mb * 1048576.0);
     sp.kv_bytes_per_token = rp_backend_kv_bytes_per_token(s->b);
     if ((st = rp_stab_create(s->b, &sp, &s->sessions)) != RP_OK) goto fail;
+    if ((st = rp_srv_embeddings_init(s)) != RP_OK) goto fail;
 
     atomic_store(&s->ready, true);
     *out = s;
@@ -699,6 +717,7 @@ void rp_server_stop(rp_server *s) {
     }
     rp_gate_free(s->gate);   /* after the daemon: its close callbacks use the gate */
     rp_stab_free(s->sessions);
+    rp_srv_embeddings_free(s);   /* before the backend: it reads the backend's model */
     rp_backend_free(s->b);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);

@@ -453,7 +453,10 @@ static rp_status parse_common(rp_srv_request *r, const json_t *root, const rp_sr
     /* more than the context leaves is clamped where the prompt's length is known (call.c), as llama-server does */
     r->max_tokens = (int32_t)mt;
     RP_TRY(get_int(root, "n", 1, 128, &n, NULL, err));
-    if (n != 1) return rp_api_errorf(err, RP_ERR_UNSUPPORTED, 400, "unsupported_value", "n", "only n = 1 is supported");
+    if (n > RP_SRV_MAX_N)
+        return rp_api_errorf(err, RP_ERR_UNSUPPORTED, 400, "unsupported_value", "n",
+                             "n = %lld choices: at most %d are supported", (long long)n, RP_SRV_MAX_N);
+    r->n = (int32_t)n;
     RP_TRY(get_int(root, "best_of", 1, 128, &best_of, NULL, err));
     if (best_of != 1)
         return rp_api_errorf(err, RP_ERR_UNSUPPORTED, 400, "unsupported_value", "best_of", "only best_of = 1 is supported");
@@ -549,6 +552,7 @@ rp_status rp_srv_parse_request(rp_srv_endpoint ep, const char *body, size_t len,
     memset(r, 0, sizeof *r);
     r->ep = ep;
     r->max_tokens = -1;
+    r->n = 1;
     r->temperature = 1.0f;
     r->top_p = 1.0f;
     r->cache_mode = -1;

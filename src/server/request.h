@@ -14,6 +14,7 @@
 #define RP_SRV_MAX_TOOLS 128
 #define RP_SRV_MAX_TOOL_CALLS 64   /* per assistant message */
 #define RP_SRV_MAX_BIAS 1024       /* logit_bias entries */
+#define RP_SRV_MAX_N 16             /* choices a request may ask for (n): the backend's RP_BACKEND_MAX_N */
 #define RP_SRV_SESSION_HEX 32      /* 128-bit session ids as lowercase hex */
 
 typedef enum rp_srv_endpoint {
@@ -88,6 +89,7 @@ typedef struct rp_srv_request {
 
     /* sampling and output */
     bool stream, include_usage;
+    int32_t n;                      /* choices (1..RP_SRV_MAX_N; default 1) */
     int32_t max_tokens;             /* -1: not given */
     float temperature, top_p;       /* OpenAI defaults 1, 1 */
     float presence_penalty, frequency_penalty;   /* OpenAI defaults 0, 0; over the last 64 tokens (prompt included) */

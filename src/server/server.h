@@ -41,6 +41,8 @@ typedef struct rp_server_config {
     void (*on_listening)(void *user, uint16_t port);
     void *on_listening_user;
     const char *cors_origins;    /* allowed browser origins, comma-separated ("*": any); NULL / "": no CORS */
+    bool embeddings;             /* /v1/embeddings and /embedding answer (else 501) */
+    int pooling;                 /* rp_pooling of their embedder (RP_POOLING_MODEL: the model's) */
 } rp_server_config;
 
 /* Cache namespaces. PER_KEY: a request reuses (and its usage reports as

@@ -35,6 +35,8 @@ rp_server_params rp_server_default_params(void) {
         .body_timeout_s = c.body_timeout_s,
         .idle_timeout_s = c.idle_timeout_s,
         .quiet = c.quiet,
+        .embeddings = c.embeddings,
+        .pooling = (rp_pooling)c.pooling,
     };
     return p;
 }
@@ -87,6 +89,8 @@ rp_status rp_server_create(const rp_server_params *p, rp_server **out) {
     c.on_listening = p->on_listening;
     c.on_listening_user = p->on_listening_user;
     c.cors_origins = p->cors_origins;
+    c.embeddings = p->embeddings;
+    c.pooling = (int)p->pooling;
     return rp_server_start(&c, out);
 }
 

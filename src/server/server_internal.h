@@ -42,6 +42,9 @@ struct rp_server {
     pthread_cond_t cv;
     rp_srv_call *calls;            /* generations in flight (mu) */
     int n_calls;
+    rp_embedder *embd;             /* --embeddings: the embeddings endpoints' (embd_mu: one request at a time) */
+    pthread_mutex_t embd_mu;
+    bool embd_mu_init;
 };
 
 /* Says whether the client is still connected (polls its socket). */
@@ -81,6 +84,14 @@ struct rp_srv_call {
     char *out;
     size_t out_len, out_cap, out_off;
     int phase;
+    /* choices (n > 1): the call is choice 0 and holds the others, children that borrow its request, text and
+     * prompt and own their job, generation, reply and logprobs state; a child has choice[] empty */
+    int32_t index;                 /* the choice's index */
+    int32_t n_choices;             /* choice 0: the request's n (1 without choices) */
+    rp_srv_call *choice[RP_SRV_MAX_N];   /* choice 0: [0] itself, then its children */
+    bool child;
+    bool ended;                    /* streaming: the choice's end (rest of the text, finish_reason) was sent */
+    bool failed;                   /* streaming: an error event was sent */
 };
 
 /* call.c */
@@ -120,5 +131,11 @@ char *rp_srv_health_json(rp_server *s);
 rp_status rp_srv_tokenize_json(rp_server *s, const char *body, size_t len, char **out, rp_api_error *err);
 rp_status rp_srv_detokenize_json(rp_server *s, const char *body, size_t len, char **out, rp_api_error *err);
 char *rp_srv_props_json(rp_server *s);
+
+/* api_embeddings.c: POST /v1/embeddings (oai) and llama-server's /embedding; init creates the embedder when the
+ * config asks for embeddings (after the backend), free releases it */
+rp_status rp_srv_embeddings_init(rp_server *s);
+void rp_srv_embeddings_free(rp_server *s);
+rp_status rp_srv_embeddings_json(rp_server *s, bool oai, const char *body, size_t len, char **out, rp_api_error *err);
 
 #endif /* RP_SERVER_INTERNAL_H */

@@ -590,6 +590,7 @@ rp_token rp_tokenizer_bos(const rp_tokenizer *t) { return t->bos; }
 rp_token rp_tokenizer_eos(const rp_tokenizer *t) { return t->eos; }
 rp_token rp_tokenizer_eot(const rp_tokenizer *t) { return t->eot; }
 bool rp_tokenizer_add_bos(const rp_tokenizer *t) { return t->add_bos && t->bos >= 0; }
+bool rp_tokenizer_add_eos(const rp_tokenizer *t) { return t->add_eos && t->eos >= 0; }
 
 bool rp_tokenizer_is_eog(const rp_tokenizer *t, rp_token id) {
     return id >= 0 && id < t->n_vocab && (t->flags[id] & RP_TOKF_EOG);

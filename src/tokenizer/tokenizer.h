@@ -45,6 +45,7 @@ int32_t rp_tokenizer_n_vocab(const rp_tokenizer *t);
 rp_token rp_tokenizer_bos(const rp_tokenizer *t);
 rp_token rp_tokenizer_eos(const rp_tokenizer *t);
 rp_token rp_tokenizer_eot(const rp_tokenizer *t);  /* <|eot_id|>, <|im_end|>, ... */
+bool rp_tokenizer_add_eos(const rp_tokenizer *t);  /* tokenizer.ggml.add_eos_token and an EOS exists (embeddings) */
 bool rp_tokenizer_add_bos(const rp_tokenizer *t);  /* tokenizer.ggml.add_bos_token (or model default) */
 /* End-of-generation: EOS, EOT, or any other token the vocab marks as ending a turn. */
 bool rp_tokenizer_is_eog(const rp_tokenizer *t, rp_token id);

@@ -13,21 +13,16 @@ command -v npm >/dev/null 2>&1 || { echo "SKIP: npm is not installed"; exit 77; 
 major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
 [ "$major" -ge 20 ] 2>/dev/null || { echo "SKIP: node $(node --version) is older than 20"; exit 77; }
 mkdir -p "$TMP"
-SP=""
-trap '[ -n "$SP" ] && kill -9 "$SP" 2>/dev/null; rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/lib/server.sh"
+serve_trap
 cp "$HERE/tests/client/package.json" "$HERE/tests/client/package-lock.json" "$HERE/tests/client/openai_client.test.mjs" "$TMP/"
 if ! (cd "$TMP" && timeout 180 npm ci --no-audit --no-fund --loglevel=error >"$TMP/npm.log" 2>&1); then
   echo "SKIP: npm ci failed (registry unreachable?):"; tail -5 "$TMP/npm.log"; exit 77
 fi
 KEY="client-test-key"
-"$BIN" serve -m "$M" --port 0 --port-file "$TMP/port" --quiet -t 1 --api-key "$KEY" 2>"$TMP/serve.log" &
-SP=$!
-for _ in $(seq 100); do [ -s "$TMP/port" ] && break; sleep 0.1; done
-[ -s "$TMP/port" ] || { echo "FAIL: the server did not start"; cat "$TMP/serve.log"; exit 1; }
-port=$(cat "$TMP/port")
+serve_up 0 --quiet -t 1 --api-key "$KEY"
 rc=0
 (cd "$TMP" && REPRISE_URL="http://127.0.0.1:$port/v1" REPRISE_KEY="$KEY" timeout 300 node --test openai_client.test.mjs) || rc=1
-kill -TERM "$SP"; wait "$SP" || rc=1
-SP=""
+serve_stop || rc=1
 [ "$rc" -eq 0 ] && echo "openai_client: all checks passed" || echo "FAIL: openai client test"
 exit "$rc"

@@ -11,8 +11,8 @@ M="$SHARED/models/stories260K.gguf"
 command -v curl >/dev/null 2>&1 || { echo "SKIP: curl is not installed"; exit 77; }
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is not installed (reads the JSON)"; exit 77; }
 mkdir -p "$TMP"
-SP=""
-trap '[ -n "$SP" ] && kill -9 "$SP" 2>/dev/null; rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/lib/server.sh"
+serve_trap
 unset REPRISE_API_KEY
 . "$(dirname "$0")/lib/common.sh"
 # j FILE EXPR: a Python expression over the JSON in FILE (as `d`)
@@ -27,12 +27,7 @@ check "--help describes --parallel auto and --cors" \
   '"$BIN" serve --help | grep -q -- "--parallel N|auto" && "$BIN" serve --help | grep -q -- "--cors ORIGIN"'
 
 # ---- the default server (no --parallel): auto, said at start and in /props
-"$BIN" serve -m "$M" --port 0 --port-file "$TMP/port" -t 1 --cors http://app.test --cors 'http://two.test:8000' \
-  2>"$TMP/serve.log" &
-SP=$!
-for _ in $(seq 100); do [ -s "$TMP/port" ] && break; kill -0 "$SP" 2>/dev/null || break; sleep 0.1; done
-port=$(cat "$TMP/port" 2>/dev/null)
-[ -n "$port" ] || { echo "FAIL: the server did not start"; cat "$TMP/serve.log"; exit 1; }
+serve_up 0 -t 1 --cors http://app.test --cors 'http://two.test:8000'
 U="http://127.0.0.1:$port"
 check "the start said it accepted connections before loading" 'grep -q "accepting connections on port $port while the model loads" "$TMP/serve.log"'
 par=$(sed -n 's/.*(backend [a-z]*, parallel \([0-9]*\),.*/\1/p' "$TMP/serve.log")
@@ -74,6 +69,6 @@ curl -s "$U/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "
 check "logprobs: each greedy token's logprob is the largest of its top_logprobs" \
   '[ "$(j "$TMP/lp.json" "all(abs(e[\"logprob\"] - max(a[\"logprob\"] for a in e[\"top_logprobs\"])) < 1e-6 and len(e[\"top_logprobs\"]) == 4 for e in d[\"choices\"][0][\"logprobs\"][\"content\"]) and len(d[\"choices\"][0][\"logprobs\"][\"content\"]) > 0")" = True ]'
 
-kill -TERM "$SP"; wait "$SP"; rc=$?; SP=""
+serve_stop; rc=$?
 check "SIGTERM stops it cleanly" '[ $rc -eq 0 ]'
 finish

@@ -12,20 +12,11 @@ M="$SHARED/models/stories260K.gguf"
 command -v curl >/dev/null 2>&1 || { echo "SKIP: curl is not installed"; exit 77; }
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is not installed (extracts the examples)"; exit 77; }
 mkdir -p "$TMP"
-SP=""
-trap '[ -n "$SP" ] && kill -9 "$SP" 2>/dev/null; rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/lib/server.sh"
+serve_trap
 unset REPRISE_API_KEY
 
-start() {   # start PORT
-  rm -f "$TMP/port"
-  "$BIN" serve -m "$M" --port "$1" --port-file "$TMP/port" --quiet -t 1 2>"$TMP/serve.log" &
-  SP=$!
-  for _ in $(seq 100); do [ -s "$TMP/port" ] && return 0; kill -0 "$SP" 2>/dev/null || break; sleep 0.1; done
-  wait "$SP" 2>/dev/null; SP=""
-  return 1
-}
-start 8080 || start 0 || { echo "FAIL: the server did not start"; cat "$TMP/serve.log"; exit 1; }
-port=$(cat "$TMP/port")
+serve_start 8080 --quiet -t 1 --embeddings || serve_up 0 --quiet -t 1 --embeddings
 echo "server on port $port"
 
 # every ```sh block mentioning localhost:8080, one file each
@@ -55,7 +46,6 @@ for ex in "$TMP"/ex*.sh; do
     echo "ok   $name: ${out:0:100}"
   fi
 done
-kill -TERM "$SP"; wait "$SP" || fail=1
-SP=""
+serve_stop || fail=1
 [ "$fail" -eq 0 ] && echo "server_docs: all $n examples work"
 exit "$fail"

@@ -42,24 +42,19 @@ if [ ! -f "$M" ]; then
   "$BIN" synth --preset small --type q8_0 -o "$M" >/dev/null 2>&1 || { echo "FAIL: reprise synth could not make $M"; exit 1; }
   echo "web_ui: no stories260K under $SHARED/models: using a synthetic model ($M)"
 fi
-SP=""
-trap '[ -n "$SP" ] && kill -9 "$SP" 2>/dev/null; rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/lib/server.sh"
+serve_trap
 cp "$HERE/tests/web/package.json" "$HERE/tests/web/package-lock.json" "$HERE/tests/web/web_ui.test.mjs" "$TMP/"
 if ! (cd "$TMP" && timeout 180 npm ci --no-audit --no-fund --loglevel=error >"$TMP/npm.log" 2>&1); then
   echo "SKIP: npm ci failed (registry unreachable?):"; tail -5 "$TMP/npm.log"; exit 77
 fi
 KEY="web-ui-test-key"
-"$BIN" serve -m "$M" --port 0 --port-file "$TMP/port" --quiet -t 1 --api-key "$KEY" 2>"$TMP/serve.log" &
-SP=$!
-for _ in $(seq 100); do [ -s "$TMP/port" ] && break; sleep 0.1; done
-[ -s "$TMP/port" ] || { echo "FAIL: the server did not start"; cat "$TMP/serve.log"; exit 1; }
-port=$(cat "$TMP/port")
+serve_up 0 --quiet -t 1 --api-key "$KEY"
 shot="${RP_WEB_SCREENSHOT:-$TMP/web-ui.png}"
 rc=0
 (cd "$TMP" && HOME="$TMP" REPRISE_MODEL="$(basename "$M" .gguf)" REPRISE_URL="http://127.0.0.1:$port" REPRISE_KEY="$KEY" CHROMIUM="$CHROME" SCREENSHOT="$shot" \
    timeout 150 node --test web_ui.test.mjs) || rc=1
 [ -s "$shot" ] || { echo "FAIL: no screenshot at $shot"; rc=1; }
-kill -TERM "$SP"; wait "$SP" || rc=1
-SP=""
+serve_stop || rc=1
 [ "$rc" -eq 0 ] && echo "web_ui: all checks passed (browser: $CHROME)" || { echo "FAIL: web page test"; tail -20 "$TMP/serve.log"; }
 exit "$rc"

@@ -118,7 +118,7 @@ static int malformed(int k, char *scratch) {
     switch (k % 12) {
     case 0: return request("POST", "/v1/chat/completions", "{\"messages\": [", -1, 0, 0, NULL);
     case 1: return request("POST", "/v1/chat/completions", "{\"messages\":\"hello\"}", -1, 0, 0, NULL);
-    case 2: return request("POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", -1, 0, 0, NULL);
+    case 2: return request("POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":99}", -1, 0, 0, NULL);
     case 3: {
         int n = sprintf(scratch, "{\"messages\":");
         for (int i = 0; i < 200; i++) scratch[n++] = '[';

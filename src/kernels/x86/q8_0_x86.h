@@ -105,23 +105,42 @@ static inline const rp_q8x_i32u *rp_q8x_act_bias(const uint8_t *row, int64_t col
  * as the original signed bytes otherwise (AVX2 sign trick). 34 bytes per 32
  * weights, the same as the GGUF row.
  * ========================================================================= */
-static inline size_t rp_q8x_group_bytes(int64_t cols, int rb, int qb) {
+/* Weight encodings of the packed layout (the VNNI kernels' K parameter):
+ * Q8_0 and Q4_0 as above; IQ4_NL is Q4_0's layout (same block, same nibble
+ * order) with codebook nibbles; Q4_1 / Q5_0 / Q5_1 add a min array and/or a
+ * fifth-bit plane (q8x_legacy_pack.h). */
+enum { RP_Q8X_Q8_0 = 0, RP_Q8X_Q4_0 = 1, RP_Q8X_IQ4_NL = 2, RP_Q8X_Q4_1 = 3, RP_Q8X_Q5_0 = 4, RP_Q8X_Q5_1 = 5 };
+/* quant bytes per row per block, and fp16 arrays per super-block (1: d; 2: d then m) */
+#define RP_Q8X_KIND_QB(K) ((K) == RP_Q8X_Q8_0 ? 32 : (K) == RP_Q8X_Q5_0 || (K) == RP_Q8X_Q5_1 ? 20 : 16)
+#define RP_Q8X_KIND_NS(K) ((K) == RP_Q8X_Q4_1 || (K) == RP_Q8X_Q5_1 ? 2 : 1)
+
+/* The general form: a super-block is 32*qb bytes of quants then ns arrays of
+ * 32 fp16 (64 bytes each); ns = 1 everywhere above. */
+static inline size_t rp_q8x_sb_bytes(int qb, int ns) { return (size_t)(32 * qb + 64 * ns); }
+static inline size_t rp_q8x_group_bytes_ns(int64_t cols, int rb, int qb, int ns) {
     const int64_t nb = cols / 32, sb = 32 / rb;
-    return (size_t)((nb + sb - 1) / sb) * (size_t)(32 * qb + 64);
+    return (size_t)((nb + sb - 1) / sb) * rp_q8x_sb_bytes(qb, ns);
 }
-static inline size_t rp_q8x_packed_size(int64_t rows, int64_t cols, int rb, int qb) {
+static inline size_t rp_q8x_packed_size_ns(int64_t rows, int64_t cols, int rb, int qb, int ns) {
     const size_t groups = (size_t)((rows + rb - 1) / rb);
-    return groups * rp_q8x_group_bytes(cols, rb, qb);
+    return groups * rp_q8x_group_bytes_ns(cols, rb, qb, ns);
+}
+static inline size_t rp_q8x_qoff_ns(int64_t b, int rb, int qb, int ns) {
+    const int64_t sb = 32 / rb;
+    return (size_t)(b / sb) * rp_q8x_sb_bytes(qb, ns) + (size_t)(b % sb) * (size_t)(rb * qb);
+}
+/* block b's RB scales d; its RB mins m (ns = 2) are 64 bytes further */
+static inline size_t rp_q8x_doff_ns(int64_t b, int rb, int qb, int ns) {
+    const int64_t sb = 32 / rb;
+    return (size_t)(b / sb) * rp_q8x_sb_bytes(qb, ns) + (size_t)(32 * qb) + (size_t)(b % sb) * (size_t)(rb * 2);
+}
+static inline size_t rp_q8x_group_bytes(int64_t cols, int rb, int qb) { return rp_q8x_group_bytes_ns(cols, rb, qb, 1); }
+static inline size_t rp_q8x_packed_size(int64_t rows, int64_t cols, int rb, int qb) {
+    return rp_q8x_packed_size_ns(rows, cols, rb, qb, 1);
 }
 /* byte offsets, inside a group, of block b's quants and of its RB scales */
-static inline size_t rp_q8x_qoff(int64_t b, int rb, int qb) {
-    const int64_t sb = 32 / rb;
-    return (size_t)(b / sb) * (size_t)(32 * qb + 64) + (size_t)(b % sb) * (size_t)(rb * qb);
-}
-static inline size_t rp_q8x_doff(int64_t b, int rb, int qb) {
-    const int64_t sb = 32 / rb;
-    return (size_t)(b / sb) * (size_t)(32 * qb + 64) + (size_t)(32 * qb) + (size_t)(b % sb) * (size_t)(rb * 2);
-}
+static inline size_t rp_q8x_qoff(int64_t b, int rb, int qb) { return rp_q8x_qoff_ns(b, rb, qb, 1); }
+static inline size_t rp_q8x_doff(int64_t b, int rb, int qb) { return rp_q8x_doff_ns(b, rb, qb, 1); }
 
 static inline void rp_q8x_pack_q4_0(const void *src, size_t src_row_bytes, int64_t rows, int64_t cols, void *dst,
                                     int64_t g0, int64_t g1, int rb) {
@@ -329,10 +348,36 @@ static inline __mmask16 rp_q8x_row_mask(const rp_q8x_args *A, int64_t g) {
     return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
 }
 
-RP_Q8X_INLINE void rp_q8x_vnni_tile(const int Q4, const int MR, const int NG, const rp_q8x_args *A, int64_t m0,
+/* The 4-bit kinds' decoded step vectors of chunk c (K steps c and 4 + c):
+ * nibbles, codebook bytes (IQ4_NL: value + 128, u8, with bias -128 * sum(a))
+ * or 5-bit q (fifth bits from the block's plane, q8x_legacy_pack.h). */
+RP_Q8X_INLINE __m512i rp_q8x_hbit512(__m512i hb, const int s) {
+    const __m512i m = _mm512_set1_epi8(0x10);
+    if (s < 4) return _mm512_and_si512(_mm512_slli_epi16(hb, 4 - s), m);
+    if (s > 4) return _mm512_and_si512(_mm512_srli_epi16(hb, s - 4), m);
+    return _mm512_and_si512(hb, m);
+}
+RP_Q8X_INLINE void rp_q8x_decode4(const int K, const uint8_t *wqb, const int c, __m512i *lo, __m512i *hi) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i v = _mm512_load_si512((const void *)(wqb + 64 * c));
+    *lo = _mm512_and_si512(v, m4);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    if (K == RP_Q8X_IQ4_NL) {
+        const __m512i tab = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)rp_iq4nl_values),
+                                                                 _mm_set1_epi8((char)0x80)));
+        *lo = _mm512_shuffle_epi8(tab, *lo);
+        *hi = _mm512_shuffle_epi8(tab, *hi);
+    } else if (K == RP_Q8X_Q5_0 || K == RP_Q8X_Q5_1) {
+        const __m512i hb = _mm512_load_si512((const void *)(wqb + 256));
+        *lo = _mm512_or_si512(*lo, rp_q8x_hbit512(hb, c));
+        *hi = _mm512_or_si512(*hi, rp_q8x_hbit512(hb, 4 + c));
+    }
+}
+
+RP_Q8X_INLINE void rp_q8x_vnni_tile(const int K, const int MR, const int NG, const rp_q8x_args *A, int64_t m0,
                                     int64_t g0) {
     const int64_t nb = A->nb, cols = A->cols;
-    const int QB = Q4 ? 16 : 32;
+    const int QB = RP_Q8X_KIND_QB(K), NS = RP_Q8X_KIND_NS(K), MIN = NS == 2;
     const uint8_t *wq[2];
     const uint8_t *ar[4];
     const rp_q8x_f32u *da[4];
@@ -343,25 +388,21 @@ RP_Q8X_INLINE void rp_q8x_vnni_tile(const int Q4, const int MR, const int NG, co
         da[m] = rp_q8x_act_d(ar[m], cols);
         bs[m] = rp_q8x_act_bias(ar[m], cols);
     }
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 accf[4][2];
     RP_Q8X_UNROLL for (int m = 0; m < MR; m++) RP_Q8X_UNROLL for (int g = 0; g < NG; g++) accf[m][g] = _mm512_setzero_ps();
 
     for (int64_t b = 0; b < nb; b++) {
-        const size_t qo = rp_q8x_qoff(b, 16, QB), dof = rp_q8x_doff(b, 16, QB);
+        const size_t qo = rp_q8x_qoff_ns(b, 16, QB, NS), dof = rp_q8x_doff_ns(b, 16, QB, NS);
         __m512i acc[4][2];
         RP_Q8X_UNROLL for (int m = 0; m < MR; m++) {
-            const __m512i bv = _mm512_set1_epi32(bs[m][b]);
+            /* the min kinds take sum(a) as a float term below, not as the seed */
+            const __m512i bv = MIN ? _mm512_setzero_si512() : _mm512_set1_epi32(bs[m][b]);
             RP_Q8X_UNROLL for (int g = 0; g < NG; g++) acc[m][g] = bv;
         }
-        if (Q4) {
+        if (K != RP_Q8X_Q8_0) {
             RP_Q8X_UNROLL for (int c = 0; c < 4; c++) {
                 __m512i lo[2], hi[2];
-                RP_Q8X_UNROLL for (int g = 0; g < NG; g++) {
-                    const __m512i v = _mm512_load_si512((const void *)(wq[g] + qo + 64 * c));
-                    lo[g] = _mm512_and_si512(v, m4);
-                    hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-                }
+                RP_Q8X_UNROLL for (int g = 0; g < NG; g++) rp_q8x_decode4(K, wq[g] + qo, c, &lo[g], &hi[g]);
                 RP_Q8X_UNROLL for (int m = 0; m < MR; m++) {
                     const uint8_t *p = ar[m] + 32 * b + 4 * c;
                     const __m512i al = _mm512_set1_epi32(*(const rp_q8x_i32u *)p);
@@ -383,13 +424,19 @@ RP_Q8X_INLINE void rp_q8x_vnni_tile(const int Q4, const int MR, const int NG, co
                 }
             }
         }
-        __m512 dw[2];
-        RP_Q8X_UNROLL for (int g = 0; g < NG; g++)
+        __m512 dw[2], mw[2];
+        RP_Q8X_UNROLL for (int g = 0; g < NG; g++) {
             dw[g] = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(wq[g] + dof)));
+            if (MIN) mw[g] = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(wq[g] + dof + 64)));
+        }
         RP_Q8X_UNROLL for (int m = 0; m < MR; m++) {
             const __m512 dav = _mm512_set1_ps(da[m][b]);
             RP_Q8X_UNROLL for (int g = 0; g < NG; g++)
                 accf[m][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[m][g]), _mm512_mul_ps(dw[g], dav), accf[m][g]);
+            if (MIN) {
+                const __m512 sav = _mm512_set1_ps(da[m][b] * (float)bs[m][b]);
+                RP_Q8X_UNROLL for (int g = 0; g < NG; g++) accf[m][g] = _mm512_fmadd_ps(mw[g], sav, accf[m][g]);
+            }
         }
     }
     RP_Q8X_UNROLL for (int g = 0; g < NG; g++) {
@@ -410,9 +457,9 @@ RP_Q8X_INLINE void rp_q8x_vnni_tile(const int Q4, const int MR, const int NG, co
  * and one stream per group (scales inside the super-blocks instead of a
  * second array) 29-31, against 31-35 GB/s for a plain streaming read.
  * Software prefetching (T0, 1-4 KB ahead) made every variant slower. */
-RP_Q8X_INLINE void rp_q8x_vnni_gemv(const int Q4, const int NG, const rp_q8x_args *A, int64_t g0, int64_t gs) {
+RP_Q8X_INLINE void rp_q8x_vnni_gemv(const int K, const int NG, const rp_q8x_args *A, int64_t g0, int64_t gs) {
     const int64_t nb = A->nb, cols = A->cols;
-    const int QB = Q4 ? 16 : 32;
+    const int QB = RP_Q8X_KIND_QB(K), NS = RP_Q8X_KIND_NS(K), MIN = NS == 2;
     const uint8_t *wq[4];
     RP_Q8X_UNROLL for (int g = 0; g < NG; g++) wq[g] = A->w + (size_t)(g0 + g * gs) * A->gbytes;
     const uint8_t *ar = A->act;
@@ -422,14 +469,14 @@ RP_Q8X_INLINE void rp_q8x_vnni_gemv(const int Q4, const int NG, const rp_q8x_arg
     __m512 accf[4];
     RP_Q8X_UNROLL for (int g = 0; g < NG; g++) accf[g] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const size_t qo = rp_q8x_qoff(b, 16, QB), dof = rp_q8x_doff(b, 16, QB);
+        const size_t qo = rp_q8x_qoff_ns(b, 16, QB, NS), dof = rp_q8x_doff_ns(b, 16, QB, NS);
         __m512i a0[4], a1[4];
-        const __m512i bv = _mm512_set1_epi32(bs[b]);
+        const __m512i bv = MIN ? _mm512_setzero_si512() : _mm512_set1_epi32(bs[b]);
         RP_Q8X_UNROLL for (int g = 0; g < NG; g++) {
             a0[g] = bv;
             a1[g] = _mm512_setzero_si512();
         }
-        if (Q4) {
+        if (K == RP_Q8X_Q4_0) {
             RP_Q8X_UNROLL for (int c = 0; c < 4; c++) {
                 const __m512i al = _mm512_set1_epi32(*(const rp_q8x_i32u *)(ar + 32 * b + 4 * c));
                 const __m512i ah = _mm512_set1_epi32(*(const rp_q8x_i32u *)(ar + 32 * b + 16 + 4 * c));
@@ -437,6 +484,17 @@ RP_Q8X_INLINE void rp_q8x_vnni_gemv(const int Q4, const int NG, const rp_q8x_arg
                     const __m512i v = _mm512_load_si512((const void *)(wq[g] + qo + 64 * c));
                     a0[g] = _mm512_dpbusd_epi32(a0[g], _mm512_and_si512(v, m4), al);
                     a1[g] = _mm512_dpbusd_epi32(a1[g], _mm512_andnot_si512(m4, v), ah);   /* 16 * hi */
+                }
+            }
+        } else if (K != RP_Q8X_Q8_0) {
+            RP_Q8X_UNROLL for (int c = 0; c < 4; c++) {
+                const __m512i al = _mm512_set1_epi32(*(const rp_q8x_i32u *)(ar + 32 * b + 4 * c));
+                const __m512i ah = _mm512_set1_epi32(*(const rp_q8x_i32u *)(ar + 32 * b + 16 + 4 * c));
+                RP_Q8X_UNROLL for (int g = 0; g < NG; g++) {
+                    __m512i lo, hi;
+                    rp_q8x_decode4(K, wq[g] + qo, c, &lo, &hi);
+                    a0[g] = _mm512_dpbusd_epi32(a0[g], lo, al);
+                    a1[g] = _mm512_dpbusd_epi32(a1[g], hi, ah);
                 }
             }
         } else {
@@ -451,11 +509,15 @@ RP_Q8X_INLINE void rp_q8x_vnni_gemv(const int Q4, const int NG, const rp_q8x_arg
             }
         }
         const __m512 dav = _mm512_set1_ps(da[b]);
+        const __m512 sav = _mm512_set1_ps(MIN ? da[b] * (float)bs[b] : 0.0f);
         RP_Q8X_UNROLL for (int g = 0; g < NG; g++) {
             const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(wq[g] + dof)));
             /* Q4_0: a1 sums the high nibbles in place (16 * hi, exact: 16 products of at most 240 * 128) */
-            const __m512i s = _mm512_add_epi32(a0[g], Q4 ? _mm512_srai_epi32(a1[g], 4) : a1[g]);
+            const __m512i s = _mm512_add_epi32(a0[g], K == RP_Q8X_Q4_0 ? _mm512_srai_epi32(a1[g], 4) : a1[g]);
             accf[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dav), accf[g]);
+            if (MIN)
+                accf[g] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(wq[g] + dof + 64))),
+                                          sav, accf[g]);
         }
     }
     RP_Q8X_UNROLL for (int g = 0; g < NG; g++)
@@ -466,10 +528,12 @@ RP_Q8X_INLINE void rp_q8x_vnni_gemv(const int Q4, const int NG, const rp_q8x_arg
  * a 1-2 MB L2 for a group pair's weights (up to 2 x 272 KB at K = 8192) */
 #define RP_Q8X_MC_BYTES (256 * 1024)
 
-static inline void rp_q8x_vnni_gemm(const int Q4, const uint8_t *w, int64_t rows, int64_t cols, const uint8_t *act,
+/* K: RP_Q8X_Q8_0 .. RP_Q8X_Q5_1 (the old Q4 flag: 0 = Q8_0, 1 = Q4_0) */
+static inline void rp_q8x_vnni_gemm(const int K, const uint8_t *w, int64_t rows, int64_t cols, const uint8_t *act,
                                     size_t astride, int64_t n, int64_t r0, int64_t r1, float *y, int64_t ldy) {
     if (r1 <= r0 || n <= 0) return;
-    const rp_q8x_args A = {w, rows, cols, cols / 32, rp_q8x_group_bytes(cols, 16, Q4 ? 16 : 32), act, astride, y, ldy};
+    const rp_q8x_args A = {w, rows, cols, cols / 32, rp_q8x_group_bytes_ns(cols, 16, RP_Q8X_KIND_QB(K), RP_Q8X_KIND_NS(K)),
+                           act, astride, y, ldy};
     const int64_t ga = r0 / 16, gz = (r1 + 15) / 16;
     if (n == 1) {
         /* the 4 groups in flight come from 4 contiguous quarters of the
@@ -477,12 +541,12 @@ static inline void rp_q8x_vnni_gemm(const int Q4, const uint8_t *w, int64_t rows
          * g ends where group g+1 begins) instead of all four restarting
          * every 4 groups */
         const int64_t q = (gz - ga) / 4;
-        for (int64_t i = 0; i < q; i++) rp_q8x_vnni_gemv(Q4, 4, &A, ga + i, q);
+        for (int64_t i = 0; i < q; i++) rp_q8x_vnni_gemv(K, 4, &A, ga + i, q);
         const int64_t g = ga + 4 * q;
         switch (gz - g) {
-        case 3: rp_q8x_vnni_gemv(Q4, 3, &A, g, 1); break;
-        case 2: rp_q8x_vnni_gemv(Q4, 2, &A, g, 1); break;
-        case 1: rp_q8x_vnni_gemv(Q4, 1, &A, g, 1); break;
+        case 3: rp_q8x_vnni_gemv(K, 3, &A, g, 1); break;
+        case 2: rp_q8x_vnni_gemv(K, 2, &A, g, 1); break;
+        case 1: rp_q8x_vnni_gemv(K, 1, &A, g, 1); break;
         default: break;
         }
         return;
@@ -498,19 +562,19 @@ static inline void rp_q8x_vnni_gemm(const int Q4, const uint8_t *w, int64_t rows
             const int ng = gz - g >= 2 ? 2 : 1;
             int64_t m = m0;
             if (ng == 2) {
-                for (; m + 4 <= m1; m += 4) rp_q8x_vnni_tile(Q4, 4, 2, &A, m, g);
+                for (; m + 4 <= m1; m += 4) rp_q8x_vnni_tile(K, 4, 2, &A, m, g);
                 switch (m1 - m) {
-                case 3: rp_q8x_vnni_tile(Q4, 3, 2, &A, m, g); break;
-                case 2: rp_q8x_vnni_tile(Q4, 2, 2, &A, m, g); break;
-                case 1: rp_q8x_vnni_tile(Q4, 1, 2, &A, m, g); break;
+                case 3: rp_q8x_vnni_tile(K, 3, 2, &A, m, g); break;
+                case 2: rp_q8x_vnni_tile(K, 2, 2, &A, m, g); break;
+                case 1: rp_q8x_vnni_tile(K, 1, 2, &A, m, g); break;
                 default: break;
                 }
             } else {
-                for (; m + 4 <= m1; m += 4) rp_q8x_vnni_tile(Q4, 4, 1, &A, m, g);
+                for (; m + 4 <= m1; m += 4) rp_q8x_vnni_tile(K, 4, 1, &A, m, g);
                 switch (m1 - m) {
-                case 3: rp_q8x_vnni_tile(Q4, 3, 1, &A, m, g); break;
-                case 2: rp_q8x_vnni_tile(Q4, 2, 1, &A, m, g); break;
-                case 1: rp_q8x_vnni_tile(Q4, 1, 1, &A, m, g); break;
+                case 3: rp_q8x_vnni_tile(K, 3, 1, &A, m, g); break;
+                case 2: rp_q8x_vnni_tile(K, 2, 1, &A, m, g); break;
+                case 1: rp_q8x_vnni_tile(K, 1, 1, &A, m, g); break;
                 default: break;
                 }
             }

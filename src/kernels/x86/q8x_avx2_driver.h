@@ -6,7 +6,8 @@
  * define RB (rows per group, 8), QB (quant bytes per row per block) and
  *   RP_Q8X_INLINE void tile(int MR, int NG, const uint8_t *w0, size_t gb, int64_t nb, int64_t cols,
  *                           const uint8_t *act, size_t astride, float *y, int64_t ldy, int valid, int64_t gs);
- * (MR activation rows x NG groups gs groups apart, ending with rp_q8x_avx2_store).
+ * (MR activation rows x NG groups gs groups apart, ending with rp_q8x_avx2_store)
+ * and optionally NS (default 1).
  * The two families differ only in how a block's dot products are formed;
  * tile shapes, the GEMV/GEMM split and partial-group stores are common. */
 
@@ -28,12 +29,17 @@ RP_Q8X_INLINE void rp_q8x_avx2_store(const int MR, const int NG, __m256 accf[4][
 #endif /* RP_Q8X_AVX2_DRIVER_H */
 
 #ifdef RP_Q8X_AVX2_DRIVER_GEMM
+/* NS: fp16 arrays per super-block (q8_0_x86.h; 2 for the min types of
+ * mm_legacy_avx2.c, which also rename tile and gemm per type) */
+#ifndef NS
+#define NS 1
+#endif
 static void gemm(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, const void *act, size_t act_stride,
                  int64_t n, int64_t r0, int64_t r1, float *y, int64_t ldy, void *scratch) {
     (void)w_row_bytes;
     (void)scratch;
     const int64_t nb = cols / 32, ga = r0 / RB, gz = (r1 + RB - 1) / RB;
-    const size_t gb = rp_q8x_group_bytes(cols, RB, QB);
+    const size_t gb = rp_q8x_group_bytes_ns(cols, RB, QB, NS);
     const uint8_t *a8 = act;
 #define GROUP_ARGS(g) (const uint8_t *)w + (size_t)(g) * gb, gb, nb, cols
 #define VALID(g) (rows - (g) * RB >= RB ? RB : (int)(rows - (g) * RB))
