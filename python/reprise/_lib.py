@@ -317,7 +317,12 @@ class rp_server_params(Structure):
                 ("max_connections_per_ip", c_int), ("header_timeout_s", c_double), ("body_timeout_s", c_double),
                 ("idle_timeout_s", c_double), ("quiet", c_bool), ("chat_template", c_char_p),
                 ("grammar", c_char_p), ("on_listening", listening_fn), ("on_listening_user", c_void_p),
-                ("cors_origins", c_char_p)]
+                ("cors_origins", c_char_p), ("embeddings", c_bool), ("pooling", c_int)]
+
+
+class rp_embedder_params(Structure):
+    _fields_ = [("pooling", c_int), ("normalize", c_bool), ("n_ctx", c_int32), ("n_batch", c_int32),
+                ("n_seq", c_int32), ("n_threads", c_int), ("kv_type", c_int)]
 
 
 class rp_agents_fill(Structure):
@@ -350,7 +355,7 @@ STRUCTS = [rp_logit_bias, rp_sampler_params, rp_model_params, rp_model_desc, rp_
            rp_model_file_desc, rp_meta_entry, rp_tensor_desc, rp_type_share, rp_cpu_desc, rp_kernel_desc,
            rp_gpu_mem_type, rp_gpu_desc,
            rp_model_perf, rp_tool_call, rp_server_params, rp_agents_step_info, rp_agents_fill, rp_reasoning_span,
-           rp_chat_vars]
+           rp_chat_vars, rp_embedder_params]
 
 # ---------------------------------------------------------------------------------------------------------
 # functions: name -> (restype, argtypes)
@@ -424,6 +429,7 @@ PROTOTYPES = {
     "rp_seq_n_past": (c_int32, [H]),
     "rp_seq_tokens": (P_TOK, [H]),
     "rp_seq_truncate": (ST, [H, c_int32]),
+    "rp_seq_fork": (ST, [H, H]),
     "rp_seq_logits": (POINTER(c_float), [H]),
     "rp_logprobs": (ST, [POINTER(c_float), c_int32, c_token, c_int32, POINTER(c_float), POINTER(c_token),
                          POINTER(c_float)]),
@@ -537,6 +543,18 @@ PROTOTYPES = {
     "rp_agents_submit_reuse": (ST, [H, c_int64, H, H, POINTER(rp_gen_opts), POINTER(rp_turn_opts),
                                     POINTER(rp_agents_fill)]),
     "rp_agents_commit_prompt": (ST, [H, c_int64, H, H, POINTER(rp_gen_opts), c_bool]),
+    # embeddings
+    "rp_pooling_parse": (c_int, [c_char_p]),
+    "rp_pooling_name": (c_char_p, [c_int]),
+    "rp_model_pooling": (c_int, [H]),
+    "rp_embedder_default_params": (rp_embedder_params, []),
+    "rp_embedder_create": (ST, [H, POINTER(rp_embedder_params), OUT_H]),
+    "rp_embedder_free": (None, [H]),
+    "rp_embedder_n_embd": (c_int32, [H]),
+    "rp_embedder_n_ctx": (c_int32, [H]),
+    "rp_embedder_pooling": (c_int, [H]),
+    "rp_embed_tokenize": (ST, [H, c_char_p, c_size_t, P_TOK, c_int32, P_I32]),
+    "rp_embed": (ST, [H, POINTER(P_TOK), P_I32, c_int32, POINTER(c_float), c_size_t, P_SIZE]),
     "rp_server_default_params": (rp_server_params, []),
     "rp_server_create": (ST, [POINTER(rp_server_params), OUT_H]),
     "rp_server_parallel": (c_int, [H]),

@@ -203,6 +203,18 @@ class Sequence(Handle):
         with self.engine._use():
             lib.rp_seq_reset(self._h)
 
+    def fork(self, into: Optional["Sequence"] = None) -> "Sequence":
+        """A copy of this sequence (its tokens, KV cells and last logits; rp_seq_fork), so that several
+        continuations of one prompt are generated without prefilling it again. into: a sequence of the same
+        engine to overwrite (what it held is dropped), else a new one. Returns the copy."""
+        eng = self.engine
+        dst = into if into is not None else Sequence(eng)
+        if dst.engine is not eng:
+            raise Error(Status.INVALID_ARG, "sequence: fork into another engine's sequence")
+        with eng._use():
+            check(lib.rp_seq_fork(dst._h, self._h))
+        return dst
+
     def logits(self) -> Optional[array.array]:
         """A copy of the last fed token's logits (n_vocab floats), or None before any."""
         with self.engine._use():

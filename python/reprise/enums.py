@@ -37,6 +37,14 @@ class Select(enum.IntEnum):
     ATTN = 2
 
 
+class Pooling(enum.IntEnum):
+    MODEL = -1
+    NONE = 0
+    MEAN = 1
+    CLS = 2
+    LAST = 3
+
+
 class StopReason(enum.IntEnum):
     NONE = 0
     EOG = 1

@@ -205,6 +205,23 @@ class TestGenerate(unittest.TestCase):
         self.assertEqual(self.s.n_past, 0)
         self.assertIsNone(self.s.logits())
 
+    def test_fork_continues_without_prefill(self):
+        self.s.prefill(PROMPT)
+        f = self.s.fork()
+        self.assertEqual(f.n_past, self.s.n_past)
+        self.assertEqual(list(f.logits()), list(self.s.logits()))
+        a = f.generate(max_tokens=12, temperature=1.0, seed=3)
+        self.assertEqual(a.stats.prompt_tokens, 0)   # the prompt was computed once, on the source
+        fresh = self.e.sequence()
+        b = fresh.generate(PROMPT, max_tokens=12, temperature=1.0, seed=3)
+        self.assertEqual(a.text, b.text)   # a fork of a prefilled prompt generates what a prefill would
+        into = self.e.sequence()
+        self.assertIs(self.s.fork(into), into)
+        self.assertEqual(into.n_past, self.s.n_past)
+        other = support.engine(self, self.m).sequence()
+        with self.assertRaises(reprise.Error):
+            self.s.fork(other)
+
     def test_sampling_options(self):
         a = self.s.generate(PROMPT, max_tokens=16, temperature=1.0, seed=7, top_k=0, top_p=1.0, min_p=0).text
         b = self.s.generate(PROMPT, max_tokens=16, temperature=1.0, seed=7, top_k=0, top_p=1.0, min_p=0).text

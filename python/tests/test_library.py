@@ -100,7 +100,7 @@ class TestDeclarations(unittest.TestCase):
 
     ENUMS = {reprise.Status: "RP_ERR_", reprise.KVType: "RP_KV_", reprise.Reuse: "RP_REUSE_",
              reprise.Select: "RP_SELECT_", reprise.StopReason: "RP_STOP_", reprise.Policy: "RP_AGENTS_",
-             reprise.AgentState: "RP_AGENT_"}
+             reprise.AgentState: "RP_AGENT_", reprise.Pooling: "RP_POOLING_"}
 
     def test_layout_matches_the_header(self):
         header()

@@ -113,9 +113,19 @@ test('legacy completions', async () => {
   assert.ok(r.choices[0].text.length > 0);
 });
 
+test('n choices share one prompt', async () => {
+  const r = await client.chat.completions.create({
+    model, messages: [{ role: 'user', content: 'A cat' }], n: 3, max_tokens: 6, temperature: 0.8, seed: 5,
+  });
+  assert.equal(r.choices.length, 3);
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2]);
+  for (const c of r.choices) assert.equal(typeof c.message.content, 'string');
+  assert.ok(r.usage.completion_tokens >= 3);
+});
+
 test('errors map to the client error classes', async () => {
   await assert.rejects(
-    client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }], n: 2 }),
+    client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }], n: 17 }),
     (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'n');
   const bad = new OpenAI({ baseURL, apiKey: 'wrong-key', maxRetries: 0 });
   await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
