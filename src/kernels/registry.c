@@ -26,7 +26,7 @@ extern const rp_mm_kernel rp_mm_q5_k_packed_avx2, rp_mm_q3_k_packed_avx2, rp_mm_
 extern const rp_mm_kernel rp_mm_q4_1_packed_avx512, rp_mm_q5_0_packed_avx512, rp_mm_q5_1_packed_avx512,
     rp_mm_iq4_nl_packed_avx512;
 extern const rp_mm_kernel rp_mm_q4_1_packed_avx2, rp_mm_q5_0_packed_avx2, rp_mm_q5_1_packed_avx2,
-    rp_mm_iq4_nl_packed_avx2, rp_mm_q2_k_packed_avx2;
+    rp_mm_iq4_nl_packed_avx2, rp_mm_q2_k_packed_avx2, rp_mm_q2_k_packed_avx512;
 extern const rp_attn_kernel rp_attn_f16_avx2, rp_attn_f16_avx512;
 extern const rp_attn_kernel rp_attn_q8_0_avx2, rp_attn_q8_0_avx512;
 extern const rp_attn_kernel rp_attn_f32_avx2, rp_attn_f32_avx512;
@@ -74,8 +74,8 @@ static const rp_mm_kernel *const k_mm[] = {
     X86(&rp_mm_q5_1_packed_avx512, &rp_mm_q5_1_packed_avx2, &rp_mm_q5_1_avx512, &rp_mm_q5_1_avx2) &rp_mm_ref_q5_1,
     X86(&rp_mm_iq4_nl_packed_avx512, &rp_mm_iq4_nl_packed_avx2, &rp_mm_iq4_nl_avx512, &rp_mm_iq4_nl_avx2)
         &rp_mm_ref_iq4_nl,
-    /* packed (mm_q2_k_avx2.c) before the unpacked ones, as Q5_K */
-    X86(&rp_mm_q2_k_packed_avx2, &rp_mm_q2_k_avx512, &rp_mm_q2_k_avx2) &rp_mm_ref_q2_k,
+    /* packed (q2k_pack_x86.h; mm_q2_k_avx{512,2}.c) before the unpacked ones */
+    X86(&rp_mm_q2_k_packed_avx512, &rp_mm_q2_k_packed_avx2, &rp_mm_q2_k_avx512, &rp_mm_q2_k_avx2) &rp_mm_ref_q2_k,
     /* Q3_K packed into the Q6_K layout and run by the Q6_K AVX2 kernel (mm_q6_k_avx2.c: exact int32 per
      * block), before the unpacked ones. Not the AVX-512 Q6_K kernel: its prefill applies the -32 offset in
      * fp32, and Q3_K's q3 + 32 makes both terms ~32x the result (cancellation past the tests' tolerance). */

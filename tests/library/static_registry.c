@@ -29,7 +29,7 @@ static const family k_mm[] = {
     {RP_TYPE_Q6_K, "q6_k", RP_CPU_AMX},   {RP_TYPE_BF16, "bf16", RP_CPU_AMX}, {RP_TYPE_F16, "f16", RP_CPU_AVX512},
     {RP_TYPE_F32, "f32", RP_CPU_AVX512},
     {RP_TYPE_Q4_1, "q4_1", RP_CPU_AVX512}, {RP_TYPE_Q5_0, "q5_0", RP_CPU_AVX512}, {RP_TYPE_Q5_1, "q5_1", RP_CPU_AVX512},
-    {RP_TYPE_IQ4_NL, "iq4_nl", RP_CPU_AVX512}, {RP_TYPE_Q2_K, "q2_k", RP_CPU_AVX2}, {RP_TYPE_Q3_K, "q3_k", RP_CPU_AVX2},
+    {RP_TYPE_IQ4_NL, "iq4_nl", RP_CPU_AVX512}, {RP_TYPE_Q2_K, "q2_k", RP_CPU_AVX512}, {RP_TYPE_Q3_K, "q3_k", RP_CPU_AVX2},
     {RP_TYPE_Q5_K, "q5_k", RP_CPU_AVX2}, {RP_TYPE_IQ4_XS, "iq4_xs", RP_CPU_AVX2},
 };
 static const family k_attn[] = {
