@@ -465,12 +465,16 @@ static rp_status load_impl(rp_tokenizer *t, const rp_gguf *g) {
             char names[1536];
             size_t m = 0;
             names[0] = '\0';
+            /* one name per family (the first in the table): every alias would not fit in an error message */
             for (size_t i = 0; i < sizeof k_pre_names / sizeof *k_pre_names && m < sizeof names; i++) {
-                int w = snprintf(names + m, sizeof names - m, "%s%s", i ? ", " : "", k_pre_names[i].name);
+                bool seen = false;
+                for (size_t j = 0; j < i && !seen; j++) seen = k_pre_names[j].pre == k_pre_names[i].pre;
+                if (seen) continue;
+                int w = snprintf(names + m, sizeof names - m, "%s%s", m ? ", " : "", k_pre_names[i].name);
                 if (w < 0) break;
                 m += (size_t)w;
             }
-            return rp_errorf(RP_ERR_UNSUPPORTED, "tokenizer: pre-tokenizer '%.*s' is not supported (supported: %s)",
+            return rp_errorf(RP_ERR_UNSUPPORTED, "tokenizer: pre-tokenizer '%.*s' is not supported (families: %s; README.md, Supported models, lists every accepted name)",
                              (int)(pre.len > 64 ? 64 : pre.len), pre.ptr, names);
         }
         t->pre = pn->pre;
