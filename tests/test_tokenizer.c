@@ -10,7 +10,11 @@
 
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/tok_internal.h"   /* rp_utf8_check */
+#include "tokenizer/tok_internal.h"   /* rp_utf8_check, the nfc flag */
+
+#ifndef RP_SOURCE_DIR
+#define RP_SOURCE_DIR "."
+#endif
 
 /* ---- helpers ---- */
 
@@ -143,7 +147,7 @@ static void check_case(const rp_tokenizer *t, const char *text, size_t len, cons
     const char *ref = text;
     size_t rl = len;
     char *norm = NULL;
-    if (rp_tokenizer_pre(t) == RP_PRE_QWEN2) {
+    if (t->nfc) {
         norm = nfc(text, len, &rl);
         ref = norm;
     }
@@ -606,6 +610,109 @@ static void test_buffers_and_invalid_utf8(void **state) {
     }
 }
 
+/* ---- pre-tokenizers: llama.cpp's ids for every supported tokenizer.ggml.pre name ----
+ * tests/data/pretok_vectors.json (bench/peer/pretok_vectors.mjs) holds the ids llama.cpp gives for a
+ * fixed set of texts with the llama3-bpe vocab relabelled to each name and its add_bos_token key
+ * dropped. The split does not depend on the vocab, so we relabel the same vocab the same way. */
+
+/* Copies the GGUF at src_path to dst_path with tokenizer.ggml.pre = pre and no add_bos_token key. */
+static void relabel_vocab(const char *src_path, const char *dst_path, const char *pre) {
+    rp_gguf *g = NULL;
+    assert_int_equal(rp_gguf_open(src_path, &g), RP_OK);
+    rp_gguf_writer *w = NULL;
+    assert_int_equal(rp_gguf_writer_create(&w), RP_OK);
+    for (uint64_t i = 0; i < rp_gguf_n_kv(g); i++) {
+        rp_str k = rp_gguf_kv_key(g, i);
+        if (rp_str_eq(k, "tokenizer.ggml.pre") || rp_str_eq(k, "tokenizer.ggml.add_bos_token")) continue;
+        assert_int_equal(rp_gguf_writer_copy_kv(w, g, i), RP_OK);
+    }
+    assert_int_equal(rp_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre), RP_OK);
+    assert_int_equal(rp_gguf_writer_write_file(w, dst_path), RP_OK);
+    rp_gguf_writer_free(w);
+    rp_gguf_close(g);
+}
+
+static rp_status load_path(const char *path, rp_tokenizer **t);
+
+static void test_pretok_vectors(void **state) {
+    (void)state;
+    char jpath[4096];
+    snprintf(jpath, sizeof jpath, "%s/tests/data/pretok_vectors.json", RP_SOURCE_DIR);
+    json_error_t err;
+    json_t *root = json_load_file(jpath, 0, &err);
+    if (!root) print_message("%s: %s (line %d)\n", jpath, err.text, err.line);
+    assert_non_null(root);
+    const char *vocab_rel = json_string_value(json_object_get(root, "vocab"));
+    assert_non_null(vocab_rel);
+    const char *vocab = rp_test_shared(vocab_rel);
+    if (!vocab) json_decref(root);
+    RP_REQUIRE_SHARED(vocab, vocab_rel);
+    json_t *texts = json_object_get(root, "texts"), *results = json_object_get(root, "results");
+    json_t *pres = json_object_get(root, "pre");
+    assert_true(json_is_array(texts) && json_is_array(results) && json_is_object(pres));
+    assert_true(json_array_size(texts) >= 60);
+    assert_true(json_object_size(pres) >= 40);
+
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tok-pretok.gguf", rp_test_tmpdir());
+    const char *name;
+    json_t *entry;
+    int names = 0, cases = 0, skipped_nfc = 0, bad_names = 0;
+    json_object_foreach(pres, name, entry) {
+        relabel_vocab(vocab, path, name);
+        rp_tokenizer *t = NULL;
+        rp_status st = load_path(path, &t);
+        if (st != RP_OK) print_message("pre '%s': %s\n", name, rp_last_error());
+        assert_int_equal(st, RP_OK);
+        json_t *ids = json_array_get(results, (size_t)json_integer_value(json_object_get(entry, "result")));
+        assert_true(json_is_array(ids));
+        assert_int_equal(json_array_size(ids), json_array_size(texts));
+        vec_stats vs = {0};
+        int skipped = 0;
+        for (size_t i = 0; i < json_array_size(texts); i++) {
+            json_t *jt = json_array_get(texts, i), *jw = json_array_get(ids, i);
+            const char *text = json_string_value(jt);
+            size_t len = json_string_length(jt);
+            if (t->nfc) {
+                /* llama.cpp does not normalize; we do (as HF) where the name says so: texts
+                 * that NFC changes are not comparable there. */
+                size_t nl;
+                char *n = nfc(text, len, &nl);
+                bool same = nl == len && memcmp(n, text, len) == 0;
+                free(n);
+                if (!same) {
+                    skipped++;
+                    continue;
+                }
+            }
+            size_t nw = json_array_size(jw);
+            rp_token *want = malloc((nw ? nw : 1) * sizeof *want);
+            assert_non_null(want);
+            for (size_t j = 0; j < nw; j++) want[j] = (rp_token)json_integer_value(json_array_get(jw, j));
+            check_case(t, text, len, want, nw, false, false, &vs);
+            free(want);
+        }
+        bool want_bos = json_is_true(json_object_get(entry, "add_bos"));
+        bool bos_ok = rp_tokenizer_add_bos(t) == want_bos;
+        if (!bos_ok) print_message("pre '%s': add_bos %d, llama.cpp %d\n", name, !want_bos, want_bos);
+        if (vs.enc_ok != vs.total || vs.rt_ok != vs.total || vs.stream_ok != vs.total || !bos_ok) {
+            print_message("pre '%s': %d/%d ids exact, %d/%d round trips, %d/%d streaming\n", name, vs.enc_ok,
+                          vs.total, vs.rt_ok, vs.total, vs.stream_ok, vs.total);
+            bad_names++;
+        }
+        names++;
+        cases += vs.total;
+        skipped_nfc += skipped;
+        rp_tokenizer_free(t);
+    }
+    print_message("pretok vectors (llama.cpp %s): %d names, %d cases, %d names wrong; %d NFC-changed cases not "
+                  "compared\n",
+                  json_string_value(json_object_get(root, "llama_cpp")), names, cases, bad_names, skipped_nfc);
+    assert_int_equal(bad_names, 0);
+    remove(path);
+    json_decref(root);
+}
+
 /* Writes a small vocab-only GGUF: byte-level characters for 'a'..'c' and ' '. */
 static void write_vocab(const char *path, const char *model, const char *pre, uint64_t n_types) {
     rp_gguf_writer *w = NULL;
@@ -640,10 +747,14 @@ static void test_load_errors(void **state) {
     snprintf(path, sizeof path, "%s/tok-vocab.gguf", rp_test_tmpdir());
     rp_tokenizer *t = NULL;
 
-    write_vocab(path, "gpt2", "smaug-bpe", 6);
+    write_vocab(path, "gpt2", "no-such-pre", 6);
     assert_int_equal(load_path(path, &t), RP_ERR_UNSUPPORTED);
     assert_null(t);
-    assert_non_null(strstr(rp_last_error(), "smaug-bpe"));
+    /* the error names the value and lists what is supported */
+    assert_non_null(strstr(rp_last_error(), "'no-such-pre'"));
+    assert_non_null(strstr(rp_last_error(), "llama-bpe"));
+    assert_non_null(strstr(rp_last_error(), "tekken"));
+    assert_non_null(strstr(rp_last_error(), "laguna"));
 
     write_vocab(path, "bert", NULL, 6);
     assert_int_equal(load_path(path, &t), RP_ERR_UNSUPPORTED);
@@ -739,6 +850,7 @@ int main(void) {
         cmocka_unit_test(test_vectors_gpt2),
         cmocka_unit_test(test_extra_llama3),
         cmocka_unit_test(test_extra_qwen3),
+        cmocka_unit_test(test_pretok_vectors),
         cmocka_unit_test(test_stories260k),
         cmocka_unit_test(test_specials_llama3),
         cmocka_unit_test(test_specials_qwen3),

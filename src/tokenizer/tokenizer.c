@@ -381,6 +381,52 @@ static void build_eog(rp_tokenizer *t) {
     if (t->eom >= 0) t->flags[t->eom] |= RP_TOKF_EOG;
 }
 
+/* BPE pre-tokenizer names (tokenizer.ggml.pre) as llama.cpp spells them, each with the regex list
+ * (pretok.c) and the options llama.cpp gives it. PRE_NFC is ours: HF's Qwen2 tokenizer normalizes
+ * to NFC (llama.cpp does not). tests/data/pretok_vectors.json holds llama.cpp's ids for each name. */
+enum { PRE_IGNORE_MERGES = 1, PRE_ADD_BOS = 2, PRE_NFC = 4 };
+#define PRE_LLAMA3_FLAGS (PRE_IGNORE_MERGES | PRE_ADD_BOS)
+
+typedef struct rp_pre_name {
+    const char *name;
+    rp_tok_pre pre;
+    unsigned flags;
+} rp_pre_name;
+
+static const rp_pre_name k_pre_names[] = {
+    {"default", RP_PRE_DEFAULT, 0},   /* first: also used when the key is missing */
+    {"llama-bpe", RP_PRE_LLAMA3, PRE_LLAMA3_FLAGS}, {"llama3", RP_PRE_LLAMA3, PRE_LLAMA3_FLAGS},
+    {"llama-v3", RP_PRE_LLAMA3, PRE_LLAMA3_FLAGS}, {"falcon3", RP_PRE_LLAMA3, PRE_LLAMA3_FLAGS},
+    {"falcon-h1", RP_PRE_LLAMA3, PRE_LLAMA3_FLAGS}, {"pixtral", RP_PRE_LLAMA3, PRE_LLAMA3_FLAGS},
+    {"midm-2.0", RP_PRE_LLAMA3, PRE_LLAMA3_FLAGS}, {"lfm2", RP_PRE_LLAMA3, PRE_LLAMA3_FLAGS},
+    {"dbrx", RP_PRE_LLAMA3, 0}, {"smaug-bpe", RP_PRE_LLAMA3, 0},
+    {"qwen2", RP_PRE_QWEN2, PRE_NFC}, {"deepseek-r1-qwen", RP_PRE_QWEN2, PRE_NFC},
+    {"kormo", RP_PRE_QWEN2, 0}, {"f2llmv2", RP_PRE_QWEN2, 0}, {"megrez", RP_PRE_QWEN2, 0},
+    {"stablelm2", RP_PRE_QWEN2, 0}, {"hunyuan", RP_PRE_QWEN2, 0}, {"solar-open", RP_PRE_QWEN2, 0},
+    {"grok-2", RP_PRE_QWEN2, 0},
+    {"qwen35", RP_PRE_QWEN35, 0},
+    {"gpt-2", RP_PRE_GPT2, 0}, {"phi-2", RP_PRE_GPT2, 0}, {"mpt", RP_PRE_GPT2, 0}, {"olmo", RP_PRE_GPT2, 0},
+    {"jais", RP_PRE_GPT2, 0}, {"gigachat", RP_PRE_GPT2, 0}, {"a.x-4.0", RP_PRE_GPT2, 0}, {"mellum", RP_PRE_GPT2, 0},
+    {"exaone4", RP_PRE_GPT2, 0}, {"trillion", RP_PRE_GPT2, 0}, {"granite-docling", RP_PRE_GPT2, 0},
+    {"smollm", RP_PRE_SMOLLM, 0}, {"starcoder", RP_PRE_SMOLLM, 0}, {"refact", RP_PRE_SMOLLM, 0},
+    {"command-r", RP_PRE_SMOLLM, 0}, {"codeshell", RP_PRE_SMOLLM, 0}, {"exaone", RP_PRE_SMOLLM, 0},
+    {"minerva-7b", RP_PRE_SMOLLM, 0}, {"mellum2", RP_PRE_SMOLLM, 0},
+    {"gpt-4o", RP_PRE_GPT4O, 0}, {"llama4", RP_PRE_GPT4O, 0}, {"kanana2", RP_PRE_GPT4O, 0},
+    {"talkie", RP_PRE_GPT4O, 0}, {"minimax-m2", RP_PRE_GPT4O, 0},
+    {"tekken", RP_PRE_TEKKEN, PRE_IGNORE_MERGES | PRE_ADD_BOS},
+    {"deepseek-llm", RP_PRE_DEEPSEEK_LLM, 0}, {"deepseek-coder", RP_PRE_DEEPSEEK_CODER, 0},
+    {"deepseek-v3", RP_PRE_DEEPSEEK3, 0}, {"hunyuan-dense", RP_PRE_DEEPSEEK3, 0}, {"joyai-llm", RP_PRE_DEEPSEEK3, 0},
+    {"falcon", RP_PRE_FALCON, 0},
+    {"poro-chat", RP_PRE_PORO, 0}, {"bloom", RP_PRE_PORO, 0}, {"gpt3-finnish", RP_PRE_PORO, 0},
+    {"viking", RP_PRE_VIKING, 0},
+    {"seed-coder", RP_PRE_SEED_CODER, 0},
+    {"bailingmoe", RP_PRE_BAILINGMOE, 0}, {"bailingmoe2", RP_PRE_BAILINGMOE, 0}, {"llada-moe", RP_PRE_BAILINGMOE, 0},
+    {"exaone-moe", RP_PRE_EXAONE_MOE, 0},
+    {"minicpm5", RP_PRE_MINICPM5, PRE_IGNORE_MERGES},
+    {"jais-2", RP_PRE_JAIS2, 0},
+    {"laguna", RP_PRE_LAGUNA, 0},
+};
+
 static rp_status load_impl(rp_tokenizer *t, const rp_gguf *g) {
     /* ---- model / pre-tokenizer ---- */
     rp_str model;
@@ -405,23 +451,36 @@ static rp_status load_impl(rp_tokenizer *t, const rp_gguf *g) {
         return st;
     }
     t->pre = RP_PRE_DEFAULT;
+    bool bos_default = t->kind == RP_TOK_SPM;
     if (t->kind == RP_TOK_BPE) {
-        /* A missing name gets the default (GPT-2) regex, as llama.cpp does. */
-        if (pre.len == 0 || rp_str_eq(pre, "default")) {
-            t->pre = RP_PRE_DEFAULT;
-        } else if (rp_str_eq(pre, "llama-bpe")) {
-            t->pre = RP_PRE_LLAMA3;
-            t->ignore_merges = true;
-        } else if (rp_str_eq(pre, "qwen2")) {
-            t->pre = RP_PRE_QWEN2;
-            t->nfc = true;
-        } else if (rp_str_eq(pre, "gpt-2")) {
-            t->pre = RP_PRE_GPT2;
+        /* A missing name gets the default regexes, as in llama.cpp. */
+        const rp_pre_name *pn = NULL;
+        if (pre.len == 0) {
+            pn = &k_pre_names[0];
         } else {
-            return rp_errorf(RP_ERR_UNSUPPORTED,
-                             "tokenizer: pre-tokenizer '%.*s' is not supported (llama-bpe, qwen2, gpt-2, default)",
-                             (int)(pre.len > 64 ? 64 : pre.len), pre.ptr);
+            for (size_t i = 0; i < sizeof k_pre_names / sizeof *k_pre_names && !pn; i++)
+                if (rp_str_eq(pre, k_pre_names[i].name)) pn = &k_pre_names[i];
         }
+        if (!pn) {
+            char names[1536];
+            size_t m = 0;
+            names[0] = '\0';
+            /* one name per family (the first in the table): every alias would not fit in an error message */
+            for (size_t i = 0; i < sizeof k_pre_names / sizeof *k_pre_names && m < sizeof names; i++) {
+                bool seen = false;
+                for (size_t j = 0; j < i && !seen; j++) seen = k_pre_names[j].pre == k_pre_names[i].pre;
+                if (seen) continue;
+                int w = snprintf(names + m, sizeof names - m, "%s%s", m ? ", " : "", k_pre_names[i].name);
+                if (w < 0) break;
+                m += (size_t)w;
+            }
+            return rp_errorf(RP_ERR_UNSUPPORTED, "tokenizer: pre-tokenizer '%.*s' is not supported (families: %s; README.md, Supported models, lists every accepted name)",
+                             (int)(pre.len > 64 ? 64 : pre.len), pre.ptr, names);
+        }
+        t->pre = pn->pre;
+        t->ignore_merges = (pn->flags & PRE_IGNORE_MERGES) != 0;
+        t->nfc = (pn->flags & PRE_NFC) != 0;
+        bos_default = (pn->flags & PRE_ADD_BOS) != 0;
     }
 
     /* ---- tokens ---- */
@@ -486,12 +545,11 @@ static rp_status load_impl(rp_tokenizer *t, const rp_gguf *g) {
         if (n > 0) t->unk = 0;
         if (n > 1) t->bos = 1;
         if (n > 2) t->eos = 2;
-        t->add_bos = true;
         t->add_space_prefix = true;
     } else {
-        t->add_bos = t->pre == RP_PRE_LLAMA3;
         t->add_space_prefix = false;
     }
+    t->add_bos = bos_default;   /* tokenizer.ggml.add_bos_token may override */
     RP_TRY(get_tok_id(g, "tokenizer.ggml.bos_token_id", t->n_vocab, &t->bos));
     RP_TRY(get_tok_id(g, "tokenizer.ggml.eos_token_id", t->n_vocab, &t->eos));
     RP_TRY(get_tok_id(g, "tokenizer.ggml.eot_token_id", t->n_vocab, &t->eot));

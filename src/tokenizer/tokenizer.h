@@ -17,10 +17,27 @@ typedef enum rp_tok_kind {
 } rp_tok_kind;
 
 typedef enum rp_tok_pre {
-    RP_PRE_DEFAULT = 0,   /* SPM, or gpt-2 regex for BPE */
-    RP_PRE_LLAMA3 = 1,    /* "llama-bpe" (Llama 3.x) */
-    RP_PRE_QWEN2 = 2,     /* "qwen2" (Qwen 2/3), NFC-normalized input */
-    RP_PRE_GPT2 = 3,
+    RP_PRE_DEFAULT = 0,   /* SPM; for BPE llama.cpp's default (no or "default" tokenizer.ggml.pre) */
+    RP_PRE_LLAMA3,        /* "llama-bpe" (Llama 3.x) and others */
+    RP_PRE_QWEN2,         /* "qwen2" (Qwen 2/3), "deepseek-r1-qwen", ... */
+    RP_PRE_GPT2,          /* "gpt-2", "olmo", ... */
+    RP_PRE_SMOLLM,        /* "smollm", "starcoder", "refact", ...: single digits, then GPT-2 */
+    RP_PRE_GPT4O,         /* "gpt-4o" (Phi-4-mini), "llama4", ... */
+    RP_PRE_TEKKEN,        /* "tekken" (Mistral Nemo, Small 3) */
+    RP_PRE_DEEPSEEK_LLM,  /* "deepseek-llm" */
+    RP_PRE_DEEPSEEK_CODER,/* "deepseek-coder" */
+    RP_PRE_DEEPSEEK3,     /* "deepseek-v3", "hunyuan-dense", "joyai-llm" */
+    RP_PRE_FALCON,        /* "falcon" */
+    RP_PRE_QWEN35,        /* "qwen35" */
+    RP_PRE_PORO,          /* "poro-chat", "bloom", "gpt3-finnish" */
+    RP_PRE_VIKING,        /* "viking" */
+    RP_PRE_SEED_CODER,    /* "seed-coder" */
+    RP_PRE_BAILINGMOE,    /* "bailingmoe", "bailingmoe2", "llada-moe" */
+    RP_PRE_EXAONE_MOE,    /* "exaone-moe" */
+    RP_PRE_MINICPM5,      /* "minicpm5" */
+    RP_PRE_JAIS2,         /* "jais-2" */
+    RP_PRE_LAGUNA,        /* "laguna" */
+    RP_PRE_COUNT
 } rp_tok_pre;
 
 /* GGUF token_type values. */
