@@ -6,6 +6,7 @@
  * two F32 vectors of a BF16 column pair), fx_load_i8 (FX_W int8 as floats), fx_h2f and fx_prefetch. */
 #ifndef RP_KERNELS_FLOAT_TMPL_H
 #define RP_KERNELS_FLOAT_TMPL_H
+#include <stdlib.h>   /* getenv: RP_ATTN_QK8 (A/B) */
 
 
 
@@ -332,11 +333,52 @@ typedef struct {
     float *S, *M, *L, *C, *Kt, *Kn, *Vn;
     int32_t *VC;                    /* valid cells of each qv in the current tile */
     int32_t *VB;                    /* sliding window: cells t < VB[qv] of the tile are masked */
+    /* Q8_0 query (rp_attn_q8_query): qv's head rounded to Q8_0, as floats Qf
+     * [qv][Dp] (d * q, exact; what every F32 path reads, else NULL: a->q), as
+     * int8 Qi [qv][D] with block scales Qd [qv][D / 32], and Qc [qv][D / 4]:
+     * -128 x the sum of each 4 bytes of Qi (the correction of an unsigned K).
+     * qk8: the int8 decode QK of the vector layer (FX_QK8) runs the fused tiles. */
+    float *Qf, *Qd;
+    int8_t *Qi;
+    int32_t *Qc;
+    int qk8;
 } fx_actx;
 
-RP_FX_INLINE const float *fx_qptr(const fx_actx *x, int32_t qv) {
+RP_FX_INLINE const float *fx_qin(const fx_actx *x, int32_t qv) {
     const rp_attn_args *a = x->a;
     return a->q + (int64_t)(qv / x->G) * a->q_stride + (int64_t)(a->head_begin + qv % x->G) * x->D;
+}
+RP_FX_INLINE const float *fx_qptr(const fx_actx *x, int32_t qv) {
+    return x->Qf ? x->Qf + (size_t)qv * (size_t)x->Dp : fx_qin(x, qv);
+}
+
+/* Rounds every query vector's head to Q8_0 (rp_quantize_row's rounding)
+ * into Qf / Qi / Qd / Qc; D is a multiple of 32. */
+static void fx_q8_query(fx_actx *x, float *qf) {
+    const int32_t D = x->D, nb = D / RP_QK8_0;
+    rp_block_q8_0 blk[8];
+    for (int32_t qv = 0; qv < x->NQ; qv++) {
+        const float *q = fx_qin(x, qv);
+        float *f = qf + (size_t)qv * (size_t)x->Dp, *qd = x->Qd + (size_t)qv * (size_t)nb;
+        int8_t *qi = x->Qi + (size_t)qv * (size_t)D;
+        int32_t *qc = x->Qc + (size_t)qv * (size_t)(D / 4);
+        for (int32_t b0 = 0; b0 < nb; b0 += 8) {
+            const int32_t n = nb - b0 < 8 ? nb - b0 : 8;
+            rp_quantize_row(RP_TYPE_Q8_0, q + b0 * RP_QK8_0, blk, (int64_t)n * RP_QK8_0);
+            for (int32_t b = 0; b < n; b++) {
+                const float d = rp_fp16_to_fp32(blk[b].d);
+                qd[b0 + b] = d;
+                for (int j = 0; j < RP_QK8_0; j++) {
+                    const int32_t e = (b0 + b) * RP_QK8_0 + j;
+                    qi[e] = blk[b].qs[j];
+                    f[e] = d * (float)blk[b].qs[j];
+                }
+            }
+        }
+        for (int32_t e = D; e < x->Dp; e++) f[e] = 0.0f;
+        for (int32_t e = 0; e < D / 4; e++) qc[e] = -128 * (qi[4 * e] + qi[4 * e + 1] + qi[4 * e + 2] + qi[4 * e + 3]);
+    }
+    x->Qf = qf;
 }
 RP_FX_INLINE float *fx_optr(const fx_actx *x, int32_t qv) {
     const rp_attn_args *a = x->a;
@@ -773,6 +815,13 @@ static void fx_pv_all(const fx_actx *x, const void *vb, int64_t vs, int first, i
     }
 }
 
+/* The vector layer's int8 decode QK (x86: kernels/x86/attn_q8_x86.h): fx_qk8_ok(D) says whether it takes
+ * head_dim D, fx_qk8_blocks(x, kb, ks, tn) writes S for every query vector from Qi / Qd / Qc and the tile's
+ * K block scales in Kn, as fx_qk_blocks(..., 2) does from Qf. */
+#if defined(FX_QK8)
+#include FX_QK8
+#endif
+
 /* One tile of the fused Q8_0 decode: block scales, QK, softmax, PV. */
 static void fx_q8_tile(fx_actx *x, const uint8_t *krow, const uint8_t *vrow, size_t rb, size_t hoff, int tn,
                        int first, int npf) {
@@ -798,7 +847,11 @@ static void fx_q8_tile(fx_actx *x, const uint8_t *krow, const uint8_t *vrow, siz
             x->Vn[t * nb + b] = fx_h2f(dv);
         }
     }
-    fx_qk_blocks(x, krow + hoff, (int64_t)rb, tn, 2);
+#if defined(FX_QK8)
+    if (x->qk8) fx_qk8_blocks(x, krow + hoff, (int64_t)rb, tn);
+    else
+#endif
+        fx_qk_blocks(x, krow + hoff, (int64_t)rb, tn, 2);
     for (int32_t qv = 0; qv < x->NQ; qv++)
         if (x->VC[qv] > 0) fx_softmax(x, qv, x->VC[qv], x->VB[qv], first);
     fx_pv_all(x, vrow + hoff, (int64_t)rb, first, 2);
@@ -857,6 +910,16 @@ static void fx_attn_run(fx_actx *x, const int f16) {
     }
     /* decode over whole Q8_0 blocks: dequantized as loaded, no tiles */
     const int fused_q8 = kind == 2 && path_a && off % RP_QK8_0 == 0 && x->D % RP_QK8_0 == 0;
+#if defined(FX_QK8)
+    {
+        static int qk8_env = -1;   /* RP_ATTN_QK8=0: the F32 QK over the same rounded query (A/B) */
+        if (qk8_env < 0) {
+            const char *e = getenv("RP_ATTN_QK8");
+            qk8_env = !(e && e[0] == '0');
+        }
+        x->qk8 = fused_q8 && x->Qf && fx_qk8_ok(x->D) && qk8_env;
+    }
+#endif
     for (int32_t c0 = cstart; c0 < maxc; c0 += RP_FX_AT) {
         const int tn = maxc - c0 < RP_FX_AT ? maxc - c0 : RP_FX_AT;
         const int first = !win && c0 == 0;
@@ -957,6 +1020,18 @@ static void rp_fx_attn(const rp_attn_args *a) {
     x.Kt = fx_carve(&p, (size_t)x.Dp * RP_FX_AT);
     x.Kn = fx_carve(&p, (size_t)x.Dp * RP_FX_AT);
     x.Vn = fx_carve(&p, (size_t)x.Dp * RP_FX_AT);
+    x.Qf = NULL;
+    x.Qi = NULL;
+    x.Qd = NULL;
+    x.Qc = NULL;
+    x.qk8 = 0;
+    if (rp_attn_q8_query(a->kv_type, x.D)) {
+        float *qf = fx_carve(&p, (size_t)x.NQ * (size_t)x.Dp);
+        x.Qi = (int8_t *)fx_carve(&p, (size_t)x.NQ * (size_t)x.D / 4);
+        x.Qd = fx_carve(&p, (size_t)x.NQ * (size_t)(x.D / RP_QK8_0));
+        x.Qc = (int32_t *)fx_carve(&p, (size_t)x.NQ * (size_t)(x.D / 4));
+        fx_q8_query(&x, qf);
+    }
     switch (a->kv_type) {
     case RP_TYPE_F16: fx_attn_run(&x, 1); break;
     case RP_TYPE_F32:

@@ -137,6 +137,16 @@ int rp_attn_kernel_list(rp_type kv_type, const rp_attn_kernel **out, int cap);
 /* Reference kernels (always present). */
 void rp_attn_ref(const rp_attn_args *a);
 
+/* True when the scores of a kv_type cache round the query to Q8_0: a Q8_0
+ * cache whose heads sit on whole 32-value blocks (head_dim a multiple of 32).
+ * Every kernel, the reference included, then quantizes each query head as
+ * rp_quantize_row(RP_TYPE_Q8_0) does (llama.cpp's vec_dot_type for a Q8_0 K
+ * cache) and a score is scale * sum over blocks of d_q * d_k * (integer dot
+ * of the block), as rp_vec_dot_ref(RP_TYPE_Q8_0) computes it; the SIMD
+ * kernels differ from it by float rounding only, on every path (decode,
+ * prefill, split). Other caches use the F32 query as it is. */
+bool rp_attn_q8_query(rp_type kv_type, int32_t head_dim);
+
 /* Combines n_parts partial results (rp_attn_args.ml) of nq query vectors of
  * head_dim: part p's unnormalized outputs at outs + p * part_stride, query
  * vector qv at + qv * head_dim, its (M, L) at mls + p * ml_stride + 2 qv. The

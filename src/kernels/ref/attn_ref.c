@@ -6,16 +6,19 @@
 #include "kernels/quant.h"
 
 size_t rp_attn_scratch_bytes(int32_t head_dim, int32_t max_heads, int32_t max_rows) {
-    /* an upper bound shared by all kernels. The reference needs head_dim
-     * floats. The SIMD kernels (x86/float_x86.h) need, with nq = rows x heads,
-     * a tile of 64 cells and head_dim padded to 16 (dp): scores nq x 64, five
-     * per-query-vector arrays (max, sum, rescale, valid cells, window start) nq x 5,
-     * and three 64 x dp tiles (transposed K, dequantized K and V); each of the 9
+    /* an upper bound shared by all kernels. The reference needs 2 x head_dim
+     * floats (a K/V head and the Q8_0 query head). The SIMD kernels
+     * (float_tmpl.h) need, with nq = rows x heads, a tile of 64 cells and
+     * head_dim padded to 16 (dp): scores nq x 64, five per-query-vector arrays
+     * (max, sum, rescale, valid cells, window start) nq x 5, three 64 x dp
+     * tiles (transposed K, dequantized K and V) and, for Q8_0 caches, the
+     * queries rounded to Q8_0: nq x dp floats, nq x dp int8 and their scales
+     * and correction terms (nq x (dp / 32 + dp / 4) floats); each of the 13
      * pieces is 64-byte aligned (<= 16 floats of padding) plus 64 bytes to
      * align the start. */
     size_t hd = (size_t)(head_dim > 0 ? head_dim : 0), rows = (size_t)max_rows * (size_t)max_heads;
     size_t dp = (hd + 15) & ~(size_t)15;
-    size_t floats = rows * (hd + 69) + 3 * 64 * dp + 4096;
+    size_t floats = rows * (hd + 69) + rows * (dp + dp / 4 + dp / 32 + dp / 4) + 3 * 64 * dp + 4096;
     return floats * sizeof(float) + 256;
 }
 
@@ -42,10 +45,17 @@ static void load_head(const rp_attn_args *a, const uint8_t *row, float *out) {
     }
 }
 
+bool rp_attn_q8_query(rp_type kv_type, int32_t head_dim) {
+    return kv_type == RP_TYPE_Q8_0 && head_dim > 0 && head_dim % RP_QK8_0 == 0;
+}
+
 void rp_attn_ref(const rp_attn_args *a) {
     const int32_t hd = a->head_dim;
-    float *kh = a->scratch, *scores = kh + hd;   /* scores: up to n_cells floats follow */
-    (void)scores;
+    float *kh = a->scratch;
+    /* Q8_0 K on whole blocks: each query head is rounded to Q8_0 and the
+     * scores are integer block dot products (llama.cpp's vec_dot_q8_0_q8_0) */
+    const bool q8 = rp_attn_q8_query(a->kv_type, hd);
+    rp_block_q8_0 *qb = (rp_block_q8_0 *)(void *)(kh + hd);
     for (int32_t i = 0; i < a->n_rows; i++) {
         const int32_t nc = a->n_cells[i], c0 = a->c_begin ? a->c_begin[i] : 0;
         for (int32_t hh = 0; hh < a->n_heads; hh++) {
@@ -56,10 +66,16 @@ void rp_attn_ref(const rp_attn_args *a) {
             float m = -INFINITY;
             double l = 0;
             memset(o, 0, sizeof(float) * (size_t)hd);
+            if (q8) rp_quantize_row(RP_TYPE_Q8_0, q, qb, hd);
             for (int32_t c = c0 < 0 ? 0 : c0; c < nc; c++) {
-                load_head(a, a->k + (size_t)c * a->kv_row_bytes, kh);
                 float s = 0;
-                for (int32_t d = 0; d < hd; d++) s += q[d] * kh[d];
+                if (q8) {
+                    const rp_block_q8_0 *kb = (const rp_block_q8_0 *)(const void *)(a->k + (size_t)c * a->kv_row_bytes);
+                    s = rp_vec_dot_ref(RP_TYPE_Q8_0, hd, kb + (int64_t)a->kv_head * hd / RP_QK8_0, qb);
+                } else {
+                    load_head(a, a->k + (size_t)c * a->kv_row_bytes, kh);
+                    for (int32_t d = 0; d < hd; d++) s += q[d] * kh[d];
+                }
                 s *= a->scale;
                 if (a->softcap > 0) s = a->softcap * tanhf(s / a->softcap);
                 float mn = s > m ? s : m;

@@ -260,6 +260,8 @@ RP_FX_INLINE fx_v fx_reduce(const fx_v v[8]) {
 
 RP_FX_INLINE float fx_h2f(uint16_t h) { return _cvtsh_ss(h); }
 RP_FX_INLINE void fx_prefetch(const void *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
+/* the int8 decode QK of the attention template (Q8_0 query x Q8_0 K) */
+#define FX_QK8 "kernels/x86/attn_q8_x86.h"
 
 #include "kernels/float_tmpl.h"
 
