@@ -6,7 +6,6 @@
  * two F32 vectors of a BF16 column pair), fx_load_i8 (FX_W int8 as floats), fx_h2f and fx_prefetch. */
 #ifndef RP_KERNELS_FLOAT_TMPL_H
 #define RP_KERNELS_FLOAT_TMPL_H
-#include <stdlib.h>   /* getenv: RP_ATTN_QK8 (A/B) */
 
 
 
@@ -911,14 +910,7 @@ static void fx_attn_run(fx_actx *x, const int f16) {
     /* decode over whole Q8_0 blocks: dequantized as loaded, no tiles */
     const int fused_q8 = kind == 2 && path_a && off % RP_QK8_0 == 0 && x->D % RP_QK8_0 == 0;
 #if defined(FX_QK8)
-    {
-        static int qk8_env = -1;   /* RP_ATTN_QK8=0: the F32 QK over the same rounded query (A/B) */
-        if (qk8_env < 0) {
-            const char *e = getenv("RP_ATTN_QK8");
-            qk8_env = !(e && e[0] == '0');
-        }
-        x->qk8 = fused_q8 && x->Qf && fx_qk8_ok(x->D) && qk8_env;
-    }
+    x->qk8 = fused_q8 && x->Qf && fx_qk8_ok(x->D);
 #endif
     for (int32_t c0 = cstart; c0 < maxc; c0 += RP_FX_AT) {
         const int tn = maxc - c0 < RP_FX_AT ? maxc - c0 : RP_FX_AT;
