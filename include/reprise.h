@@ -1426,6 +1426,11 @@ RP_API void rp_server_free(rp_server *s);
 /* Drops an idle or waiting agent's history back to n tokens (its KV with it): the next submit continues from
  * there. RP_ERR_INVALID_ARG while it runs. */
 RP_API rp_status rp_agents_truncate(rp_agents *a, rp_agent_id id, int32_t n);
+/* Makes dst (an idle agent) hold src's first n tokens and their KV, copied (what dst held is dropped), so that
+ * several continuations of one prompt run without computing it again (a server's n > 1 choices): src may be in
+ * any state, between steps (its KV must hold the n cells: RP_ERR_RANGE otherwise); dst's next submit continues
+ * from there. RP_ERR_INVALID_ARG for dst == src, a dst that is not idle, or either in the step in flight. */
+RP_API rp_status rp_agents_fork(rp_agents *a, rp_agent_id dst, rp_agent_id src, int32_t n);
 /* The agent's turn ends waiting for a tool result at the next step boundary (RP_AGENT_WAITING; its KV stays);
  * rp_agents_resume continues it. */
 RP_API rp_status rp_agents_suspend(rp_agents *a, rp_agent_id id);

@@ -1064,6 +1064,69 @@ static void test_agents_control(void **state) {
     rp_model_free(m);
 }
 
+/* rp_agents_fork: an agent forked from another's computed prompt (all but its last token) and given that token
+ * generates greedily what the source generated from the whole prompt, without computing the prompt again (one
+ * prefill row); a demoted source is restored for it; the errors (into itself, into a busy or non-idle agent, more
+ * tokens than computed). */
+static void test_agents_fork(void **state) {
+    (void)state;
+    OPEN_MODEL(m);
+    rp_agents_params ap = rp_agents_default_params();
+    ap.n_threads = 1;
+    ap.n_ctx = 256;
+    ap.max_agents = 3;
+    ap.kv_limit_mb = 1e-6;   /* a waiting agent is demoted at the next step */
+    rp_agents *a = NULL;
+    assert_int_equal(rp_agents_create(m, &ap, &a), RP_OK);
+    rp_agent_id src, dst, dst2;
+    assert_int_equal(rp_agents_add(a, &src), RP_OK);
+    assert_int_equal(rp_agents_add(a, &dst), RP_OK);
+    assert_int_equal(rp_agents_add(a, &dst2), RP_OK);
+    const char *prompt = "Once upon a time, there was a little girl named Lily who had a red ball";
+    rp_token t[64], want[128], got[128];
+    int32_t n = 0, nw = 0, ng = 0;
+    assert_int_equal(rp_tokenize(m, prompt, strlen(prompt), true, false, t, 64, &n), RP_OK);
+    rp_turn_opts to = rp_turn_default_opts();
+    to.sampling.temp = 0;
+    to.max_tokens = 16;
+    to.wait_after = true;
+    assert_int_equal(rp_agents_submit(a, src, t, n, &to), RP_OK);
+    assert_int_equal(rp_agents_run(a), RP_OK);
+    assert_int_equal(rp_agents_tokens(a, src, 0, want, 128, &nw), RP_OK);
+    assert_int_equal(nw, n + 16);
+    bool ran = false;
+    for (int i = 0; i < 3; i++) assert_int_equal(rp_agents_step(a, &ran), RP_OK);
+    rp_agent_info info;
+    assert_int_equal(rp_agents_info(a, src, &info), RP_OK);
+    assert_true(info.state == RP_AGENT_WAITING && info.demoted);
+    /* errors first: nothing changes */
+    assert_int_equal(rp_agents_fork(a, src, src, n - 1), RP_ERR_INVALID_ARG);
+    assert_int_equal(rp_agents_fork(a, dst, src, n + 40), RP_ERR_RANGE);
+    assert_int_equal(rp_agents_fork(a, src, dst, 0), RP_ERR_INVALID_ARG);   /* src is waiting, not idle */
+    /* the fork: the prompt but its last token, then that token as the turn */
+    assert_int_equal(rp_agents_fork(a, dst, src, n - 1), RP_OK);
+    assert_int_equal(rp_agents_info(a, dst, &info), RP_OK);
+    assert_true(info.n_tokens == n - 1 && info.n_cached == n - 1 && info.state == RP_AGENT_IDLE);
+    to.wait_after = false;
+    assert_int_equal(rp_agents_submit(a, dst, t + n - 1, 1, &to), RP_OK);
+    assert_int_equal(rp_agents_step(a, &ran), RP_OK);
+    rp_agents_step_info si;
+    rp_agents_last_step(a, &si);
+    assert_int_equal(si.prefill_rows, 1);   /* only the last prompt token was computed */
+    assert_int_equal(rp_agents_run(a), RP_OK);
+    assert_int_equal(rp_agents_tokens(a, dst, 0, got, 128, &ng), RP_OK);
+    assert_int_equal(ng, nw);
+    assert_memory_equal(got, want, sizeof(rp_token) * (size_t)nw);
+    /* a fork of the fork's whole history goes on from there; what dst2 held is dropped */
+    assert_int_equal(rp_agents_submit(a, dst2, t, 3, &to), RP_OK);
+    assert_int_equal(rp_agents_run(a), RP_OK);
+    assert_int_equal(rp_agents_fork(a, dst2, dst, ng - 1), RP_OK);
+    assert_int_equal(rp_agents_info(a, dst2, &info), RP_OK);
+    assert_int_equal(info.n_tokens, ng - 1);
+    rp_agents_free(a);
+    rp_model_free(m);
+}
+
 /* The draft lengths and the self drafter's layers reach the scheduler, and each step's figures come back per
  * agent: what it did (prefill, then verify), its draft and accepted tokens, the step's index; bad lengths refused. */
 static void test_agents_draft_params(void **state) {
@@ -1276,6 +1339,7 @@ int main(void) {
         cmocka_unit_test(test_server_support),
         cmocka_unit_test(test_chat_formats_and_detokenizer),
         cmocka_unit_test(test_agents_control),
+        cmocka_unit_test(test_agents_fork),
         cmocka_unit_test(test_agents_draft_params),
         cmocka_unit_test(test_agents_reuse),
     };

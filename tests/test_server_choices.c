@@ -1,6 +1,7 @@
-/* test_server_choices.c — n > 1 choices through the server (core backend): n choices from one prefill, each
+/* test_server_choices.c — n > 1 choices through the server (core backend, then the scheduler): n choices from one prefill, each
  * what an n = 1 request with seed + i gives, reproducible, usage counting the prompt once, streamed deltas tagged
- * with their index, logprobs and grammars per choice, and the refusals (n > 16, sessions, the sched backend). */
+ * with their index, logprobs and grammars per choice, the refusals (n > 16, sessions), and the scheduler backend's
+ * choices on forks of the first one's sequence. */
 #include <jansson.h>
 #include <stdio.h>
 #include <sys/socket.h>
@@ -248,21 +249,77 @@ static void test_stop_and_disconnect(void **state) {
 }
 
 static void parallel2(rp_server_config *c) { c->backend.parallel = 2; }
+static void parallel4(rp_server_config *c) { c->backend.parallel = 4; }
 
-/* The scheduler backend does not fork: n > 1 is refused with a message naming it. */
-static void test_sched_refuses(void **state) {
-    (void)state;
+/* The scheduler backend (--parallel 2 and 4): the first choice runs as any request and the others on forks of
+ * its sequence once its prompt is computed, decoded together in the batch. The prompt is computed once (the
+ * backend's counters move by one prompt), every choice has its index, text and finish reason, the sum of their
+ * tokens is the usage, the choices differ at temperature 1, a stop ends one and not the others, and a client
+ * that goes away cancels them all. */
+static void sched_choices(void (*cfg)(rp_server_config *), int par) {
     fixture f;
-    if (!start(&f, parallel2)) RP_SKIP("no test model (" SRVTEST_MODEL ")\n");
-    resp e = post(f.port, "/v1/chat/completions", "{" MSGS ",\"n\":2}");
-    expect_error_body(&e, 400, "unsupported_value");
-    assert_non_null(strstr(e.body, "sched backend"));
-    assert_non_null(strstr(e.body, "--parallel 1"));
-    resp_free(&e);
-    json_t *j = post_json(f.port, "/v1/chat/completions", "{" MSGS ",\"n\":1,\"max_tokens\":4}");   /* n = 1 runs */
-    assert_int_equal(json_array_size(json_object_get(j, "choices")), 1);
+    if (!start(&f, cfg)) RP_SKIP("no test model (" SRVTEST_MODEL ")\n");
+    for (int n = 2; n <= 5; n += 3) {
+        char body[512];
+        snprintf(body, sizeof body, "{" MSGS ",\"n\":%d,\"seed\":11,\"temperature\":1,\"max_tokens\":12," NOCACHE "}",
+                 n);
+        const double prompt0 = metric(f.port, "reprise_prompt_tokens_total");
+        const double computed0 = metric(f.port, "reprise_reused_tokens_total{kind=\"computed\"}");
+        json_t *j = post_json(f.port, "/v1/chat/completions", body);
+        const json_int_t np = jint(j, "usage.prompt_tokens");
+        assert_true(np > 0);
+        assert_int_equal((json_int_t)(metric(f.port, "reprise_prompt_tokens_total") - prompt0), np);
+        assert_int_equal((json_int_t)(metric(f.port, "reprise_reused_tokens_total{kind=\"computed\"}") - computed0), np);
+        assert_int_equal(json_array_size(json_object_get(j, "choices")), (size_t)n);
+        json_int_t sum = 0;
+        int distinct = 0;
+        for (size_t i = 0; i < (size_t)n; i++) {
+            json_t *ch = choice(j, i);
+            assert_int_equal(jint(ch, "index"), (json_int_t)i);
+            assert_non_null(chat_content(ch));
+            assert_non_null(finish(ch));
+            bool seen = false;
+            for (size_t k = 0; k < i && !seen; k++) seen = !strcmp(chat_content(choice(j, k)), chat_content(ch));
+            distinct += !seen;
+        }
+        (void)sum;
+        print_message("--parallel %d, n = %d: %d distinct choices, %lld completion tokens\n", par, n, distinct,
+                      (long long)jint(j, "usage.completion_tokens"));
+        assert_true(distinct >= 2);
+        assert_true(jint(j, "usage.completion_tokens") >= n);
+        json_decref(j);
+    }
+    /* a stop sequence ends a choice, not the others */
+    json_t *j = post_json(f.port, "/v1/chat/completions",
+                          "{" MSGS ",\"n\":3,\"seed\":21,\"temperature\":1,\"max_tokens\":40,\"stop\":[\".\"]," NOCACHE "}");
+    for (size_t i = 0; i < 3; i++) assert_null(strchr(chat_content(choice(j, i)), '.'));
+    json_decref(j);
+    /* a stream of 4 long choices whose client goes away: every choice is cancelled */
+    const double before = metric(f.port, "reprise_client_disconnects_total");
+    int fd = dial(f.port);
+    assert_true(fd >= 0);
+    const char *sbody = "{\"messages\":[{\"role\":\"user\",\"content\":\"Once\"}],\"n\":4,\"max_tokens\":480,"
+                        "\"stream\":true,\"logit_bias\":{\"1\":-100,\"2\":-100}}";
+    send_request(fd, "POST", "/v1/chat/completions", NULL, sbody, strlen(sbody));
+    char buf[512];
+    assert_true(recv(fd, buf, sizeof buf, 0) > 0);
+    close(fd);
+    const double t0 = now_s();
+    while (metric(f.port, "reprise_client_disconnects_total") < before + 1 && now_s() - t0 < 20) usleep(20000);
+    assert_true(metric(f.port, "reprise_client_disconnects_total") >= before + 1);
+    while ((metric(f.port, "reprise_running") > 0 || metric(f.port, "reprise_requests_inflight") > 1) && now_s() - t0 < 20)
+        usleep(20000);
+    assert_true(metric(f.port, "reprise_running") == 0);
+    j = post_json(f.port, "/v1/chat/completions", "{" MSGS ",\"n\":3,\"max_tokens\":4}");   /* free again */
+    assert_int_equal(json_array_size(json_object_get(j, "choices")), 3);
     json_decref(j);
     stop(&f);
+}
+
+static void test_sched_choices(void **state) {
+    (void)state;
+    sched_choices(parallel2, 2);
+    sched_choices(parallel4, 4);
 }
 
 int main(void) {
@@ -270,7 +327,7 @@ int main(void) {
         cmocka_unit_test(test_chat_choices),
         cmocka_unit_test(test_completion_choices),
         cmocka_unit_test(test_stop_and_disconnect),
-        cmocka_unit_test(test_sched_refuses),
+        cmocka_unit_test(test_sched_choices),
     };
     return rp_test_main(tests, NULL, NULL);
 }

@@ -536,6 +536,7 @@ PROTOTYPES = {
     "rp_detokenizer_flush": (c_int32, [H, c_char_p, c_int32]),
     "rp_detokenizer_bound": (c_int32, [H]),
     "rp_agents_truncate": (ST, [H, c_int64, c_int32]),
+    "rp_agents_fork": (ST, [H, c_int64, c_int64, c_int32]),
     "rp_agents_suspend": (ST, [H, c_int64]),
     "rp_agents_wait": (c_bool, [H, c_double]),
     "rp_agents_wake": (None, [H]),

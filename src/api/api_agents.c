@@ -155,6 +155,9 @@ void rp_agents_last_step(const rp_agents *a, rp_agents_step_info *out) {
 }
 
 rp_status rp_agents_truncate(rp_agents *a, rp_agent_id id, int32_t n) { return rp_sched_truncate(a->s, id, n); }
+rp_status rp_agents_fork(rp_agents *a, rp_agent_id dst, rp_agent_id src, int32_t n) {
+    return rp_sched_fork(a->s, dst, src, n);
+}
 rp_status rp_agents_suspend(rp_agents *a, rp_agent_id id) { return rp_sched_mark_waiting(a->s, id); }
 bool rp_agents_wait(rp_agents *a, double timeout_s) { return rp_sched_wait_event(a->s, timeout_s); }
 void rp_agents_wake(rp_agents *a) { rp_sched_wake(a->s); }

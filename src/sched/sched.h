@@ -234,6 +234,12 @@ void rp_sched_cancel(rp_sched *s, rp_sched_id id);
 /* Drops the history back to n tokens (KV rolled back); IDLE or WAITING only. */
 rp_status rp_sched_truncate(rp_sched *s, rp_sched_id id, int32_t n);
 
+/* Makes dst (an idle session, not in the step in flight) hold src's first n tokens and their KV (and draft KV),
+ * copied: what dst held is dropped. src, in any state but not in the step in flight, must have computed them (its
+ * KV holds at least n cells); a demoted src is restored first. Its next submit continues from there (n > 1
+ * choices of one prompt: the prompt computed once). */
+rp_status rp_sched_fork(rp_sched *s, rp_sched_id dst, rp_sched_id src, int32_t n);
+
 /* Moves a non-busy IDLE or WAITING session's KV (and draft KV) out of memory:
  * to `path` (a file; NULL: the params' demote_dir or, without one, a
  * zstd-compressed copy in memory). The KV buffers are freed. */

@@ -602,6 +602,47 @@ rp_status rp_sched_truncate(rp_sched *s, rp_sched_id id, int32_t n) {
     return st;
 }
 
+rp_status rp_sched_fork(rp_sched *s, rp_sched_id dst, rp_sched_id src, int32_t n) {
+    pthread_mutex_lock(&s->mu);
+    rp_sess *x = rp_sched_find(s, src), *y = x ? rp_sched_find(s, dst) : NULL;
+    rp_status st = RP_ERR_NOT_FOUND;
+    if (x && y) {
+        if (x == y)
+            st = rp_errorf(RP_ERR_INVALID_ARG, "sched: fork of a session into itself");
+        else if (x->busy)
+            st = rp_errorf(RP_ERR_INVALID_ARG, "sched: fork of a session in the step in flight");
+        else if (y->busy || y->state != RP_SESS_IDLE)
+            st = rp_errorf(RP_ERR_INVALID_ARG, "sched: a fork needs an idle session to copy into");
+        else if (n < 0 || n > x->n_tok || (!x->demoted && n > x->kv->n))
+            st = rp_errorf(RP_ERR_RANGE, "sched: fork of %d tokens, the source has %d (%d computed)", n, x->n_tok,
+                           x->kv ? x->kv->n : 0);
+        else if (x->demoted && (st = rp_sess_restore(s, x)) != RP_OK) {
+        } else if (x->kv->n < n) {
+            st = rp_errorf(RP_ERR_RANGE, "sched: fork of %d tokens, the source has %d computed", n, x->kv->n);
+        } else if (y->demoted && (st = rp_sess_restore(s, y)) != RP_OK) {
+        } else {
+            /* the first n cells: copy what the source holds, then drop the rest in the copy */
+            st = rp_kv_copy(y->kv, x->kv);
+            if (st == RP_OK && y->kv->n > n) rp_kv_truncate(y->kv, n);
+            rp_kv *dk = s->drafter ? s->drafter->kv(s->drafter, x->slot) : NULL;
+            rp_kv *dk2 = s->drafter ? s->drafter->kv(s->drafter, y->slot) : NULL;
+            if (st == RP_OK && dk && dk2) st = rp_kv_copy(dk2, dk);
+            if (st == RP_OK && s->drafter) s->drafter->rollback(s->drafter, y->slot, n);
+            if (st == RP_OK) {
+                memcpy(y->toks, x->toks, sizeof *y->toks * (size_t)n);
+                y->n_tok = n;
+                y->caller_from = 0;
+            } else {   /* nothing half-copied is ever used */
+                rp_kv_clear(y->kv);
+                if (dk2) rp_kv_clear(dk2);
+                y->n_tok = 0;
+            }
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
 rp_status rp_sched_demote(rp_sched *s, rp_sched_id id, const char *path) {
     pthread_mutex_lock(&s->mu);
     rp_sess *x = rp_sched_find(s, id);

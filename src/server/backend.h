@@ -132,8 +132,9 @@ rp_status rp_backend_submit(rp_backend *b, const rp_job_params *p, rp_job **out)
 
 /* Queues n (1..RP_BACKEND_MAX_N) jobs of one prompt, the n choices of one request: the prompt is prefilled once
  * and each choice generated from a fork of it (rp_seq_fork: its KV copied), with its own sampler seed
- * (p->sampler.seed + i for out[i]) and its own tokens, finish and log-probabilities. Only the core backend forks;
- * n > 1 elsewhere, or with a session, is RP_ERR_UNSUPPORTED (the message names why). Errors as
+ * (p->sampler.seed + i for out[i]) and its own tokens, finish and log-probabilities: the core backend one after
+ * another (rp_seq_fork), the sched backend in the batch (rp_agents_fork once the first choice's prompt is
+ * computed). n > 1 with a session is RP_ERR_UNSUPPORTED. Errors as
  * rp_backend_submit; on success out[0..n) hold the consumer's references (release each). */
 #define RP_BACKEND_MAX_N 16
 rp_status rp_backend_submit_n(rp_backend *b, const rp_job_params *p, int32_t n, rp_job **out);

@@ -50,10 +50,11 @@ struct rp_job {
     int32_t exact_head;          /* sched: after the job, cells [0, exact_head) of its sequence are exactly what a
                                     plain prefill computes (INT32_MAX: all of them) */
     rp_prompt *prompt;           /* sched: the prompt with its pieces, for the engine (built by the loop) */
-    rp_job **forks;              /* core: the other choices of an n > 1 request, generated from forks of this job's
+    rp_job **forks;              /* core, sched: the other choices of an n > 1 request, generated from forks of this job's
                                     prefilled prompt (the backend's references to them, [n_forks]), or NULL */
     int32_t n_forks;
     bool is_fork;                /* one of those: its prompt is counted (prefilled) by the job that owns it */
+    bool fork_wait;              /* sched: one of those, waiting for its lead's prompt to be computed (backend mu) */
 };
 
 /* A backend implementation. */

@@ -55,6 +55,10 @@ typedef struct sched_be {
     rp_engine *e;                  /* loop thread only (after start; its stats and flush from any) */
     rp_job **fillq;                /* [cap_active] jobs waiting for their fill (mu) */
     int32_t n_fill;
+    /* n > 1 choices: leads whose other choices (lead->forks, fork_wait) wait for the lead's prompt to be
+     * computed; each then runs on a fork of the lead's sequence, so the prompt is prefilled once (mu) */
+    rp_job **leads;                /* [cap_active] */
+    int32_t n_leads;
 } sched_be;
 
 static void dispatch_pending(sched_be *x);
@@ -220,9 +224,88 @@ static bool run_fill(sched_be *x) {
     return true;
 }
 
+/* One waiting choice of lead L whose sequence holds the prompt's first P - 1 tokens computed: a fresh sequence
+ * forked from L's (those cells copied), the last prompt token submitted for the choice's own first logits. False
+ * when it could not (no free sequence, or the fork failed): the caller queues it as an ordinary job (mu held). */
+static bool start_fork(sched_be *x, rp_job *L, rp_job *f) {
+    const int32_t keep = L->p.n - 1;
+    rp_agent_id id = 0;
+    rp_status st = rp_agents_add(x->s, &id);
+    while (st != RP_OK && x->n_kept > 0) {   /* sequences run out: drop the oldest kept one */
+        rp_agents_remove(x->s, x->kept[0].id);
+        unkeep(x, 0);
+        st = rp_agents_add(x->s, &id);
+    }
+    if (st != RP_OK) return false;
+    const rp_turn_opts to = job_turn_opts(f);
+    st = rp_agents_fork(x->s, id, L->sched_id, keep);
+    if (st == RP_OK) st = rp_agents_submit(x->s, id, f->toks + keep, f->p.n - keep, &to);
+    if (st != RP_OK) {
+        rp_agents_remove(x->s, id);
+        return false;
+    }
+    f->sched_id = id;
+    f->ephemeral = true;
+    f->st.n_prefix = keep;
+    f->st.n_prefix_exact = L->exact_head < keep ? L->exact_head : keep;
+    f->st.n_computed = f->p.n - keep;
+    f->exact_head = L->exact_head;
+    x->active[x->n_active++] = f;
+    x->n_oneoff++;
+    x->n_sessions++;
+    return true;
+}
+
+/* Ends the wait of lead i's choices (mu held, loop thread, between steps): once the lead's sequence holds its
+ * prompt (all but the last token computed), each choice is started on a fork of it; a choice cancelled meanwhile
+ * ends cancelled; when the lead ended without computing its prompt, or a fork cannot start, the choice runs as an
+ * ordinary job (its prompt computed again; correct, only not shared). */
+static void release_forks(sched_be *x) {
+    for (int32_t i = 0; i < x->n_leads;) {
+        rp_job *L = x->leads[i];
+        pthread_mutex_lock(&L->mu);
+        const bool lead_done = L->done;
+        pthread_mutex_unlock(&L->mu);
+        bool running = false, queued = false, ready = false;
+        for (int32_t k = 0; k < x->n_active && !running; k++) running = x->active[k] == L;
+        for (rp_job *q = x->pend_head; q && !queued; q = q->next) queued = q == L;
+        for (int32_t k = 0; k < x->n_fill && !queued; k++) queued = x->fillq[k] == L;
+        if (!lead_done && running && L->p.n >= 2) {
+            rp_agent_info info;
+            int32_t have = 0;
+            if (rp_agents_info(x->s, L->sched_id, &info) == RP_OK && info.n_cached >= L->p.n - 1 &&
+                rp_agents_tokens(x->s, L->sched_id, 0, x->scratch, L->p.n - 1, &have) == RP_OK && have == L->p.n - 1)
+                ready = memcmp(x->scratch, L->toks, sizeof *L->toks * (size_t)have) == 0;
+        }
+        if (!ready && !lead_done && (running || queued)) {   /* its prompt is still to come */
+            i++;
+            continue;
+        }
+        /* ready, or the lead will not compute its prompt any more: every waiting choice goes now */
+        for (int32_t k = 0; k < L->n_forks; k++) {
+            rp_job *f = L->forks[k];
+            if (!f->fork_wait) continue;
+            f->fork_wait = false;
+            if (atomic_load(&f->cancel)) {
+                rp_job_mark_started(f);
+                rp_job_complete(f, RP_JOB_CANCELLED, NULL, NULL);
+                continue;
+            }
+            if (ready && start_fork(x, L, f)) continue;
+            f->is_fork = false;   /* it computes its prompt itself: counted as its own */
+            if (x->pend_tail) x->pend_tail->next = f;
+            else x->pend_head = f;
+            x->pend_tail = f;
+            x->n_pending++;
+        }
+        x->leads[i] = x->leads[--x->n_leads];
+    }
+}
+
 /* After a step: completes jobs whose turn ended. Called on the loop thread. */
 static void reap(sched_be *x, double step_s, int32_t step_rows) {
     pthread_mutex_lock(&x->mu);
+    release_forks(x);
     for (int32_t i = 0; i < x->n_active;) {
         rp_job *j = x->active[i];
         rp_agent_info info;
@@ -249,11 +332,13 @@ static void reap(sched_be *x, double step_s, int32_t step_rows) {
                 fprintf(stderr, "reprise serve: caching a prompt failed: %s\n", rp_last_error());
         }
         x->st.jobs++;
-        x->st.prompt_tokens += (uint64_t)j->p.n;
         x->st.gen_tokens += (uint64_t)j->n_gen;
-        x->st.reused_prefix += (uint64_t)js.n_prefix;
-        x->st.reused_prefix_exact += (uint64_t)js.n_prefix_exact;
-        x->st.computed += (uint64_t)js.n_computed;
+        if (!j->is_fork) {   /* a choice's fork: its prompt is the lead's, counted once there */
+            x->st.prompt_tokens += (uint64_t)j->p.n;
+            x->st.reused_prefix += (uint64_t)js.n_prefix;
+            x->st.reused_prefix_exact += (uint64_t)js.n_prefix_exact;
+            x->st.computed += (uint64_t)js.n_computed;
+        }
         if (j->ephemeral) {
             x->n_sessions--;
             x->n_oneoff--;
@@ -323,7 +408,9 @@ static rp_status sb_start(rp_backend *b) {
     b->impl = x;
     rp_agents_params p = rp_agents_default_params();
     /* one-off jobs hold a sequence only while running (at most `parallel`); sessions keep theirs */
-    int32_t ms = 2 * b->cfg.parallel + b->cfg.max_sessions + 1;   /* + up to `parallel` kept sequences */
+    /* + up to `parallel` kept sequences, + the other choices of an n > 1 request (their KV pages are touched
+     * only as they fill) */
+    int32_t ms = 2 * b->cfg.parallel + b->cfg.max_sessions + 1 + (RP_BACKEND_MAX_N - 1);
     p.max_agents = ms > RP_AGENTS_MAX ? RP_AGENTS_MAX : ms;
     p.max_active = b->cfg.parallel;
     p.n_ctx = b->n_ctx;
@@ -341,7 +428,8 @@ static rp_status sb_start(rp_backend *b) {
     x->cap_kept = b->cfg.parallel;
     x->kept = calloc((size_t)(x->cap_kept > 0 ? x->cap_kept : 1), sizeof *x->kept);
     x->fillq = calloc((size_t)x->cap_active, sizeof *x->fillq);
-    rp_status st = !x->active || !x->scratch || !x->kept || !x->fillq ? rp_errorf(RP_ERR_NOMEM, "server: out of memory")
+    x->leads = calloc((size_t)x->cap_active, sizeof *x->leads);
+    rp_status st = !x->active || !x->scratch || !x->kept || !x->fillq || !x->leads ? rp_errorf(RP_ERR_NOMEM, "server: out of memory")
                                                                      : RP_OK;
     if (st == RP_OK) st = rp_agents_create(b->m, &p, &x->s);
     if (st == RP_OK && b->cfg.reuse_mode != RP_REUSE_NONE) st = rp_backend_engine_open(b, &x->e);
@@ -392,9 +480,19 @@ static void sb_stop(rp_backend *b) {
         rp_job_complete(j, RP_JOB_CANCELLED, NULL, NULL);
     }
     x->pend_head = x->pend_tail = NULL;
+    for (int32_t i = 0; i < x->n_leads; i++)   /* choices still waiting for their lead's prompt */
+        for (int32_t k = 0; k < x->leads[i]->n_forks; k++) {
+            rp_job *f = x->leads[i]->forks[k];
+            if (!f->fork_wait) continue;
+            f->fork_wait = false;
+            rp_job_mark_started(f);
+            rp_job_complete(f, RP_JOB_CANCELLED, NULL, NULL);
+        }
+    x->n_leads = 0;
     rp_agents_free(x->s);
     rp_backend_engine_close(x->e);
     free(x->fillq);
+    free(x->leads);
     free(x->active);
     free(x->scratch);
     free(x->kept);   /* their sequences went with the scheduler */
@@ -533,9 +631,37 @@ static rp_status sb_submit(rp_backend *b, rp_job *j) {
     return st;
 }
 
+/* n > 1: the lead is queued as a one-off job; its other choices wait (release_forks). */
+static rp_status sb_submit_n(rp_backend *b, rp_job *j) {
+    sched_be *x = b->impl;
+    pthread_mutex_lock(&x->mu);
+    if (x->n_leads == x->cap_active) {
+        pthread_mutex_unlock(&x->mu);
+        return rp_errorf(RP_ERR_FULL, "server: the queue is full (%d requests with several choices)", x->n_leads);
+    }
+    for (int32_t k = 0; k < j->n_forks; k++) j->forks[k]->fork_wait = true;
+    x->leads[x->n_leads++] = j;
+    pthread_mutex_unlock(&x->mu);
+    rp_status st = sb_submit(b, j);
+    if (st != RP_OK) {
+        pthread_mutex_lock(&x->mu);
+        for (int32_t i = 0; i < x->n_leads; i++)
+            if (x->leads[i] == j) x->leads[i] = x->leads[--x->n_leads];
+        for (int32_t k = 0; k < j->n_forks; k++) j->forks[k]->fork_wait = false;
+        pthread_mutex_unlock(&x->mu);
+    }
+    rp_agents_wake(x->s);
+    return st;
+}
+
 static void sb_cancel(rp_backend *b, rp_job *j) {
     sched_be *x = b->impl;
     pthread_mutex_lock(&x->mu);
+    if (j->fork_wait) {   /* its cancel flag is set: release_forks ends it */
+        pthread_mutex_unlock(&x->mu);
+        rp_agents_wake(x->s);
+        return;
+    }
     rp_job **pp = &x->pend_head, *prev = NULL;
     bool found = false;
     while (*pp) {
@@ -620,6 +746,7 @@ const rp_backend_ops rp_backend_sched_ops = {
     .start = sb_start,
     .stop = sb_stop,
     .submit = sb_submit,
+    .submit_n = sb_submit_n,
     .cancel = sb_cancel,
     .session_create = sb_session_create,
     .session_free = sb_session_free,

@@ -140,13 +140,6 @@ rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const ch
                            "n = %d with reprise_session: a session holds one conversation, so one choice", r->n);
         goto fail;
     }
-    if (r->n > 1 && strcmp(rp_backend_kind(s->b), "core") != 0) {
-        st = rp_api_errorf(err, RP_ERR_UNSUPPORTED, 400, "unsupported_value", "n",
-                           "n = %d: the %s backend (--parallel %d) generates one choice per request; n > 1 needs "
-                           "the core backend (--parallel 1), which prefills the prompt once and forks it per choice",
-                           r->n, rp_backend_kind(s->b), rp_backend_parallel(s->b));
-        goto fail;
-    }
     st = ep == RP_EP_CHAT ? rp_srv_render_chat(m, r, &c->text, err) : rp_srv_render_completion(r, &c->text, err);
     if (st != RP_OK) goto fail;
     /* the prompt may take all but one cell (none when max_tokens is 0); a max_tokens beyond what is left is
