@@ -589,7 +589,7 @@ static void test_tools(void **state) {
         snprintf(body, sizeof body,
                  "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"}],%s,"
                  "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}},"
-                 "\"max_tokens\":24,\"temperature\":0.7,\"seed\":3,\"stream\":%s}", k_tools, stream ? "true" : "false");
+                 "\"max_tokens\":200,\"temperature\":0.7,\"seed\":3,\"stream\":%s}", k_tools, stream ? "true" : "false");
         resp r = post(g_main.port, "/v1/chat/completions", body);
         assert_int_equal(r.status, 200);
         json_t *call = NULL, *all = NULL;
@@ -631,6 +631,54 @@ static void test_tools(void **state) {
         json_decref(all);
         resp_free(&r);
     }
+    /* "required" and named calls are generated under the tools' schemas (a grammar): every call names one of the
+     * tools and its arguments hold exactly the required keys with enum values from the schema */
+    /* (short: stories260K's context is 512 tokens of a character-level vocabulary) */
+    static const char *k_two =
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"wx\",\"strict\":true,\"parameters\":"
+        "{\"type\":\"object\",\"properties\":{\"c\":{\"type\":\"string\",\"maxLength\":4},\"u\":{\"enum\":[\"c\",\"f\"]}},"
+        "\"required\":[\"c\",\"u\"],\"additionalProperties\":false}}},"
+        "{\"type\":\"function\",\"function\":{\"name\":\"tm\",\"parameters\":{\"type\":\"object\",\"properties\":"
+        "{\"z\":{\"enum\":[\"utc\",\"cet\"]}},\"required\":[\"z\"],\"additionalProperties\":false}}}]";
+    /* the whitespace tokens of its vocabulary (tab, newline, CR, the two spaces) banned: the grammar's optional
+     * whitespace would otherwise eat the few tokens the context leaves */
+    static const char *k_no_ws = "\"logit_bias\":{\"12\":-100,\"13\":-100,\"16\":-100,\"35\":-100,\"410\":-100}";
+    int seen_tools[2] = {0, 0};
+    for (int k = 0; k < 8; k++) {
+        const bool named = k >= 6;
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather or time?\"}],%s,\"tool_choice\":%s,"
+                 "\"max_tokens\":300,\"temperature\":1,\"seed\":%d,%s}",
+                 k_two, named ? "{\"type\":\"function\",\"function\":{\"name\":\"tm\"}}" : "\"required\"", 40 + k, k_no_ws);
+        resp r = post(g_main.port, "/v1/chat/completions", body);
+        assert_int_equal(r.status, 200);
+        json_t *all = parse(&r);
+        json_t *c0 = json_array_get(json_object_get(all, "choices"), 0);
+        assert_string_equal(json_string_value(json_object_get(c0, "finish_reason")), "tool_calls");
+        json_t *fn = json_object_get(json_array_get(json_object_get(json_object_get(c0, "message"), "tool_calls"), 0),
+                                     "function");
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        assert_non_null(name);
+        json_t *args = json_loads(json_string_value(json_object_get(fn, "arguments")), 0, NULL);
+        assert_true(json_is_object(args));
+        if (!strcmp(name, "wx")) {
+            assert_false(named);
+            seen_tools[0]++;
+            const char *unit = json_string_value(json_object_get(args, "u"));
+            assert_true(json_object_size(args) == 2 && json_is_string(json_object_get(args, "c")) && unit);
+            assert_true(!strcmp(unit, "c") || !strcmp(unit, "f"));
+        } else {
+            assert_string_equal(name, "tm");
+            seen_tools[1]++;
+            const char *zone = json_string_value(json_object_get(args, "z"));
+            assert_true(json_object_size(args) == 1 && zone && (!strcmp(zone, "utc") || !strcmp(zone, "cet")));
+        }
+        json_decref(args);
+        json_decref(all);
+        resp_free(&r);
+    }
+    print_message("  forced calls: wx %d, tm %d (of 6 required + 2 named tm)\n", seen_tools[0],
+                  seen_tools[1]);
     /* the round trip: the call and its result go back in; the model answers */
     snprintf(body, sizeof body,
              "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"},"

@@ -227,7 +227,8 @@ rp_status rp_srv_gen_reply(rp_srv_gen *g, rp_job_finish finish, rp_srv_reply *ou
         rp_srv_reply_free(out);
         return st;
     }
-    if (out->n_calls > 0) out->finish_reason = "tool_calls";
+    /* a reply cut by max_tokens or the context stays "length" (as OpenAI's): a call in it may be incomplete */
+    if (out->n_calls > 0 && strcmp(out->finish_reason, "length") != 0) out->finish_reason = "tool_calls";
     return RP_OK;
 }
 

@@ -7,7 +7,8 @@
 #include <stdint.h>
 
 #define RP_JSONP_MAX_DEPTH 32   /* deeper nesting is refused (the constraint never needs it) */
-#define RP_JSONP_MAX_WS 8       /* whitespace bytes in a row (stops endless-whitespace loops) */
+#define RP_JSONP_MAX_WS 24      /* whitespace bytes in a row (stops endless-whitespace loops; the schema grammars
+                                   allow a newline and 20 spaces / tabs, as llama.cpp's) */
 #define RP_JSONP_MAX_INT 18     /* integer-part digits (64-bit integers, no double overflow) */
 #define RP_JSONP_MAX_EXP 2      /* exponent digits (|e| < 100) */
 

@@ -352,25 +352,38 @@ rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_
             goto done;
         }
     }
-    /* named tool_choice: the reply opens the call; the model writes the arguments */
-    if (tools_active && r->tool_choice == RP_TOOL_CHOICE_NAMED) {
+    /* named tool_choice: the reply opens the call and the model writes the arguments, under the tool's schema;
+     * required: the reply opens a call block and the model writes {"name": ..., arguments}, under the schemas */
+    const bool named = r->tool_choice == RP_TOOL_CHOICE_NAMED, required = r->tool_choice == RP_TOOL_CHOICE_REQUIRED;
+    if (tools_active && (named || required)) {
         sbuf f = {0};
+        const char *args_key = "arguments";
         if (t->parse_fmt == RP_CHAT_LLAMA3) {
-            sb_str(&f, "{\"name\": \"");
-            sb_str(&f, r->tool_name);
-            sb_str(&f, "\", \"parameters\": ");
-            t->forced_close = "}";
+            args_key = "parameters";
+            if (named) {
+                sb_str(&f, "{\"name\": \"");
+                sb_str(&f, r->tool_name);
+                sb_str(&f, "\", \"parameters\": ");
+            }
+            t->forced_close = named ? "}" : "";
         } else if (t->parse_fmt == RP_CHAT_MISTRAL) {
-            sb_str(&f, "[TOOL_CALLS][{\"name\": \"");
-            sb_str(&f, r->tool_name);
-            sb_str(&f, "\", \"arguments\": ");
-            t->forced_close = "}]";
+            sb_str(&f, "[TOOL_CALLS][");
+            if (named) {
+                sb_str(&f, "{\"name\": \"");
+                sb_str(&f, r->tool_name);
+                sb_str(&f, "\", \"arguments\": ");
+            }
+            t->forced_close = named ? "}]" : "]";
         } else {
-            sb_str(&f, "<tool_call>\n{\"name\": \"");
-            sb_str(&f, r->tool_name);
-            sb_str(&f, "\", \"arguments\": ");
-            t->forced_close = "}\n</tool_call>";
+            sb_str(&f, "<tool_call>\n");
+            if (named) {
+                sb_str(&f, "{\"name\": \"");
+                sb_str(&f, r->tool_name);
+                sb_str(&f, "\", \"arguments\": ");
+            }
+            t->forced_close = named ? "}\n</tool_call>" : "\n</tool_call>";
         }
+        if (!f.p && !f.oom && !(f.p = strdup(""))) f.oom = true;   /* Llama 3, required: no opening text */
         sbuf all = {0};
         sb_str(&all, rendered);
         /* as the template renders a finished assistant turn, so the next call's prompt matches this one */
@@ -382,6 +395,12 @@ rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_
         t->constrain_json = true;
         if (all.oom || f.oom || !rendered || !t->forced) {
             st = rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory rendering the prompt");
+            goto done;
+        }
+        st = rp_srv_tool_grammar(r->tools_json, named ? r->tool_name : NULL, args_key, &t->grammar);
+        if (st != RP_OK) {
+            st = rp_api_errorf(err, st, st == RP_ERR_NOMEM ? 500 : 400, st == RP_ERR_NOMEM ? NULL : "invalid_value",
+                               "tools", "the forced tool call's schema: %s", rp_last_error());
             goto done;
         }
     } else if (r->json_mode) {
@@ -432,6 +451,7 @@ void rp_srv_text_free(rp_srv_text *t) {
     if (!t) return;
     free(t->text);
     free(t->forced);
+    free(t->grammar);
     memset(t, 0, sizeof *t);
 }
 

@@ -28,6 +28,8 @@ typedef struct rp_srv_text {
     char *forced;                      /* text the reply is forced to start with (already at the end of `text`), or NULL */
     const char *forced_close;          /* with `forced`: appended after the arguments object ends */
     bool constrain_json;               /* the reply (after `forced`) must be one JSON object */
+    char *grammar;                     /* with `forced`: the GBNF of what the model writes after it (the named tool's
+                                          arguments, or for "required" one call of any tool), or NULL */
     bool reasoning;                    /* split <think>...</think> out of the reply (reasoning_format not none) */
     bool think_started;                /* the rendered prompt ends inside an opened think block */
 } rp_srv_text;
@@ -36,9 +38,10 @@ typedef struct rp_srv_text {
  * needed; the fuzz target calls this for every format). Tools go into the
  * template when it supports them (Llama 3, ChatML) and otherwise into a
  * generic system prompt with <tool_call> blocks (parsed as ChatML);
- * tool_choice none leaves them out, required adds an instruction to the
- * system prompt, named forces the reply to open a call of that tool (the
- * arguments are then constrained to one JSON object). reprise_documents
+ * tool_choice none leaves them out, named forces the reply to open a call
+ * of that tool and its arguments follow the tool's parameters schema (a
+ * grammar), required adds an instruction to the system prompt and forces
+ * one call of any tool, name and arguments under the tools' schemas. reprise_documents
  * join the system message, each its own piece. Errors are 400s naming the
  * message. m NULL (or a model without a template): a plain transcript. */
 rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_text *out, rp_api_error *err);
@@ -47,6 +50,11 @@ rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_
 rp_status rp_srv_render_completion(const rp_srv_request *r, rp_srv_text *out, rp_api_error *err);
 
 void rp_srv_text_free(rp_srv_text *t);
+
+/* The GBNF of a forced tool call's JSON object (tools_json: the request's tools array): with name, that function's
+ * arguments (its parameters schema; any object without one); with name NULL ("required"), {"name": one of the
+ * tools, args_key: its arguments} (args_key "parameters" for Llama 3, else "arguments"). *gbnf is malloc'd. */
+rp_status rp_srv_tool_grammar(const char *tools_json, const char *name, const char *args_key, char **gbnf);
 
 /* Tokens of a rendered prompt. bounds[] are the piece starts (> 0). */
 typedef struct rp_srv_prompt {
