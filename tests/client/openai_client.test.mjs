@@ -16,7 +16,7 @@ const tools = [{
   function: {
     name: 'get_weather',
     description: 'Current weather in a city',
-    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+    parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 16 } }, required: ['city'] },
   },
 }];
 
@@ -63,7 +63,7 @@ test('streaming adds up to the whole reply', async () => {
 test('tool-call round trip', async () => {
   const messages = [{ role: 'user', content: 'What is the weather in Paris?' }];
   const first = await client.chat.completions.create({
-    model, messages, tools, max_tokens: 24, temperature: 0,
+    model, messages, tools, max_tokens: 160, temperature: 0,
     tool_choice: { type: 'function', function: { name: 'get_weather' } },
   });
   const choice = first.choices[0];
@@ -83,7 +83,7 @@ test('tool-call round trip', async () => {
 
 test('tool call streamed as tool_calls deltas', async () => {
   const stream = await client.chat.completions.create({
-    model, tools, max_tokens: 24, temperature: 0.5, seed: 11, stream: true,
+    model, tools, max_tokens: 160, temperature: 0.5, seed: 11, stream: true,
     messages: [{ role: 'user', content: 'Weather in Rome?' }],
     tool_choice: { type: 'function', function: { name: 'get_weather' } },
   });
