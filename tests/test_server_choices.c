@@ -203,6 +203,29 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* A stream of 4 long choices whose client goes away after the first bytes: the disconnect is counted, every
+ * choice is cancelled (nothing runs afterwards), and the server takes an n = 3 request again. */
+static void check_disconnect(const fixture *f) {
+    const double before = metric(f->port, "reprise_client_disconnects_total");
+    int fd = dial(f->port);
+    assert_true(fd >= 0);
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"Once\"}],\"n\":4,\"max_tokens\":480,\"stream\":true,"
+                       "\"logit_bias\":{\"1\":-100,\"2\":-100}}";
+    send_request(fd, "POST", "/v1/chat/completions", NULL, body, strlen(body));
+    char buf[512];
+    assert_true(recv(fd, buf, sizeof buf, 0) > 0);
+    close(fd);
+    const double t0 = now_s();
+    while (metric(f->port, "reprise_client_disconnects_total") < before + 1 && now_s() - t0 < 20) usleep(20000);
+    assert_true(metric(f->port, "reprise_client_disconnects_total") >= before + 1);
+    while ((metric(f->port, "reprise_running") > 0 || metric(f->port, "reprise_requests_inflight") > 1) && now_s() - t0 < 20)
+        usleep(20000);
+    assert_true(metric(f->port, "reprise_running") == 0);
+    json_t *j = post_json(f->port, "/v1/chat/completions", "{" MSGS ",\"n\":3,\"max_tokens\":4}");   /* free again */
+    assert_int_equal(json_array_size(json_object_get(j, "choices")), 3);
+    json_decref(j);
+}
+
 /* A stop sequence ends one choice (its job cancelled), not the others; a client that goes away cancels them all. */
 static void test_stop_and_disconnect(void **state) {
     (void)state;
@@ -226,25 +249,7 @@ static void test_stop_and_disconnect(void **state) {
     print_message("%d of 3 choices ended at the stop sequence\n", stopped);
     assert_true(stopped >= 1);
     json_decref(j);
-    /* a stream of 4 long choices whose client goes away after the first bytes */
-    const double before = metric(f.port, "reprise_client_disconnects_total");
-    int fd = dial(f.port);
-    assert_true(fd >= 0);
-    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"Once\"}],\"n\":4,\"max_tokens\":480,\"stream\":true,"
-                       "\"logit_bias\":{\"1\":-100,\"2\":-100}}";
-    send_request(fd, "POST", "/v1/chat/completions", NULL, body, strlen(body));
-    char buf[512];
-    assert_true(recv(fd, buf, sizeof buf, 0) > 0);
-    close(fd);
-    const double t0 = now_s();
-    while (metric(f.port, "reprise_client_disconnects_total") < before + 1 && now_s() - t0 < 20) usleep(20000);
-    assert_true(metric(f.port, "reprise_client_disconnects_total") >= before + 1);
-    while ((metric(f.port, "reprise_running") > 0 || metric(f.port, "reprise_requests_inflight") > 1) && now_s() - t0 < 20)
-        usleep(20000);
-    assert_true(metric(f.port, "reprise_running") == 0);
-    j = post_json(f.port, "/v1/chat/completions", "{" MSGS ",\"n\":2,\"max_tokens\":4}");   /* the worker is free again */
-    assert_int_equal(json_array_size(json_object_get(j, "choices")), 2);
-    json_decref(j);
+    check_disconnect(&f);
     stop(&f);
 }
 
@@ -294,25 +299,7 @@ static void sched_choices(void (*cfg)(rp_server_config *), int par) {
                           "{" MSGS ",\"n\":3,\"seed\":21,\"temperature\":1,\"max_tokens\":40,\"stop\":[\".\"]," NOCACHE "}");
     for (size_t i = 0; i < 3; i++) assert_null(strchr(chat_content(choice(j, i)), '.'));
     json_decref(j);
-    /* a stream of 4 long choices whose client goes away: every choice is cancelled */
-    const double before = metric(f.port, "reprise_client_disconnects_total");
-    int fd = dial(f.port);
-    assert_true(fd >= 0);
-    const char *sbody = "{\"messages\":[{\"role\":\"user\",\"content\":\"Once\"}],\"n\":4,\"max_tokens\":480,"
-                        "\"stream\":true,\"logit_bias\":{\"1\":-100,\"2\":-100}}";
-    send_request(fd, "POST", "/v1/chat/completions", NULL, sbody, strlen(sbody));
-    char buf[512];
-    assert_true(recv(fd, buf, sizeof buf, 0) > 0);
-    close(fd);
-    const double t0 = now_s();
-    while (metric(f.port, "reprise_client_disconnects_total") < before + 1 && now_s() - t0 < 20) usleep(20000);
-    assert_true(metric(f.port, "reprise_client_disconnects_total") >= before + 1);
-    while ((metric(f.port, "reprise_running") > 0 || metric(f.port, "reprise_requests_inflight") > 1) && now_s() - t0 < 20)
-        usleep(20000);
-    assert_true(metric(f.port, "reprise_running") == 0);
-    j = post_json(f.port, "/v1/chat/completions", "{" MSGS ",\"n\":3,\"max_tokens\":4}");   /* free again */
-    assert_int_equal(json_array_size(json_object_get(j, "choices")), 3);
-    json_decref(j);
+    check_disconnect(&f);
     stop(&f);
 }
 
