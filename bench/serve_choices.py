@@ -17,21 +17,14 @@ import concurrent.futures
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 
+from serve_lib import post, start_server
+
 WORDS = ("the cat sat on a mat while the dog ran across the green park and a bird sang in the old tree near "
          "the river where children played with a red ball all afternoon until the sun went down").split()
-
-
-def post(port, body):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=1800) as r:
-        return json.loads(r.read())
 
 
 def computed(port):
@@ -40,21 +33,6 @@ def computed(port):
             if line.startswith('reprise_reused_tokens_total{kind="computed"}'):
                 return float(line.split()[-1])
     return 0.0
-
-
-def start_server(args, parallel, tmp):
-    port_file = os.path.join(tmp, f"port-{parallel}")
-    cmd = [args.bin, "serve", "-m", args.model, "--port", "0", "--port-file", port_file, "-t", str(args.threads),
-           "--parallel", str(parallel), "-c", str(args.ctx), "--no-spec", "--reuse", "none", "--quiet"]
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, f"serve-{parallel}.log"), "w"))
-    for _ in range(1200):
-        if os.path.exists(port_file) and open(port_file).read().strip():
-            return p, int(open(port_file).read().strip())
-        if p.poll() is not None:
-            sys.exit(f"reprise serve exited with {p.returncode}; see {tmp}/serve-{parallel}.log")
-        time.sleep(0.1)
-    p.kill()
-    sys.exit("reprise serve did not report its port within 120 s")
 
 
 def main():
@@ -73,7 +51,8 @@ def main():
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for par in [int(x) for x in args.parallel.split(",")]:
-            p, port = start_server(args, par, tmp)
+            p, port = start_server(args.bin, args.model, par, args.threads, args.ctx, tmp,
+                                   extra=("--reuse", "none", "--quiet"))
             try:
                 row = {"parallel": par, "n": args.n, "one": [], "separate": [], "one_computed": [], "separate_computed": []}
                 for rnd in range(args.rounds):
@@ -84,13 +63,13 @@ def main():
                     for kind in order:
                         c0, t0 = computed(port), time.monotonic()
                         if kind == "one":
-                            r = post(port, dict(base, n=args.n, seed=100 * rnd))
+                            r = post(port, dict(base, n=args.n, seed=100 * rnd))[1]
                             assert len(r["choices"]) == args.n
                         else:
                             with concurrent.futures.ThreadPoolExecutor(args.n) as ex:
                                 futs = [ex.submit(post, port, dict(base, seed=100 * rnd + i)) for i in range(args.n)]
                                 for f in futs:
-                                    assert len(f.result()["choices"]) == 1
+                                    assert len(f.result()[1]["choices"]) == 1
                         row[kind].append(time.monotonic() - t0)
                         row[kind + "_computed"].append(computed(port) - c0)
                     print(f"--parallel {par} round {rnd}: n={args.n} {row['one'][-1]:.2f} s "

@@ -15,41 +15,12 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
+
+from serve_lib import post, start_server
 
 MODES = ["none", "prefix", "blend"]
-
-
-def post(port, body):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    t0 = time.monotonic()
-    try:
-        with urllib.request.urlopen(req, timeout=900) as r:
-            out = json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        sys.exit(f"the server answered {e.code}: {e.read().decode(errors='replace')[:400]}")
-    return (time.monotonic() - t0) * 1e3, out
-
-
-def start_server(args, parallel, tmp):
-    port_file = os.path.join(tmp, f"port-{parallel}")
-    cmd = [args.bin, "serve", "-m", args.model, "--port", "0", "--port-file", port_file, "-t", str(args.threads),
-           "--parallel", str(parallel), "-c", str(args.ctx), "--no-spec"]
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, f"serve-{parallel}.log"), "w"))
-    for _ in range(600):
-        if os.path.exists(port_file) and open(port_file).read().strip():
-            return p, int(open(port_file).read().strip())
-        if p.poll() is not None:
-            sys.exit(f"reprise serve exited with {p.returncode}; see {tmp}/serve-{parallel}.log")
-        time.sleep(0.1)
-    p.kill()
-    sys.exit("reprise serve did not report its port within 60 s")
 
 
 def main():
@@ -81,7 +52,7 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for par in [int(x) for x in args.parallel.split(",")]:
-            p, port = start_server(args, par, tmp)
+            p, port = start_server(args.bin, args.model, par, args.threads, args.ctx, tmp, wait_s=60)
             try:
                 def ask(docs, q, mode):
                     body = {"messages": [{"role": "user", "content": q}], "max_tokens": 1, "temperature": 0,

@@ -613,9 +613,8 @@ rp_status rp_sched_fork(rp_sched *s, rp_sched_id dst, rp_sched_id src, int32_t n
             st = rp_errorf(RP_ERR_INVALID_ARG, "sched: fork of a session in the step in flight");
         else if (y->busy || y->state != RP_SESS_IDLE)
             st = rp_errorf(RP_ERR_INVALID_ARG, "sched: a fork needs an idle session to copy into");
-        else if (n < 0 || n > x->n_tok || (!x->demoted && n > x->kv->n))
-            st = rp_errorf(RP_ERR_RANGE, "sched: fork of %d tokens, the source has %d (%d computed)", n, x->n_tok,
-                           x->kv ? x->kv->n : 0);
+        else if (n < 0 || n > x->n_tok)
+            st = rp_errorf(RP_ERR_RANGE, "sched: fork of %d tokens, the source has %d", n, x->n_tok);
         else if (x->demoted && (st = rp_sess_restore(s, x)) != RP_OK) {
         } else if (x->kv->n < n) {
             st = rp_errorf(RP_ERR_RANGE, "sched: fork of %d tokens, the source has %d computed", n, x->kv->n);

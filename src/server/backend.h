@@ -83,7 +83,6 @@ int32_t rp_backend_session_resident(rp_backend *b, rp_bk_session *s);
 typedef enum rp_job_finish {
     RP_JOB_RUNNING = 0,
     RP_JOB_EOG,          /* end-of-generation token */
-    RP_JOB_JSON_DONE,    /* constrained JSON object complete */
     RP_JOB_LENGTH,       /* max_tokens */
     RP_JOB_CTX,          /* context full */
     RP_JOB_CANCELLED,
@@ -113,9 +112,8 @@ typedef struct rp_job_params {
     int reuse_mode;                 /* -1: backend default */
     float recompute_ratio;          /* < 0: default */
     bool persist;                   /* cache this prompt's chunks (default true) */
-    bool constrain_json;            /* the output must be one JSON object; the job ends when it closes (core) */
-    const char *grammar;            /* GBNF the output must match (parsed into the job), NULL: none; only the core
-                                       backend (--parallel 1) constrains: the scheduler refuses it */
+    const char *grammar;            /* GBNF the output must match (parsed into the job), NULL: none; both backends
+                                       constrain with it (JSON mode, schemas and forced tool calls come as one) */
     rp_bk_session *session;         /* NULL: a one-off sequence */
     uint64_t cache_ns;              /* cache namespace (0: shared): the job reuses only KV cached by jobs of
                                        the same namespace (the server's per-API-key namespaces) */

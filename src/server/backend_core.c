@@ -7,7 +7,6 @@
 
 #include "core/error.h"
 #include "server/backend_internal.h"
-#include "server/json_prefix.h"
 
 struct rp_bk_session {
     rp_seq *seq;          /* created on the worker at the session's first job; its tokens are the KV's */
@@ -21,10 +20,6 @@ typedef struct core {
     rp_seq *scratch;              /* the sequence of one-off jobs */
     rp_seq *fork;                 /* n > 1: each choice generates on a fork of scratch's prompt (made on first use) */
     rp_prompt *prompt;            /* the running job's prompt (worker) */
-    int32_t n_vocab;
-    bool *allowed;                /* [n_vocab] the JSON constraint's verdicts for one step */
-    char *pieces;                 /* vocabulary pieces for the JSON constraint (built on first use) */
-    int32_t *piece_off;           /* [n_vocab + 1] */
 
     pthread_t th;
     bool th_started;
@@ -42,76 +37,20 @@ typedef struct core {
     int32_t n_sessions;
 } core;
 
-/* ------------------------------------------------------------ the JSON constraint */
-
-static rp_status build_pieces(core *c) {
-    if (c->pieces) return RP_OK;
-    const rp_model *m = c->b->m;
-    const int32_t nv = c->n_vocab;
-    int32_t *off = malloc(sizeof *off * ((size_t)nv + 1));
-    size_t cap = (size_t)nv * 8 + 64, len = 0;
-    char *buf = malloc(cap);
-    if (!off || !buf) goto oom;
-    for (int32_t id = 0; id < nv; id++) {
-        off[id] = (int32_t)len;
-        char tmp[512];
-        int32_t w = !rp_token_is_eog(m, id) ? rp_token_to_piece(m, id, false, tmp, (int32_t)sizeof tmp) : 0;
-        if (w < 0 || w > (int32_t)sizeof tmp) w = 0;
-        if (len + (size_t)w > cap) {
-            cap = (len + (size_t)w) * 2;
-            char *nb = realloc(buf, cap);
-            if (!nb) goto oom;
-            buf = nb;
-        }
-        memcpy(buf + len, tmp, (size_t)w);
-        len += (size_t)w;
-    }
-    off[nv] = (int32_t)len;
-    c->pieces = buf;
-    c->piece_off = off;
-    return RP_OK;
-oom:
-    free(off);
-    free(buf);
-    return rp_errorf(RP_ERR_NOMEM, "server: out of memory for the vocabulary pieces");
-}
-
-/* A job's generation: the JSON prefix so far, and how the job's callbacks ended it. */
+/* A job's generation: how the job's token callback ended it. */
 typedef struct run_state {
-    core *c;
     rp_job *j;
-    bool constrain;
-    rp_json_prefix jp;
-    bool json_done, bad, gone;   /* the object closed / a token that cannot continue it / the job was cancelled */
+    bool gone;   /* the job was cancelled (or its buffer is full) */
 } run_state;
 
-/* rp_logits_fn: bans every token that cannot continue the JSON prefix (nothing is banned when no token could). */
-static void constrain_logits(void *user, const rp_token *hist, int32_t n_hist, float *logits, int32_t n_vocab) {
-    run_state *r = user;
-    core *c = r->c;
-    int32_t allowed = 0;
-    for (int32_t id = 0; id < n_vocab; id++) {
-        const int32_t a = c->piece_off[id], z = c->piece_off[id + 1];
-        rp_json_prefix t = r->jp;
-        c->allowed[id] = z > a && rp_jsonp_feed(&t, c->pieces + a, (size_t)(z - a));
-        allowed += c->allowed[id];
-    }
-    if (allowed > 0)
-        for (int32_t id = 0; id < n_vocab; id++)
-            if (!c->allowed[id]) logits[id] = -INFINITY;
-}
-
-/* rp_token_fn: hands each token to the consumer; the JSON object closing (or breaking) ends the generation. */
+/* rp_token_fn: hands each token to the consumer. */
 static bool on_token(void *user, rp_token t, const char *text, size_t len) {
     run_state *r = user;
+    (void)text;
+    (void)len;
     if (t < 0) return true;   /* the end's flush of held text: the consumer detokenizes itself */
     r->gone = !rp_job_push(r->j, t);
-    if (r->constrain) {
-        const int32_t a = r->c->piece_off[t], z = r->c->piece_off[t + 1];
-        r->bad = !rp_jsonp_feed(&r->jp, r->c->pieces + a, (size_t)(z - a));   /* only when nothing was allowed */
-        r->json_done = !r->bad && rp_jsonp_done(&r->jp);
-    }
-    return !r->gone && !r->bad && !r->json_done;
+    return !r->gone;
 }
 
 /* ------------------------------------------------------------ running a job */
@@ -157,7 +96,7 @@ static rp_job_finish finish_of(const run_state *r, rp_stop_reason stop) {
     switch (stop) {
     case RP_STOP_EOG: return RP_JOB_EOG;
     case RP_STOP_CONTEXT: return RP_JOB_CTX;
-    case RP_STOP_CANCELLED: return r->json_done ? RP_JOB_JSON_DONE : r->gone ? RP_JOB_CANCELLED : RP_JOB_LENGTH;
+    case RP_STOP_CANCELLED: return r->gone ? RP_JOB_CANCELLED : RP_JOB_LENGTH;
     default: return RP_JOB_LENGTH;
     }
 }
@@ -166,9 +105,7 @@ static rp_job_finish finish_of(const run_state *r, rp_stop_reason stop) {
 static rp_status generate(core *c, rp_job *j, rp_seq *s, struct rp_bk_session *cs, rp_job_finish *why) {
     rp_backend *b = c->b;
     rp_grammar_state *gst = j->gstate;   /* the job's grammar position, when it has one */
-    run_state r = {.c = c, .j = j, .constrain = j->p.constrain_json && !j->grammar};
-    rp_jsonp_init(&r.jp);
-    if (r.constrain) RP_TRY(build_pieces(c));
+    run_state r = {.j = j, .gone = false};
     rp_gen_opts o = rp_gen_default_opts();
     o.sampling = j->p.sampler;
     o.max_tokens = j->p.max_tokens;
@@ -179,10 +116,7 @@ static rp_status generate(core *c, rp_job *j, rp_seq *s, struct rp_bk_session *c
         o.on_chosen = rp_job_on_chosen;
         o.chosen_user = j;
     }
-    if (r.constrain) {
-        o.on_logits = constrain_logits;
-        o.logits_user = &r;
-    } else if (gst) {
+    if (gst) {
         o.on_logits = rp_grammar_on_logits;   /* the grammar state follows the history the hook is given */
         o.logits_user = gst;
     }
@@ -343,12 +277,9 @@ static rp_status core_start(rp_backend *b) {
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     b->impl = c;
-    c->n_vocab = rp_model_describe(b->m).n_vocab;
     rp_status st = rp_backend_engine_open(b, &c->e);
     if (st == RP_OK) st = rp_seq_create(c->e, &c->scratch);
     if (st == RP_OK) st = rp_prompt_create(&c->prompt);
-    c->allowed = malloc(sizeof *c->allowed * (size_t)c->n_vocab);
-    if (st == RP_OK && !c->allowed) st = rp_errorf(RP_ERR_NOMEM, "server: out of memory");
     if (st == RP_OK) {
         if (pthread_create(&c->th, NULL, worker, c) != 0) st = rp_errorf(RP_ERR_INTERNAL, "server: cannot start the worker");
         else c->th_started = true;
@@ -385,9 +316,6 @@ static void core_stop(rp_backend *b) {
     rp_seq_free(c->scratch);
     rp_prompt_free(c->prompt);
     rp_backend_engine_close(c->e);   /* after every sequence of it: the sessions' went with the session table */
-    free(c->allowed);
-    free(c->pieces);
-    free(c->piece_off);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     free(c);

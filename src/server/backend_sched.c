@@ -100,6 +100,17 @@ static void keep_or_free(sched_be *x, rp_agent_id id, bool keep, int32_t exact, 
     x->kept[x->n_kept++] = (kept_seq){.id = id, .exact = exact, .ns = ns};
 }
 
+/* A fresh sequence; when they run out, kept ones are dropped, oldest first (mu held). */
+static rp_status add_agent(sched_be *x, rp_agent_id *id) {
+    rp_status st = rp_agents_add(x->s, id);
+    while (st != RP_OK && x->n_kept > 0) {
+        rp_agents_remove(x->s, x->kept[0].id);
+        unkeep(x, 0);
+        st = rp_agents_add(x->s, id);
+    }
+    return st == RP_OK ? RP_OK : rp_errorf(RP_ERR_FULL, "server: no free sequence");
+}
+
 /* The kept sequence of namespace `ns` sharing the longest prefix (>= 1
  * token) with toks, or -1; *common gets that length (mu held). Another
  * namespace's sequence is never continued: its KV would be reported as
@@ -230,15 +241,9 @@ static bool run_fill(sched_be *x) {
 static bool start_fork(sched_be *x, rp_job *L, rp_job *f) {
     const int32_t keep = L->p.n - 1;
     rp_agent_id id = 0;
-    rp_status st = rp_agents_add(x->s, &id);
-    while (st != RP_OK && x->n_kept > 0) {   /* sequences run out: drop the oldest kept one */
-        rp_agents_remove(x->s, x->kept[0].id);
-        unkeep(x, 0);
-        st = rp_agents_add(x->s, &id);
-    }
-    if (st != RP_OK) return false;
+    if (add_agent(x, &id) != RP_OK) return false;
     const rp_turn_opts to = job_turn_opts(f);
-    st = rp_agents_fork(x->s, id, L->sched_id, keep);
+    rp_status st = rp_agents_fork(x->s, id, L->sched_id, keep);
     if (st == RP_OK) st = rp_agents_submit(x->s, id, f->toks + keep, f->p.n - keep, &to);
     if (st != RP_OK) {
         rp_agents_remove(x->s, id);
@@ -548,13 +553,7 @@ static rp_status dispatch(sched_be *x, rp_job *j) {
         }
         if (k < 0) {
             common = 0;
-            st = rp_agents_add(x->s, &id);
-            while (st != RP_OK && x->n_kept > 0) {   /* sequences run out: drop the oldest kept one */
-                rp_agents_remove(x->s, x->kept[0].id);
-                unkeep(x, 0);
-                st = rp_agents_add(x->s, &id);
-            }
-            if (st != RP_OK) st = rp_errorf(RP_ERR_FULL, "server: no free sequence");
+            st = add_agent(x, &id);
             fresh = st == RP_OK;
         }
     }

@@ -229,7 +229,6 @@ rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const ch
     jp.reuse_mode = r->cache_mode;
     jp.recompute_ratio = r->cache_ratio;
     jp.persist = r->cache_persist;
-    jp.constrain_json = c->text.constrain_json;
     /* the request's own grammar, else a forced tool call's, else the server's --grammar-file */
     jp.grammar = r->grammar ? r->grammar : c->text.grammar ? c->text.grammar : s->cfg.grammar;
     jp.session = rp_stab_backend(c->sess);

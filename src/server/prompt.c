@@ -356,32 +356,21 @@ rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_
      * required: the reply opens a call block and the model writes {"name": ..., arguments}, under the schemas */
     const bool named = r->tool_choice == RP_TOOL_CHOICE_NAMED, required = r->tool_choice == RP_TOOL_CHOICE_REQUIRED;
     if (tools_active && (named || required)) {
+        /* each format's call block: its opening, the key of the arguments, its close (after the call object) */
+        const bool llama3 = t->parse_fmt == RP_CHAT_LLAMA3, mistral = t->parse_fmt == RP_CHAT_MISTRAL;
+        const char *open = llama3 ? "" : mistral ? "[TOOL_CALLS][" : "<tool_call>\n";
+        const char *args_key = llama3 ? "parameters" : "arguments";
         sbuf f = {0};
-        const char *args_key = "arguments";
-        if (t->parse_fmt == RP_CHAT_LLAMA3) {
-            args_key = "parameters";
-            if (named) {
-                sb_str(&f, "{\"name\": \"");
-                sb_str(&f, r->tool_name);
-                sb_str(&f, "\", \"parameters\": ");
-            }
-            t->forced_close = named ? "}" : "";
-        } else if (t->parse_fmt == RP_CHAT_MISTRAL) {
-            sb_str(&f, "[TOOL_CALLS][");
-            if (named) {
-                sb_str(&f, "{\"name\": \"");
-                sb_str(&f, r->tool_name);
-                sb_str(&f, "\", \"arguments\": ");
-            }
-            t->forced_close = named ? "}]" : "]";
+        sb_str(&f, open);
+        if (named) {   /* the call object opened up to its arguments, which close it with "}" */
+            sb_str(&f, "{\"name\": \"");
+            sb_str(&f, r->tool_name);
+            sb_str(&f, "\", \"");
+            sb_str(&f, args_key);
+            sb_str(&f, "\": ");
+            t->forced_close = llama3 ? "}" : mistral ? "}]" : "}\n</tool_call>";
         } else {
-            sb_str(&f, "<tool_call>\n");
-            if (named) {
-                sb_str(&f, "{\"name\": \"");
-                sb_str(&f, r->tool_name);
-                sb_str(&f, "\", \"arguments\": ");
-            }
-            t->forced_close = named ? "}\n</tool_call>" : "\n</tool_call>";
+            t->forced_close = llama3 ? "" : mistral ? "]" : "\n</tool_call>";
         }
         if (!f.p && !f.oom && !(f.p = strdup(""))) f.oom = true;   /* Llama 3, required: no opening text */
         sbuf all = {0};
@@ -391,8 +380,7 @@ rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_
         sb_add(&all, f.p ? f.p : "", f.n);
         free(rendered);
         rendered = all.p;
-        t->forced = f.p;
-        t->constrain_json = true;
+        t->forced = f.p;   /* what follows it is constrained by t->grammar (below) */
         if (all.oom || f.oom || !rendered || !t->forced) {
             st = rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory rendering the prompt");
             goto done;
@@ -403,8 +391,6 @@ rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_
                                "tools", "the forced tool call's schema: %s", rp_last_error());
             goto done;
         }
-    } else if (r->json_mode) {
-        t->constrain_json = true;
     }
     st = place_documents(r, rendered, marker[0] ? marker : NULL, t, err);
     rendered = NULL;
@@ -419,7 +405,6 @@ done:
 
 rp_status rp_srv_render_completion(const rp_srv_request *r, rp_srv_text *t, rp_api_error *err) {
     memset(t, 0, sizeof *t);
-    t->constrain_json = r->json_mode;
     sbuf b = {0};
     for (size_t i = 0; i < r->n_docs && t->n_pieces + 1 < RP_SRV_MAX_PIECES; i++) {
         t->cut[t->n_pieces] = b.n;

@@ -27,7 +27,6 @@ typedef struct rp_srv_text {
     bool tools_active;                 /* tools were put in the prompt: parse calls out of the reply */
     char *forced;                      /* text the reply is forced to start with (already at the end of `text`), or NULL */
     const char *forced_close;          /* with `forced`: appended after the arguments object ends */
-    bool constrain_json;               /* the reply (after `forced`) must be one JSON object */
     char *grammar;                     /* with `forced`: the GBNF of what the model writes after it (the named tool's
                                           arguments, or for "required" one call of any tool), or NULL */
     bool reasoning;                    /* split <think>...</think> out of the reply (reasoning_format not none) */

@@ -509,7 +509,6 @@ static rp_status parse_common(rp_srv_request *r, const json_t *root, const rp_sr
             return BAD("response_format", "'response_format' must be an object with a 'type'");
         if (!strcmp(json_string_value(ty), "json_object")) {
             /* one JSON object, through the grammar (both backends, any --parallel) */
-            r->json_mode = true;
             json_t *obj = json_pack("{s:s}", "type", "object");
             rp_status gs = obj ? set_schema_grammar(r, obj, "response_format", err)
                                : rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory");

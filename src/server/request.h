@@ -75,7 +75,6 @@ typedef struct rp_srv_request {
     size_t n_tools;
     rp_tool_choice tool_choice;
     const char *tool_name;          /* NAMED */
-    bool json_mode;                 /* response_format {"type": "json_object"} */
     /* reasoning (reasoning_req.c) */
     int enable_thinking;            /* -1: not given (rendered false, as rp_chat_render does), 0, 1 */
     const char *reasoning_effort;   /* "low" | "medium" | "high", or NULL */
