@@ -13,7 +13,8 @@ typedef struct rp_gpu_ops rp_gpu_ops;
 
 rp_status rp_gpu_ops_create(rp_gpu *g, rp_gpu_ops **out);
 void rp_gpu_ops_free(rp_gpu_ops *o);
-/* Whether mul_mat / get_rows take weights of this type (F32, F16, Q8_0, Q4_0, Q4_K, Q6_K). */
+/* Whether mul_mat / get_rows take weights of this type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
+ * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS: every type the CPU computes). */
 bool rp_gpu_ops_has_type(rp_type t);
 
 /* y[j * ldy + r] = dot(W row r, x[j * ldx ..]) for r < rows, j < n; W's row r at byte w_off + r * row_bytes in

@@ -10,11 +10,14 @@
 
 #define WG 64u
 
-enum { MM_F32, MM_F16, MM_Q8_0, MM_Q4_0, MM_Q4_K, MM_Q6_K, MM_N };
-static const struct { rp_type t; const char *name; } wtypes[MM_N] = {
-    {RP_TYPE_F32, "f32"}, {RP_TYPE_F16, "f16"}, {RP_TYPE_Q8_0, "q8_0"},
-    {RP_TYPE_Q4_0, "q4_0"}, {RP_TYPE_Q4_K, "q4_k"}, {RP_TYPE_Q6_K, "q6_k"},
+/* every weight type the CPU computes (the mul_mat_* / get_rows_* modules of CMakeLists.txt) */
+static const struct { rp_type t; const char *name; } wtypes[] = {
+    {RP_TYPE_F32, "f32"},   {RP_TYPE_F16, "f16"},   {RP_TYPE_BF16, "bf16"},   {RP_TYPE_Q8_0, "q8_0"},
+    {RP_TYPE_Q4_0, "q4_0"}, {RP_TYPE_Q4_1, "q4_1"}, {RP_TYPE_Q5_0, "q5_0"},   {RP_TYPE_Q5_1, "q5_1"},
+    {RP_TYPE_IQ4_NL, "iq4_nl"}, {RP_TYPE_Q2_K, "q2_k"}, {RP_TYPE_Q3_K, "q3_k"}, {RP_TYPE_Q4_K, "q4_k"},
+    {RP_TYPE_Q5_K, "q5_k"}, {RP_TYPE_Q6_K, "q6_k"}, {RP_TYPE_IQ4_XS, "iq4_xs"},
 };
+enum { MM_N = (int)(sizeof wtypes / sizeof wtypes[0]) };
 
 struct rp_gpu_ops {
     rp_gpu *g;
@@ -36,15 +39,10 @@ rp_status rp_gpu_ops_create(rp_gpu *g, rp_gpu_ops **out) {
     if (!o) return rp_errorf(RP_ERR_NOMEM, "gpu: out of memory");
     o->g = g;
     const uint32_t wg[1] = {WG}, off[2] = {WG, 0}, on[2] = {WG, 1};
-    rp_status st = RP_OK;
-    char name[32];
-    for (int i = 0; i < MM_N && st == RP_OK; i++) {
-        snprintf(name, sizeof name, "mul_mat_%s", wtypes[i].name);
-        st = rp_gpu_kernel_create(g, name, 3, 9 * 4, wg, 1, &o->mm[i]);
-        snprintf(name, sizeof name, "get_rows_%s", wtypes[i].name);
-        if (st == RP_OK) st = rp_gpu_kernel_create(g, name, 3, 6 * 4, wg, 1, &o->rows[i]);
-    }
-    if (st == RP_OK) st = rp_gpu_kernel_create(g, "rmsnorm", 4, 5 * 4, off, 2, &o->rmsnorm);
+    rp_status st;
+    /* the weight-type kernels (mul_mat_*, get_rows_*) are made on first use (weight_kernel): a model uses
+     * a few of the 15 types, and each pipeline costs a shader compile in the driver */
+    st = rp_gpu_kernel_create(g, "rmsnorm", 4, 5 * 4, off, 2, &o->rmsnorm);
     if (st == RP_OK) st = rp_gpu_kernel_create(g, "rmsnorm", 4, 5 * 4, on, 2, &o->rmsnorm_add);
     if (st == RP_OK) st = rp_gpu_kernel_create(g, "rope", 2, 6 * 4, off, 2, &o->rope);
     if (st == RP_OK) st = rp_gpu_kernel_create(g, "rope", 2, 6 * 4, on, 2, &o->rope_neox);
@@ -95,9 +93,24 @@ static rp_status weight_check(const char *op, rp_type t, uint32_t cols, uint32_t
     return RP_OK;
 }
 
+/* The mul_mat (rows = 0) or get_rows (rows = 1) kernel of weight slot s, made on first use. */
+static rp_status weight_kernel(rp_gpu_ops *o, int s, int rows, rp_gpu_kernel **out) {
+    rp_gpu_kernel **k = rows ? &o->rows[s] : &o->mm[s];
+    if (!*k) {
+        const uint32_t wg[1] = {WG};
+        char name[32];
+        snprintf(name, sizeof name, "%s_%s", rows ? "get_rows" : "mul_mat", wtypes[s].name);
+        RP_TRY(rp_gpu_kernel_create(o->g, name, 3, (rows ? 6 : 9) * 4, wg, 1, k));
+    }
+    *out = *k;
+    return RP_OK;
+}
+
 rp_status rp_gpu_op_mul_mat(rp_gpu_ops *o, rp_gpu_rec *r, const rp_gpu_mm *a) {
     int s;
+    rp_gpu_kernel *k;
     RP_TRY(weight_check("mul_mat", a->wtype, a->cols, a->row_bytes, &s));
+    RP_TRY(weight_kernel(o, s, 0, &k));
     if (!a->rows || !a->n || a->w_off % 2 || a->ldx < a->cols || (a->n > 1 && a->ldy < a->rows))
         return rp_errorf(RP_ERR_INVALID_ARG, "gpu: mul_mat: %u x %u by %u rows (ldx %u, ldy %u, w_off %u)", a->rows,
                          a->cols, a->n, a->ldx, a->ldy, a->w_off);
@@ -108,21 +121,23 @@ rp_status rp_gpu_op_mul_mat(rp_gpu_ops *o, rp_gpu_rec *r, const rp_gpu_mm *a) {
     const uint32_t p[9] = {a->rows, a->cols, a->n, a->w_off, a->row_bytes, a->x_off, a->ldx, a->y_off, a->ldy};
     rp_gpu_buf *b[3] = {a->w, a->x, a->y};
     const uint32_t gx = a->rows < 32768 ? a->rows : 32768, gz = (a->rows + 32767) / 32768;
-    return rp_gpu_rec_dispatch(r, o->mm[s], b, p, gx, (a->n + 3) / 4, gz);
+    return rp_gpu_rec_dispatch(r, k, b, p, gx, (a->n + 3) / 4, gz);
 }
 
 rp_status rp_gpu_op_get_rows(rp_gpu_ops *o, rp_gpu_rec *r, rp_gpu_buf *w, rp_type wtype, uint32_t w_off,
                              uint32_t row_bytes, uint32_t cols, rp_gpu_buf *ids, uint32_t n, rp_gpu_buf *y,
                              uint32_t y_off, uint32_t ldy) {
     int s;
+    rp_gpu_kernel *k;
     RP_TRY(weight_check("get_rows", wtype, cols, row_bytes, &s));
+    RP_TRY(weight_kernel(o, s, 1, &k));
     if (!n || ldy < cols || w_off % 2) return rp_errorf(RP_ERR_INVALID_ARG, "gpu: get_rows: %u ids, ldy %u", n, ldy);
     if (!fits(ids, 0, F4 * n) || !fits(y, F4 * y_off, F4 * ((uint64_t)(n - 1) * ldy + cols)))
         return rp_errorf(RP_ERR_RANGE, "gpu: get_rows: a buffer is smaller than its shape");
     /* the ids themselves are the caller's to keep within the matrix (the shader reads W row ids[i]) */
     const uint32_t p[6] = {n, cols, w_off, row_bytes, y_off, ldy};
     rp_gpu_buf *b[3] = {w, ids, y};
-    return rp_gpu_rec_dispatch(r, o->rows[s], b, p, n, 1, 1);
+    return rp_gpu_rec_dispatch(r, k, b, p, n, 1, 1);
 }
 
 rp_status rp_gpu_op_rmsnorm(rp_gpu_ops *o, rp_gpu_rec *r, rp_gpu_buf *x, rp_gpu_buf *add, rp_gpu_buf *w,

@@ -1,6 +1,7 @@
-/* test_gpu_ops.c — every GPU kernel (src/gpu/shaders) against the CPU reference on odd shapes: matmul over F32,
- * F16, Q8_0, Q4_0, Q4_K and Q6_K weights in ggml's block layouts (decode n = 1 and prefill n > 1, offsets and
- * strides), embedding lookup, RMSNorm (with the residual add), RoPE (NORM and NEOX, llama3-scaled frequencies,
+/* test_gpu_ops.c — every GPU kernel (src/gpu/shaders) against the CPU reference on odd shapes: matmul over every
+ * weight type the CPU computes (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K,
+ * Q6_K, IQ4_XS) in ggml's block layouts (decode n = 1 and prefill n > 1, offsets and strides), embedding lookup of
+ * each, RMSNorm (with the residual add), RoPE (NORM and NEOX, llama3-scaled frequencies,
  * partial rotation), SwiGLU, softmax, F16 KV cache writes and attention over an F16 cache with GQA (one row and
  * several, tiles crossed). Skips (77) when there is no Vulkan device. */
 #include <stdio.h>
@@ -41,6 +42,11 @@ static void free_w(wmat *m) {
 }
 
 typedef struct { uint32_t rows, cols, n; } mm_shape;
+
+/* every weight type the GPU kernels take, and that make_w can quantize */
+static const rp_type wtypes_all[] = {RP_TYPE_F32,  RP_TYPE_F16,  RP_TYPE_BF16, RP_TYPE_Q8_0,   RP_TYPE_Q4_0,
+                                     RP_TYPE_Q4_1, RP_TYPE_Q5_0, RP_TYPE_Q5_1, RP_TYPE_IQ4_NL, RP_TYPE_Q2_K,
+                                     RP_TYPE_Q3_K, RP_TYPE_Q4_K, RP_TYPE_Q5_K, RP_TYPE_Q6_K,   RP_TYPE_IQ4_XS};
 
 static void mm_case(rp_type t, mm_shape s, rp_test_rng *r) {
     const uint32_t pad = 6, x_off = 3, ldx = s.cols + 5, y_off = 2, ldy = s.rows + 3;
@@ -89,11 +95,11 @@ static void test_mul_mat(void **state) {
     static const mm_shape plain[] = {{7, 37, 1}, {33, 129, 3}, {65, 255, 5}, {3, 1, 2}, {1, 64, 9}};
     static const mm_shape q32[] = {{1, 32, 1}, {7, 96, 1}, {33, 288, 3}, {67, 160, 5}, {13, 64, 9}};
     static const mm_shape qk[] = {{1, 256, 1}, {9, 512, 1}, {17, 768, 3}, {5, 256, 6}};
-    const rp_type ts[] = {RP_TYPE_F32, RP_TYPE_F16, RP_TYPE_Q8_0, RP_TYPE_Q4_0, RP_TYPE_Q4_K, RP_TYPE_Q6_K};
-    for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
-        const rp_type t = ts[ti];
-        const mm_shape *sh = t <= RP_TYPE_F16 ? plain : (t == RP_TYPE_Q4_K || t == RP_TYPE_Q6_K) ? qk : q32;
-        const size_t ns = t <= RP_TYPE_F16 ? 5 : (t == RP_TYPE_Q4_K || t == RP_TYPE_Q6_K) ? 4 : 5;
+    for (size_t ti = 0; ti < sizeof wtypes_all / sizeof wtypes_all[0]; ti++) {
+        const rp_type t = wtypes_all[ti];
+        const int64_t bs = rp_type_get_traits((int)t)->blck_size;
+        const mm_shape *sh = bs == 1 ? plain : bs == 256 ? qk : q32;
+        const size_t ns = bs == 256 ? 4 : 5;
         for (size_t i = 0; i < ns; i++) mm_case(t, sh[i], &r);
     }
     /* more rows than one grid dimension holds (32768 per dimension here) */
@@ -110,7 +116,7 @@ static void test_mul_mat_rejects(void **state) {
     assert_int_equal(rp_gpu_op_mul_mat(gt.ops, gt.rec, &a), RP_ERR_INVALID_ARG);   /* 48 is not a block multiple */
     a.cols = 64, a.row_bytes = 36, a.ldx = 64, a.rows = 200;
     assert_int_equal(rp_gpu_op_mul_mat(gt.ops, gt.rec, &a), RP_ERR_RANGE);   /* the buffer is too small */
-    a.wtype = RP_TYPE_IQ4_XS;
+    a.wtype = RP_TYPE_IQ2_XXS;   /* a type the CPU does not compute either */
     assert_int_equal(rp_gpu_op_mul_mat(gt.ops, gt.rec, &a), RP_ERR_UNSUPPORTED);
     rec_run();
     rp_gpu_buf_free(b);
@@ -120,10 +126,10 @@ static void test_get_rows(void **state) {
     (void)state;
     GPU_REQUIRE();
     rp_test_rng r = {12};
-    const rp_type ts[] = {RP_TYPE_F32, RP_TYPE_F16, RP_TYPE_Q8_0, RP_TYPE_Q4_0, RP_TYPE_Q4_K, RP_TYPE_Q6_K};
-    for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
-        const rp_type t = ts[ti];
-        const uint32_t rows = 19, cols = t <= RP_TYPE_F16 ? 75 : (t == RP_TYPE_Q4_K || t == RP_TYPE_Q6_K) ? 512 : 96;
+    for (size_t ti = 0; ti < sizeof wtypes_all / sizeof wtypes_all[0]; ti++) {
+        const rp_type t = wtypes_all[ti];
+        const int64_t bs = rp_type_get_traits((int)t)->blck_size;
+        const uint32_t rows = 19, cols = bs == 1 ? 75 : bs == 256 ? 512 : 96;
         wmat w = make_w(&r, t, rows, cols, 2);
         const int32_t ids[5] = {5, 0, 18, 5, 11};
         const uint32_t ldy = cols + 1;
