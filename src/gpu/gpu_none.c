@@ -2,6 +2,7 @@
  * entry point says so. */
 #include "core/error.h"
 #include "gpu/gpu.h"
+#include "gpu/gpu_split.h"
 
 #define NOT_BUILT rp_errorf(RP_ERR_UNSUPPORTED, "gpu: Vulkan backend not built (configure with -DRP_VULKAN=ON; " \
                                                 "needs libvulkan-dev and glslc)")
@@ -66,3 +67,16 @@ rp_status rp_gpu_rec_submit(rp_gpu_rec *r, uint64_t *ticket) {
 }
 rp_status rp_gpu_rec_wait(rp_gpu_rec *r) { (void)r; return NOT_BUILT; }
 rp_status rp_gpu_wait(rp_gpu *g, uint64_t ticket) { (void)g; (void)ticket; return NOT_BUILT; }
+
+/* gpu_split.h (its cut and calibration are device-independent: split.c) */
+rp_status rp_split_create(rp_gpu *g, rp_gpu_ops *ops, rp_pool *pool, rp_split **out) {
+    (void)g; (void)ops; (void)pool;
+    if (out) *out = NULL;
+    return NOT_BUILT;
+}
+void rp_split_free(rp_split *s) { (void)s; }
+void rp_split_set_cpu_hook(rp_split *s, void (*fn)(void *user), void *user) { (void)s; (void)fn; (void)user; }
+rp_status rp_split_mm(rp_split *s, const rp_split_mm_args *a, rp_split_times *t) {
+    (void)s; (void)a; (void)t;
+    return NOT_BUILT;
+}
