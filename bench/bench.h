@@ -13,5 +13,6 @@ int bench_sweep(int argc, char **argv);
 int bench_ablation(int argc, char **argv);
 int bench_all(int argc, char **argv);
 int bench_grammar(int argc, char **argv);
+int bench_split(int argc, char **argv);
 
 #endif

@@ -14,6 +14,7 @@ static void usage(FILE *f) {
             "  attn     the attention kernel alone: decode and prefill runs at several depths (GFLOP/s, KV GB/s)\n"
             "  fidelity KL / greedy agreement of full and blend reuse against exact prefill\n"
             "  grammar  decode tok/s with and without a JSON-schema / GBNF constraint, and one mask's cost\n"
+            "  split    the CPU + GPU column-parallel matmul: time per CPU fraction, the calibrated split\n"
             "  agents   multi-agent trace: scheduler policies (batch-ar, seq-sd, batch-sd, hal, hal-yield)\n"
             "  reuse    TTFT of none / prefix / full / blend / static on reuse workloads\n"
             "  sweep    TTFT vs prefix and non-prefix reuse ratio at several prompt lengths\n"
@@ -43,6 +44,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "ablation")) return bench_ablation(argc - 1, argv + 1);
     if (!strcmp(argv[1], "all")) return bench_all(argc - 1, argv + 1);
     if (!strcmp(argv[1], "grammar")) return bench_grammar(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "split")) return bench_split(argc - 1, argv + 1);
     fprintf(stderr, "reprise bench: unknown benchmark '%s' (see reprise bench --help)\n", argv[1]);
     return 2;
 }

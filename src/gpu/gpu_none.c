@@ -68,6 +68,14 @@ rp_status rp_gpu_rec_submit(rp_gpu_rec *r, uint64_t *ticket) {
 rp_status rp_gpu_rec_wait(rp_gpu_rec *r) { (void)r; return NOT_BUILT; }
 rp_status rp_gpu_wait(rp_gpu *g, uint64_t ticket) { (void)g; (void)ticket; return NOT_BUILT; }
 
+/* gpu_ops.h: no kernels without the backend */
+rp_status rp_gpu_ops_create(rp_gpu *g, rp_gpu_ops **out) {
+    (void)g;
+    if (out) *out = NULL;
+    return NOT_BUILT;
+}
+void rp_gpu_ops_free(rp_gpu_ops *o) { (void)o; }
+
 /* gpu_split.h (its cut and calibration are device-independent: split.c) */
 rp_status rp_split_create(rp_gpu *g, rp_gpu_ops *ops, rp_pool *pool, rp_split **out) {
     (void)g; (void)ops; (void)pool;
