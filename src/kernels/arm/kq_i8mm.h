@@ -149,8 +149,10 @@ static inline __attribute__((always_inline)) float32x4_t sb_pair(const uint8_t *
                                                                  float32x4_t da) {
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
     int32x4_t isum = vdupq_n_s32(0);
+    _Pragma("GCC unroll 16")
     for (int k = 0; k < 4; k++) {
         int32x4_t slo = vdupq_n_s32(0), shi = vdupq_n_s32(0);
+        _Pragma("GCC unroll 16")
         for (int c = 0; c < 4; c++) {
             const uint8x16_t raw = vld1q_u8(wp + 40 + 64 * k + 16 * c);
             slo = vmmlaq_s32(slo, vld1q_s8((const int8_t *)(ap + 16 * (8 * k + c))),
@@ -183,11 +185,14 @@ static inline __attribute__((always_inline)) float32x4_t sb_pair(const uint8_t *
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(3);
     const int8x16_t off = vdupq_n_s8(32);
     int32x4_t isum = vdupq_n_s32(0);
+    _Pragma("GCC unroll 16")
     for (int hf = 0; hf < 2; hf++) {
         const uint8_t *wh = wp + 192 * hf;
         const uint8_t *ah = ap + 16 * 16 * hf;   /* chunks 16 hf .. 16 hf + 15 */
+        _Pragma("GCC unroll 16")
         for (int m = 0; m < 2; m++) {
             int32x4_t s[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+            _Pragma("GCC unroll 16")
             for (int cc = 0; cc < 2; cc++) {
                 const int c = 2 * m + cc;
                 const uint8x16_t la = vld1q_u8(wh + 16 * c), lb = vld1q_u8(wh + 64 + 16 * c);
@@ -198,10 +203,12 @@ static inline __attribute__((always_inline)) float32x4_t sb_pair(const uint8_t *
                 v[2] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(la, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4)));
                 v[3] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(lb, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4)));
                 /* v[k]: values 128 hf + 32 k + 8 c .. + 7, activation chunk 16 hf + 4 k + c */
+                _Pragma("GCC unroll 16")
                 for (int k = 0; k < 4; k++)
                     s[k] = vmmlaq_s32(s[k], vld1q_s8((const int8_t *)(ah + 16 * (4 * k + c))), vsubq_s8(v[k], off));
             }
             /* group 8 hf + 2 k + m (16 values: chunks c = 2m, 2m + 1) */
+            _Pragma("GCC unroll 16")
             for (int k = 0; k < 4; k++) isum = vmlaq_s32(isum, s[k], pair_scale_s8(wp + 384 + 2 * (8 * hf + 2 * k + m)));
         }
     }
@@ -236,6 +243,7 @@ static void gemm(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, 
                 memcpy(&d0, ab + 544, 4);
                 memcpy(&d1, ab + 548, 4);
                 const float32x4_t da = vcombine_f32(vdup_n_f32(d0), vdup_n_f32(d1));
+                _Pragma("GCC unroll 16")
                 for (int q = 0; q < 2; q++) acc[q] = vaddq_f32(acc[q], sb_pair(wg + (size_t)b * 2 * PB + q * PB, ab, da));
             }
             /* acc[q] lanes (i0 r, i0 r+1, i1 r, i1 r+1) for r = 4g + 2q */

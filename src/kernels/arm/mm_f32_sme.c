@@ -48,6 +48,7 @@ static void gemv_panel(const float *wp, const float *x, int64_t cols, float *yo,
     for (int c = 0; c < 16; c++) acc[c] = vdupq_n_f32(0.0f);
     for (int64_t k = 0; k < cols; k++, wp += NR) {
         const float xk = x[k];
+        _Pragma("GCC unroll 16")
         for (int c = 0; c < 16; c++) acc[c] = vfmaq_n_f32(acc[c], vld1q_f32(wp + 4 * c), xk);
     }
     float t[NR];

@@ -137,6 +137,7 @@ static inline __attribute__((always_inline)) void tile(const int MR, const uint8
 #endif
     for (int64_t b = 0; b < nb; b++, wg += BB) {
         int8x16_t w[4][2];
+        _Pragma("GCC unroll 16")
         for (int j = 0; j < 4; j++) {
 #if defined(RP_Q8A_Q4)
             const uint8x16_t raw = vld1q_u8(wg + QB * j);
@@ -148,12 +149,14 @@ static inline __attribute__((always_inline)) void tile(const int MR, const uint8
 #endif
         }
         const float32x4_t dw = vld1q_f32((const float *)(const void *)(wg + 4 * QB));
+        _Pragma("GCC unroll 16")
         for (int m = 0; m < MR; m++) {
             const uint8_t *ar = act + (size_t)m * astride;
             const int8x16_t a0 = vld1q_s8((const int8_t *)(ar + 32 * b)), a1 = vld1q_s8((const int8_t *)(ar + 32 * b + 16));
             float da;
             memcpy(&da, ar + cols + 4 * b, 4);
             int32x4_t s[4];
+            _Pragma("GCC unroll 16")
             for (int j = 0; j < 4; j++) s[j] = q8a_dot(q8a_dot(z, w[j][0], a0), w[j][1], a1);
             const int32x4_t sum = vpaddq_s32(vpaddq_s32(s[0], s[1]), vpaddq_s32(s[2], s[3]));
             acc[m] = vfmaq_f32(acc[m], vcvtq_f32_s32(sum), vmulq_n_f32(dw, da));
@@ -199,6 +202,7 @@ static inline __attribute__((always_inline)) void tile_mmla(const int P, const u
     for (int64_t b = 0; b < nb; b++, wg += BB) {
         /* wp[q][c]: weight rows 2q, 2q + 1, values 8c .. 8c + 7: one load each (the packed interleave) */
         int8x16_t wp[2][4];
+        _Pragma("GCC unroll 16")
         for (int q = 0; q < 2; q++) {
 #if defined(RP_Q8A_Q4)
             for (int h = 0; h < 2; h++) {
@@ -207,18 +211,21 @@ static inline __attribute__((always_inline)) void tile_mmla(const int P, const u
                 wp[q][2 + h] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(raw, 4)), eight);
             }
 #else
+            _Pragma("GCC unroll 16")
             for (int c = 0; c < 4; c++) wp[q][c] = vld1q_s8((const int8_t *)(wg + 2 * QB * q + 16 * c));
 #endif
         }
         const float32x4_t dw = vld1q_f32((const float *)(const void *)(wg + 4 * QB));
         const float32x4_t dlo = vcombine_f32(vget_low_f32(dw), vget_low_f32(dw));
         const float32x4_t dhi = vcombine_f32(vget_high_f32(dw), vget_high_f32(dw));
+        _Pragma("GCC unroll 16")
         for (int p = 0; p < P; p++) {
             const uint8_t *x0 = ar[2 * p] + 32 * b, *x1 = ar[2 * p + 1] + 32 * b;
             const int8x16_t a00 = vld1q_s8((const int8_t *)x0), a01 = vld1q_s8((const int8_t *)(x0 + 16));
             const int8x16_t a10 = vld1q_s8((const int8_t *)x1), a11 = vld1q_s8((const int8_t *)(x1 + 16));
             const int8x16_t ap[4] = {q8a_zip1(a00, a10), q8a_zip2(a00, a10), q8a_zip1(a01, a11), q8a_zip2(a01, a11)};
             int32x4_t s0 = vdupq_n_s32(0), s1 = vdupq_n_s32(0);
+            _Pragma("GCC unroll 16")
             for (int c = 0; c < 4; c++) {
                 s0 = vmmlaq_s32(s0, ap[c], wp[0][c]);
                 s1 = vmmlaq_s32(s1, ap[c], wp[1][c]);

@@ -121,6 +121,7 @@ static void gemv_panel(const uint8_t *wp, int64_t nb, const uint8_t *a, int64_t 
             const int8x16_t a0 = vld1q_s8((const int8_t *)(a + 32 * b)), a1 = vld1q_s8((const int8_t *)(a + 32 * b + 16));
             float da;
             memcpy(&da, a + cols + 4 * b, 4);
+            _Pragma("GCC unroll 16")
             for (int j = 0; j < 8; j++) {
                 const uint8_t *w = wb + (32 * h + 4 * j) * 4;
                 int32x4_t s = vdupq_n_s32(0);
