@@ -51,11 +51,19 @@ static int inspect_system(void) {
     rp_cpu_desc c;
     rp_cpu_describe(&c);
     printf("cpu: %s\n", c.brand);
+#if defined(__x86_64__)
     printf("features: avx2 %d fma %d f16c %d | avx512 f %d bw %d dq %d vl %d vnni %d bf16 %d fp16 %d | avx-vnni %d\n",
            c.avx2, c.fma, c.f16c, c.avx512f, c.avx512bw, c.avx512dq, c.avx512vl, c.avx512vnni, c.avx512bf16,
            c.avx512fp16, c.avxvnni);
     printf("amx: tile %d int8 %d bf16 %d | os state: avx %d avx512 %d amx %d | amx permission granted %d\n",
            c.amx_tile, c.amx_int8, c.amx_bf16, c.os_avx, c.os_avx512, c.os_amx, c.amx_permitted);
+#else
+    /* aarch64 (hwcaps: neon, dotprod, i8mm, sve2, sme ...) and the rest: the library's one-line summary, which
+     * names this architecture's features and its levels */
+    char info[512];
+    rp_system_info(info, sizeof info);
+    printf("features: %s\n", info);
+#endif
     if (c.amx_opt_in)
         printf("note: AMX is present but its kernels are opt-in until validated on real hardware (RP_ENABLE_AMX=1)\n");
     printf("best level: %s\nchosen level: %s%s\n", c.best, c.active,

@@ -34,11 +34,11 @@ extern const rp_ew_kernel rp_ew_avx2, rp_ew_avx512;
 extern const rp_ew_kernel rp_ew_ref;
 
 /* SIMD kernels: src/kernels/arm/, one family per file, all compiled on aarch64 (named strongly, as above). */
-extern const rp_mm_kernel rp_mm_q4_0_i8mm, rp_mm_q4_0_dotprod, rp_mm_q4_0_neon;
-extern const rp_mm_kernel rp_mm_q8_0_i8mm, rp_mm_q8_0_dotprod, rp_mm_q8_0_neon;
-extern const rp_mm_kernel rp_mm_q4_k_dotprod, rp_mm_q4_k_neon;
-extern const rp_mm_kernel rp_mm_q6_k_dotprod, rp_mm_q6_k_neon;
-extern const rp_mm_kernel rp_mm_f16_neon, rp_mm_bf16_neon, rp_mm_f32_neon;
+extern const rp_mm_kernel rp_mm_q4_0_sme, rp_mm_q4_0_i8mm, rp_mm_q4_0_dotprod, rp_mm_q4_0_neon;
+extern const rp_mm_kernel rp_mm_q8_0_sme, rp_mm_q8_0_i8mm, rp_mm_q8_0_dotprod, rp_mm_q8_0_neon;
+extern const rp_mm_kernel rp_mm_q4_k_i8mm, rp_mm_q4_k_dotprod, rp_mm_q4_k_neon;
+extern const rp_mm_kernel rp_mm_q6_k_i8mm, rp_mm_q6_k_dotprod, rp_mm_q6_k_neon;
+extern const rp_mm_kernel rp_mm_f16_neon, rp_mm_bf16_neon, rp_mm_f32_sme, rp_mm_f32_neon;
 extern const rp_attn_kernel rp_attn_f16_neon, rp_attn_q8_0_neon, rp_attn_f32_neon;
 extern const rp_ew_kernel rp_ew_neon;
 
@@ -57,9 +57,10 @@ extern const rp_ew_kernel rp_ew_neon;
 
 /* Ordered from most to least specialized within a type (the ARM entries come first: no type has both). */
 static const rp_mm_kernel *const k_mm[] = {
-    ARM(&rp_mm_q4_0_i8mm, &rp_mm_q4_0_dotprod, &rp_mm_q4_0_neon, &rp_mm_q8_0_i8mm, &rp_mm_q8_0_dotprod,
-        &rp_mm_q8_0_neon, &rp_mm_q4_k_dotprod, &rp_mm_q4_k_neon, &rp_mm_q6_k_dotprod, &rp_mm_q6_k_neon,
-        &rp_mm_f16_neon, &rp_mm_bf16_neon, &rp_mm_f32_neon)
+    ARM(&rp_mm_q4_0_sme, &rp_mm_q4_0_i8mm, &rp_mm_q4_0_dotprod, &rp_mm_q4_0_neon, &rp_mm_q8_0_sme,
+        &rp_mm_q8_0_i8mm, &rp_mm_q8_0_dotprod, &rp_mm_q8_0_neon, &rp_mm_q4_k_i8mm, &rp_mm_q4_k_dotprod,
+        &rp_mm_q4_k_neon, &rp_mm_q6_k_i8mm, &rp_mm_q6_k_dotprod, &rp_mm_q6_k_neon, &rp_mm_f16_neon,
+        &rp_mm_bf16_neon, &rp_mm_f32_sme, &rp_mm_f32_neon)
     X86(&rp_mm_q4_0_amx, &rp_mm_q4_0_avx512, &rp_mm_q4_0_avx2) &rp_mm_ref_q4_0,
     X86(&rp_mm_q8_0_amx, &rp_mm_q8_0_avx512, &rp_mm_q8_0_avx2) &rp_mm_ref_q8_0,
     X86(&rp_mm_q4_k_amx, &rp_mm_q4_k_avx512, &rp_mm_q4_k_avx2) &rp_mm_ref_q4_k,

@@ -11,34 +11,43 @@
 #include "kernels/kernels.h"
 
 /* The families src/kernels/x86/ (src/kernels/arm/ on aarch64) provides: each type's highest level (the ones
- * below it exist too; RP_CPU_SCALAR: none). */
-typedef struct { rp_type type; const char *name; rp_cpu_level top; } family;
+ * below it exist too; RP_CPU_SCALAR: none), and `skip`, levels in between that have none of their own (aarch64:
+ * no family has SVE2 kernels yet, so the SVE2 level selects the I8MM ones). */
+typedef struct { rp_type type; const char *name; rp_cpu_level top; unsigned skip; } family;
 #if defined(__aarch64__)
+#define NO_SVE2 (1u << RP_CPU_SVE2)
 static const family k_mm[] = {
-    {RP_TYPE_Q4_0, "q4_0", RP_CPU_I8MM},    {RP_TYPE_Q8_0, "q8_0", RP_CPU_I8MM},
-    {RP_TYPE_Q4_K, "q4_k", RP_CPU_DOTPROD}, {RP_TYPE_Q6_K, "q6_k", RP_CPU_DOTPROD},
-    {RP_TYPE_BF16, "bf16", RP_CPU_NEON},    {RP_TYPE_F16, "f16", RP_CPU_NEON},      {RP_TYPE_F32, "f32", RP_CPU_NEON},
+    {RP_TYPE_Q4_0, "q4_0", RP_CPU_SME, NO_SVE2}, {RP_TYPE_Q8_0, "q8_0", RP_CPU_SME, NO_SVE2},
+    {RP_TYPE_Q4_K, "q4_k", RP_CPU_I8MM, 0},      {RP_TYPE_Q6_K, "q6_k", RP_CPU_I8MM, 0},
+    {RP_TYPE_BF16, "bf16", RP_CPU_NEON, 0},      {RP_TYPE_F16, "f16", RP_CPU_NEON, 0},
+    {RP_TYPE_F32, "f32", RP_CPU_SME, (1u << RP_CPU_DOTPROD) | (1u << RP_CPU_I8MM) | NO_SVE2},
 };
 static const family k_attn[] = {
-    {RP_TYPE_F32, "f32", RP_CPU_NEON}, {RP_TYPE_F16, "f16", RP_CPU_NEON}, {RP_TYPE_Q8_0, "q8_0", RP_CPU_NEON},
+    {RP_TYPE_F32, "f32", RP_CPU_NEON, 0}, {RP_TYPE_F16, "f16", RP_CPU_NEON, 0}, {RP_TYPE_Q8_0, "q8_0", RP_CPU_NEON, 0},
 };
 static const rp_cpu_level k_ew_top = RP_CPU_NEON;
 #else
 static const family k_mm[] = {
-    {RP_TYPE_Q4_0, "q4_0", RP_CPU_AMX},   {RP_TYPE_Q8_0, "q8_0", RP_CPU_AMX}, {RP_TYPE_Q4_K, "q4_k", RP_CPU_AMX},
-    {RP_TYPE_Q6_K, "q6_k", RP_CPU_AMX},   {RP_TYPE_BF16, "bf16", RP_CPU_AMX}, {RP_TYPE_F16, "f16", RP_CPU_AVX512},
-    {RP_TYPE_F32, "f32", RP_CPU_AVX512},
-    {RP_TYPE_Q4_1, "q4_1", RP_CPU_AVX512}, {RP_TYPE_Q5_0, "q5_0", RP_CPU_AVX512}, {RP_TYPE_Q5_1, "q5_1", RP_CPU_AVX512},
-    {RP_TYPE_IQ4_NL, "iq4_nl", RP_CPU_AVX512}, {RP_TYPE_Q2_K, "q2_k", RP_CPU_AVX512}, {RP_TYPE_Q3_K, "q3_k", RP_CPU_AVX2},
-    {RP_TYPE_Q5_K, "q5_k", RP_CPU_AVX2}, {RP_TYPE_IQ4_XS, "iq4_xs", RP_CPU_AVX2},
+    {RP_TYPE_Q4_0, "q4_0", RP_CPU_AMX, 0},   {RP_TYPE_Q8_0, "q8_0", RP_CPU_AMX, 0}, {RP_TYPE_Q4_K, "q4_k", RP_CPU_AMX, 0},
+    {RP_TYPE_Q6_K, "q6_k", RP_CPU_AMX, 0},   {RP_TYPE_BF16, "bf16", RP_CPU_AMX, 0}, {RP_TYPE_F16, "f16", RP_CPU_AVX512, 0},
+    {RP_TYPE_F32, "f32", RP_CPU_AVX512, 0},
+    {RP_TYPE_Q4_1, "q4_1", RP_CPU_AVX512, 0}, {RP_TYPE_Q5_0, "q5_0", RP_CPU_AVX512, 0}, {RP_TYPE_Q5_1, "q5_1", RP_CPU_AVX512, 0},
+    {RP_TYPE_IQ4_NL, "iq4_nl", RP_CPU_AVX512, 0}, {RP_TYPE_Q2_K, "q2_k", RP_CPU_AVX512, 0}, {RP_TYPE_Q3_K, "q3_k", RP_CPU_AVX2, 0},
+    {RP_TYPE_Q5_K, "q5_k", RP_CPU_AVX2, 0}, {RP_TYPE_IQ4_XS, "iq4_xs", RP_CPU_AVX2, 0},
 };
 static const family k_attn[] = {
-    {RP_TYPE_F32, "f32", RP_CPU_AVX512}, {RP_TYPE_F16, "f16", RP_CPU_AVX512}, {RP_TYPE_Q8_0, "q8_0", RP_CPU_AVX512},
+    {RP_TYPE_F32, "f32", RP_CPU_AVX512, 0}, {RP_TYPE_F16, "f16", RP_CPU_AVX512, 0}, {RP_TYPE_Q8_0, "q8_0", RP_CPU_AVX512, 0},
 };
 static const rp_cpu_level k_ew_top = RP_CPU_AVX512;
 #endif
 
-static rp_cpu_level expect(rp_cpu_level lvl, rp_cpu_level top) { return lvl < top ? lvl : top; }
+/* the level of the kernel a family's selection at lvl gives: the highest it has at or below lvl */
+static rp_cpu_level expect_skip(rp_cpu_level lvl, rp_cpu_level top, unsigned skip) {
+    rp_cpu_level l = lvl < top ? lvl : top;
+    while (l > RP_CPU_SCALAR && (skip & (1u << l))) l = (rp_cpu_level)(l - 1);
+    return l;
+}
+static rp_cpu_level expect(rp_cpu_level lvl, rp_cpu_level top) { return expect_skip(lvl, top, 0); }
 
 /* Forces each level the machine supports in turn (rp_cpu_set_level, what RP_CPU= does) and hands it to fn. */
 static void each_level(void (*fn)(rp_cpu_level)) {
@@ -71,7 +80,7 @@ static void check_mm(rp_cpu_level lvl) {
         char prefix[32];
         snprintf(prefix, sizeof prefix, "%s/", k_mm[i].name);
         assert_non_null(k);
-        check(prefix, k->name, k->level, expect(lvl, k_mm[i].top));
+        check(prefix, k->name, k->level, expect_skip(lvl, k_mm[i].top, k_mm[i].skip));
     }
 }
 

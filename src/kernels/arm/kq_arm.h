@@ -54,6 +54,7 @@ static float kq_dot_row(const void *wrow, const rp_block_q8_k *a, int64_t nb) {
         int32_t isum = 0;
         const uint8_t *q = w[i].qs;
         const int8_t *q8 = a[i].qs;
+        _Pragma("GCC unroll 16")
         for (int j = 0; j < 8; j += 2, q += 32, q8 += 64) {
             const uint8x16_t r0 = vld1q_u8(q), r1 = vld1q_u8(q + 16);
             int32x4_t s0 = kq_dot(z, vreinterpretq_s8_u8(vandq_u8(r0, m4)), vld1q_s8(q8));
@@ -80,7 +81,9 @@ static float kq_dot_row(const void *wrow, const rp_block_q8_k *a, int64_t nb) {
         const uint8_t *ql = w[i].ql, *qh = w[i].qh;
         const int8_t *q8 = a[i].qs, *sc = w[i].scales;
         int32_t isum = 0;
+        _Pragma("GCC unroll 16")
         for (int h = 0; h < 2; h++, ql += 64, qh += 32, q8 += 128, sc += 8) {
+            _Pragma("GCC unroll 16")
             for (int l = 0; l < 32; l += 16) {
                 const uint8x16_t lo = vld1q_u8(ql + l), hi = vld1q_u8(ql + l + 32), hb = vld1q_u8(qh + l);
                 /* the four 16-value groups at l, l + 32, l + 64, l + 96 of this half */
@@ -89,6 +92,7 @@ static float kq_dot_row(const void *wrow, const rp_block_q8_k *a, int64_t nb) {
                 v[1] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(hi, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)));
                 v[2] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(lo, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4)));
                 v[3] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(hi, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4)));
+                _Pragma("GCC unroll 16")
                 for (int k = 0; k < 4; k++) {
                     const int e = 32 * k + l;   /* element offset in this half; group e / 16 */
                     const int32_t s = vaddvq_s32(kq_dot(z, vsubq_s8(v[k], off), vld1q_s8(q8 + e)));

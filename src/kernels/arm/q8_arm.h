@@ -1,4 +1,4 @@
-/* q8_arm.h — the Q4_0 / Q8_0 matmul families for aarch64 (NEON and DotProd), included once per family file.
+/* q8_arm.h — the Q4_0 / Q8_0 matmul families for aarch64 (NEON, DotProd and I8MM), included once per family file.
  *
  * The including file defines QB (quant bytes per weight row per 32-value block: 32 for Q8_0, 16 for Q4_0),
  * RP_Q8A_Q4 for Q4_0, and is compiled with or without DotProd / I8MM (CMakeLists.txt: *_dotprod.c, *_i8mm.c),
@@ -6,7 +6,8 @@
  * way), and with I8MM the SMMLA tile for two or more activation rows.
  *
  * Packed weights, row_block 4: a group is 4 consecutive rows; per 32-value block it holds the 4 rows' quants
- * (row j at j * QB: Q8_0 bytes as in GGUF, Q4_0 nibbles as in GGUF) then their 4 scales as float32 (converted
+ * (row j at j * QB: Q8_0 bytes as in GGUF, Q4_0 nibbles as in GGUF; the I8MM family interleaves
+ * the rows of each pair by 8 bytes instead, put_row below) then their 4 scales as float32 (converted
  * once at pack). One block of a group is one 16-byte-aligned unit of 4 * QB + 16 bytes, read front to back.
  *
  * Activations: the Q8_0 quants of the row (cols bytes, GGUF order), then one float32 scale per block (the fp16
@@ -41,6 +42,25 @@ static size_t packed_size(int64_t rows, int64_t cols) {
     return (size_t)((rows + RB - 1) / RB) * (size_t)(cols / 32) * BB;
 }
 
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+/* I8MM layout (the 2 x 8 interleave of llama.cpp's repack and KleidiAI's "4x8" packs, our own arrangement): per
+ * block, the rows of each pair (0, 1), (2, 3) interleaved by 8 bytes, row 2q's bytes [8c, 8c + 8) then row
+ * 2q + 1's, so one 16-byte load is the SMMLA operand of the pair with no ZIP at run time. Q8_0: pair q at
+ * 2 * QB * q, chunks c = 0..3 (values 8c .. 8c + 7). Q4_0: chunks c = 0, 1 of the GGUF nibble bytes, whose low
+ * nibbles are values 8c .. 8c + 7 and high nibbles 16 + 8c .. 16 + 8c + 7. Same size as the plain layout. */
+static void put_row(uint8_t *o, int j, const void *qs) {
+    const int q = j / 2, s = j % 2;
+    for (int c = 0; c < QB / 8; c++) memcpy(o + 2 * QB * q + 16 * c + 8 * s, (const uint8_t *)qs + 8 * c, 8);
+}
+static void zero_row(uint8_t *o, int j) {
+    const int q = j / 2, s = j % 2;
+    for (int c = 0; c < QB / 8; c++) memset(o + 2 * QB * q + 16 * c + 8 * s, 0, 8);
+}
+#else
+static void put_row(uint8_t *o, int j, const void *qs) { memcpy(o + j * QB, qs, QB); }
+static void zero_row(uint8_t *o, int j) { memset(o + j * QB, 0, QB); }
+#endif
+
 static void pack(const void *src, size_t src_row_bytes, int64_t rows, int64_t cols, void *dst, int64_t g0,
                  int64_t g1) {
     const int64_t nb = cols / 32;
@@ -51,7 +71,7 @@ static void pack(const void *src, size_t src_row_bytes, int64_t rows, int64_t co
             for (int j = 0; j < RB; j++) {
                 const int64_t r = g * RB + j;
                 if (r >= rows) {
-                    memset(o + j * QB, 0, QB);
+                    zero_row(o, j);
                     d[j] = 0.0f;
                     continue;
                 }
@@ -63,7 +83,7 @@ static void pack(const void *src, size_t src_row_bytes, int64_t rows, int64_t co
 #endif
                 uint16_t h;
                 memcpy(&h, &blk->d, 2);
-                memcpy(o + j * QB, blk->qs, QB);
+                put_row(o, j, blk->qs);
                 d[j] = rp_fp16_to_fp32(h);
             }
             memcpy(o + 4 * QB, d, sizeof d);
@@ -105,6 +125,7 @@ static void quant_act(const float *x, void *dst, int64_t cols) {
     }
 }
 
+#if !defined(__ARM_FEATURE_MATMUL_INT8)
 static inline __attribute__((always_inline)) void tile(const int MR, const uint8_t *wg, int64_t nb,
                                                        const uint8_t *act, size_t astride, int64_t cols, float *y,
                                                        int64_t ldy, int valid) {
@@ -116,6 +137,7 @@ static inline __attribute__((always_inline)) void tile(const int MR, const uint8
 #endif
     for (int64_t b = 0; b < nb; b++, wg += BB) {
         int8x16_t w[4][2];
+        _Pragma("GCC unroll 16")
         for (int j = 0; j < 4; j++) {
 #if defined(RP_Q8A_Q4)
             const uint8x16_t raw = vld1q_u8(wg + QB * j);
@@ -127,12 +149,14 @@ static inline __attribute__((always_inline)) void tile(const int MR, const uint8
 #endif
         }
         const float32x4_t dw = vld1q_f32((const float *)(const void *)(wg + 4 * QB));
+        _Pragma("GCC unroll 16")
         for (int m = 0; m < MR; m++) {
             const uint8_t *ar = act + (size_t)m * astride;
             const int8x16_t a0 = vld1q_s8((const int8_t *)(ar + 32 * b)), a1 = vld1q_s8((const int8_t *)(ar + 32 * b + 16));
             float da;
             memcpy(&da, ar + cols + 4 * b, 4);
             int32x4_t s[4];
+            _Pragma("GCC unroll 16")
             for (int j = 0; j < 4; j++) s[j] = q8a_dot(q8a_dot(z, w[j][0], a0), w[j][1], a1);
             const int32x4_t sum = vpaddq_s32(vpaddq_s32(s[0], s[1]), vpaddq_s32(s[2], s[3]));
             acc[m] = vfmaq_f32(acc[m], vcvtq_f32_s32(sum), vmulq_n_f32(dw, da));
@@ -149,13 +173,15 @@ static inline __attribute__((always_inline)) void tile(const int MR, const uint8
         }
     }
 }
+#endif
 
 #if defined(__ARM_FEATURE_MATMUL_INT8)
 /* I8MM (SMMLA): 2P activation rows (P pairs) x the 4 rows of a group. SMMLA multiplies a 2 x 8 int8 matrix by
  * the transpose of another into a 2 x 2 int32 block, so a pair of activation rows and a pair of weight rows, 8
- * values of k each, interleaved in registers (ZIP1 / ZIP2 of 64-bit halves), give the four exact dot products of
- * the pair at once: per block 4 SMMLA per (activation pair, weight pair) instead of 8 SDOT per activation row.
- * For prefill (n >= 2); decode (one row) keeps the SDOT tile. */
+ * values of k each, interleaved (the weights at pack, see put_row; the activations here, ZIP1 / ZIP2 of 64-bit
+ * halves, once per block and pair for both weight pairs), give the four exact dot products of the pair at once:
+ * per block 4 SMMLA per (activation pair, weight pair) instead of 8 SDOT per activation row. Decode (one row)
+ * runs it too, its pair being the row twice (the same SMMLA count as the SDOT tile's). */
 static inline int8x16_t q8a_zip1(int8x16_t a, int8x16_t b) {
     return vreinterpretq_s8_s64(vzip1q_s64(vreinterpretq_s64_s8(a), vreinterpretq_s64_s8(b)));
 }
@@ -174,33 +200,32 @@ static inline __attribute__((always_inline)) void tile_mmla(const int P, const u
     const int8x16_t eight = vdupq_n_s8(8);
 #endif
     for (int64_t b = 0; b < nb; b++, wg += BB) {
-        int8x16_t w[4][2];
-        for (int j = 0; j < 4; j++) {
+        /* wp[q][c]: weight rows 2q, 2q + 1, values 8c .. 8c + 7: one load each (the packed interleave) */
+        int8x16_t wp[2][4];
+        _Pragma("GCC unroll 16")
+        for (int q = 0; q < 2; q++) {
 #if defined(RP_Q8A_Q4)
-            const uint8x16_t raw = vld1q_u8(wg + QB * j);
-            w[j][0] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(raw, m4)), eight);
-            w[j][1] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(raw, 4)), eight);
+            for (int h = 0; h < 2; h++) {
+                const uint8x16_t raw = vld1q_u8(wg + 2 * QB * q + 16 * h);
+                wp[q][h] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(raw, m4)), eight);
+                wp[q][2 + h] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(raw, 4)), eight);
+            }
 #else
-            w[j][0] = vld1q_s8((const int8_t *)(wg + QB * j));
-            w[j][1] = vld1q_s8((const int8_t *)(wg + QB * j + 16));
+            _Pragma("GCC unroll 16")
+            for (int c = 0; c < 4; c++) wp[q][c] = vld1q_s8((const int8_t *)(wg + 2 * QB * q + 16 * c));
 #endif
         }
-        /* wp[q][c]: weight rows 2q, 2q+1, values 8c .. 8c+7 */
-        int8x16_t wp[2][4];
-        for (int q = 0; q < 2; q++)
-            for (int h = 0; h < 2; h++) {
-                wp[q][2 * h] = q8a_zip1(w[2 * q][h], w[2 * q + 1][h]);
-                wp[q][2 * h + 1] = q8a_zip2(w[2 * q][h], w[2 * q + 1][h]);
-            }
         const float32x4_t dw = vld1q_f32((const float *)(const void *)(wg + 4 * QB));
         const float32x4_t dlo = vcombine_f32(vget_low_f32(dw), vget_low_f32(dw));
         const float32x4_t dhi = vcombine_f32(vget_high_f32(dw), vget_high_f32(dw));
+        _Pragma("GCC unroll 16")
         for (int p = 0; p < P; p++) {
             const uint8_t *x0 = ar[2 * p] + 32 * b, *x1 = ar[2 * p + 1] + 32 * b;
             const int8x16_t a00 = vld1q_s8((const int8_t *)x0), a01 = vld1q_s8((const int8_t *)(x0 + 16));
             const int8x16_t a10 = vld1q_s8((const int8_t *)x1), a11 = vld1q_s8((const int8_t *)(x1 + 16));
             const int8x16_t ap[4] = {q8a_zip1(a00, a10), q8a_zip2(a00, a10), q8a_zip1(a01, a11), q8a_zip2(a01, a11)};
             int32x4_t s0 = vdupq_n_s32(0), s1 = vdupq_n_s32(0);
+            _Pragma("GCC unroll 16")
             for (int c = 0; c < 4; c++) {
                 s0 = vmmlaq_s32(s0, ap[c], wp[0][c]);
                 s1 = vmmlaq_s32(s1, ap[c], wp[1][c]);
@@ -244,7 +269,7 @@ static void gemm(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, 
         float *yg = y + g * RB;
         int64_t i = 0;
 #if defined(__ARM_FEATURE_MATMUL_INT8)
-        if (n >= 2) {
+        {   /* every n, decode too: the packed interleave is SMMLA's (one row: its pair repeats it) */
             for (; i < n; i += 4) {
                 const uint8_t *ar[4];
                 float *yr[4];
@@ -257,7 +282,7 @@ static void gemm(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, 
                 else tile_mmla(1, wg, nb, ar, cols, yr, valid);
             }
         }
-#endif
+#else
         for (; i + 4 <= n; i += 4) tile(4, wg, nb, a + (size_t)i * act_stride, act_stride, cols, yg + i * ldy, ldy, valid);
         switch (n - i) {
         case 3: tile(3, wg, nb, a + (size_t)i * act_stride, act_stride, cols, yg + i * ldy, ldy, valid); break;
@@ -265,6 +290,7 @@ static void gemm(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, 
         case 1: tile(1, wg, nb, a + (size_t)i * act_stride, act_stride, cols, yg + i * ldy, ldy, valid); break;
         default: break;
         }
+#endif
     }
 }
 
