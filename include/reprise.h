@@ -757,6 +757,11 @@ typedef struct rp_turn_opts {
      * scheduler's lock held: quick, no rp_agents_* call from inside. NULL: none */
     rp_chosen_fn on_chosen;
     void *chosen_user;
+    /* end-of-generation tokens are never sampled this turn (llama-server's ignore_eos: their logits -inf, drafts
+     * verified against that), so it runs to max_tokens or the context; with on_logits, after it, unless it allows
+     * nothing else (a grammar's end still ends the turn). Unlike rp_gen_opts.ignore_eos, which samples them and
+     * goes on past them. Default false */
+    bool ignore_eos;
 } rp_turn_opts;
 
 RP_API rp_turn_opts rp_turn_default_opts(void);

@@ -174,7 +174,8 @@ class rp_turn_opts(Structure):
     _fields_ = [("sampling", rp_sampler_params), ("max_tokens", c_int32), ("stop", POINTER(c_char_p)),
                 ("n_stop", c_int32), ("suspend_on_tool_call", c_bool), ("wait_after", c_bool),
                 ("on_token", agent_token_fn), ("user", c_void_p), ("on_logits", logits_fn),
-                ("logits_user", c_void_p), ("on_chosen", chosen_fn), ("chosen_user", c_void_p)]
+                ("logits_user", c_void_p), ("on_chosen", chosen_fn), ("chosen_user", c_void_p),
+                ("ignore_eos", c_bool)]
 
 
 class rp_agent_info(Structure):

@@ -5,7 +5,8 @@ frequency_penalty, seed, logit_bias ({token: bias}, -math.inf bans a token).
 Generation (Sequence / Engine calls): max_tokens (None or < 0: until end-of-generation or a full context), stop
 (a string or a list of them), ignore_eos, reuse ("none" | "prefix" | "full" | "blend"), recompute_ratio, select
 ("hybrid" | "dev" | "attn"), static (bool), cache_namespace (an int, or a str hashed to one), persist.
-Agent turns: max_tokens, stop, suspend_on_tool_call, wait_after.
+Agent turns: max_tokens, stop, suspend_on_tool_call, wait_after, ignore_eos (end-of-generation tokens never
+sampled, llama-server's meaning; Generation's ignore_eos samples them and goes on past them).
 Anything left out keeps the library's default (rp_gen_default_opts / rp_turn_default_opts); an unknown name is a
 TypeError that says which names exist.
 """
@@ -23,7 +24,7 @@ SAMPLING = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_
             "frequency_penalty", "seed", "logit_bias")
 GEN = SAMPLING + ("max_tokens", "stop", "ignore_eos", "reuse", "recompute_ratio", "select", "static",
                   "cache_namespace", "persist")
-TURN = SAMPLING + ("max_tokens", "stop", "suspend_on_tool_call", "wait_after")
+TURN = SAMPLING + ("max_tokens", "stop", "suspend_on_tool_call", "wait_after", "ignore_eos")
 
 
 def check_names(kw: dict, known, where: str) -> None:
@@ -115,4 +116,6 @@ def turn_opts(kw: dict, where: str = "submit"):
         o.suspend_on_tool_call = bool(kw["suspend_on_tool_call"])
     if kw.get("wait_after") is not None:
         o.wait_after = bool(kw["wait_after"])
+    if kw.get("ignore_eos") is not None:   # end-of-generation tokens never sampled (llama-server's meaning)
+        o.ignore_eos = bool(kw["ignore_eos"])
     return o, keep

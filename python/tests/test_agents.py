@@ -83,9 +83,23 @@ class TestAgents(unittest.TestCase):
         with self.assertRaises(Boom):   # raised by the step that called it
             self.a.run()
         with self.assertRaises(TypeError):
-            self.a.submit(aid, "x", ignore_eos=True)   # not a turn option
+            self.a.submit(aid, "x", reuse="prefix")   # not a turn option (a sequence's)
         with self.assertRaises(ValueError):
             reprise.Agents(self.m, policy="fastest")
+
+    def test_ignore_eos(self):
+        # the end-of-generation token made by far the most likely: a turn ends at once, unless ignore_eos bans it
+        eos = self.m.eos
+        bias = {eos: 100.0}
+        ids = [self.a.add() for _ in range(2)]
+        for i, ignore in zip(ids, (False, True)):
+            self.a.submit(i, PROMPTS[0], max_tokens=10, logit_bias=bias, ignore_eos=ignore, **support.GREEDY)
+        self.a.run()
+        self.assertEqual(self.a.info(ids[0]).generated, 1)
+        self.assertEqual(self.a.info(ids[0]).stop, reprise.StopReason.EOG)
+        self.assertEqual(self.a.info(ids[1]).generated, 10)
+        n_prompt = len(self.m.tokenize(PROMPTS[0]))
+        self.assertNotIn(eos, self.a.tokens(ids[1])[n_prompt:])
 
     def test_scheduler_calls_from_a_callback_refused(self):
         # the step runs token callbacks under the scheduler's lock: a call on it from one would wait for itself

@@ -119,6 +119,7 @@ static rp_gen_params gen_params(const rp_turn_opts *o) {
     gp.logits_user = o->logits_user;
     gp.on_chosen = o->on_chosen;
     gp.chosen_user = o->chosen_user;
+    gp.ignore_eos = o->ignore_eos;
     return gp;
 }
 

@@ -54,6 +54,27 @@ bool rp_sched_tool_call_closed(rp_chat_format f, const char *text, int32_t len, 
     return rp_chat_tool_call_closed(f, text, len, added);
 }
 
+const float *rp_sess_constrain(rp_sched *s, rp_sess *x, const float *lg) {
+    if (!x->gp.on_logits) return lg;   /* ignore_eos alone is in the samplers' bias (set_gen) */
+    const int32_t V = s->n_vocab;
+    memcpy(s->resid, lg, sizeof *lg * (size_t)V);
+    x->gp.on_logits(x->gp.logits_user, x->toks, x->n_tok, s->resid, V);
+    if (x->gp.ignore_eos && s->n_eog > 0) {
+        /* banned unless the processor left nothing else (a grammar that can only end still ends the turn) */
+        bool other = false;
+        for (int32_t i = 0, e = 0; i < V && !other; i++) {
+            if (e < s->n_eog && s->eog[e] == i) {
+                e++;
+                continue;
+            }
+            other = s->resid[i] > -INFINITY;
+        }
+        if (other)
+            for (int32_t e = 0; e < s->n_eog; e++) s->resid[s->eog[e]] = -INFINITY;
+    }
+    return s->resid;
+}
+
 /* Records a generated token and says whether (and why) the turn ends here. */
 static rp_finish_reason emit(rp_sched *s, rp_sess *x, rp_token t, rp_sched_step_info *info) {
     x->toks[x->n_tok++] = t;
@@ -213,11 +234,7 @@ static void commit_verify(rp_sched *s, rp_sess *x, rp_sched_step_info *info) {
         } else {
             /* bonus token after a full acceptance, or a plain decode step:
              * exactly the draw rp_session_sample would make */
-            if (x->gp.on_logits) {   /* L == 0 here: constrained sessions get no drafts */
-                memcpy(s->resid, lg, sizeof *lg * (size_t)V);
-                x->gp.on_logits(x->gp.logits_user, x->toks, x->n_tok, s->resid, V);
-                lg = s->resid;
-            }
+            lg = rp_sess_constrain(s, x, lg);   /* L == 0 with a processor: constrained sessions get no drafts */
             t = rp_sampler_sample(x->smp, lg);
         }
         E++;
@@ -260,12 +277,7 @@ static void commit_prefill(rp_sched *s, rp_sess *x, rp_sched_step_info *info) {
         end_turn(s, x, RP_FINISH_LENGTH, false);
         return;
     }
-    const float *lg = rp_ctx_logits(s->ctx, x->out0);
-    if (x->gp.on_logits) {
-        memcpy(s->resid, lg, sizeof *lg * (size_t)s->n_vocab);
-        x->gp.on_logits(x->gp.logits_user, x->toks, x->n_tok, s->resid, s->n_vocab);
-        lg = s->resid;
-    }
+    const float *lg = rp_sess_constrain(s, x, rp_ctx_logits(s->ctx, x->out0));
     rp_token t = rp_sampler_sample(x->smp, lg);
     if (x->gp.on_chosen) x->gp.on_chosen(x->gp.chosen_user, t, rp_ctx_logits(s->ctx, x->out0), s->n_vocab);
     x->state = RP_SESS_DECODE;

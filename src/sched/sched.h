@@ -173,6 +173,10 @@ typedef struct rp_gen_params {
     rp_sampler_params sampler;   /* temp <= 0: greedy; bias array is copied */
     int32_t max_tokens;          /* tokens to generate this turn; < 0: until the context is full; 0: prefill only */
     bool stop_at_eog;            /* end at an end-of-generation token (default true) */
+    bool ignore_eos;             /* end-of-generation tokens are never sampled this turn (llama-server's ignore_eos:
+                                    their logits -inf, drafts verified against that too), so it runs to max_tokens
+                                    or the context; with on_logits, after it, unless it allows nothing else (a
+                                    grammar's end still ends the turn). Default false */
     const rp_token *stop_ids;    /* extra ids that end the turn (copied, <= RP_SCHED_MAX_STOP_IDS) */
     int32_t n_stop_ids;
     const char *const *stop_strs;   /* strings that end the turn when generated (copied, <= MAX_STOP_STRS) */

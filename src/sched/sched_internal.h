@@ -82,6 +82,8 @@ struct rp_sched {
     char *demote_dir;
     const rp_model *m, *dm;
     int32_t n_vocab;
+    rp_token *eog;              /* the vocabulary's end-of-generation ids (ignore_eos bans them) */
+    int32_t n_eog;
     bool yield;                 /* suspend-and-yield policy */
     int32_t max_active;
     int32_t max_len;            /* per-session draft cap */
@@ -109,6 +111,10 @@ struct rp_sched {
     int64_t ready_counter;
     rp_sched_stats st;
 };
+
+/* The logits of a session's next token after its turn's processor (gp.on_logits) and ignore_eos, in s->resid;
+ * lg itself when neither applies (batcher.c). */
+const float *rp_sess_constrain(rp_sched *s, rp_sess *x, const float *lg);
 
 /* Lookup under the lock: the session of a valid id, or NULL with an error set. */
 rp_sess *rp_sched_find(rp_sched *s, rp_sched_id id);

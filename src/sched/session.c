@@ -116,6 +116,7 @@ void rp_sched_free(rp_sched *s) {
     free(s->req_sess);
     free(s->pbuf);
     free(s->resid);
+    free(s->eog);
     free(s->demote_dir);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -202,6 +203,12 @@ rp_status rp_sched_create(const rp_model *target, const rp_model *draft, rp_sche
             !s->pbuf || !s->resid)
             st = rp_errorf(RP_ERR_NOMEM, "sched: out of memory");
     }
+    for (int32_t t = 0; st == RP_OK && target->tok && t < s->n_vocab; t++)   /* ignore_eos bans these */
+        if (rp_tokenizer_is_eog(target->tok, t)) {
+            rp_token *ne = realloc(s->eog, sizeof *ne * (size_t)(s->n_eog + 1));
+            if (!ne) st = rp_errorf(RP_ERR_NOMEM, "sched: out of memory");
+            else (s->eog = ne)[s->n_eog++] = t;
+        }
     if (st == RP_OK) {
         for (int32_t i = 0; i < p.max_sessions; i++) {
             s->sess[i].slot = i;
@@ -331,14 +338,32 @@ static rp_status set_gen(rp_sched *s, rp_sess *x, const rp_gen_params *gp) {
         if (!gp->stop_strs[i] || !gp->stop_strs[i][0] || strlen(gp->stop_strs[i]) > RP_SCHED_MAX_STOP_LEN)
             return rp_errorf(RP_ERR_INVALID_ARG, "sched: stop string %d empty or longer than %d bytes", i,
                              RP_SCHED_MAX_STOP_LEN);
+    /* ignore_eos without a processor: the end-of-generation ids join the bias at -inf, so every draw (drafts and
+     * their verification included) excludes them; with one, rp_sess_constrain bans them after it */
+    const int32_t n_ban = gp->ignore_eos && !gp->on_logits ? s->n_eog : 0;
+    const int32_t n_bias = gp->sampler.n_bias + n_ban;
+    rp_logit_bias *bias = NULL;
+    if (n_bias > 0) {
+        bias = malloc(sizeof *bias * (size_t)n_bias);
+        if (!bias) return rp_errorf(RP_ERR_NOMEM, "sched: out of memory");
+        if (gp->sampler.n_bias > 0) memcpy(bias, gp->sampler.bias, sizeof *bias * (size_t)gp->sampler.n_bias);
+        for (int32_t i = 0; i < n_ban; i++) bias[gp->sampler.n_bias + i] = (rp_logit_bias){s->eog[i], -INFINITY};
+    }
+    rp_sampler_params sp = gp->sampler;
+    sp.bias = bias;
+    sp.n_bias = n_bias;
     rp_sampler *smp = NULL, *dsmp = NULL;
-    RP_TRY(rp_sampler_create(gp->sampler, s->n_vocab, &smp));
+    rp_status cst = rp_sampler_create(sp, s->n_vocab, &smp);
+    if (cst != RP_OK) {
+        free(bias);
+        return cst;
+    }
     const bool sampled_drafts = gp->sampler.temp > 0 && s->drafter &&
                                 (s->p.drafter == RP_DRAFTER_SELF || s->p.drafter == RP_DRAFTER_MODEL);
     if (sampled_drafts) {
         /* q only has to be the law the draft was drawn from; no penalty
          * keeps it independent of the (rejected-token) history */
-        rp_sampler_params dp = gp->sampler;
+        rp_sampler_params dp = sp;
         dp.repeat_penalty = 1.0f;
         dp.presence_penalty = dp.frequency_penalty = 0.0f;
         dp.seed = gp->sampler.seed ^ 0x5bd1e9955bd1e995ULL;
@@ -350,18 +375,9 @@ static rp_status set_gen(rp_sched *s, rp_sess *x, const rp_gen_params *gp) {
         if (st != RP_OK) {
             rp_sampler_free(smp);
             rp_sampler_free(dsmp);
+            free(bias);
             return st;
         }
-    }
-    rp_logit_bias *bias = NULL;
-    if (gp->sampler.n_bias > 0) {
-        bias = malloc(sizeof *bias * (size_t)gp->sampler.n_bias);
-        if (!bias) {
-            rp_sampler_free(smp);
-            rp_sampler_free(dsmp);
-            return rp_errorf(RP_ERR_NOMEM, "sched: out of memory");
-        }
-        memcpy(bias, gp->sampler.bias, sizeof *bias * (size_t)gp->sampler.n_bias);
     }
     rp_sampler_free(x->smp);
     rp_sampler_free(x->dsmp);
@@ -370,7 +386,7 @@ static rp_status set_gen(rp_sched *s, rp_sess *x, const rp_gen_params *gp) {
     x->dsmp = dsmp;
     x->bias = bias;
     x->gp = *gp;
-    x->gp.sampler.bias = bias;
+    x->gp.sampler.bias = bias;   /* the caller's n_bias first (the bans after them are the samplers' only) */
     if (gp->n_stop_ids > 0) memcpy(x->stop_ids, gp->stop_ids, sizeof *gp->stop_ids * (size_t)gp->n_stop_ids);
     x->gp.stop_ids = x->stop_ids;
     for (int32_t i = 0; i < gp->n_stop_strs; i++) {

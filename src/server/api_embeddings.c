@@ -155,6 +155,10 @@ rp_status rp_srv_embeddings_json(rp_server *s, bool oai, const char *body, size_
         return rp_api_errorf(err, RP_ERR_RANGE, 400, "json_too_complex", NULL, "%s", rp_last_error());
     if (rp_json_load_object(body, len, &root) != RP_OK)
         return rp_api_errorf(err, RP_ERR_FORMAT, 400, "invalid_json", NULL, "invalid JSON: %s", rp_last_error());
+    if ((st = rp_srv_check_fields(oai ? RP_SRV_API_EMBEDDINGS : RP_SRV_API_EMBEDDING, root, err)) != RP_OK) {
+        json_decref(root);
+        return st;
+    }
     const int32_t E = rp_embedder_n_embd(s->embd);
     bool b64 = false;
     const json_t *model = json_object_get(root, "model"), *fmt = json_object_get(root, "encoding_format");

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "server/lazy_grammar.h"
 
 double rp_srv_now(void) {
     struct timespec ts;
@@ -61,6 +62,15 @@ rp_status rp_backend_create(const rp_backend_config *cfg, rp_backend **out) {
     if (st == RP_ERR_UNSUPPORTED && !cfg->chat_template) st = RP_OK;
     if (st != RP_OK) goto fail;
     if (cfg->draft_path && (st = rp_model_load(cfg->draft_path, mp, &b->dm)) != RP_OK) goto fail;
+    for (int32_t t = 0; t < md.n_vocab; t++)   /* what ignore_eos bans */
+        if (rp_token_is_eog(b->m, t)) {
+            rp_token *ne = realloc(b->eog, sizeof *ne * (size_t)(b->n_eog + 1));
+            if (!ne) {
+                st = rp_errorf(RP_ERR_NOMEM, "backend: out of memory");
+                goto fail;
+            }
+            (b->eog = ne)[b->n_eog++] = t;
+        }
     int32_t n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : 4096;
     if (md.n_ctx_train > 0 && n_ctx > md.n_ctx_train) {
         if (cfg->n_ctx > 0)
@@ -88,6 +98,7 @@ rp_status rp_backend_create(const rp_backend_config *cfg, rp_backend **out) {
 fail:
     rp_model_free(b->dm);
     rp_model_free(b->m);
+    free(b->eog);
     free(b);
     return st;
 }
@@ -99,6 +110,7 @@ void rp_backend_free(rp_backend *b) {
     rp_model_free(b->m);
     rp_grammar_vocab_free(b->gvocab);
     pthread_mutex_destroy(&b->gmu);
+    free(b->eog);
     free(b);
 }
 
@@ -140,6 +152,7 @@ static void job_free(rp_job *j) {
     free(j->lp);
     free(j->lp_top);
     free(j->lp_top_lp);
+    rp_srv_lazy_free(j->lazy);
     rp_grammar_state_free(j->gstate);
     rp_grammar_free(j->grammar);
     rp_prompt_free(j->prompt);
@@ -200,17 +213,20 @@ static rp_status job_make(rp_backend *b, const rp_job_params *p, rp_job **out) {
     if (p->n_bounds) memcpy(j->bounds, p->bounds, sizeof *j->bounds * (size_t)p->n_bounds);
     if (p->sampler.n_bias) memcpy(j->bias, p->sampler.bias, sizeof *j->bias * (size_t)p->sampler.n_bias);
     if (p->grammar) {
-        rp_status gst = rp_grammar_parse(p->grammar, NULL, &j->grammar);
+        rp_status gst = rp_grammar_parse(p->grammar, p->grammar_root, &j->grammar);
         pthread_mutex_lock(&b->gmu);
         if (gst == RP_OK && !b->gvocab) gst = rp_grammar_vocab_new(b->m, &b->gvocab);
         pthread_mutex_unlock(&b->gmu);
         if (gst == RP_OK) gst = rp_grammar_state_new(j->grammar, b->gvocab, &j->gstate);
+        if (gst == RP_OK && p->grammar_lazy)
+            gst = rp_srv_lazy_new(b->m, j->gstate, p->grammar_format, p->grammar_think_open, &j->lazy);
         if (gst != RP_OK) {
             job_free(j);
             return gst;
         }
     }
     j->p.grammar = NULL;
+    j->p.grammar_root = NULL;
     j->p.toks = j->toks;
     j->p.bounds = j->bounds;
     j->p.sampler.bias = j->bias;
@@ -340,6 +356,25 @@ int32_t rp_job_tokens(rp_job *j, int32_t from, rp_token *buf, int32_t cap) {
     }
     pthread_mutex_unlock(&j->mu);
     return n;
+}
+
+void rp_job_on_logits(void *user, const rp_token *hist, int32_t n_hist, float *logits, int32_t n_vocab) {
+    rp_job *j = user;
+    if (j->lazy) rp_srv_lazy_on_logits(j->lazy, hist, n_hist, logits, n_vocab);
+    else if (j->gstate) rp_grammar_on_logits(j->gstate, hist, n_hist, logits, n_vocab);
+    if (!j->ban_eog) return;
+    const rp_backend *b = j->b;
+    bool other = false;   /* banned unless the grammar left nothing else: its end still ends the reply */
+    for (int32_t i = 0, e = 0; i < n_vocab && !other; i++) {
+        if (e < b->n_eog && b->eog[e] == i) {
+            e++;
+            continue;
+        }
+        other = logits[i] > -INFINITY;
+    }
+    if (other)
+        for (int32_t e = 0; e < b->n_eog; e++)
+            if (b->eog[e] < n_vocab) logits[b->eog[e]] = -INFINITY;
 }
 
 void rp_job_on_chosen(void *user, rp_token chosen, const float *logits, int32_t n_vocab) {

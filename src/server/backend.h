@@ -114,6 +114,13 @@ typedef struct rp_job_params {
     bool persist;                   /* cache this prompt's chunks (default true) */
     const char *grammar;            /* GBNF the output must match (parsed into the job), NULL: none; both backends
                                        constrain with it (JSON mode, schemas and forced tool calls come as one) */
+    const char *grammar_root;       /* its start rule (NULL: "root") */
+    bool grammar_lazy;              /* the grammar applies only from the reply's first tool-call opening in
+                                       grammar_format on (lazy_grammar.h: tool_choice auto with strict tools) */
+    rp_chat_format grammar_format;
+    bool grammar_think_open;        /* lazy, ChatML: the reply starts inside an opened <think> block */
+    bool ignore_eos;                /* llama-server's: end-of-generation tokens are never sampled (unless the
+                                       grammar allows nothing else), so the reply runs to max_tokens */
     rp_bk_session *session;         /* NULL: a one-off sequence */
     uint64_t cache_ns;              /* cache namespace (0: shared): the job reuses only KV cached by jobs of
                                        the same namespace (the server's per-API-key namespaces) */

@@ -116,9 +116,10 @@ static rp_status generate(core *c, rp_job *j, rp_seq *s, struct rp_bk_session *c
         o.on_chosen = rp_job_on_chosen;
         o.chosen_user = j;
     }
-    if (gst) {
-        o.on_logits = rp_grammar_on_logits;   /* the grammar state follows the history the hook is given */
-        o.logits_user = gst;
+    j->ban_eog = j->p.ignore_eos;   /* end-of-generation tokens never sampled (not o.ignore_eos: that samples them) */
+    if (gst || j->ban_eog) {
+        o.on_logits = rp_job_on_logits;   /* the grammar state follows the history the hook is given */
+        o.logits_user = j;
     }
     *why = RP_JOB_LENGTH;
     if (atomic_load(&j->cancel)) {

@@ -15,7 +15,10 @@ struct rp_job {
 
     /* parameters (owned copies) */
     rp_grammar *grammar;         /* parsed from p.grammar, NULL: none */
-    rp_grammar_state *gstate;    /* its position, fed by rp_grammar_on_logits through the backend's hook */
+    rp_grammar_state *gstate;    /* its position, fed through rp_job_on_logits (the backends' hook) */
+    struct rp_srv_lazy *lazy;    /* p.grammar_lazy: the trigger watch over gstate, or NULL */
+    bool ban_eog;                /* core: rp_job_on_logits bans end-of-generation tokens (ignore_eos; the
+                                    scheduler does it itself) */
     rp_job_params p;
     rp_token *toks;
     int32_t *bounds;
@@ -81,6 +84,8 @@ struct rp_backend {
     const rp_backend_ops *ops;
     void *impl;
     rp_grammar_vocab *gvocab;     /* the vocabulary trie for grammar jobs (built by the first, under gmu) */
+    rp_token *eog;                /* the vocabulary's end-of-generation ids, ascending (ignore_eos) */
+    int32_t n_eog;
     pthread_mutex_t gmu;
 };
 
@@ -97,6 +102,9 @@ bool rp_job_push(rp_job *j, rp_token t);
 /* Ends the job (stats copied) and drops the backend's reference. */
 void rp_job_complete(rp_job *j, rp_job_finish why, const rp_job_stats *st, const char *err);
 void rp_job_unref(rp_job *j);
+/* rp_logits_fn (user: the job) of a job with a grammar or ban_eog: the grammar's mask (from the start, or lazily
+ * from a tool-call opening), then with ban_eog the end-of-generation tokens banned unless nothing else is left. */
+void rp_job_on_logits(void *user, const rp_token *hist, int32_t n_hist, float *logits, int32_t n_vocab);
 /* rp_chosen_fn (user: the job): the chosen token's log-probabilities, for the push of that token. */
 void rp_job_on_chosen(void *user, rp_token chosen, const float *logits, int32_t n_vocab);
 

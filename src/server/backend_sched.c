@@ -144,10 +144,11 @@ static rp_turn_opts job_turn_opts(rp_job *j) {
         o.on_chosen = rp_job_on_chosen;
         o.chosen_user = j;
     }
-    if (j->gstate) {   /* a grammar: the scheduler samples this turn unspeculated through the hook */
-        o.on_logits = rp_grammar_on_logits;
-        o.logits_user = j->gstate;
+    if (j->gstate) {   /* a grammar (lazy too): the scheduler samples this turn unspeculated through the hook */
+        o.on_logits = rp_job_on_logits;
+        o.logits_user = j;
     }
+    o.ignore_eos = j->p.ignore_eos;   /* the scheduler bans end-of-generation tokens itself, drafts verified too */
     return o;
 }
 

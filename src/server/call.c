@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "server/backend_internal.h"
+#include "server/lazy_grammar.h"
 #include "server/server_internal.h"
 
 static void random_hex(char *out, int n_bytes) {
@@ -231,6 +232,13 @@ rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const ch
     jp.persist = r->cache_persist;
     /* the request's own grammar, else a forced tool call's, else the server's --grammar-file */
     jp.grammar = r->grammar ? r->grammar : c->text.grammar ? c->text.grammar : s->cfg.grammar;
+    if (!r->grammar && c->text.grammar && c->text.grammar_lazy) {   /* auto with strict tools: from a call's opening */
+        jp.grammar_lazy = true;
+        jp.grammar_root = RP_SRV_LAZY_ROOT;
+        jp.grammar_format = c->text.parse_fmt;
+        jp.grammar_think_open = c->text.think_started;
+    }
+    jp.ignore_eos = r->ignore_eos;
     jp.session = rp_stab_backend(c->sess);
     jp.cache_ns = s->ns_per_key && key >= 0 ? s->keys.v[key].ns : 0;
     jp.logprobs = r->logprobs;

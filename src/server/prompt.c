@@ -8,6 +8,7 @@
 #include <sys/random.h>
 
 #include "core/error.h"
+#include "server/lazy_grammar.h"
 
 /* A growable string; `oom` sticks. */
 typedef struct sbuf {
@@ -385,12 +386,26 @@ rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_
             st = rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory rendering the prompt");
             goto done;
         }
-        st = rp_srv_tool_grammar(r->tools_json, named ? r->tool_name : NULL, args_key, &t->grammar);
+        st = rp_srv_tool_grammar(r->tools_json, named ? r->tool_name : NULL, args_key, false, &t->grammar);
         if (st != RP_OK) {
             st = rp_api_errorf(err, st, st == RP_ERR_NOMEM ? 500 : 400, st == RP_ERR_NOMEM ? NULL : "invalid_value",
                                "tools", "the forced tool call's schema: %s", rp_last_error());
             goto done;
         }
+    } else if (tools_active && r->tool_choice == RP_TOOL_CHOICE_AUTO && rp_srv_tools_strict(r->tools_json)) {
+        /* auto with strict tools: the reply is free until it opens a call in its format; from the opening on,
+         * the call block follows a grammar (one call of any tool, the strict ones' arguments under their schema) */
+        char *call = NULL;
+        st = rp_srv_tool_grammar(r->tools_json, NULL, t->parse_fmt == RP_CHAT_LLAMA3 ? "parameters" : "arguments",
+                                 true, &call);
+        if (st == RP_OK) st = rp_srv_lazy_wrap(t->parse_fmt, call, &t->grammar);
+        free(call);
+        if (st != RP_OK) {
+            st = rp_api_errorf(err, st, st == RP_ERR_NOMEM ? 500 : 400, st == RP_ERR_NOMEM ? NULL : "invalid_value",
+                               "tools", "the strict tools' schema: %s", rp_last_error());
+            goto done;
+        }
+        t->grammar_lazy = true;
     }
     st = place_documents(r, rendered, marker[0] ? marker : NULL, t, err);
     rendered = NULL;

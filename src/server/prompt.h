@@ -28,7 +28,10 @@ typedef struct rp_srv_text {
     char *forced;                      /* text the reply is forced to start with (already at the end of `text`), or NULL */
     const char *forced_close;          /* with `forced`: appended after the arguments object ends */
     char *grammar;                     /* with `forced`: the GBNF of what the model writes after it (the named tool's
-                                          arguments, or for "required" one call of any tool), or NULL */
+                                          arguments, or for "required" one call of any tool); with grammar_lazy:
+                                          the call block's from its opening on; or NULL */
+    bool grammar_lazy;                 /* tool_choice auto with strict tools: `grammar` applies once the reply
+                                          opens a call (lazy_grammar.h; root RP_SRV_LAZY_ROOT) */
     bool reasoning;                    /* split <think>...</think> out of the reply (reasoning_format not none) */
     bool think_started;                /* the rendered prompt ends inside an opened think block */
 } rp_srv_text;
@@ -40,7 +43,9 @@ typedef struct rp_srv_text {
  * tool_choice none leaves them out, named forces the reply to open a call
  * of that tool and its arguments follow the tool's parameters schema (a
  * grammar), required adds an instruction to the system prompt and forces
- * one call of any tool, name and arguments under the tools' schemas. reprise_documents
+ * one call of any tool, name and arguments under the tools' schemas; auto
+ * with a strict tool leaves the reply free until it opens a call, which then
+ * follows the schemas (a lazy grammar). reprise_documents
  * join the system message, each its own piece. Errors are 400s naming the
  * message. m NULL (or a model without a template): a plain transcript. */
 rp_status rp_srv_render_chat(const rp_model *m, const rp_srv_request *r, rp_srv_text *out, rp_api_error *err);
@@ -50,10 +55,15 @@ rp_status rp_srv_render_completion(const rp_srv_request *r, rp_srv_text *out, rp
 
 void rp_srv_text_free(rp_srv_text *t);
 
-/* The GBNF of a forced tool call's JSON object (tools_json: the request's tools array): with name, that function's
- * arguments (its parameters schema; any object without one); with name NULL ("required"), {"name": one of the
- * tools, args_key: its arguments} (args_key "parameters" for Llama 3, else "arguments"). *gbnf is malloc'd. */
-rp_status rp_srv_tool_grammar(const char *tools_json, const char *name, const char *args_key, char **gbnf);
+/* The GBNF of a tool call's JSON object (tools_json: the request's tools array): with name, that function's
+ * arguments (its parameters schema; any object without one); with name NULL ("required", and "auto"'s lazy
+ * grammar), {"name": one of the tools, args_key: its arguments} (args_key "parameters" for Llama 3, else
+ * "arguments"). strict_only: only tools with "strict": true are held to their schema, the others' arguments are
+ * any object. *gbnf is malloc'd. */
+rp_status rp_srv_tool_grammar(const char *tools_json, const char *name, const char *args_key, bool strict_only,
+                              char **gbnf);
+/* Some tool of the request's tools array has "strict": true. */
+bool rp_srv_tools_strict(const char *tools_json);
 
 /* Tokens of a rendered prompt. bounds[] are the piece starts (> 0). */
 typedef struct rp_srv_prompt {

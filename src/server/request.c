@@ -449,6 +449,12 @@ static rp_status parse_common(rp_srv_request *r, const json_t *root, const rp_sr
     RP_TRY(get_int(root, "max_tokens", 0, INT32_MAX, &mt, &given, err));
     RP_TRY(get_int(root, "max_completion_tokens", 0, INT32_MAX, &mct, NULL, err));
     if (mct >= 0) mt = mct;
+    if (mt < 0) {   /* llama-server's name for it; -1 (its "no limit"): not given */
+        json_int_t np = -1;
+        RP_TRY(get_int(root, "n_predict", -1, INT32_MAX, &np, NULL, err));
+        mt = np;
+    }
+    RP_TRY(get_bool(root, "ignore_eos", &r->ignore_eos, err));
     if (mt == 0 && r->ep == RP_EP_CHAT) return BAD("max_tokens", "'max_tokens' must be at least 1");
     /* more than the context leaves is clamped where the prompt's length is known (call.c), as llama-server does */
     r->max_tokens = (int32_t)mt;
@@ -566,7 +572,8 @@ rp_status rp_srv_parse_request(rp_srv_endpoint ep, const char *body, size_t len,
         return rp_api_errorf(err, RP_ERR_RANGE, 400, "json_too_complex", NULL, "%s", rp_last_error());
     if (rp_json_load_object(body, len, &r->root) != RP_OK)
         return rp_api_errorf(err, RP_ERR_FORMAT, 400, "invalid_json", NULL, "invalid JSON body: %s", rp_last_error());
-    rp_status st = parse_common(r, r->root, lim, err);
+    rp_status st = rp_srv_check_fields(ep == RP_EP_CHAT ? RP_SRV_API_CHAT : RP_SRV_API_COMPLETIONS, r->root, err);
+    if (st == RP_OK) st = parse_common(r, r->root, lim, err);
     if (st == RP_OK && ep == RP_EP_CHAT) {
         st = parse_messages(r, json_object_get(r->root, "messages"), lim, err);
         if (st == RP_OK) st = parse_tools(r, r->root, err);

@@ -100,6 +100,7 @@ typedef struct rp_srv_request {
     uint64_t seed;
     const char *stop[RP_SRV_MAX_STOP];
     int n_stop;
+    bool ignore_eos;                /* llama-server's: end-of-generation tokens are not sampled (max_tokens ends it) */
     bool logprobs;                  /* chat: logprobs true; completions: logprobs an integer */
     int32_t top_logprobs;           /* alternatives per token (0..RP_LOGPROBS_MAX_TOP) */
     rp_logit_bias *bias;            /* logit_bias (ids checked against the vocabulary later) */
@@ -119,8 +120,9 @@ typedef struct rp_srv_request {
 } rp_srv_request;
 
 /* Parses and validates a body for endpoint `ep`: limits first (size, depth,
- * value count, without parsing), then JSON, then every field's type and
- * range. Unknown fields are ignored. On failure *err says what (HTTP 400 or
+ * value count, without parsing), then JSON, then the fields the endpoint takes
+ * (rp_srv_check_fields: any other is a 400), then every field's type and
+ * range. On failure *err says what (HTTP 400 or
  * 413, param naming the field) and *out is left empty. Never aborts on any
  * input; allocations are bounded by the body size. */
 rp_status rp_srv_parse_request(rp_srv_endpoint ep, const char *body, size_t len, const rp_srv_limits *lim,
@@ -129,6 +131,22 @@ rp_status rp_srv_parse_request(rp_srv_endpoint ep, const char *body, size_t len,
 rp_status rp_srv_parse_reasoning(rp_srv_request *r, const struct json_t *root, rp_api_error *err);
 
 void rp_srv_request_free(rp_srv_request *r);
+
+/* The endpoints whose top-level fields rp_srv_check_fields knows. */
+typedef enum rp_srv_api {
+    RP_SRV_API_CHAT = 0,          /* /v1/chat/completions */
+    RP_SRV_API_COMPLETIONS = 1,   /* /v1/completions */
+    RP_SRV_API_EMBEDDINGS = 2,    /* /v1/embeddings */
+    RP_SRV_API_EMBEDDING = 3,     /* llama-server's /embedding */
+} rp_srv_api;
+
+/* request_fields.c: every top-level field of `root` must be one the endpoint takes: OpenAI's (honoured, or
+ * accepted with no effect where ignoring it cannot change the reply: user, metadata, store, service_tier, ...),
+ * llama-server's extensions this server honours, or reprise's. Anything else is a 400 invalid_request_error
+ * (code unknown_parameter, param the field); an OpenAI or llama-server feature this server lacks (audio,
+ * web_search_options, typical_p, mirostat, ...) is accepted only as null or its off value, else a 400
+ * unsupported_parameter. Checks names (and the ignored fields' types) only: the endpoint validates the values. */
+rp_status rp_srv_check_fields(rp_srv_api api, const struct json_t *root, rp_api_error *err);
 
 /* Session ids: true if s is exactly 32 lowercase hex digits. */
 bool rp_srv_session_id_valid(const char *s);

@@ -90,6 +90,31 @@ test(`${setup}: strict tool calls, named and required, carry arguments valid aga
   assert.ok(seen.size >= 1);
 });
 
+test(`${setup}: strict tools under tool_choice auto (the lazy grammar): a call that comes is valid, text stays text`, async () => {
+  for (let i = 0; i < 3; i++) {
+    const r = await client.chat.completions.create({
+      model, messages: [{ role: 'user', content: 'What is the weather in Paris?' }], tools: [weather, clock],
+      tool_choice: 'auto', max_tokens: 48, temperature: 1, seed: 20 + i, parallel_tool_calls: false, user: 'client-test',
+    });
+    const c = r.choices[0];
+    if (c.finish_reason === 'tool_calls') {
+      for (const call of c.message.tool_calls) {
+        assert.ok(byName[call.function.name], `unknown tool ${call.function.name}`);
+        valid(byName[call.function.name].function.parameters, JSON.parse(call.function.arguments), `${call.function.name}'s arguments`);
+      }
+    } else {
+      assert.equal(typeof c.message.content, 'string');
+      assert.ok(['stop', 'length'].includes(c.finish_reason));
+    }
+  }
+});
+
+test(`${setup}: an unknown request field is a 400 naming it`, async () => {
+  await assert.rejects(
+    client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }], max_tokens: 2, temprature: 0.5 }),
+    (e) => e.status === 400 && e.param === 'temprature' && /temprature/.test(e.message));
+});
+
 test(`${setup}: logprobs with top_logprobs, as log-probabilities of the chosen tokens`, async () => {
   const r = await client.chat.completions.create({
     model, messages: [{ role: 'user', content: 'Say something.' }], max_tokens: 12, temperature: 0,
