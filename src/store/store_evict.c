@@ -93,6 +93,12 @@ rp_status rp_store_stats_get(rp_store *s, rp_store_stats *st) {
                          s->fail_pending;
     st->n_keywords = (uint64_t)scalar(s, "SELECT count(*) FROM keywords", 0);
     st->n_vectors = (uint64_t)scalar(s, "SELECT count(*) FROM vectors", 0);
+    if (rp_store_has_terms(s)) {   /* the bound model's (all models' when unbound) */
+        st->n_terms = (uint64_t)scalar(s, s->model ? "SELECT count(*) FROM term_df WHERE model = ?1 AND term != 0"
+                                                   : "SELECT count(*) FROM term_df WHERE term != 0", s->model);
+        st->n_term_docs = (uint64_t)scalar(s, s->model ? "SELECT coalesce(sum(df), 0) FROM term_df WHERE model = ?1 AND term = 0"
+                                                       : "SELECT coalesce(sum(df), 0) FROM term_df WHERE term = 0", s->model);
+    }
     s->file_bytes_ok = false;   /* recount */
     st->disk_bytes = rp_store_disk_bytes(s);
     return RP_OK;
