@@ -345,7 +345,7 @@ rp_status rp_store_meta_add(rp_store *s, const char *key, uint64_t d) {
 /* Schema 2 -> 3 (and the vectors table of a schema-1 store before make_keyed): the term tables exist already
  * (create_schema makes them); vectors get their src column (0: the caller's, which every schema-2 vector
  * was), and a schema-2 store is marked 3 in the same transaction. Its chunks stay, with no terms: they are
- * not term-indexed (N counts only indexed chunks) until rewritten. */
+ * not term-indexed (N counts only indexed chunks); chunks written from then on are. */
 static rp_status migrate_terms(rp_store *s, int64_t from) {
     RP_TRY(rp_store_exec(s, "BEGIN IMMEDIATE"));
     sqlite3_stmt *q = NULL;
@@ -376,7 +376,7 @@ static rp_status migrate_terms(rp_store *s, int64_t from) {
         const size_t l = strlen(s->notice);
         snprintf(s->notice + l, sizeof s->notice - l,
                  "%s'%.200s' was upgraded from schema %d to %d (extracted-term index, vector sources); its %lld "
-                 "chunks were kept (without terms until they are rewritten)",
+                 "chunks were kept (without terms: chunks written from now on are indexed)",
                  l ? "; " : "", s->dir, SCHEMA_NO_TERMS, SCHEMA_VERSION, (long long)n_chunks);
     }
     return RP_OK;

@@ -83,7 +83,7 @@ typedef struct rp_store rp_store;
  * many), and refused by a reader (RP_ERR_UNSUPPORTED saying how to upgrade it).
  * A schema-2 store (before extracted terms and vector sources) is migrated
  * in place by a writer, in one transaction, keeping every chunk (they have no
- * terms until rewritten; rp_store_notice says so); a reader uses it as it is
+ * terms; chunks written afterwards do; rp_store_notice says so); a reader uses it as it is
  * (no term index; its vectors are all the caller's). A newer schema than this
  * build's is refused (RP_ERR_UNSUPPORTED naming both versions), never read. */
 rp_status rp_store_open(const char *dir, const rp_store_params *p, rp_store **out);
