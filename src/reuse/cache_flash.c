@@ -330,13 +330,25 @@ static void *writer_main(void *arg) {
             const uint64_t disk = rp_store_disk_bytes(c->db_wr);
             pthread_mutex_lock(&c->mu);
             const uint64_t low = c->pp.disk_budget - c->pp.disk_budget / 5;
-            if (disk + bytes > c->pp.disk_budget) {
+            /* what the batch adds: its payloads, each file rounded up to a 4 KiB block, and the database pages
+             * (WAL frames) of its rows: about one per table touched, a few per chunk for its keywords and terms */
+            const uint64_t add = bytes + (uint64_t)n * 4096 + (uint64_t)(8 + 2 * n) * 4096;
+            if (disk + add > c->pp.disk_budget) {
                 uint64_t freed = 0;   /* the batch itself is held (ipins): never a victim */
-                disk_evict(c, c->db_wr, low > bytes ? low - bytes : 0, &freed);
+                disk_evict(c, c->db_wr, low > add ? low - add : 0, &freed);
             }
         }
         if (n > 0) write_batch(c, c->db_wr, v, n);
         rp_cache_check_damage(c, c->db_wr);
+        /* under a flash budget the WAL (counted in it) is kept to a tenth of it: every write batch adds a page per
+         * table it touches (chunks, payloads, keywords, terms and their counts, vectors), and between evictions
+         * (which end with a truncating checkpoint) those frames pile up; a small budget would otherwise be
+         * overshot by the WAL alone */
+        if (n > 0 && c->pp.disk_budget > 0) {
+            pthread_mutex_unlock(&c->mu);
+            if (rp_store_wal_bytes(c->db_wr) > c->pp.disk_budget / 10) rp_store_checkpoint(c->db_wr);
+            pthread_mutex_lock(&c->mu);
+        }
         if (++rounds % 8 == 0 || !c->dirty_head) {
             sync_touches(c, c->db_wr);
             sync_coaccess(c, c->db_wr);

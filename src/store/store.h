@@ -283,6 +283,8 @@ rp_status rp_store_stats_get(rp_store *s, rp_store_stats *st);
  * files (rounded up to 4 KiB). Cheap (kept incrementally by this handle after
  * the first call). */
 uint64_t rp_store_disk_bytes(rp_store *s);
+/* Bytes of the WAL file now (part of rp_store_disk_bytes). */
+uint64_t rp_store_wal_bytes(rp_store *s);
 /* Checkpoints and truncates the WAL (no-op read-only). */
 void rp_store_checkpoint(rp_store *s);
 

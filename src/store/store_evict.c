@@ -52,6 +52,13 @@ static uint64_t disk_bytes_nowal(rp_store *s) {
     return (uint64_t)((pages - free_pages) * psize) + s->file_bytes;
 }
 
+uint64_t rp_store_wal_bytes(rp_store *s) {
+    if (!s) return 0;
+    char wal[4096];
+    snprintf(wal, sizeof wal, "%s/kv.db-wal", s->dir);
+    return file_size_on_disk(wal);
+}
+
 void rp_store_checkpoint(rp_store *s) {
     if (s && s->db && !s->p.read_only) sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
 }
