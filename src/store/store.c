@@ -592,6 +592,13 @@ rp_status rp_store_open(const char *dir, const rp_store_params *p, rp_store **ou
         }
     }
     if (st == RP_OK) st = open_conn(s, path);
+    /* a reader meeting a hot rollback journal: the first writer died while switching the new database to WAL
+     * (the only write that ever goes through a rollback journal here; the schema is committed after it), so
+     * nothing was ever committed: an empty store, which a reader cannot roll back and must not call damaged */
+    if (st != RP_OK && s->p.read_only && s->db && sqlite3_extended_errcode(s->db) == SQLITE_READONLY_ROLLBACK)
+        st = rp_errorf(RP_ERR_NOT_FOUND,
+                       "store: '%s' " RP_STORE_EMPTY_MSG " (kv.db's creation never committed: its first writer died "
+                       "while making it)", dir);
     if (st == RP_OK && !s->p.read_only) st = create_schema(s);
     if (st == RP_OK && s->p.read_only) {
         /* a writer killed between creating kv.db and committing its schema
