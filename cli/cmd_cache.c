@@ -16,9 +16,11 @@ static void cache_usage(FILE *f) {
             "  stats              models, chunks, payload bytes (raw / stored), files vs BLOBs, disk use, corrupt rows\n"
             "  ls [--limit N]     chunks: id, parent, tokens, position, exact, bytes, where, hits, last use\n"
             "  verify [--fix]     SQLite's quick_check of the database, then every checksum; report a damaged database\n"
-            "                     and corrupt rows (exit 1 if any); --fix deletes the corrupt rows\n"
+            "                     and corrupt rows, then the term index's document frequencies (exit 1 if any);\n"
+            "                     --fix deletes the corrupt rows and rebuilds the frequencies\n"
             "  evict --to-mb N    cost-aware eviction until the store uses at most N MiB [--policy cost|lru]\n"
-            "  compact            remove orphans (payloads, keywords, vectors, files without rows), then VACUUM\n"
+            "  compact            remove orphans (payloads, keywords, terms, vectors, files without rows), rebuild\n"
+            "                     the term document frequencies, then VACUUM\n"
             "  clear              delete every chunk (of -m MODEL only, when given)\n"
             "-m MODEL restricts the command to the chunks written for that model and KV type (the reuse salt);\n"
             "without it every model in the store is included.\n"
@@ -26,7 +28,9 @@ static void cache_usage(FILE *f) {
             "is group/world-writable is refused (another user could have planted KV or read token ids); a writer\n"
             "tightens read permission for others. Checksums are keyed with a random secret of the store (in\n"
             "kv.db): KV copied from another store is corrupt here. A store of older builds (unkeyed) is refused by\n"
-            "stats/ls/verify; clear, or any run/serve on it, upgrades it (its chunks are dropped).\n");
+            "stats/ls/verify; clear, or any run/serve on it, upgrades it (its chunks are dropped). A store of the\n"
+            "format before the term index (schema 2) is read as it is and upgraded in place by any writer (its\n"
+            "chunks are kept).\n");
 }
 
 typedef struct ls_ctx {
@@ -60,7 +64,8 @@ static bool ls_one(void *user, const rp_cache_entry *c) {
 
 /* verify's corrupt rows, printed after the database's verdict (which the call gives at its end) */
 static void bad_row(void *user, uint64_t id, const char *why) {
-    fprintf(user, "corrupt: chunk %llu: %s\n", (unsigned long long)id, why);
+    if (id == 0) fprintf(user, "corrupt: %s\n", why);   /* not a chunk: the term index (its text says so) */
+    else fprintf(user, "corrupt: chunk %llu: %s\n", (unsigned long long)id, why);
 }
 
 typedef struct models_ctx {
@@ -198,7 +203,8 @@ int cmd_cache(int argc, char **argv) {
                (unsigned long long)info.files, (unsigned long long)info.blobs, (unsigned long long)info.corrupt);
         printf("payload: %.2f MiB raw, %.2f MiB stored (%.3fx)\n", mib(info.raw_bytes), mib(info.stored_bytes),
                info.stored_bytes ? (double)info.raw_bytes / (double)info.stored_bytes : 1.0);
-        printf("keywords: %llu, vectors: %llu\n", (unsigned long long)info.keywords, (unsigned long long)info.vectors);
+        printf("keywords: %llu, vectors: %llu, terms: %llu (in %llu chunks)\n", (unsigned long long)info.keywords,
+               (unsigned long long)info.vectors, (unsigned long long)info.terms, (unsigned long long)info.term_docs);
         printf("disk: %.2f MiB (database pages in use + WAL + payload files)\n", mib(info.disk_bytes));
         printf("write failures: %llu (chunk writes that failed, e.g. disk full; recorded with the next write that "
                "succeeds)\n", (unsigned long long)info.write_failures);

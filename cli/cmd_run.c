@@ -43,6 +43,11 @@ static void run_usage(void) {
            "      --cache-dir DIR     keep the chunk cache in DIR between runs (SQLite store on flash; see\n"
            "                          `reprise cache`); the RAM cache becomes its pool\n"
            "      --cache-ram MB      RAM budget of the chunk cache (default 512)\n"
+           "      --embed-model F     with --cache-dir: embed every chunk stored, and the prompt's new text, with\n"
+           "                          the embedding model F (GGUF), so the sub-chunk search also proposes the\n"
+           "                          nearest stored chunks (the words of each chunk are indexed without it too)\n"
+           "      --embed-dim N       components of each embedding kept (default 256; 0: all)\n"
+           "      --no-cache-terms    do not index the words of stored chunks (an ablation)\n"
            "      --grammar-file F    constrain the output to the GBNF grammar in F (llama.cpp's format)\n"
            "      --json-schema-file F  constrain the output to the JSON Schema in F\n"
            "      --cache-disk GB     flash budget of --cache-dir (default 0 = unlimited)\n"
@@ -66,12 +71,12 @@ static bool print_piece(void *user, rp_token tok, const char *text, size_t len) 
 int cmd_run(int argc, char **argv) {
     cli_args a = {argc, 1, argv, "run"};
     const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL;
-    const char *segments = NULL, *separator = NULL, *reuse_mode = "blend", *cache_dir = NULL;
+    const char *segments = NULL, *separator = NULL, *reuse_mode = "blend", *cache_dir = NULL, *embed_model = NULL;
     double ratio = 0.25;
-    long check_layer = 1, cache_mb = 512;
+    long check_layer = 1, cache_mb = 512, embed_dim = 256;
     int select = RP_SELECT_HYBRID;
     double cache_disk_gb = 0;
-    bool static_mode = false, naive = false;
+    bool static_mode = false, naive = false, cache_terms = true;
     long threads = 2, n_ctx = 0, n_batch = 512;
     cli_gen g = cli_gen_defaults(128);
     const char *grammar_file = NULL, *schema_file = NULL;
@@ -101,6 +106,9 @@ int cmd_run(int argc, char **argv) {
         else if (cli_is(&a, "--cache-dir", NULL)) { if (!cli_str(&a, &cache_dir)) return 2; }
         else if (cli_is(&a, "--cache-ram", NULL)) { if (!cli_int(&a, 0, 1 << 20, &cache_mb)) return 2; }
         else if (cli_is(&a, "--cache-disk", NULL)) { if (!cli_float(&a, 0, 1 << 20, &cache_disk_gb)) return 2; }
+        else if (cli_is(&a, "--embed-model", NULL)) { if (!cli_str(&a, &embed_model)) return 2; }
+        else if (cli_is(&a, "--embed-dim", NULL)) { if (!cli_int(&a, 0, 65536, &embed_dim)) return 2; }
+        else if (cli_is(&a, "--no-cache-terms", NULL)) cache_terms = false;
         else if (cli_is(&a, "--cpu", NULL)) { const char *v; if (!cli_str(&a, &v) || !cli_set_cpu(a.cmd, v)) return 2; }
         else if (cli_is(&a, "-cnv", "--conversation") || cli_is(&a, "-sys", "--system-prompt") || cli_is(&a, "-i", "--interactive")) {
             fprintf(stderr, "reprise run: %s is a conversation option: use `reprise chat -m MODEL` (the same sampling options)\n",
@@ -168,6 +176,9 @@ int cmd_run(int argc, char **argv) {
     ep.cache_dir = cache_dir;   /* the chunk cache becomes the RAM pool over the flash store in cache_dir */
     ep.cache_disk_bytes = (uint64_t)(cache_disk_gb * 1073741824.0);
     ep.cache_dir_optional = true;   /* a store that cannot be used: said below, and the run goes on in RAM */
+    ep.embed_model = embed_model;   /* the store's semantic index: chunk and query embeddings */
+    ep.embed_dim = (int32_t)embed_dim;
+    ep.cache_terms = cache_terms;
     if ((st = rp_engine_create(m, &ep, &e)) != RP_OK) { rc = cli_fail("run", "engine", st); goto done; }
     rp_static_shapes sh;
     rp_engine_static_shapes(e, &sh);

@@ -67,6 +67,9 @@ static void serve_usage(void) {
            "      --cache-dir DIR     persistent KV chunk store (flash tier) in DIR\n"
            "      --cache-ram MB      RAM budget of the chunk cache (default 512)\n"
            "      --cache-disk GB     disk budget of the store (default: unlimited)\n"
+           "      --embed-model F     with --cache-dir: embed every chunk stored, and each prompt's new text, with\n"
+           "                          the embedding model F (GGUF) for the store's sub-chunk search\n"
+           "      --embed-dim N       components of each embedding kept (default 256; 0: all)\n"
            "      --kv-limit MB       with --parallel > 1: KV in use above which sessions waiting on a tool result\n"
            "                          are demoted (compressed in memory) and restored when the result comes\n"
            "                          (default 0: never)\n"
@@ -156,6 +159,8 @@ int cmd_serve(int argc, char **argv) {
         else if (cli_is(&a, "--cache-dir", NULL)) { if (!cli_str(&a, &cfg.cache_dir)) return 2; }
         else if (cli_is(&a, "--cache-ram", NULL)) { if (!cli_int(&a, 1, 1 << 20, &l)) return 2; cfg.cache_ram_mb = (size_t)l; }
         else if (cli_is(&a, "--cache-disk", NULL)) { if (!cli_float(&a, 0, 1e6, &cfg.cache_disk_gb)) return 2; }
+        else if (cli_is(&a, "--embed-model", NULL)) { if (!cli_str(&a, &cfg.embed_model)) return 2; }
+        else if (cli_is(&a, "--embed-dim", NULL)) { if (!cli_int(&a, 0, 65536, &l)) return 2; cfg.embed_dim = (int32_t)l; }
         else if (cli_is(&a, "--kv-limit", NULL)) { if (!cli_float(&a, 0, 1e9, &cfg.kv_limit_mb)) return 2; }
         else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }
         else if (cli_is(&a, "--no-spec", NULL)) cfg.speculate = false;

@@ -366,6 +366,17 @@ typedef struct rp_engine_params {
                                   precedence over a stored calibration (e.g. an rp_calibrate result not stored;
                                   `calibrated` says whether they were measured); default zero: the stored ones,
                                   else the defaults */
+    /* the store's semantic index (with cache_dir): the sub-chunk search proposes stored chunks that share rare
+     * words with a prompt's new text, or whose embedding is nearest to it; the token LCS still decides what is
+     * reused */
+    bool cache_terms;          /* chunks written to the store are indexed by the words of their text (detokenized
+                                  with the model's vocabulary), weighted by idf over the store (default true) */
+    const char *embed_model;   /* a GGUF the embedder accepts (rp_embedder), or NULL (default): with it, every
+                                  chunk written gets a dense vector (its text embedded, the first embed_dim
+                                  components re-normalised), and each new run of a prompt a query vector; copied.
+                                  Needs cache_dir */
+    int32_t embed_dim;         /* components kept of each embedding (default 256; 0 or more than the model's
+                                  n_embd: all) */
 } rp_engine_params;
 
 RP_API rp_engine_params rp_engine_default_params(void);
@@ -409,6 +420,10 @@ typedef struct rp_engine_stats {
     uint64_t transient_chunks, transient_bytes;   /* chunks held outside the RAM budget now (over-budget loads
                                                  and inserts, until released) */
     uint64_t dirty_chunks;                    /* chunks not yet on flash now */
+    uint64_t indexed_chunks;                  /* chunks written with their terms / vector (cache_terms, embed_model) */
+    uint64_t index_failures;                  /* chunks whose indexing failed (written without terms / vector) */
+    double index_ms;                          /* time the store's writer spent indexing them (detokenizing, terms,
+                                                 embedding; off the request path) */
 } rp_engine_stats;
 
 RP_API void rp_engine_stats_get(rp_engine *e, rp_engine_stats *out);
@@ -848,6 +863,7 @@ typedef struct rp_cache_info {
     uint64_t raw_bytes, stored_bytes, disk_bytes;
     uint64_t keywords, vectors, write_failures;
     int32_t models;
+    uint64_t terms, term_docs;   /* distinct extracted terms, and the chunks indexed by their terms */
 } rp_cache_info;
 
 RP_API rp_status rp_cache_info_get(rp_cache *c, rp_cache_info *out);
@@ -1370,6 +1386,8 @@ typedef struct rp_server_params {
     const char *cache_dir;       /* persistent KV chunk store, or NULL (RAM only) */
     size_t cache_ram_mb;         /* RAM budget of the chunk cache (default 512) */
     double cache_disk_gb;        /* disk budget of the store (0: unlimited) */
+    const char *embed_model;     /* the store's embedding model (rp_engine_params.embed_model; needs cache_dir), or NULL */
+    int32_t embed_dim;           /* its embeddings' components kept (default 256; 0: all) */
     rp_reuse_mode reuse;         /* default reuse of requests (default RP_REUSE_BLEND) */
     float recompute_ratio;       /* default blend ratio (0.25) */
     rp_kv_type kv_type;          /* default RP_KV_F16 */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -231,6 +232,35 @@ static void test_open_perms_lock(void **state) {
     assert_int_equal(rp_store_open(empty, &wp, &s2), RP_OK);   /* a writer creates the schema */
     rp_store_close(s2);
     assert_int_equal(rp_store_open(empty, &rp, &s2), RP_OK);
+    rp_store_close(s2);
+    /* killed a moment later, while switching the new database to WAL: a hot rollback journal a reader cannot
+     * roll back; still an empty store for a reader, and a writer recovers it */
+    const char *hot = subdir("hot-journal");
+    assert_int_equal(mkdir(hot, 0700), 0);
+    snprintf(p, sizeof p, "%s/kv.db", hot);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {   /* a write that spills pages before its commit, then death */
+        sqlite3 *h = NULL;
+        if (sqlite3_open(p, &h) != SQLITE_OK) _exit(2);
+        sqlite3_exec(h, "PRAGMA journal_mode=DELETE; PRAGMA cache_size=1; BEGIN; CREATE TABLE t(a); "
+                        "INSERT INTO t VALUES(randomblob(200000));", NULL, NULL, NULL);
+        _exit(0);
+    }
+    int ws = 0;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    snprintf(p, sizeof p, "%s/kv.db-journal", hot);
+    assert_int_equal(access(p, F_OK), 0);
+    chmod(p, 0600);
+    snprintf(p, sizeof p, "%s/kv.db", hot);
+    chmod(p, 0600);
+    assert_int_equal(rp_store_open(hot, &rp, &s2), RP_ERR_NOT_FOUND);
+    assert_non_null(strstr(rp_last_error(), "is empty"));
+    assert_int_equal(rp_store_open(hot, &wp, &s2), RP_OK);
+    rp_store_close(s2);
+    assert_int_equal(rp_store_open(hot, &rp, &s2), RP_OK);
     rp_store_close(s2);
     free_chunks(&c, 1);
 }

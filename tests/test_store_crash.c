@@ -1,4 +1,5 @@
-/* test_store_crash.c — SIGKILL a process 50 times at random points while it persists chunks; the store never has a corrupt row. */
+/* test_store_crash.c — SIGKILL a process 50 times at random points while it persists chunks; the store never has a corrupt row
+ * nor a term document frequency that disagrees with its rows. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdarg.h>
@@ -54,6 +55,26 @@ static rp_kv *fake_kv(void) {
     return kv;
 }
 
+/* The victim's semantic index (no model needed): up to 8 terms from each chunk's tokens (repeats merged by the
+ * store) and a 4-float vector, so that every write also updates the term rows, their document frequencies
+ * and the vectors in its transaction. */
+static rp_status fake_indexer(void *user, const rp_token *const *toks, const int32_t *n, int32_t n_chunks,
+                              rp_store_index *out) {
+    (void)user;
+    for (int32_t i = 0; i < n_chunks; i++) {
+        const int32_t k = n[i] < 8 ? n[i] : 8;
+        out[i].terms = malloc(sizeof *out[i].terms * (size_t)k);
+        out[i].vec = malloc(sizeof *out[i].vec * 4);
+        if (!out[i].terms || !out[i].vec) return RP_ERR_NOMEM;
+        for (int32_t j = 0; j < k; j++) out[i].terms[j] = (rp_term){1 + (uint64_t)(toks[i][j] % 97), 1};
+        out[i].n_terms = k;
+        for (int j = 0; j < 4; j++) out[i].vec[j] = (float)(toks[i][j % n[i]] % 13) + 1;
+        out[i].dim = 4;
+        out[i].vec_src = 5;
+    }
+    return RP_OK;
+}
+
 /* The victim: inserts prompts (chains of 1-4 chunks of 8-200 tokens, some
  * payloads big enough to be files) as fast as it can, with the writer
  * persisting in the background, a flash budget forcing evictions, explicit
@@ -69,6 +90,7 @@ static void victim(const char *dir, unsigned seed) {
     rp_store *s = NULL;
     /* the previous victim's lock is released by the kernel at its death */
     if (rp_store_open(dir, &sp, &s) != RP_OK) _exit(4);
+    rp_chunk_cache_set_indexer(c, fake_indexer, NULL);
     rp_pool_params pp = rp_pool_default_params();
     pp.write_delay_ms = 0;
     pp.disk_budget = 3 << 20;
@@ -149,7 +171,8 @@ static void test_sigkill_during_persistence(void **state) {
         if (WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL) kills++;
         else print_message("victim %d exited early with status %d\n", i, WIFEXITED(wst) ? WEXITSTATUS(wst) : -1);
         /* the store after the crash: opening for writing works (lock released, WAL recovered),
-         * every row verifies, and every payload is the KV it claims to be */
+         * every row verifies (the term index's document frequencies too), every payload is the KV it claims to
+         * be, and every row is term-indexed */
         rp_store_params sp = rp_store_default_params();
         rp_store *s = NULL;
         assert_int_equal(rp_store_open(dir, &sp, &s), RP_OK);
@@ -160,6 +183,10 @@ static void test_sigkill_during_persistence(void **state) {
         if (rp_store_bind_salt(s, SALT) == RP_OK) assert_int_equal(rp_store_foreach(s, check_row, &x), RP_OK);
         assert_int_equal(x.bad_payload, 0);
         assert_true(x.rows == ok);
+        rp_store_stats ss;
+        assert_int_equal(rp_store_stats_get(s, &ss), RP_OK);
+        assert_true(ss.n_term_docs == ok);
+        assert_true(ss.n_vectors == ok);
         if (ok > max_rows) max_rows = ok;
         total_ok += ok;
         if (i % 10 == 9) {   /* orphans of killed transactions go; nothing valid does */

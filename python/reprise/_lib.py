@@ -128,7 +128,8 @@ class rp_engine_params(Structure):
                 ("load_calibration", c_bool), ("cache_read_only", c_bool), ("n_ctx_over_train", c_bool),
                 ("deviation", c_int32), ("n_seq_max", c_int32), ("cache_policy", c_int),
                 ("cache_prefetch", c_bool), ("pipeline", c_bool), ("async_load", c_bool),
-                ("cache_sync_persist", c_bool), ("cache_naive_store", c_bool), ("static_shapes", rp_static_shapes)]
+                ("cache_sync_persist", c_bool), ("cache_naive_store", c_bool), ("static_shapes", rp_static_shapes),
+                ("cache_terms", c_bool), ("embed_model", c_char_p), ("embed_dim", c_int32)]
 
 
 class rp_engine_stats(Structure):
@@ -138,7 +139,9 @@ class rp_engine_stats(Structure):
                [("has_store", c_bool), ("store_bytes", c_uint64), ("store_damaged", c_bool),
                 ("store_evictions", c_uint64), ("load_bytes", c_uint64), ("load_ms", c_double),
                 ("write_bytes", c_uint64), ("write_ms", c_double)] + \
-               [(n, c_uint64) for n in ("dropped_dirty", "transient_chunks", "transient_bytes", "dirty_chunks")]
+               [(n, c_uint64) for n in ("dropped_dirty", "transient_chunks", "transient_bytes", "dirty_chunks",
+                                        "indexed_chunks", "index_failures")] + \
+               [("index_ms", c_double)]
 
 
 class rp_gen_opts(Structure):
@@ -196,7 +199,7 @@ class rp_agents_stats(Structure):
 class rp_cache_info(Structure):
     _fields_ = [(n, c_uint64) for n in ("chunks", "corrupt", "files", "blobs", "raw_bytes", "stored_bytes",
                                         "disk_bytes", "keywords", "vectors", "write_failures")] + \
-               [("models", c_int32)]
+               [("models", c_int32), ("terms", c_uint64), ("term_docs", c_uint64)]
 
 
 class rp_cache_entry(Structure):
@@ -309,7 +312,7 @@ class rp_server_params(Structure):
     _fields_ = [("model_path", c_char_p), ("draft_path", c_char_p), ("load_progress", progress_fn),
                 ("load_progress_user", c_void_p), ("n_ctx", c_int32), ("n_threads", c_int), ("parallel", c_int),
                 ("queue_max", c_int), ("max_sessions", c_int), ("cache_dir", c_char_p), ("cache_ram_mb", c_size_t),
-                ("cache_disk_gb", c_double), ("reuse", c_int), ("recompute_ratio", c_float), ("kv_type", c_int),
+                ("cache_disk_gb", c_double), ("embed_model", c_char_p), ("embed_dim", c_int32), ("reuse", c_int), ("recompute_ratio", c_float), ("kv_type", c_int),
                 ("speculate", c_bool), ("kv_limit_mb", c_double), ("host", c_char_p), ("port", c_uint16),
                 ("api_key", c_char_p), ("api_key_file", c_char_p), ("cache_namespace", c_int),
                 ("key_max_sessions", c_int), ("key_kv_mb", c_double), ("model_id", c_char_p), ("max_body", c_size_t),

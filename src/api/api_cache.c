@@ -78,6 +78,8 @@ rp_status rp_cache_info_get(rp_cache *c, rp_cache_info *out) {
     out->disk_bytes = ss.disk_bytes;
     out->keywords = ss.n_keywords;
     out->vectors = ss.n_vectors;
+    out->terms = ss.n_terms;
+    out->term_docs = ss.n_term_docs;
     out->write_failures = ss.write_failures;
     out->models = (int32_t)ss.n_models;
     return RP_OK;

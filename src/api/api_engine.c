@@ -44,6 +44,9 @@ rp_engine_params rp_engine_default_params(void) {
         .cache_prefetch = true,
         .pipeline = true,
         .async_load = true,
+        .cache_terms = true,
+        .embed_model = NULL,
+        .embed_dim = 256,
     };
     return p;
 }
@@ -69,6 +72,11 @@ static rp_status check_params(const rp_model *m, const rp_engine_params *p) {
                          "engine: n_ctx %d beyond %d needs this LongRoPE model's long RoPE factors, which Reprise does not "
                          "implement (it runs with the short ones, up to rope.scaling.original_context_length %d)",
                          p->n_ctx, m->hp.n_ctx_train, m->hp.rope_orig_ctx);
+    if (p->embed_dim < 0) return rp_errorf(RP_ERR_INVALID_ARG, "engine: embed_dim %d is negative", p->embed_dim);
+    if (p->embed_model && !p->cache_dir)
+        return rp_errorf(RP_ERR_INVALID_ARG,
+                         "engine: an embedding model ('%s') indexes the chunk store's sub-chunk search: it needs a "
+                         "cache_dir (--cache-dir)", p->embed_model);
     const rp_static_shapes *sh = &p->static_shapes;
     if (sh->L_P != 0 || sh->L_S != 0) {
         if (sh->L_P < 1 || sh->L_S < 1 || sh->L_P > 65536 || sh->L_S > 65536)
@@ -78,6 +86,42 @@ static rp_status check_params(const rp_model *m, const rp_engine_params *p) {
             return rp_errorf(RP_ERR_INVALID_ARG, "engine: static shapes' latencies %g / %g ms", sh->lat_P_ms, sh->lat_S_ms);
     }
     return RP_OK;
+}
+
+/* The store's semantic index: terms of the chunks' text (the model's vocabulary detokenizes them) and, with an
+ * embedding model, their truncated embeddings; computed by the store's writer thread for chunks it writes, and
+ * for a prompt's new runs by the sub-chunk search. Set up before the store is attached (the writer starts then). */
+static rp_status open_semantic(rp_engine *e) {
+    if (!e->p.cache_terms && !e->embed_path) return RP_OK;
+    if (e->embed_path) {
+        rp_status st = rp_model_load(e->embed_path, rp_model_default_params(), &e->embed_model);
+        if (st != RP_OK) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", rp_last_error());
+            return rp_errorf(st, "engine: embedding model '%s': %s", e->embed_path, msg);
+        }
+    }
+    rp_semantic_params sp = rp_semantic_default_params();
+    sp.text_model = e->m;
+    sp.embed_model = e->embed_model;
+    sp.embed_dim = e->p.embed_dim;
+    sp.terms = e->p.cache_terms;
+    sp.n_threads = e->p.n_threads;
+    RP_TRY(rp_semantic_create(&sp, &e->sem));
+    rp_reuse_set_semantic(e->reuse, e->sem);
+    if (!e->p.cache_read_only) rp_chunk_cache_set_indexer(rp_reuse_cache(e->reuse), rp_semantic_index, e->sem);
+    return RP_OK;
+}
+
+static void close_semantic(rp_engine *e) {
+    if (e->reuse) {
+        rp_reuse_set_semantic(e->reuse, NULL);
+        rp_chunk_cache_set_indexer(rp_reuse_cache(e->reuse), NULL, NULL);
+    }
+    rp_semantic_free(e->sem);
+    e->sem = NULL;
+    rp_model_free(e->embed_model);
+    e->embed_model = NULL;
 }
 
 /* The flash tier: the store in cache_dir, bound to the engine's salt, as the chunk cache's pool. */
@@ -111,6 +155,11 @@ rp_status rp_engine_create(rp_model *m, const rp_engine_params *p, rp_engine **o
         e->cache_dir = strdup(p->cache_dir);
         if (!e->cache_dir) st = rp_errorf(RP_ERR_NOMEM, "engine: out of memory");
         e->p.cache_dir = e->cache_dir;
+    }
+    if (p->embed_model) {
+        e->embed_path = strdup(p->embed_model);
+        if (!e->embed_path) st = rp_errorf(RP_ERR_NOMEM, "engine: out of memory");
+        e->p.embed_model = e->embed_path;
     }
     rp_reuse_params rp = rp_reuse_default_params();
     rp.mode = p->reuse;
@@ -146,8 +195,11 @@ rp_status rp_engine_create(rp_model *m, const rp_engine_params *p, rp_engine **o
     cp.n_ctx_max = e->n_cells;
     if (st == RP_OK) st = rp_ctx_create(m, cp, &e->ctx);
     if (st == RP_OK) st = rp_reuse_create(m, (rp_type)p->kv_type, e->n_ctx, rp, &e->reuse);
+    /* an embedding model that cannot be used is an error even with an optional store: it was asked for */
+    if (st == RP_OK && e->cache_dir) st = open_semantic(e);
     if (st == RP_OK && e->cache_dir && (st = attach_store(e)) != RP_OK && p->cache_dir_optional) {
         snprintf(e->notice, sizeof e->notice, "%s", rp_last_error());   /* RAM only; the notice says why */
+        close_semantic(e);   /* no store: nothing to index or search */
         st = RP_OK;
     }
     if (st == RP_OK) {
@@ -168,10 +220,12 @@ void rp_engine_free(rp_engine *e) {
     if (!e) return;
     if (e->reuse && rp_chunk_cache_has_store(rp_reuse_cache(e->reuse)))
         (void)rp_chunk_cache_detach_store(rp_reuse_cache(e->reuse));   /* flushes; a failure only loses cache */
+    close_semantic(e);   /* after the detach: the writer indexed with it until then */
     rp_reuse_free(e->reuse);
     rp_ctx_free(e->ctx);
     free(e->logits);
     free(e->cache_dir);
+    free(e->embed_path);
     free(e);
 }
 
@@ -232,6 +286,9 @@ void rp_engine_stats_get(rp_engine *e, rp_engine_stats *out) {
     out->transient_chunks = cs.transient;
     out->transient_bytes = cs.transient_bytes;
     out->dirty_chunks = cs.dirty;
+    out->indexed_chunks = cs.indexed;
+    out->index_failures = cs.index_failures;
+    out->index_ms = cs.index_ms;
 }
 
 /* ---- sequences ---- */

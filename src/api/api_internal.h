@@ -19,6 +19,9 @@ struct rp_engine {
     rp_model *m;
     rp_engine_params p;
     char *cache_dir;            /* p.cache_dir's copy */
+    char *embed_path;           /* p.embed_model's copy */
+    rp_model *embed_model;      /* loaded from embed_path, or NULL */
+    rp_semantic *sem;           /* the store's semantic index (terms, embeddings), or NULL */
     rp_ctx *ctx;
     rp_reuse *reuse;
     int32_t n_ctx;              /* tokens a sequence holds */

@@ -74,6 +74,10 @@ typedef struct rp_cache_stats {
                                   async and prefetch loads) once reload_measured, rp_pool_params's default before */
     bool reload_measured;
     bool store_damaged;        /* SQLite called the store's database corrupt: it is read-only from then on */
+    uint64_t indexed;          /* chunks given a semantic index by the indexer (rp_chunk_cache_set_indexer) */
+    uint64_t index_failures;   /* chunks the indexer failed (written without terms / vector) */
+    uint64_t index_batches;    /* indexer calls */
+    double index_ms;           /* time in the indexer (the writer's thread): detokenizing, terms, embedding */
     uint64_t known_bad;        /* rows that failed to load or verify: never used again by this pool */
 } rp_cache_stats;
 
@@ -228,6 +232,22 @@ rp_status rp_chunk_cache_find_subchunks_vec(rp_chunk_cache *c, const rp_token *t
  * The vector is kept by chunk id and dropped with the chunk's row; it only
  * matches once the chunk is on flash (rp_chunk_cache_flush). */
 rp_status rp_chunk_cache_put_vector(rp_chunk_cache *c, uint64_t id, const float *v, int32_t dim);
+
+/* The general sub-chunk search (terms, several query vectors, see rp_store_find_subchunks_q). */
+rp_status rp_chunk_cache_find_subchunks_q(rp_chunk_cache *c, const rp_token *toks, int32_t n, const rp_subchunk_query *q,
+                                          rp_subchunk_match *out, int32_t cap, int32_t *n_out);
+
+/* The semantic index of chunks written to flash: `fn` is called by the
+ * writer (the background thread; the caller's with sync_persist), without
+ * any lock held, once per write batch with the chunks written for the first
+ * time (toks[i][0..n[i])), and fills out[i] (malloc'd terms and vector, freed
+ * by the writer after the write; a chunk it leaves empty is still
+ * term-indexed with no terms; one it fails gets no index). Chunks rewritten
+ * under their id (exact / pos0 changes) keep what they had. Set it before
+ * attaching the store; NULL: no semantic index (chunks get keywords only). */
+typedef rp_status (*rp_chunk_indexer)(void *user, const rp_token *const *toks, const int32_t *n, int32_t n_chunks,
+                                      rp_store_index *out);
+void rp_chunk_cache_set_indexer(rp_chunk_cache *c, rp_chunk_indexer fn, void *user);
 
 /* A pinned chunk by id (RAM, else flash); NULL if absent. For sub-chunk matches. */
 rp_chunk *rp_chunk_cache_get(rp_chunk_cache *c, uint64_t id);

@@ -42,6 +42,25 @@ static void write_batch(rp_chunk_cache *c, rp_store *db, rp_centry **v, int32_t 
         pthread_cond_broadcast(&c->io_cv);
         return;
     }
+    /* chunks written for the first time get the semantic index (rewrites of the same tokens keep theirs) */
+    const rp_chunk_indexer indexer = c->indexer;
+    void *const indexer_user = c->indexer_user;
+    const rp_token **ix_toks = NULL;
+    int32_t *ix_n = NULL, *ix_item = NULL, n_ix = 0;
+    rp_store_index *ix = NULL;
+    if (indexer) {
+        ix_toks = malloc(sizeof *ix_toks * (size_t)n);
+        ix_n = malloc(sizeof *ix_n * (size_t)n);
+        ix_item = malloc(sizeof *ix_item * (size_t)n);
+        ix = calloc((size_t)n, sizeof *ix);
+        if (ix_toks && ix_n && ix_item && ix)
+            for (int32_t i = 0; i < n; i++)
+                if (!v[i]->on_flash) {
+                    ix_toks[n_ix] = v[i]->ch.tokens;
+                    ix_n[n_ix] = v[i]->ch.n_tokens;
+                    ix_item[n_ix++] = i;
+                }
+    }
     for (int32_t i = 0; i < n; i++) {
         const rp_centry *e = v[i];
         rp_store_chunk *m = &items[i].meta;
@@ -63,15 +82,41 @@ static void write_batch(rp_chunk_cache *c, rp_store *db, rp_centry **v, int32_t 
     const uint64_t clock = c->clock;
     c->writing = true;
     pthread_mutex_unlock(&c->mu);
+    double ix_ms = 0;
+    int32_t ix_ok = 0;
+    if (n_ix > 0) {
+        /* the tokens of a chunk under io_busy never change: read without the lock, as rp_store_put reads them */
+        const double ti = rp_cache_now_ms();
+        if (indexer(indexer_user, ix_toks, ix_n, n_ix, ix) == RP_OK)
+            for (int32_t k = 0; k < n_ix; k++) {
+                items[ix_item[k]].index = &ix[k];
+                ix_ok++;
+            }
+        ix_ms = rp_cache_now_ms() - ti;
+    }
     const double t0 = rp_cache_now_ms();
     rp_status st = rp_store_put(db, items, n, clock);
     const double dt = rp_cache_now_ms() - t0;
+    for (int32_t k = 0; k < n_ix; k++) {
+        free(ix[k].terms);
+        free(ix[k].vec);
+    }
+    free(ix);
+    free(ix_toks);
+    free(ix_n);
+    free(ix_item);
     char msg[256];
     snprintf(msg, sizeof msg, "%s", rp_last_error());
     pthread_mutex_lock(&c->mu);
     c->writing = false;
     c->st.write_ms += dt;
     c->st.write_batches++;
+    if (n_ix > 0) {
+        c->st.index_batches++;
+        c->st.index_ms += ix_ms;
+        c->st.indexed += (uint64_t)ix_ok;
+        c->st.index_failures += (uint64_t)(n_ix - ix_ok);
+    }
     for (int32_t i = 0; i < n; i++) {
         rp_centry *e = v[i];
         e->io_busy = false;
@@ -285,13 +330,25 @@ static void *writer_main(void *arg) {
             const uint64_t disk = rp_store_disk_bytes(c->db_wr);
             pthread_mutex_lock(&c->mu);
             const uint64_t low = c->pp.disk_budget - c->pp.disk_budget / 5;
-            if (disk + bytes > c->pp.disk_budget) {
+            /* what the batch adds: its payloads, each file rounded up to a 4 KiB block, and the database pages
+             * (WAL frames) of its rows: about one per table touched, a few per chunk for its keywords and terms */
+            const uint64_t add = bytes + (uint64_t)n * 4096 + (uint64_t)(8 + 2 * n) * 4096;
+            if (disk + add > c->pp.disk_budget) {
                 uint64_t freed = 0;   /* the batch itself is held (ipins): never a victim */
-                disk_evict(c, c->db_wr, low > bytes ? low - bytes : 0, &freed);
+                disk_evict(c, c->db_wr, low > add ? low - add : 0, &freed);
             }
         }
         if (n > 0) write_batch(c, c->db_wr, v, n);
         rp_cache_check_damage(c, c->db_wr);
+        /* under a flash budget the WAL (counted in it) is kept to a tenth of it: every write batch adds a page per
+         * table it touches (chunks, payloads, keywords, terms and their counts, vectors), and between evictions
+         * (which end with a truncating checkpoint) those frames pile up; a small budget would otherwise be
+         * overshot by the WAL alone */
+        if (n > 0 && c->pp.disk_budget > 0) {
+            pthread_mutex_unlock(&c->mu);
+            if (rp_store_wal_bytes(c->db_wr) > c->pp.disk_budget / 10) rp_store_checkpoint(c->db_wr);
+            pthread_mutex_lock(&c->mu);
+        }
         if (++rounds % 8 == 0 || !c->dirty_head) {
             sync_touches(c, c->db_wr);
             sync_coaccess(c, c->db_wr);
@@ -552,6 +609,28 @@ rp_status rp_chunk_cache_find_subchunks_vec(rp_chunk_cache *c, const rp_token *t
     rp_status st = rp_store_find_subchunks_vec(c->db_eng, toks, n, min_len, 16, qvec, dim, k_vec, out, cap, n_out);
     pthread_mutex_unlock(&c->eng_mu);
     return st;
+}
+
+rp_status rp_chunk_cache_find_subchunks_q(rp_chunk_cache *c, const rp_token *toks, int32_t n, const rp_subchunk_query *q,
+                                          rp_subchunk_match *out, int32_t cap, int32_t *n_out) {
+    if (n_out) *n_out = 0;
+    if (!c || !n_out || !q) return rp_errorf(RP_ERR_INVALID_ARG, "chunk_cache: NULL argument");
+    pthread_mutex_lock(&c->mu);
+    const bool has = c->has_store;
+    pthread_mutex_unlock(&c->mu);
+    if (!has) return RP_OK;
+    pthread_mutex_lock(&c->eng_mu);
+    rp_status st = rp_store_find_subchunks_q(c->db_eng, toks, n, q, out, cap, n_out);
+    pthread_mutex_unlock(&c->eng_mu);
+    return st;
+}
+
+void rp_chunk_cache_set_indexer(rp_chunk_cache *c, rp_chunk_indexer fn, void *user) {
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    c->indexer = fn;
+    c->indexer_user = user;
+    pthread_mutex_unlock(&c->mu);
 }
 
 rp_status rp_chunk_cache_put_vector(rp_chunk_cache *c, uint64_t id, const float *v, int32_t dim) {

@@ -171,6 +171,8 @@ struct rp_chunk_cache {
     double pf_credit;                  /* prefetches allowed ahead of demand (pp.prefetch_credit) */
     size_t prefetch_bytes;             /* prefetched and not yet hit */
     rp_centry *load_head, *load_tail;  /* async loads */
+    rp_chunk_indexer indexer;          /* the semantic index of chunks written (rp_chunk_cache_set_indexer) */
+    void *indexer_user;
     rp_status write_err;
     char write_err_msg[256];
     double rate_ms_per_mib;            /* measured flash read time per MiB (EWMA) */

@@ -115,6 +115,7 @@ struct rp_reuse {
     uint8_t *trace;           /* caller's [max_tokens] selection marks, or NULL */
     const float *qvec;        /* caller's query vector for the sub-chunk search, or NULL */
     int32_t qdim;
+    rp_semantic *sem;         /* terms / embeddings of the prompt's new runs for the sub-chunk search, or NULL */
 };
 
 static rp_status loader_start(rp_reuse *e);
@@ -247,6 +248,8 @@ const rp_model *rp_reuse_model(const rp_reuse *e) { return e->m; }
 rp_type rp_reuse_kv_type(const rp_reuse *e) { return e->kv_type; }
 void rp_reuse_trace_selection(rp_reuse *e, uint8_t *mark) { e->trace = mark; }
 int32_t rp_reuse_compute_layer(const rp_reuse *e) { return atomic_load(&e->ld.compute_layer); }
+
+void rp_reuse_set_semantic(rp_reuse *e, rp_semantic *sem) { e->sem = sem; }
 
 void rp_reuse_set_query_vector(rp_reuse *e, const float *v, int32_t dim) {
     e->qvec = v && dim > 0 ? v : NULL;
@@ -552,9 +555,34 @@ static void match_subchunks(rp_reuse *e, const rp_token *toks, int32_t n, int32_
         if (b - a >= min) {
             double tf = now_ms();
             int32_t nm = 0;
-            rp_status fs = e->qvec ? rp_chunk_cache_find_subchunks_vec(e->cache, toks + a, b - a, min, e->qvec, e->qdim,
-                                                                        RP_REUSE_VEC_K, mt, CAP, &nm)
-                                   : rp_chunk_cache_find_subchunks(e->cache, toks + a, b - a, min, mt, CAP, &nm);
+            rp_subchunk_query q = rp_subchunk_default_query(min);
+            if (e->qvec) {   /* the caller's vector (its own embedding space: vectors it stored itself) */
+                q.qvec = e->qvec;
+                q.n_qvec = 1;
+                q.dim = e->qdim;
+                q.k_vec = RP_REUSE_VEC_K;
+            }
+            if (e->sem) {
+                /* the run's own text: its terms, and (without a caller's vector) its embedding per window */
+                const double ts = now_ms();
+                const rp_term *terms = NULL;
+                const float *vecs = NULL;
+                int32_t nt = 0, nv = 0, dim = 0;
+                if (rp_semantic_query(e->sem, toks + a, b - a, e->cur.chunking.avg_len, !e->qvec, &terms, &nt, &vecs, &nv,
+                                      &dim) == RP_OK) {
+                    q.terms = terms;
+                    q.n_terms = nt;
+                    if (!e->qvec && nv > 0) {
+                        q.qvec = vecs;
+                        q.n_qvec = nv;
+                        q.dim = dim;
+                        q.k_vec = RP_REUSE_VEC_K / nv > 2 ? RP_REUSE_VEC_K / nv : 2;
+                        q.vec_src = rp_semantic_vec_src(e->sem);
+                    }
+                }
+                st->semantic_ms += now_ms() - ts;
+            }
+            rp_status fs = rp_chunk_cache_find_subchunks_q(e->cache, toks + a, b - a, &q, mt, CAP, &nm);
             if (fs != RP_OK) nm = 0;
             for (int32_t k = 0; k < nm; k++) {
                 const rp_subchunk_match *x = &mt[k];

@@ -13,6 +13,7 @@
 #include "reuse/cache.h"
 #include "reuse/chunk.h"
 #include "reuse/plan.h"
+#include "reuse/semantic.h"
 
 /* rp_reuse_mode and its names (rp_reuse_mode_name / _parse) are the public API's (reprise.h) */
 
@@ -55,6 +56,7 @@ typedef struct rp_reuse_stats {
     double plan_ms;          /* predicted latency of the static plan (static mode) */
     double ttft_ms;          /* from the call to the last token's logits */
     double match_ms, load_ms, compute_ms;
+    double semantic_ms;      /* of match_ms: the sub-chunk search's terms and query embeddings (rp_reuse_set_semantic) */
     double load_exposed_ms;  /* compute time spent waiting for the loader (pipeline) */
     uint64_t bytes_loaded;   /* KV bytes placed from the cache */
     int32_t n_load_failed;   /* cached chunks whose payload failed to load or verify: never used; the prompt
@@ -96,6 +98,11 @@ int32_t rp_reuse_compute_layer(const rp_reuse *e);
 #define RP_REUSE_VEC_K 8
 rp_status rp_reuse_put_vector(rp_reuse *e, const rp_token *toks, int32_t n, const float *v, int32_t dim);
 void rp_reuse_set_query_vector(rp_reuse *e, const float *v, int32_t dim);
+/* The semantic side of the sub-chunk search (reuse/semantic.h; NULL: none): each run of new tokens the search
+ * looks up also brings its extracted terms and, without a caller's query vector, its embedding (one vector per
+ * chunking.avg_len tokens), so the store proposes chunks sharing rare terms or nearest in embedding. The LCS
+ * pass over the tokens still decides what is reused. `sem` stays the caller's and must outlive the engine's use. */
+void rp_reuse_set_semantic(rp_reuse *e, rp_semantic *sem);
 
 /* Per-call options: each field overrides the engine's default for one call
  * (rp_reuse_default_opts: none does). `ns` is the cache namespace: chunks

@@ -27,6 +27,7 @@ rp_backend_config rp_backend_default_config(void) {
         .max_sessions = 16,
         .cache_ram_mb = 512,
         .cache_disk_gb = 0,
+        .embed_dim = 256,
         .reuse_mode = RP_REUSE_BLEND,
         .recompute_ratio = 0.25f,
         .kv_type = RP_KV_F16,

@@ -36,6 +36,8 @@ typedef struct rp_backend_config {
     const char *cache_dir;      /* the chunk cache's flash store directory, or NULL (RAM only) */
     size_t cache_ram_mb;        /* RAM budget of the chunk cache */
     double cache_disk_gb;       /* flash budget of the store (0: unlimited) */
+    const char *embed_model;    /* the store's embedding model (rp_engine_params.embed_model), or NULL */
+    int32_t embed_dim;          /* its embeddings' components kept (0: all) */
     int reuse_mode;             /* default rp_reuse_mode for requests (blend) */
     float recompute_ratio;      /* default blend ratio */
     rp_kv_type kv_type;

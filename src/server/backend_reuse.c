@@ -15,6 +15,8 @@ rp_status rp_backend_engine_open(const rp_backend *b, rp_engine **out) {
     p.cache_ram_bytes = b->cfg.cache_ram_mb << 20;
     p.cache_dir = b->cfg.cache_dir;   /* the flash tier, bound to this model's salt: it never serves another model */
     p.cache_disk_bytes = (uint64_t)(b->cfg.cache_disk_gb * (double)(1ull << 30));
+    p.embed_model = b->cfg.embed_model;   /* the store's semantic index (needs cache_dir) */
+    p.embed_dim = b->cfg.embed_dim;
     rp_status st = rp_engine_create(b->m, &p, out);
     if (st == RP_OK && rp_engine_notice(*out)[0]) fprintf(stderr, "reprise serve: %s\n", rp_engine_notice(*out));
     return st;

@@ -13,6 +13,7 @@ rp_server_params rp_server_default_params(void) {
         .max_sessions = b->max_sessions,
         .cache_ram_mb = b->cache_ram_mb,
         .cache_disk_gb = b->cache_disk_gb,
+        .embed_dim = b->embed_dim,
         .reuse = (rp_reuse_mode)b->reuse_mode,
         .recompute_ratio = b->recompute_ratio,
         .kv_type = b->kv_type,
@@ -60,6 +61,8 @@ rp_status rp_server_create(const rp_server_params *p, rp_server **out) {
     b->cache_dir = p->cache_dir;
     b->cache_ram_mb = p->cache_ram_mb;
     b->cache_disk_gb = p->cache_disk_gb;
+    b->embed_model = p->embed_model;
+    b->embed_dim = p->embed_dim;
     b->reuse_mode = (int)p->reuse;
     b->recompute_ratio = p->recompute_ratio;
     b->kv_type = p->kv_type;

@@ -103,12 +103,23 @@ static const char *stmt_sql(int which) {
     case S_DEL_PAYLOAD: return "DELETE FROM payloads WHERE id = ?1";
     case S_INS_KW: return "INSERT OR IGNORE INTO keywords(kw, chunk) VALUES(?1, ?2)";
     case S_DEL_KW: return "DELETE FROM keywords WHERE chunk = ?1";
-    case S_OLD: return "SELECT loc, checksum FROM chunks WHERE id = ?1";
+    case S_OLD: return "SELECT loc, checksum, model FROM chunks WHERE id = ?1";
     case S_TOUCH: return "UPDATE chunks SET heat = ?2, last_used = ?3, hits = ?4, used_at = ?5 WHERE id = ?1";
     case S_META_SET: return "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)";
     case S_DEL_CHUNK: return "DELETE FROM chunks WHERE id = ?1";
     case S_DEL_VEC: return "DELETE FROM vectors WHERE chunk = ?1";
     case S_MARK_BAD: return "UPDATE chunks SET corrupt = 1 WHERE id = ?1";
+    /* the term index (schema 3) */
+    case S_INS_TERM: return "INSERT OR REPLACE INTO terms(term, chunk, tf) VALUES(?1, ?2, ?3)";
+    case S_DF_INC:
+        return "INSERT INTO term_df(model, term, df) VALUES(?1, ?2, 1) ON CONFLICT(model, term) DO UPDATE SET df = df + 1";
+    case S_DF_DEC: return "UPDATE term_df SET df = df - 1 WHERE model = ?2 AND term IN (SELECT term FROM terms WHERE chunk = ?1)";
+    case S_DF_GC:
+        return "DELETE FROM term_df WHERE model = ?2 AND df <= 0 AND term IN (SELECT term FROM terms WHERE chunk = ?1)";
+    case S_DEL_TERMS: return "DELETE FROM terms WHERE chunk = ?1";
+    case S_DF_GET: return "SELECT df FROM term_df WHERE model = ?1 AND term = ?2";
+    case S_TERM_CHUNKS: return "SELECT chunk FROM terms WHERE term = ?1 ORDER BY chunk DESC LIMIT " RP_TERM_POSTINGS_SQL;
+    case S_INS_VEC: return "INSERT OR REPLACE INTO vectors(chunk, dim, v, src) VALUES(?1, ?2, ?3, ?4)";
     }
     return NULL;
 }
@@ -275,7 +286,7 @@ static rp_status secret_load(rp_store *s) {
     return st;
 }
 
-/* A new store, or one of schema 1 (unkeyed checksums): a fresh random secret, schema 2. A schema-1 store's
+/* A new store, or one of schema 1 (unkeyed checksums): a fresh random secret, the current schema. A schema-1 store's
  * chunks are dropped first: nothing tells a row its owner wrote from one planted without a key, and a cache
  * may lose entries (they are recomputed). Their payload files go after the commit. */
 static rp_status make_keyed(rp_store *s) {
@@ -298,7 +309,7 @@ static rp_status make_keyed(rp_store *s) {
     q = NULL;
     if (st == RP_OK && n_old > 0)
         st = rp_store_exec(s, "DELETE FROM chunks; DELETE FROM payloads; DELETE FROM keywords; DELETE FROM vectors; "
-                     "DELETE FROM coaccess;");
+                     "DELETE FROM coaccess; DELETE FROM terms; DELETE FROM term_df;");
     if (st == RP_OK && sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO secret(id, key) VALUES(1, ?1)", -1, &q, NULL) != SQLITE_OK)
         st = rp_store_sql_err(s, "write the checksum secret");
     if (st == RP_OK) {
@@ -331,6 +342,46 @@ rp_status rp_store_meta_add(rp_store *s, const char *key, uint64_t d) {
     return rp_store_meta_set(s, key, i64((uint64_t)v + d));
 }
 
+/* Schema 2 -> 3 (and the vectors table of a schema-1 store before make_keyed): the term tables exist already
+ * (create_schema makes them); vectors get their src column (0: the caller's, which every schema-2 vector
+ * was), and a schema-2 store is marked 3 in the same transaction. Its chunks stay, with no terms: they are
+ * not term-indexed (N counts only indexed chunks); chunks written from then on are. */
+static rp_status migrate_terms(rp_store *s, int64_t from) {
+    RP_TRY(rp_store_exec(s, "BEGIN IMMEDIATE"));
+    sqlite3_stmt *q = NULL;
+    int64_t has_src = -1, n_chunks = 0;
+    rp_status st = RP_OK;
+    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM pragma_table_info('vectors') WHERE name = 'src'", -1, &q,
+                           NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+        has_src = sqlite3_column_int64(q, 0);
+    else
+        st = rp_store_sql_err(s, "read the vectors table's columns");
+    sqlite3_finalize(q);
+    q = NULL;
+    if (st == RP_OK && has_src == 0) st = rp_store_exec(s, "ALTER TABLE vectors ADD COLUMN src INTEGER NOT NULL DEFAULT 0");
+    if (st == RP_OK && from == SCHEMA_NO_TERMS) {
+        if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM chunks", -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+            n_chunks = sqlite3_column_int64(q, 0);
+        else
+            st = rp_store_sql_err(s, "count chunks");
+        sqlite3_finalize(q);
+        if (st == RP_OK) st = rp_store_meta_set(s, "schema", SCHEMA_VERSION);
+    }
+    if (st == RP_OK) st = rp_store_exec(s, "COMMIT");
+    if (st != RP_OK) {
+        if (!sqlite3_get_autocommit(s->db)) rp_store_exec_quiet(s, "ROLLBACK");
+        return st;
+    }
+    if (from == SCHEMA_NO_TERMS) {
+        const size_t l = strlen(s->notice);
+        snprintf(s->notice + l, sizeof s->notice - l,
+                 "%s'%.200s' was upgraded from schema %d to %d (extracted-term index, vector sources); its %lld "
+                 "chunks were kept (without terms: chunks written from now on are indexed)",
+                 l ? "; " : "", s->dir, SCHEMA_NO_TERMS, SCHEMA_VERSION, (long long)n_chunks);
+    }
+    return RP_OK;
+}
+
 static rp_status create_schema(rp_store *s) {
     /* auto_vacuum must be set before the first table exists; harmless afterwards */
     RP_TRY(rp_store_exec(s, "PRAGMA auto_vacuum=INCREMENTAL"));
@@ -356,7 +407,13 @@ static rp_status create_schema(rp_store *s) {
                 "CREATE TABLE IF NOT EXISTS keywords(kw INTEGER NOT NULL, chunk INTEGER NOT NULL, PRIMARY KEY(kw, chunk)) "
                 "  WITHOUT ROWID;"
                 "CREATE INDEX IF NOT EXISTS keywords_chunk ON keywords(chunk);"
-                "CREATE TABLE IF NOT EXISTS vectors(chunk INTEGER PRIMARY KEY, dim INTEGER NOT NULL, v BLOB NOT NULL);"
+                "CREATE TABLE IF NOT EXISTS vectors(chunk INTEGER PRIMARY KEY, dim INTEGER NOT NULL, v BLOB NOT NULL, "
+                "  src INTEGER NOT NULL DEFAULT 0);"
+                "CREATE TABLE IF NOT EXISTS terms(term INTEGER NOT NULL, chunk INTEGER NOT NULL, tf INTEGER NOT NULL, "
+                "  PRIMARY KEY(term, chunk)) WITHOUT ROWID;"
+                "CREATE INDEX IF NOT EXISTS terms_chunk ON terms(chunk);"
+                "CREATE TABLE IF NOT EXISTS term_df(model INTEGER NOT NULL, term INTEGER NOT NULL, df INTEGER NOT NULL, "
+                "  PRIMARY KEY(model, term)) WITHOUT ROWID;"
                 "CREATE TABLE IF NOT EXISTS coaccess(model INTEGER NOT NULL, a INTEGER NOT NULL, b INTEGER NOT NULL, "
                 "  n INTEGER NOT NULL, PRIMARY KEY(model, a, b)) WITHOUT ROWID;"
                 "CREATE TABLE IF NOT EXISTS secret(id INTEGER PRIMARY KEY CHECK (id = 1), key BLOB NOT NULL);"
@@ -371,10 +428,14 @@ static rp_status create_schema(rp_store *s) {
     int64_t v = 0;
     bool found = false;
     RP_TRY(rp_store_meta_get(s, "schema", &v, &found));
-    if (found && v != SCHEMA_VERSION && v != SCHEMA_UNKEYED)
-        return rp_errorf(RP_ERR_UNSUPPORTED, "store: '%s' has schema version %lld, this build reads %d", s->dir,
-                         (long long)v, SCHEMA_VERSION);
+    if (found && v != SCHEMA_VERSION && v != SCHEMA_NO_TERMS && v != SCHEMA_UNKEYED)
+        return rp_errorf(RP_ERR_UNSUPPORTED,
+                         "store: '%s' has schema version %lld, this build reads %d (and upgrades %d and %d): it was "
+                         "written by a newer build; use that build, or another --cache-dir", s->dir, (long long)v,
+                         SCHEMA_VERSION, SCHEMA_NO_TERMS, SCHEMA_UNKEYED);
+    if (found && (v == SCHEMA_NO_TERMS || v == SCHEMA_UNKEYED)) RP_TRY(migrate_terms(s, v));
     if (!found || v == SCHEMA_UNKEYED) RP_TRY(make_keyed(s));
+    s->schema = SCHEMA_VERSION;
     return secret_load(s);
 }
 
@@ -531,6 +592,13 @@ rp_status rp_store_open(const char *dir, const rp_store_params *p, rp_store **ou
         }
     }
     if (st == RP_OK) st = open_conn(s, path);
+    /* a reader meeting a hot rollback journal: the first writer died while switching the new database to WAL
+     * (the only write that ever goes through a rollback journal here; the schema is committed after it), so
+     * nothing was ever committed: an empty store, which a reader cannot roll back and must not call damaged */
+    if (st != RP_OK && s->p.read_only && s->db && sqlite3_extended_errcode(s->db) == SQLITE_READONLY_ROLLBACK)
+        st = rp_errorf(RP_ERR_NOT_FOUND,
+                       "store: '%s' " RP_STORE_EMPTY_MSG " (kv.db's creation never committed: its first writer died "
+                       "while making it)", dir);
     if (st == RP_OK && !s->p.read_only) st = create_schema(s);
     if (st == RP_OK && s->p.read_only) {
         /* a writer killed between creating kv.db and committing its schema
@@ -556,8 +624,14 @@ rp_status rp_store_open(const char *dir, const rp_store_params *p, rp_store **ou
                            "cannot be authenticated; open it once for writing (reprise run or serve --cache-dir, or "
                            "reprise cache clear) to upgrade it, which drops its chunks (they are recomputed)",
                            dir);
-        else if (st == RP_OK && (!found || v != SCHEMA_VERSION))
+        else if (st == RP_OK && found && v > SCHEMA_VERSION)
+            st = rp_errorf(RP_ERR_UNSUPPORTED,
+                           "store: '%s' has schema version %lld, this build reads %d: it was written by a newer build",
+                           dir, (long long)v, SCHEMA_VERSION);
+        else if (st == RP_OK && (!found || (v != SCHEMA_VERSION && v != SCHEMA_NO_TERMS)))
             st = rp_errorf(RP_ERR_UNSUPPORTED, "store: '%s' has no schema version %d", dir, SCHEMA_VERSION);
+        /* a schema-2 store is read as it is: no term index (a writer upgrades it) */
+        if (st == RP_OK) s->schema = (int)v;
         if (st == RP_OK) st = secret_load(s);
     }
     if (st == RP_OK && !s->p.read_only) {
@@ -600,6 +674,7 @@ rp_status rp_store_clone(rp_store *src, rp_store **out) {
     s->kv_type = src->kv_type;
     s->n_layer = src->n_layer;
     s->row_bytes = src->row_bytes;
+    s->schema = src->schema;
     memcpy(s->secret, src->secret, sizeof s->secret);
     *out = s;
     return RP_OK;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "reprise.h"
+#include "store/terms.h"
 #include "tokenizer/tokenizer.h"
 
 /* Layout of a store directory DIR (created 0700; every file 0600):
@@ -79,7 +80,12 @@ typedef struct rp_store rp_store;
  * one that is not ours or is group/world-writable (see above). A store of
  * older builds (schema 1: unkeyed checksums) is upgraded by a writer, which
  * drops its chunks (rp_store_notice says so, rp_store_dropped_unkeyed how
- * many), and refused by a reader (RP_ERR_UNSUPPORTED saying how to upgrade it). */
+ * many), and refused by a reader (RP_ERR_UNSUPPORTED saying how to upgrade it).
+ * A schema-2 store (before extracted terms and vector sources) is migrated
+ * in place by a writer, in one transaction, keeping every chunk (they have no
+ * terms; chunks written afterwards do; rp_store_notice says so); a reader uses it as it is
+ * (no term index; its vectors are all the caller's). A newer schema than this
+ * build's is refused (RP_ERR_UNSUPPORTED naming both versions), never read. */
 rp_status rp_store_open(const char *dir, const rp_store_params *p, rp_store **out);
 /* Damage. A handle on which SQLite reported corruption (SQLITE_CORRUPT /
  * SQLITE_NOTADB) is marked damaged; a writer handle also leaves
@@ -165,13 +171,33 @@ typedef struct rp_store_chunk {
 
 void rp_store_chunk_clear(rp_store_chunk *c);
 
+/* What the semantic index holds for one chunk, from its text (the pool's
+ * indexer computes it, see rp_chunk_cache_set_indexer): its extracted terms
+ * (rp_terms_extract: distinct, with counts; the store salts them with the
+ * model) and a dense vector (e.g. the chunk's embedding, truncated and
+ * re-normalised) tagged with `vec_src`, the identity of what computed it, so
+ * that a query only meets vectors of its own kind (0: the caller's own, as
+ * rp_store_put_vector writes them). */
+typedef struct rp_store_index {
+    rp_term *terms;
+    int32_t n_terms;
+    float *vec;               /* NULL: no vector */
+    int32_t dim;
+    uint64_t vec_src;
+} rp_store_index;
+
 /* One chunk to write: metadata (id, hash, chain, parent_id, n_tokens, pos0,
  * exact, recompute_ms, heat, last_used, hits; geometry comes from the bound
- * model), its tokens and raw payload [n_layer][2][n_tokens][row_bytes]. */
+ * model), its tokens and raw payload [n_layer][2][n_tokens][row_bytes], and
+ * optionally its semantic index: with `index` the chunk's terms and vector
+ * are replaced by it (it is then "term-indexed": counted in the document
+ * frequencies, even with no terms); NULL leaves what the row had (a rewrite
+ * of the same tokens keeps its terms and vector; a new row has none). */
 typedef struct rp_store_put_item {
     rp_store_chunk meta;
     const rp_token *tokens;
     const uint8_t *kv;
+    const rp_store_index *index;
     rp_status status;         /* out: RP_OK, or why this item failed (the batch goes on without it) */
 } rp_store_put_item;
 
@@ -247,6 +273,8 @@ typedef struct rp_store_stats {
     uint64_t raw_bytes, stored_bytes;   /* payload bytes, raw and on flash */
     uint64_t disk_bytes;                /* db + wal + payload files, as allocated on disk */
     uint64_t n_models, n_keywords, n_vectors;
+    uint64_t n_terms;                   /* distinct extracted terms (document frequencies kept) */
+    uint64_t n_term_docs;               /* chunks indexed for terms (the N of the idf) */
 } rp_store_stats;
 
 /* Stats of the bound model (all models when unbound). disk_bytes is always the whole directory. */
@@ -255,6 +283,8 @@ rp_status rp_store_stats_get(rp_store *s, rp_store_stats *st);
  * files (rounded up to 4 KiB). Cheap (kept incrementally by this handle after
  * the first call). */
 uint64_t rp_store_disk_bytes(rp_store *s);
+/* Bytes of the WAL file now (part of rp_store_disk_bytes). */
+uint64_t rp_store_wal_bytes(rp_store *s);
 /* Checkpoints and truncates the WAL (no-op read-only). */
 void rp_store_checkpoint(rp_store *s);
 
@@ -284,12 +314,15 @@ rp_status rp_store_evict(rp_store *s, uint64_t target, const rp_store_evict_para
 
 /* Checks every row (of the bound model, or all): metadata checksum and every
  * layer. Calls `bad` for each corrupt row (may be NULL); with `fix`, corrupt
- * rows are deleted. *n_ok / *n_bad are counts. */
+ * rows are deleted. Then the term index: document frequencies that disagree
+ * with a count over the indexed rows are reported as id 0 (counted in
+ * *n_bad) and, with fix, rebuilt. *n_ok / *n_bad are counts. */
 rp_status rp_store_verify(rp_store *s, bool fix, void (*bad)(void *user, uint64_t id, const char *why), void *user,
                           uint64_t *n_ok, uint64_t *n_bad);
 
-/* Removes orphans (payload rows, keyword / vector / co-access rows, payload
- * files without a chunk row, stale temp files) then VACUUMs. *removed counts orphans. */
+/* Removes orphans (payload rows, keyword / term / vector / co-access rows,
+ * payload files without a chunk row, stale temp files), rebuilds the term
+ * document frequencies from the rows, then VACUUMs. *removed counts orphans. */
 rp_status rp_store_compact(rp_store *s, uint64_t *removed);
 
 /* Deletes every chunk of the bound model (all models when unbound). */
@@ -305,7 +338,20 @@ rp_status rp_store_foreach(rp_store *s, bool (*fn)(void *user, const rp_store_ch
 
 /* Keywords are winnowed token-id 3-grams (window 16): for any run of >= 18
  * equal tokens shared by a prompt and a chunk, both select at least one common
- * keyword, so candidates cannot miss such a run. rp_store_put indexes them. */
+ * keyword, so candidates cannot miss such a run. rp_store_put indexes them.
+ *
+ * Terms (schema 3) are words of the chunk's detokenized text (rp_terms_extract),
+ * indexed per chunk with their counts when the put carries an rp_store_index,
+ * and weighted by their inverse document frequency over the bound model's
+ * term-indexed chunks: idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)) (BM25's),
+ * N the term-indexed chunks and df those containing t. The document
+ * frequencies live in the database, updated in the transaction of every put,
+ * replacement and delete (eviction, verify --fix and clear included), so they
+ * survive restarts and always equal a count over the indexed rows (verify
+ * checks that; compact rebuilds them). A paraphrased or re-wrapped prompt
+ * shares few token runs with its source but its rare words still: they rank
+ * the source among the candidates. Terms and vectors only propose
+ * candidates; the LCS pass over the tokens decides what is reused. */
 typedef struct rp_subchunk_match {
     uint64_t chunk_id;
     int32_t chunk_off;        /* offset of the match in the chunk's tokens */
@@ -330,11 +376,57 @@ rp_status rp_store_find_subchunks_vec(rp_store *s, const rp_token *toks, int32_t
                                       int32_t max_candidates, const float *qvec, int32_t dim, int32_t k_vec,
                                       rp_subchunk_match *out, int32_t cap, int32_t *n_out);
 
-/* Dense vectors supplied by the caller (e.g. RAG embeddings), one per chunk. */
+/* Everything a sub-chunk search may use beyond the prompt's tokens. */
+typedef struct rp_subchunk_query {
+    int32_t min_len;          /* matches of at least this many tokens (>= RP_KW_GRAM) */
+    int32_t max_candidates;   /* chunks ranked by keywords + terms that get the LCS pass (<= 0: 16) */
+    const rp_term *terms;     /* the prompt's extracted terms (rp_terms_extract), or NULL */
+    int32_t n_terms;
+    const float *qvec;        /* n_qvec query vectors of dim floats, row-major, or NULL */
+    int32_t n_qvec, dim;
+    int32_t k_vec;            /* the k_vec nearest chunks of each query vector join the candidates */
+    uint64_t vec_src;         /* only stored vectors of this source are compared (0: the caller's own) */
+} rp_subchunk_query;
+
+rp_subchunk_query rp_subchunk_default_query(int32_t min_len);
+
+/* The general search: candidates ranked by score = shared keywords (one per
+ * winnowed 3-gram) + the idf-weighted overlap of terms (the sum of idf(t) over
+ * the prompt's terms the chunk contains), the best max_candidates of the
+ * bound model kept, then each query vector's k_vec nearest chunks added; then
+ * the LCS pass and cover as rp_store_find_subchunks. */
+rp_status rp_store_find_subchunks_q(rp_store *s, const rp_token *toks, int32_t n, const rp_subchunk_query *q,
+                                    rp_subchunk_match *out, int32_t cap, int32_t *n_out);
+
+/* The candidates alone, in the order the LCS pass would take them (tests, tools). */
+typedef struct rp_subchunk_cand {
+    uint64_t id;
+    int32_t kw_votes;         /* shared keywords */
+    float term_score;         /* sum of the idf of shared terms */
+    float vec_score;          /* best cosine to a query vector (-2: not among the nearest) */
+} rp_subchunk_cand;
+rp_status rp_store_subchunk_candidates(rp_store *s, const rp_token *toks, int32_t n, const rp_subchunk_query *q,
+                                       rp_subchunk_cand *out, int32_t cap, int32_t *n_out);
+
+/* Document frequency of a term (its raw hash from rp_terms_extract) among the
+ * bound model's term-indexed chunks, and N, their number. */
+rp_status rp_store_term_df(rp_store *s, uint64_t term, int64_t *df, int64_t *n_docs);
+/* idf(t) as the search weighs it (see above) for df and N. */
+double rp_store_idf(int64_t df, int64_t n_docs);
+
+/* Dense vectors supplied by the caller (e.g. RAG embeddings), one per chunk
+ * (vec_src 0; a chunk's vector replaces any other it had, of any source). */
 rp_status rp_store_put_vector(rp_store *s, uint64_t chunk_id, const float *v, int32_t dim);
-/* Brute-force cosine top-k over the bound model's vectors of this dimension. */
+/* The stored vector of a chunk (up to cap floats) and its source; *found false when it has none. */
+rp_status rp_store_get_vector(rp_store *s, uint64_t chunk_id, float *v, int32_t cap, int32_t *dim, uint64_t *src,
+                              bool *found);
+/* Brute-force cosine top-k over the bound model's vectors of this dimension (of source 0). */
 rp_status rp_store_vector_topk(rp_store *s, const float *q, int32_t dim, int32_t k, uint64_t *ids, float *scores,
                                int32_t *n_out);
+/* The same over vectors of source `src`, for nq query vectors at once (one scan): the k nearest of each, query
+ * i's in ids / scores [i * k, i * k + n_out[i]). */
+rp_status rp_store_vector_topk_multi(rp_store *s, const float *q, int32_t nq, int32_t dim, uint64_t src, int32_t k,
+                                     uint64_t *ids, float *scores, int32_t *n_out);
 
 /* Co-access counts (chunk a used shortly before b), persisted for prefetch after restart. */
 typedef struct rp_store_coaccess {

@@ -52,6 +52,13 @@ static uint64_t disk_bytes_nowal(rp_store *s) {
     return (uint64_t)((pages - free_pages) * psize) + s->file_bytes;
 }
 
+uint64_t rp_store_wal_bytes(rp_store *s) {
+    if (!s) return 0;
+    char wal[4096];
+    snprintf(wal, sizeof wal, "%s/kv.db-wal", s->dir);
+    return file_size_on_disk(wal);
+}
+
 void rp_store_checkpoint(rp_store *s) {
     if (s && s->db && !s->p.read_only) sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
 }
@@ -93,6 +100,12 @@ rp_status rp_store_stats_get(rp_store *s, rp_store_stats *st) {
                          s->fail_pending;
     st->n_keywords = (uint64_t)scalar(s, "SELECT count(*) FROM keywords", 0);
     st->n_vectors = (uint64_t)scalar(s, "SELECT count(*) FROM vectors", 0);
+    if (rp_store_has_terms(s)) {   /* the bound model's (all models' when unbound) */
+        st->n_terms = (uint64_t)scalar(s, s->model ? "SELECT count(*) FROM term_df WHERE model = ?1 AND term != 0"
+                                                   : "SELECT count(*) FROM term_df WHERE term != 0", s->model);
+        st->n_term_docs = (uint64_t)scalar(s, s->model ? "SELECT coalesce(sum(df), 0) FROM term_df WHERE model = ?1 AND term = 0"
+                                                       : "SELECT coalesce(sum(df), 0) FROM term_df WHERE term = 0", s->model);
+    }
     s->file_bytes_ok = false;   /* recount */
     st->disk_bytes = rp_store_disk_bytes(s);
     return RP_OK;

@@ -12,7 +12,7 @@
 
 #include "store/store.h"
 
-/* Schema (version 2). uint64 values are stored as their int64 bit pattern.
+/* Schema (version 3). uint64 values are stored as their int64 bit pattern.
  *
  *   meta(key TEXT PRIMARY KEY, value INTEGER)      schema, next_id, clock, write_failures
  *   secret(id = 1, key BLOB)                       the store's checksum key (SECRET_BYTES random bytes, made
@@ -26,7 +26,13 @@
  *   payloads(id INTEGER PRIMARY KEY, data BLOB)   BLOB payloads, apart from the metadata so scans of chunks
  *                                                 never touch payload pages
  *   keywords(kw, chunk) WITHOUT ROWID, PK(kw, chunk) + index on chunk: winnowed 3-gram keywords
- *   vectors(chunk INTEGER PRIMARY KEY, dim, v BLOB)
+ *   terms(term, chunk, tf) WITHOUT ROWID, PK(term, chunk) + index on chunk: extracted terms of term-indexed
+ *                                                 chunks (term = the raw hash salted with the model, never 0),
+ *                                                 plus one row (term 0, tf 0) per term-indexed chunk
+ *   term_df(model, term, df) WITHOUT ROWID, PK(model, term): document frequencies, df = the rows of `terms`
+ *                                                 with that term among the model's chunks (term 0: N, the
+ *                                                 model's term-indexed chunks); rows with df 0 are removed
+ *   vectors(chunk INTEGER PRIMARY KEY, dim, v BLOB, src): src = what computed the vector (0: the caller)
  *   coaccess(model, a, b, n) WITHOUT ROWID, PK(model, a, b)
  *
  * Layer table (chunks.layers): per layer { u64 offset, u64 stored_len, u64 xxh3 of the raw layer }, where a
@@ -42,6 +48,9 @@
  * group/world-writable, see rp_store_check_stat); the key defeats planting KV without reading the secret, and
  * KV copied between stores. Schema 1 (older builds) had unkeyed checksums: a writer that opens such a store drops its
  * chunks (they cannot be authenticated, and a cache may lose entries) and upgrades it; a reader refuses it.
+ * Schema 2 had neither `terms` / `term_df` nor vectors.src: a writer adds them in one transaction (its chunks
+ * stay, without terms; its vectors get src 0, the caller's, which they were); a reader reads it without the term
+ * index (s->schema says which). A schema above 3 is refused by both.
  *
  * Pragmas: WAL; synchronous=NORMAL by default — in WAL mode a commit is atomic and the database is never
  * corrupted by a crash or power loss under NORMAL; only the last transactions may roll back on power loss,
@@ -51,7 +60,8 @@
  * plus one write batch to the flash footprint (counted in rp_store_disk_bytes; eviction ends with a truncating
  * checkpoint). Page cache: 2 MiB per connection. */
 
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
+#define SCHEMA_NO_TERMS 2         /* before the term index and vector sources: migrated in place */
 #define SCHEMA_UNKEYED 1          /* older builds: unkeyed checksums */
 #define SECRET_BYTES 192          /* XXH3_SECRET_DEFAULT_SIZE */
 #define LAYER_ENTRY 24
@@ -59,11 +69,14 @@
 /* postings read per keyword by the sub-chunk search (S_KW_CHUNKS): bounds a search at RP_KW_POSTINGS per keyword
  * of the prompt, whatever the store holds */
 #define RP_KW_POSTINGS_SQL "64"
+/* postings read per term of the prompt (S_TERM_CHUNKS), the most recent chunks first */
+#define RP_TERM_POSTINGS_SQL "64"
 #define MAX_TOKENS_PER_CHUNK (1 << 22)
 
 enum {
     S_EDGE, S_HASH, S_KIDS, S_KIDS_GE, S_KIDS_LT, S_KIDS_EQ, S_GET, S_BLOB, S_INS_CHUNK, S_INS_PAYLOAD, S_DEL_PAYLOAD, S_INS_KW, S_DEL_KW,
-    S_OLD, S_TOUCH, S_META_SET, S_DEL_CHUNK, S_DEL_VEC, S_MARK_BAD, S_KW_CHUNKS, S_CAND_OK, S_COUNT
+    S_OLD, S_TOUCH, S_META_SET, S_DEL_CHUNK, S_DEL_VEC, S_MARK_BAD, S_KW_CHUNKS, S_CAND_OK,
+    S_INS_TERM, S_DF_INC, S_DF_DEC, S_DF_GC, S_DEL_TERMS, S_DF_GET, S_TERM_CHUNKS, S_INS_VEC, S_COUNT
 };
 
 struct rp_store {
@@ -92,6 +105,7 @@ struct rp_store {
     uint8_t secret[SECRET_BYTES];   /* the checksum key (table secret) */
     uint64_t dropped_unkeyed; /* chunks dropped when this open upgraded a schema-1 store */
     uint64_t fail_pending;    /* failed chunk writes not yet added to meta.write_failures */
+    int schema;               /* the database's schema version (SCHEMA_VERSION, or SCHEMA_NO_TERMS for a reader) */
 };
 
 /* The columns of a chunk row, in the order rp_store_row_read reads them. */
@@ -134,5 +148,19 @@ uint64_t rp_store_meta_checksum(const rp_store *s, const rp_store_chunk *c, cons
 
 /* store_verify.c */
 rp_status rp_store_remove_orphan_files(rp_store *s, uint64_t *removed);
+
+/* store_terms.c: the term index and vectors inside a write transaction (the caller's) */
+bool rp_store_has_terms(const rp_store *s);   /* schema 3: the term tables exist */
+rp_status rp_store_terms_drop(rp_store *s, uint64_t id, int64_t model);   /* df -= its terms; its term rows go */
+rp_status rp_store_index_put(rp_store *s, uint64_t id, int64_t model, const rp_store_index *ix);
+/* the postings of the prompt's rarest terms: (chunk, idf of the term) pairs in *v (malloc'd), *nv of them */
+typedef struct rp_term_hit {
+    uint64_t id;
+    float score;
+} rp_term_hit;
+rp_status rp_store_term_hits(rp_store *s, const rp_term *terms, int32_t n, rp_term_hit **v, int64_t *nv);
+/* term_df against the rows of `terms`: *n_wrong (model, term) pairs disagree; with fix, rebuilt */
+rp_status rp_store_terms_check(rp_store *s, bool fix, uint64_t *n_wrong);
+rp_status rp_store_terms_rebuild(rp_store *s);   /* term_df from `terms` (no transaction of its own) */
 
 #endif

@@ -329,6 +329,8 @@ static rp_status put_one(rp_store *s, rp_store_put_item *it, uint64_t *max_id, u
         sqlite3_reset(q);
         free(kw);
     }
+    /* the semantic index: terms (with their document frequencies) and the vector, replaced when given */
+    if (st == RP_OK && it->index && !s->p.naive) st = rp_store_index_put(s, m.id, m.model, it->index);
     if (st != RP_OK) return st;
     if (old_loc == 1 && !(as_file && old_sum == m.checksum)) ul_add(old_files, s, m.id, old_sum);
     if (old_loc == 1) *file_delta -= (int64_t)old_bytes;
@@ -548,13 +550,17 @@ static rp_status delete_ids(rp_store *s, const uint64_t *ids, int32_t n, unlink_
         const int64_t id = i64(ids[i]);
         sqlite3_reset(qo);
         sqlite3_bind_int64(qo, 1, id);
-        if (sqlite3_step(qo) == SQLITE_ROW && sqlite3_column_int(qo, 0) == 1) {
+        const bool exists = sqlite3_step(qo) == SQLITE_ROW;
+        const int64_t model = exists ? sqlite3_column_int64(qo, 2) : 0;
+        if (exists && sqlite3_column_int(qo, 0) == 1) {
             ul_add(files, s, ids[i], (uint64_t)sqlite3_column_int64(qo, 1));
             sqlite3_reset(qs);
             sqlite3_bind_int64(qs, 1, id);
             if (sqlite3_step(qs) == SQLITE_ROW) *file_delta -= (int64_t)file_round((uint64_t)sqlite3_column_int64(qs, 0));
         }
         sqlite3_reset(qo);
+        /* its terms count down in the document frequencies, in this transaction */
+        if (exists) st = rp_store_terms_drop(s, ids[i], model);
         sqlite3_stmt *qq[4] = {qd, qp, qk, qv};
         for (int k = 0; k < 4 && st == RP_OK; k++) {
             sqlite3_reset(qq[k]);

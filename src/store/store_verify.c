@@ -10,6 +10,9 @@
 
 /* ---- verify / compact / clear / iterate ---- */
 
+/* rp_store_verify reports a term index whose document frequencies disagree with its rows as item 0 (not a
+ * chunk id: ids start at 1). */
+
 rp_status rp_store_verify(rp_store *s, bool fix, void (*bad)(void *user, uint64_t id, const char *why), void *user,
                           uint64_t *n_ok, uint64_t *n_bad) {
     *n_ok = *n_bad = 0;
@@ -82,6 +85,17 @@ rp_status rp_store_verify(rp_store *s, bool fix, void (*bad)(void *user, uint64_
     free(buf);
     if (st == RP_OK && nb > 0) st = rp_store_delete(s, badv, nb);
     free(badv);
+    /* the term index (after the deletes, which keep it consistent): document frequencies equal to a count over
+     * the indexed rows; a disagreement is reported as item 0 and, with fix, the frequencies are rebuilt */
+    uint64_t wrong = 0;
+    if (st == RP_OK) st = rp_store_terms_check(s, fix, &wrong);
+    if (st == RP_OK && wrong > 0) {
+        char why[160];
+        snprintf(why, sizeof why, "term index: %llu document frequencies disagree with the indexed rows%s",
+                 (unsigned long long)wrong, fix ? " (rebuilt)" : "");
+        (*n_bad)++;
+        if (bad) bad(user, 0, why);
+    }
     return st;
 }
 
@@ -136,6 +150,7 @@ rp_status rp_store_compact(rp_store *s, uint64_t *removed) {
         "DELETE FROM payloads WHERE id NOT IN (SELECT id FROM chunks WHERE loc = 0)",
         "DELETE FROM keywords WHERE chunk NOT IN (SELECT id FROM chunks)",
         "DELETE FROM vectors WHERE chunk NOT IN (SELECT id FROM chunks)",
+        "DELETE FROM terms WHERE chunk NOT IN (SELECT id FROM chunks)",
         "DELETE FROM coaccess WHERE a NOT IN (SELECT id FROM chunks) OR b NOT IN (SELECT id FROM chunks)",
         "DELETE FROM chunks WHERE model NOT IN (SELECT id FROM models)",
     };
@@ -145,6 +160,7 @@ rp_status rp_store_compact(rp_store *s, uint64_t *removed) {
         st = rp_store_exec(s, orphans[i]);
         if (st == RP_OK) *removed += (uint64_t)sqlite3_changes(s->db);
     }
+    if (st == RP_OK) st = rp_store_terms_rebuild(s);   /* the frequencies from the rows that remain */
     if (st == RP_OK) st = rp_store_exec(s, "COMMIT");
     if (st != RP_OK) {
         rp_store_exec(s, "ROLLBACK");
