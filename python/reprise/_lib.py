@@ -514,6 +514,7 @@ PROTOTYPES = {
     "rp_seq_sample": (ST, [H, POINTER(rp_sampler_params), P_TOK]),
     # long contexts
     "rp_kv_estimate": (ST, [H, c_int32, c_int, P_U64]),
+    "rp_kv_estimate_ex": (ST, [H, c_int32, c_int, c_int32, c_bool, P_U64]),
     "rp_engine_kv_bytes": (c_uint64, [H]),
     "rp_system_mem_available": (c_uint64, []),
     "rp_seq_shift": (ST, [H, c_int32, c_int32]),
