@@ -192,11 +192,23 @@ int cli_fail(const char *cmd, const char *what, int status) {
     return 1;
 }
 
-void cli_kv_note(const char *cmd, const rp_model *m, long n_ctx, int kv_type) {
-    uint64_t kvb = 0;
-    if (n_ctx >= 4096 && rp_kv_estimate(m, (int32_t)n_ctx, (rp_kv_type)kv_type, &kvb) == RP_OK)
-        fprintf(stderr, "reprise %s: context %ld tokens: KV cache up to %.1f MiB (%.1f MiB available)\n", cmd, n_ctx,
-                (double)kvb / 1048576.0, (double)rp_system_mem_available() / 1048576.0);
+void cli_kv_note(const char *cmd, const rp_model *m, long n_ctx, int kv_type, long n_batch, bool swa_full) {
+    uint64_t kvb = 0, full = 0;
+    const rp_model_desc d = rp_model_describe(m);
+    const bool swa = d.n_swa_layers > 0 && rp_kv_estimate_ex(m, (int32_t)n_ctx, (rp_kv_type)kv_type, (int32_t)n_batch,
+                                                             true, &full) == RP_OK;
+    if ((n_ctx < 4096 && !swa) ||
+        rp_kv_estimate_ex(m, (int32_t)n_ctx, (rp_kv_type)kv_type, (int32_t)n_batch, swa_full, &kvb) != RP_OK)
+        return;
+    char extra[192] = "";
+    if (swa && !swa_full && full > kvb)
+        snprintf(extra, sizeof extra, "; %d sliding-window layers hold %ld cells (window %d + batch %ld), %.1f MiB "
+                                      "with --swa-full", d.n_swa_layers, (long)d.n_swa + n_batch < n_ctx ? (long)d.n_swa + n_batch : n_ctx,
+                 d.n_swa, n_batch, (double)full / 1048576.0);
+    else if (swa && swa_full)
+        snprintf(extra, sizeof extra, "; --swa-full: its %d sliding-window layers keep every cell", d.n_swa_layers);
+    fprintf(stderr, "reprise %s: context %ld tokens: KV cache up to %.1f MiB%s (%.1f MiB available)\n", cmd, n_ctx,
+            (double)kvb / 1048576.0, extra, (double)rp_system_mem_available() / 1048576.0);
 }
 
 char *cli_read_file(const char *cmd, const char *path, size_t *len) {

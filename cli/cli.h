@@ -52,7 +52,9 @@ int cli_fail(const char *cmd, const char *what, int status);
 
 /* Before a context is allocated: "reprise <cmd>: context N tokens: KV cache up to X MiB (Y MiB available)" for
  * contexts of 4096+ tokens (the engine refuses what cannot fit, naming both). */
-void cli_kv_note(const char *cmd, const rp_model *m, long n_ctx, int kv_type);
+/* The KV memory a context needs (said before it is allocated), with the sliding-window saving when the model
+ * has such layers (n_batch: the forward calls' rows; swa_full: --swa-full). */
+void cli_kv_note(const char *cmd, const rp_model *m, long n_ctx, int kv_type, long n_batch, bool swa_full);
 
 /* Reads a whole file into a malloc'd NUL-terminated buffer; NULL with a message on error. */
 char *cli_read_file(const char *cmd, const char *path, size_t *len);

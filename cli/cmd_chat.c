@@ -225,12 +225,13 @@ int cmd_chat(int argc, char **argv) {
                     md.n_ctx_train);
         n_ctx = md.n_ctx_train;
     }
-    cli_kv_note("chat", m, n_ctx, kv_type);   /* before the sequence's KV is allocated */
+    cli_kv_note("chat", m, n_ctx, kv_type, rp_engine_default_params().n_batch, g.swa_full);   /* before the KV is allocated */
     /* a sequence continued turn by turn: no prompt goes through the chunk cache */
     rp_engine_params ep = rp_engine_default_params();
     ep.n_threads = (int)threads;
     ep.n_ctx = (int32_t)n_ctx;
     ep.kv_type = (rp_kv_type)kv_type;
+    ep.swa_full = g.swa_full;
     ep.reuse = RP_REUSE_NONE;
     if ((st = rp_engine_create(m, &ep, &e)) != RP_OK) { rc = cli_fail("chat", "engine", st); goto done; }
     if ((st = rp_seq_create(e, &s)) != RP_OK) { rc = cli_fail("chat", "session", st); goto done; }

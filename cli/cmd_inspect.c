@@ -147,6 +147,15 @@ int cmd_inspect(int argc, char **argv) {
                d.rope_neox ? "neox" : "norm", d.rope_base, d.rope_llama3 ? " (llama3 scaling)" : "", d.rms_eps,
                d.tied_output ? "tied" : "separate", d.n_ctx_train);
         printf("fingerprint: %016llx\n", (unsigned long long)d.fingerprint);
+        if (d.n_swa_layers > 0) {   /* what a context of the training length allocates, f16, with and without --swa-full */
+            const int32_t nc = d.n_ctx_train > 0 ? d.n_ctx_train : 4096;
+            uint64_t ring = 0, full = 0;
+            if (rp_kv_estimate_ex(m, nc, RP_KV_F16, 512, false, &ring) == RP_OK &&
+                rp_kv_estimate_ex(m, nc, RP_KV_F16, 512, true, &full) == RP_OK)
+                printf("sliding window: %d tokens on %d of %d layers; f16 KV per sequence at %d tokens: %.1f MiB "
+                       "(those layers hold window + batch 512 cells), %.1f MiB with --swa-full\n",
+                       d.n_swa, d.n_swa_layers, d.n_layer, nc, (double)ring / 1048576.0, (double)full / 1048576.0);
+        }
     }
     if (d.has_tokenizer)   /* a template none of the known formats matches: "unknown" here ("none" in the desc) */
         printf("tokenizer: %s, %d tokens, bos %d, eos %d, eot %d, chat template: %s\n", d.tokenizer, d.n_tokens,

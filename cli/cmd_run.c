@@ -160,12 +160,13 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "reprise run: prompt is %d tokens, context is %ld (raise -c)\n", ntok, n_ctx);
         goto done;
     }
-    cli_kv_note("run", m, n_ctx, kv_type);   /* the KV memory this context needs, before it is allocated */
+    cli_kv_note("run", m, n_ctx, kv_type, n_batch, g.swa_full);   /* the KV memory this context needs, before it is allocated */
     rp_engine_params ep = rp_engine_default_params();
     ep.n_threads = (int)threads;
     ep.n_ctx = (int32_t)n_ctx;
     ep.n_batch = (int32_t)n_batch;
     ep.kv_type = (rp_kv_type)kv_type;
+    ep.swa_full = g.swa_full;
     ep.reuse = (rp_reuse_mode)mode;
     ep.recompute_ratio = (float)ratio;
     ep.select = (rp_select_kind)select;

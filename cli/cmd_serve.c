@@ -74,6 +74,8 @@ static void serve_usage(void) {
            "                          are demoted (compressed in memory) and restored when the result comes\n"
            "                          (default 0: never)\n"
            "      --kv-type T         f16 (default), q8_0, f32\n"
+           "      --swa-full          sliding-window layers (Gemma 2 / 3) keep every cell, not only their window +\n"
+           "                          the batch size (more KV memory; whole long prompts stay cacheable)\n"
            "      --no-spec           no speculative decoding (scheduler)\n"
            "      --drain-timeout S   on SIGTERM, seconds in-flight requests may finish (default 30)\n"
            "      --quiet             no access log\n"
@@ -164,6 +166,7 @@ int cmd_serve(int argc, char **argv) {
         else if (cli_is(&a, "--kv-limit", NULL)) { if (!cli_float(&a, 0, 1e9, &cfg.kv_limit_mb)) return 2; }
         else if (cli_is(&a, "--kv-type", NULL)) { if (!cli_str(&a, &kv_name)) return 2; }
         else if (cli_is(&a, "--no-spec", NULL)) cfg.speculate = false;
+        else if (cli_is(&a, "--swa-full", NULL)) cfg.swa_full = true;
         else if (cli_is(&a, "--drain-timeout", NULL)) { if (!cli_float(&a, 0, 3600, &drain)) return 2; }
         else if (cli_is(&a, "--quiet", "-q")) cfg.quiet = true;
         else if (cli_is(&a, "--cpu", NULL)) { const char *v; if (!cli_str(&a, &v) || !cli_set_cpu(a.cmd, v)) return 2; }

@@ -18,6 +18,8 @@ const char cli_sampling_help[] =
 const char cli_gen_help[] =
     "      --kv-type T         KV cache type: f16 (default), q8_0, f32\n"
     "      --ignore-eos        keep generating past end-of-generation tokens\n"
+    "      --swa-full          sliding-window layers (Gemma 2 / 3) keep every cell of the context, not only\n"
+    "                          their window + the batch size (more KV memory; as llama.cpp's --swa-full)\n"
     "llama-cli spellings:\n"
     "  -ctk, --cache-type-k T / -ctv, --cache-type-v T   = --kv-type T (K and V share one type: give both the same)\n"
     "  -fa, --flash-attn [on|off|auto]  accepted; attention is always flash-style here (tiled, online softmax)\n"
@@ -64,6 +66,8 @@ int cli_gen_arg(cli_args *a, cli_gen *g) {
         if (!cli_str(a, &g->ctv)) return -1;
     } else if (cli_is(a, "--ignore-eos", NULL)) {
         g->ignore_eos = true;
+    } else if (cli_is(a, "--swa-full", NULL)) {
+        g->swa_full = true;
     } else if (cli_is(a, "-fa", "--flash-attn")) {
         static const char *const vals[] = {"on", "off", "auto", "1", "0", "true", "false"};
         const char *v = a->i + 1 < a->argc ? a->argv[a->i + 1] : "";

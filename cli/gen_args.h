@@ -13,6 +13,7 @@ typedef struct cli_gen {
     const char *kv_name;     /* --kv-type */
     const char *ctk, *ctv;   /* -ctk / -ctv (llama-cli): they must agree */
     bool ignore_eos;
+    bool swa_full;           /* --swa-full: sliding-window layers keep every cell */
     const char *chat_template;   /* --chat-template NAME|FILE, or NULL: the model's own */
 } cli_gen;
 
@@ -21,7 +22,7 @@ cli_gen cli_gen_defaults(long n_predict);
 /* Each returns 1 when the current argument was one of its options (consumed
  * with its value), 0 when it is not, -1 on a bad value (reported). */
 int cli_sampling_arg(cli_args *a, rp_sampler_params *sp);   /* --temp --top-k --top-p --min-p, penalties, --seed */
-int cli_gen_arg(cli_args *a, cli_gen *g);                   /* the above, -n, --kv-type, -ctk/-ctv, --ignore-eos, -fa, --jinja,
+int cli_gen_arg(cli_args *a, cli_gen *g);                   /* the above, -n, --kv-type, -ctk/-ctv, --ignore-eos, --swa-full, -fa, --jinja,
                                                                --chat-template */
 /* Applies --chat-template to the model (or checks the model's own template): 0, or 1 with the error printed.
  * A model without any template passes (chat then shows a plain transcript and says so). */

@@ -204,6 +204,8 @@ typedef struct rp_model_desc {
     bool tied_output;         /* the output projection is the token embedding (no output.weight) */
     const char *tokenizer;    /* "spm", "bpe", or "" without a tokenizer */
     int32_t n_tokens;         /* the tokenizer's vocabulary size (0 without one) */
+    int32_t n_swa;            /* the sliding window of local layers (Gemma 2 / 3), 0: none */
+    int32_t n_swa_layers;     /* layers with that window (the others attend the whole context) */
 } rp_model_desc;
 
 /* Hyper-parameters and identity; the strings live as long as the model. */
@@ -322,6 +324,8 @@ typedef struct rp_engine_params {
     int32_t n_ctx;             /* KV cells per sequence (0: min(4096, the model's training context)) */
     int32_t n_batch;           /* rows per forward call (default 512) */
     rp_kv_type kv_type;        /* default RP_KV_F16 */
+    bool swa_full;             /* sliding-window layers (Gemma 2 / 3's local ones) keep all n_ctx cells, as llama.cpp's
+                                  --swa-full; default false: only their window + n_batch cells (rp_kv_estimate) */
     /* reuse defaults (each call may override them, rp_gen_opts) */
     rp_reuse_mode reuse;       /* default RP_REUSE_BLEND */
     float recompute_ratio;     /* blend's r (default 0.25) */
@@ -722,6 +726,7 @@ typedef struct rp_agents_params {
     int32_t n_ctx;             /* KV cells per agent (default 2048) */
     int32_t n_batch;           /* rows per step (default 512) */
     rp_kv_type kv_type;
+    bool swa_full;             /* sliding-window layers keep every cell (as rp_engine_params.swa_full; default false) */
     int n_threads;
     rp_agents_policy policy;
     const rp_model *draft;     /* a draft model with the same vocabulary, or NULL (n-gram drafts from history) */
@@ -1231,9 +1236,15 @@ RP_API rp_status rp_seq_sample(rp_seq *s, const rp_sampler_params *p, rp_token *
  * ========================================================================= */
 
 /* Bytes of one sequence's KV cache (K and V, every layer) at n_ctx cells of
- * kv_type, allocated when the sequence fills (pages are touched lazily).
+ * kv_type, allocated when the sequence fills (pages are touched lazily), as a
+ * default engine allocates it: a model's sliding-window layers (Gemma 2 / 3's
+ * local ones) hold only their window + 512 (the default n_batch) cells.
  * Thread-safe. */
 RP_API rp_status rp_kv_estimate(const rp_model *m, int32_t n_ctx, rp_kv_type kv_type, uint64_t *bytes);
+/* The same for forward calls of n_batch rows (sliding-window layers: window + n_batch cells), or with
+ * swa_full every layer at n_ctx cells (rp_engine_params.swa_full). Thread-safe. */
+RP_API rp_status rp_kv_estimate_ex(const rp_model *m, int32_t n_ctx, rp_kv_type kv_type, int32_t n_batch, bool swa_full,
+                                   uint64_t *bytes);
 /* What rp_kv_estimate gives for one of the engine's sequences. Thread-safe. */
 RP_API uint64_t rp_engine_kv_bytes(const rp_engine *e);
 /* Memory the system can give without swapping (Linux: MemAvailable), 0 if
@@ -1391,6 +1402,7 @@ typedef struct rp_server_params {
     rp_reuse_mode reuse;         /* default reuse of requests (default RP_REUSE_BLEND) */
     float recompute_ratio;       /* default blend ratio (0.25) */
     rp_kv_type kv_type;          /* default RP_KV_F16 */
+    bool swa_full;               /* sliding-window layers keep every cell (rp_engine_params.swa_full; default false) */
     bool speculate;              /* parallel > 1: speculative decoding (default true) */
     double kv_limit_mb;          /* parallel > 1: KV in use above which sessions waiting on a tool result are
                                     demoted until resumed (0: never) */

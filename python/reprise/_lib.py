@@ -107,7 +107,8 @@ class rp_model_desc(Structure):
                 ("n_head", c_int32), ("n_head_kv", c_int32), ("head_dim", c_int32), ("weight_bytes", c_uint64),
                 ("fingerprint", c_uint64), ("has_weights", c_bool), ("has_tokenizer", c_bool), ("n_rot", c_int32),
                 ("rope_neox", c_bool), ("rope_llama3", c_bool), ("rope_base", c_float), ("rms_eps", c_float),
-                ("tied_output", c_bool), ("tokenizer", c_char_p), ("n_tokens", c_int32)]
+                ("tied_output", c_bool), ("tokenizer", c_char_p), ("n_tokens", c_int32), ("n_swa", c_int32),
+                ("n_swa_layers", c_int32)]
 
 
 class rp_chat_message(Structure):
@@ -122,7 +123,7 @@ class rp_static_shapes(Structure):
 
 class rp_engine_params(Structure):
     _fields_ = [("n_threads", c_int), ("n_ctx", c_int32), ("n_batch", c_int32), ("kv_type", c_int),
-                ("reuse", c_int), ("recompute_ratio", c_float), ("select", c_int), ("check_layer", c_int32),
+                ("swa_full", c_bool), ("reuse", c_int), ("recompute_ratio", c_float), ("select", c_int), ("check_layer", c_int32),
                 ("static_mode", c_bool), ("naive_schedule", c_bool), ("cache_ram_bytes", c_size_t),
                 ("cache_dir", c_char_p), ("cache_disk_bytes", c_uint64), ("cache_dir_optional", c_bool),
                 ("load_calibration", c_bool), ("cache_read_only", c_bool), ("n_ctx_over_train", c_bool),
@@ -167,7 +168,8 @@ class rp_gen_stats(Structure):
 
 class rp_agents_params(Structure):
     _fields_ = [("max_agents", c_int32), ("max_active", c_int32), ("n_ctx", c_int32), ("n_batch", c_int32),
-                ("kv_type", c_int), ("n_threads", c_int), ("policy", c_int), ("draft", c_void_p), ("drafter", c_int),
+                ("kv_type", c_int), ("swa_full", c_bool), ("n_threads", c_int), ("policy", c_int), ("draft", c_void_p),
+                ("drafter", c_int),
                 ("kv_limit_mb", c_double), ("self_layers", c_int32), ("prefill_share", c_float),
                 ("draft_budget", c_int32), ("draft_min", c_int32), ("hal_tau", c_float), ("hal_gamma", c_float),
                 ("draft_fixed", c_int32), ("draft_max", c_int32)]
@@ -312,8 +314,9 @@ class rp_server_params(Structure):
     _fields_ = [("model_path", c_char_p), ("draft_path", c_char_p), ("load_progress", progress_fn),
                 ("load_progress_user", c_void_p), ("n_ctx", c_int32), ("n_threads", c_int), ("parallel", c_int),
                 ("queue_max", c_int), ("max_sessions", c_int), ("cache_dir", c_char_p), ("cache_ram_mb", c_size_t),
-                ("cache_disk_gb", c_double), ("embed_model", c_char_p), ("embed_dim", c_int32), ("reuse", c_int), ("recompute_ratio", c_float), ("kv_type", c_int),
-                ("speculate", c_bool), ("kv_limit_mb", c_double), ("host", c_char_p), ("port", c_uint16),
+                ("cache_disk_gb", c_double), ("embed_model", c_char_p), ("embed_dim", c_int32), ("reuse", c_int),
+                ("recompute_ratio", c_float), ("kv_type", c_int), ("swa_full", c_bool), ("speculate", c_bool),
+                ("kv_limit_mb", c_double), ("host", c_char_p), ("port", c_uint16),
                 ("api_key", c_char_p), ("api_key_file", c_char_p), ("cache_namespace", c_int),
                 ("key_max_sessions", c_int), ("key_kv_mb", c_double), ("model_id", c_char_p), ("max_body", c_size_t),
                 ("max_depth", c_int), ("max_messages", c_int), ("default_max_tokens", c_int32),
@@ -516,6 +519,7 @@ PROTOTYPES = {
     "rp_seq_sample": (ST, [H, POINTER(rp_sampler_params), P_TOK]),
     # long contexts
     "rp_kv_estimate": (ST, [H, c_int32, c_int, P_U64]),
+    "rp_kv_estimate_ex": (ST, [H, c_int32, c_int, c_int32, c_bool, P_U64]),
     "rp_engine_kv_bytes": (c_uint64, [H]),
     "rp_system_mem_available": (c_uint64, []),
     "rp_seq_shift": (ST, [H, c_int32, c_int32]),

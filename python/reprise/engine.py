@@ -32,7 +32,7 @@ class Generation(NamedTuple):
 class Engine(Handle):
     """Serving one model: Engine(model, n_threads=2, n_ctx=0, n_batch=512, kv_type="f16", reuse="blend",
     recompute_ratio=0.25, select="hybrid", check_layer=1, static=False, cache_ram_bytes=512 MiB, cache_dir=None,
-    cache_disk_bytes=0, load_calibration=True). Left out, a parameter keeps the library's default
+    cache_disk_bytes=0, load_calibration=True, swa_full=False). Left out, a parameter keeps the library's default
     (rp_engine_default_params). n_ctx 0: min(4096, the model's training context). cache_dir: the persistent chunk
     store (created when missing), refused when not the user's or group/world-writable.
 
@@ -46,7 +46,8 @@ class Engine(Handle):
                  n_batch: Optional[int] = None, kv_type=None, reuse=None, recompute_ratio: Optional[float] = None,
                  select=None, check_layer: Optional[int] = None, static: Optional[bool] = None,
                  cache_ram_bytes: Optional[int] = None, cache_dir: Union[None, str, os.PathLike] = None,
-                 cache_disk_bytes: Optional[int] = None, load_calibration: Optional[bool] = None):
+                 cache_disk_bytes: Optional[int] = None, load_calibration: Optional[bool] = None,
+                 swa_full: Optional[bool] = None):
         self._ptr = None
         p = lib.rp_engine_default_params()
         for name, v in (("n_threads", n_threads), ("n_ctx", n_ctx), ("n_batch", n_batch),
@@ -66,6 +67,8 @@ class Engine(Handle):
             p.static_mode = bool(static)
         if load_calibration is not None:
             p.load_calibration = bool(load_calibration)
+        if swa_full is not None:   # sliding-window layers keep every cell (Gemma 2 / 3; as llama.cpp's --swa-full)
+            p.swa_full = bool(swa_full)
         self.cache_dir = os.fspath(cache_dir) if cache_dir is not None else None
         p.cache_dir = os.fsencode(self.cache_dir) if self.cache_dir is not None else None
         out = ctypes.c_void_p()

@@ -69,6 +69,8 @@ class ModelDesc:
     tied_output: bool
     tokenizer: str
     n_tokens: int
+    n_swa: int          # the sliding window of local layers (Gemma 2 / 3), 0: none
+    n_swa_layers: int   # layers with that window
 
 
 #: the first buffer size the text / token calls try (they retry with what the library says it needs); tests

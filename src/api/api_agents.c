@@ -6,6 +6,7 @@
 #include "api/api_internal.h"
 #include "core/error.h"
 #include "model/sampler.h"
+#include "kv/kv.h"
 #include "sched/sched.h"
 
 struct rp_agents {
@@ -54,6 +55,7 @@ rp_status rp_agents_create(const rp_model *m, const rp_agents_params *p, rp_agen
     sp.n_ctx = p->n_ctx;
     sp.n_batch = p->n_batch;
     sp.kv_type = (rp_type)p->kv_type;
+    sp.swa_cells = p->swa_full ? 0 : rp_kv_swa_cells(m, p->n_batch);
     sp.n_threads = p->n_threads;
     sp.policy = (rp_sched_policy)p->policy;
     static const rp_drafter_kind kinds[] = {

@@ -186,11 +186,12 @@ rp_status rp_engine_create(rp_model *m, const rp_engine_params *p, rp_engine **o
     /* static calls' padding rows sit in cells past the context: scratch no real row attends */
     const int32_t pad = p->static_mode ? (rp.static_cfg.L_S > rp.static_cfg.L_P ? rp.static_cfg.L_S : rp.static_cfg.L_P) : 0;
     e->n_cells = e->n_ctx + pad;
-    if (st == RP_OK && p->n_seq_max > 0) st = rp_api_check_kv_fits(e);
     rp_ctx_params cp = rp_ctx_default_params();
     cp.n_threads = p->n_threads;
     cp.n_batch = p->n_batch;
     if (p->static_mode && cp.n_batch < rp.static_cfg.L_S) cp.n_batch = rp.static_cfg.L_S;
+    e->n_batch_eff = cp.n_batch;
+    if (st == RP_OK && p->n_seq_max > 0) st = rp_api_check_kv_fits(e);
     cp.n_outputs = 1;
     cp.n_ctx_max = e->n_cells;
     if (st == RP_OK) st = rp_ctx_create(m, cp, &e->ctx);
@@ -302,6 +303,7 @@ rp_status rp_seq_create(rp_engine *e, rp_seq **out) {
     rp_session_params sp = rp_session_default_params();
     sp.n_ctx = e->n_cells;
     sp.kv_type = (rp_type)e->p.kv_type;
+    sp.swa_cells = rp_api_swa_cells(e);
     rp_status st = rp_session_create(e->ctx, sp, &s->s);
     s->hist = malloc(sizeof *s->hist * (size_t)e->n_cells);
     s->text_cap = 4096;
@@ -353,7 +355,18 @@ rp_status rp_seq_truncate(rp_seq *s, int32_t n) {
         (void)rp_reuse_commit(e->reuse, rp_session_kv(s->s));   /* a failed commit only loses cache */
     }
     if (s->pending_tok) s->pending_tok = false;   /* the pending token is the last one: cut */
-    rp_kv_truncate(rp_session_kv(s->s), n);
+    rp_kv *kv = rp_session_kv(s->s);
+    rp_kv_truncate(kv, n);
+    if (!rp_kv_can_resume(kv, kv->n)) {
+        /* a sliding-window cache no longer holds the window before cell n (cut further back than the last
+         * batch): the cells are computed again from the history */
+        rp_kv_clear(kv);
+        rp_status st = rp_session_feed(s->s, s->hist, n);
+        if (st != RP_OK) {
+            rp_seq_reset(s);
+            return st;
+        }
+    }
     s->n_hist = n;
     if (s->n_exact > n) s->n_exact = n;
     s->logits_ok = false;   /* hist[n - 1]'s logits are not kept: a generate re-decodes it */
@@ -422,6 +435,7 @@ rp_reuse_opts rp_api_reuse_opts(const rp_gen_opts *o) {
     r.select = o->select;
     r.static_mode = o->static_mode;
     r.ns = o->cache_namespace;
+    r.persist = o->persist ? 1 : 0;
     return r;
 }
 

@@ -26,6 +26,7 @@ struct rp_engine {
     rp_reuse *reuse;
     int32_t n_ctx;              /* tokens a sequence holds */
     int32_t n_cells;            /* its KV cells: n_ctx + the static calls' padding rows */
+    int32_t n_batch_eff;        /* the context's n_batch (sliding-window layers hold their window + this) */
     bool calibrated;
     char notice[640];
     float *logits;              /* [n_vocab] a prefill's last-token logits */
@@ -55,6 +56,8 @@ struct rp_seq {
 /* RP_ERR_NOMEM naming the bytes when n_seq_max sequences' KV at n_cells would not fit in available memory
  * (api_ctx.c). */
 rp_status rp_api_check_kv_fits(const rp_engine *e);
+/* The cells the engine's sequences give sliding-window layers (rp_kv_create_swa; 0: all, swa_full). */
+int32_t rp_api_swa_cells(const rp_engine *e);
 
 /* The reuse engine's options for a call. */
 rp_reuse_opts rp_api_reuse_opts(const rp_gen_opts *o);

@@ -72,6 +72,9 @@ struct rp_ctx {
     float *rope_cs_local; /* the same for rope_local layers (gemma3); NULL when the model has one table */
     int32_t *c_begin;     /* [n_batch] sliding window: first attended cell per row (local layers) */
     int32_t *part_cb;     /* [split_cap][RP_FWD_SPLIT_ROWS] window start of each row in the item's range */
+    int32_t *seq_min;     /* [n_batch] lowest cell of the row's sequence in the batch (ring layers' slide) */
+    int32_t *ring_nc;     /* [n_batch] n_cells / c_begin relative to a ring layer's first held cell */
+    int32_t *ring_cb;
     uint8_t *mark;        /* [n_ctx_max] validation scratch */
     rp_mm_scratch mm;     /* activation buffer + per-thread matmul scratch */
     void **att_scratch;   /* per thread, rp_attn_scratch_bytes() */
@@ -127,7 +130,10 @@ rp_status rp_ctx_create(const rp_model *m, rp_ctx_params p, rp_ctx **out) {
     c->rope_cs = xalloc(B * (size_t)hp->n_rot, &ok);
     if (m->rope_inv_freq_local) c->rope_cs_local = xalloc(B * (size_t)hp->n_rot, &ok);
     c->c_begin = malloc(sizeof(int32_t) * B);
-    if (!c->c_begin) ok = false;
+    c->seq_min = malloc(sizeof(int32_t) * B);
+    c->ring_nc = malloc(sizeof(int32_t) * B);
+    c->ring_cb = malloc(sizeof(int32_t) * B);
+    if (!c->c_begin || !c->seq_min || !c->ring_nc || !c->ring_cb) ok = false;
     c->mark = malloc((size_t)p.n_ctx_max);
     if (!c->mark) ok = false;
     int T = p.n_threads;
@@ -169,6 +175,7 @@ void rp_ctx_free(rp_ctx *c) {
     free(c->x); free(c->xb); free(c->q); free(c->k); free(c->v); free(c->att);
     free(c->gate); free(c->up); free(c->xo); free(c->logits); free(c->rope_cs); free(c->mark);
     free(c->rope_cs_local); free(c->c_begin); free(c->part_cb);
+    free(c->seq_min); free(c->ring_nc); free(c->ring_cb);
     for (int t = 0; c->att_scratch && t < c->p.n_threads; t++) free(c->att_scratch[t]);
     free(c->att_scratch);
     free(c->n_cells);
@@ -218,6 +225,7 @@ typedef struct {
     int32_t n_split;                 /* ranges per (run, head); 1: no split */
     int32_t range;                   /* cells per range (a multiple of the kernels' tile) */
     const rp_attn_kernel *kern[3];   /* by kv type: f32, f16, q8_0 */
+    bool ring;                       /* a ring layer of some row's cache: cells from c->ring_nc / ring_cb */
 } att_job;
 
 static int kv_slot(rp_type t) { return t == RP_TYPE_F32 ? 0 : t == RP_TYPE_F16 ? 1 : 2; }
@@ -242,6 +250,10 @@ static void att_body(void *vp, int64_t ib, int64_t ie, int tid) {
             .c_begin = c->m->layers[j->layer].window > 0 ? c->c_begin + r0 : NULL,
             .softcap = hp->attn_softcap,
         };
+        if (j->ring) {   /* cells relative to the layer's first held one (rp_kv_attn_view's pointers) */
+            a.n_cells = c->ring_nc + r0;
+            a.c_begin = c->ring_cb + r0;
+        }
         rp_kv_attn_view(kv, j->layer, g, &a);
         if (S > 1) {
             /* range [c0, c0 + range) of the cells: shifted cache pointers,
@@ -377,6 +389,43 @@ static rp_status validate(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32
                 return rp_errorf(RP_ERR_RANGE, "forward: sequence %d: cell %d is attended but neither cached nor in the batch",
                                  s, cc);
     }
+    /* Ring layers (sliding-window layers holding swa_cells cells): per sequence, the cells its rows attend,
+     * [lowest cell - window + 1, highest cell], must be held once the layer has slid to that start. */
+    for (int32_t i = 0; i < b->n; i++) {
+        const int32_t s = b->seq[i];
+        const rp_kv *kv = kvs[s];
+        if (kv->n_ring == 0) continue;
+        bool first = true;
+        for (int32_t r = 0; r < i && first; r++) first = b->seq[r] != s;
+        if (!first) continue;
+        int32_t lo = b->cell[i], hi = b->cell[i], lo_pos = b->pos[i];
+        for (int32_t r = i; r < b->n; r++)
+            if (b->seq[r] == s) {
+                if (b->cell[r] < lo) { lo = b->cell[r]; lo_pos = b->pos[r]; }
+                if (b->cell[r] > hi) hi = b->cell[r];
+            }
+        for (int32_t l = 0; l < kv->n_layer; l++) {
+            if (!kv->ring[l]) continue;
+            const int32_t w = kv->window[l], need = lo - w + 1 > 0 ? lo - w + 1 : 0;
+            if (need < kv->base[l])
+                return rp_errorf(RP_ERR_RANGE,
+                                 "forward: sequence %d: the sliding-window cache holds cells from %d on, but cell %d "
+                                 "attends from cell %d (rolled back past the window: recompute from the start, or use "
+                                 "a full cache, --swa-full)",
+                                 s, kv->base[l], lo, need);
+            if (hi - need >= kv->swa_cells)
+                return rp_errorf(RP_ERR_RANGE,
+                                 "forward: sequence %d: rows at cells %d..%d with window %d need %d cells of the "
+                                 "sliding-window cache, it holds %d (a longer batch than it was made for: use --swa-full)",
+                                 s, lo, hi, w, hi - need + 1, kv->swa_cells);
+            /* positions strictly increase over cells: the cell before `need` is outside the lowest row's window */
+            if (need > 0 && need - 1 < kv->n && (int64_t)kv->pos[need - 1] > (int64_t)lo_pos - w)
+                return rp_errorf(RP_ERR_RANGE,
+                                 "forward: sequence %d: positions do not increase over cells (cell %d at %d, cell %d "
+                                 "at %d): the sliding-window cache cannot hold the window (use --swa-full)",
+                                 s, need - 1, kv->pos[need - 1], lo, lo_pos);
+        }
+    }
     if (n_out > c->p.n_outputs)
         return rp_errorf(RP_ERR_RANGE, "forward: %d output rows exceed n_outputs %d", n_out, c->p.n_outputs);
     return RP_OK;
@@ -407,6 +456,13 @@ rp_status rp_fwd_begin(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t 
             }
     c->n_runs = build_runs(c, b);
     c->last_split = 1;
+    for (int32_t i = 0; i < n; i++) {   /* per row, its sequence's lowest cell (ring layers slide to its window) */
+        int32_t lo = b->cell[i];
+        if (kvs[b->seq[i]]->n_ring)
+            for (int32_t r = 0; r < n; r++)
+                if (b->seq[r] == b->seq[i] && b->cell[r] < lo) lo = b->cell[r];
+        c->seq_min[i] = lo;
+    }
     return RP_OK;
 }
 
@@ -512,6 +568,11 @@ void rp_fwd_store(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l) {
     const int32_t KD = c->m->hp.n_head_kv * c->m->hp.head_dim;
     for (int32_t i = 0; i < b->n; i++) {
         rp_kv *kv = kvs[b->seq[i]];
+        if (kv->ring[l] && b->cell[i] >= kv->base[l] + kv->swa_cells) {
+            /* past the held cells: slide them to the first one the sequence's rows attend (validated to fit) */
+            const int32_t need = c->seq_min[i] - kv->window[l] + 1;
+            rp_kv_slide(kv, l, need > 0 ? need : 0);
+        }
         rp_kv_store_row(kv, RP_KV_K, l, b->cell[i], c->k + (size_t)i * KD);
         rp_kv_store_row(kv, RP_KV_V, l, b->cell[i], c->v + (size_t)i * KD);
         kv->pos[b->cell[i]] = b->pos[i];
@@ -541,6 +602,22 @@ static void window_begin(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_
     }
 }
 
+/* Ring layers: each row's cell range relative to its cache's first held cell of this layer (the attention
+ * view's origin); a window start before it is clamped (validate refused batches that would need it). Returns
+ * whether some row's cache has layer l as a ring. */
+static bool ring_cells(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l) {
+    bool any = false;
+    for (int32_t i = 0; i < b->n && !any; i++) any = kvs[b->seq[i]]->ring[l];
+    if (!any) return false;
+    for (int32_t i = 0; i < b->n; i++) {
+        const rp_kv *kv = kvs[b->seq[i]];
+        const int32_t off = kv->base[l];
+        c->ring_nc[i] = c->n_cells[i] - off;
+        c->ring_cb[i] = (c->c_begin[i] > off ? c->c_begin[i] : off) - off;
+    }
+    return true;
+}
+
 /* GeGLU: g = gelu_tanh(g) * u (the tanh approximation gemma uses, as ggml_gelu). */
 static void geglu_body(void *vp, int64_t i0, int64_t i1, int tid) {
     (void)tid;
@@ -567,14 +644,15 @@ void rp_fwd_attn_ffn(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l)
     if (L->window > 0) window_begin(c, b, kvs, L->window);
     att_job aj = {c, b, kvs, l, c->n_runs, 1, 0,
                   {rp_attn_kernel_select(RP_TYPE_F32, lvl), rp_attn_kernel_select(RP_TYPE_F16, lvl),
-                   rp_attn_kernel_select(RP_TYPE_Q8_0, lvl)}};
+                   rp_attn_kernel_select(RP_TYPE_Q8_0, lvl)},
+                  L->window > 0 && ring_cells(c, b, kvs, l)};
     /* tiny attention (short contexts, small heads) is cheaper inline than a wake-up */
     int64_t att_work = 0;
     for (int32_t i = 0; i < n; i++) att_work += (int64_t)c->n_cells[i] * hp->n_head * hp->head_dim;
     if (att_work < (1 << 16)) {
         att_body(&aj, 0, (int64_t)aj.n_runs * HK, 0);
     } else {
-        att_plan(c, &aj);
+        if (!aj.ring) att_plan(c, &aj);   /* a ring layer's rows attend a window: no flash-decoding split */
         rp_pool_parallel_for(c->pool, (int64_t)aj.n_runs * HK * aj.n_split, 1, att_body, &aj);
         if (aj.n_split > 1) att_merge(c, &aj);
     }
@@ -616,6 +694,7 @@ void rp_fwd_compact(rp_ctx *c, rp_batch *b, const int32_t *keep, int32_t n_keep)
         memmove(c->q + (size_t)j * QD, c->q + (size_t)i * QD, QD * sizeof(float));
         memmove(c->k + (size_t)j * KD, c->k + (size_t)i * KD, KD * sizeof(float));
         memmove(c->v + (size_t)j * KD, c->v + (size_t)i * KD, KD * sizeof(float));
+        c->seq_min[j] = c->seq_min[i];
         b->token[j] = b->token[i];
         b->seq[j] = b->seq[i];
         b->pos[j] = b->pos[i];

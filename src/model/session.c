@@ -29,7 +29,7 @@ rp_status rp_session_create(rp_ctx *ctx, rp_session_params p, rp_session **out) 
     rp_session *s = calloc(1, sizeof *s);
     if (!s) return rp_errorf(RP_ERR_NOMEM, "session: out of memory");
     s->ctx = ctx;
-    rp_status st = rp_kv_create(m, p.n_ctx, p.kv_type, &s->kv);
+    rp_status st = rp_kv_create_swa(m, p.n_ctx, p.kv_type, p.swa_cells, &s->kv);
     if (st == RP_OK) st = rp_sampler_create(p.sampler, m->hp.n_vocab, &s->smp);
     if (st == RP_OK) st = rp_batch_init(&s->batch, cp.n_batch);
     if (st == RP_OK && !(s->last_logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab)))

@@ -10,6 +10,7 @@
 typedef struct rp_session_params {
     int32_t n_ctx;                 /* KV capacity in cells */
     rp_type kv_type;               /* RP_TYPE_F16 (default) or RP_TYPE_Q8_0 / RP_TYPE_F32 */
+    int32_t swa_cells;             /* cells of sliding-window layers (rp_kv_create_swa; 0, default: all n_ctx) */
     rp_sampler_params sampler;
 } rp_session_params;
 

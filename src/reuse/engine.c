@@ -97,6 +97,15 @@ struct rp_reuse {
     rp_token *toks;           /* copy of the last prompt (commit needs it) */
     int32_t n_toks;
     bool pending;             /* spans await commit */
+    /* the commit walk over the spans (rp_reuse_commit), resumable: a sliding-window cache commits the chunks a
+     * prefill completes while their cells are still held (commit_step), the rest at rp_reuse_commit */
+    struct {
+        bool on;              /* a walk is under way (spans [0, i) done) */
+        int32_t i;
+        rp_chunk *parent, *held;
+        bool linked, path_exact, stopped;
+    } cm;
+    bool early_commit;        /* the current prefill commits completed chunks as it goes (ring cache, persist) */
     uint8_t *kinds;           /* [max_tokens + pad] row kinds of the current batch */
     uint8_t *tok_kind;        /* [max_tokens] per prompt token: RP_ROW_REUSE or RP_ROW_NEW */
     rp_chunk **matched;       /* [max_tokens] prefix matches */
@@ -111,6 +120,8 @@ struct rp_reuse {
     placement *pl;            /* [max_tokens] pending placements */
     int32_t n_pl;
     loader ld;
+    bool async_job;           /* the current placements run on the loader thread */
+    bool ring_deferred;       /* a ring cache's ring layers are placed by place_ring_range, not placements_begin */
     double wait_ms;           /* exposed wait of the current prefill */
     uint8_t *trace;           /* caller's [max_tokens] selection marks, or NULL */
     const float *qvec;        /* caller's query vector for the sub-chunk search, or NULL */
@@ -184,6 +195,8 @@ rp_status rp_reuse_create(const rp_model *m, rp_type kv_type, int32_t max_tokens
 }
 
 static void unpin_pending(rp_reuse *e) {
+    if (e->cm.on && e->cm.held) rp_chunk_unpin(e->cache, e->cm.held);
+    memset(&e->cm, 0, sizeof e->cm);
     for (int32_t i = 0; i < e->n_spans; i++)
         if (e->info[i].prefix_chunk) {
             rp_chunk_unpin(e->cache, e->info[i].prefix_chunk);
@@ -217,7 +230,7 @@ void rp_reuse_free(rp_reuse *e) {
 }
 
 rp_reuse_opts rp_reuse_default_opts(void) {
-    rp_reuse_opts o = {.mode = -1, .ratio = -1, .select = -1, .static_mode = -1, .ns = 0};
+    rp_reuse_opts o = {.mode = -1, .ratio = -1, .select = -1, .static_mode = -1, .ns = 0, .persist = -1};
     return o;
 }
 
@@ -226,7 +239,9 @@ rp_reuse_opts rp_reuse_default_opts(void) {
 static rp_status begin_call(rp_reuse *e, const rp_reuse_opts *o) {
     e->cur = e->p;
     e->cur_salt = e->salt;
+    e->early_commit = false;
     if (!o) return RP_OK;
+    e->early_commit = o->persist > 0;
     if (o->mode > RP_REUSE_BLEND) return rp_errorf(RP_ERR_INVALID_ARG, "reuse: mode %d unknown", o->mode);
     if (o->ratio > 1) return rp_errorf(RP_ERR_INVALID_ARG, "reuse: ratio %g not in [0, 1]", o->ratio);
     if (o->select > RP_SELECT_ATTN) return rp_errorf(RP_ERR_INVALID_ARG, "reuse: selection rule %d unknown", o->select);
@@ -290,6 +305,8 @@ static void place_layer(const rp_model *m, rp_kv *kv, const placement *p, int32_
         rp_kv_write_rows(kv, RP_KV_K, l, p->cell0, p->n, sk);
     } else {
         float own[2 * 512];   /* a layer with its own RoPE base (gemma3 local layers): its own table */
+        if (kv->ring[l] && p->cell0 + p->n > kv->base[l] + kv->swa_cells)   /* as rp_kv_write_rows would */
+            rp_kv_slide(kv, l, p->cell0 + p->n - kv->swa_cells);
         if (rp_rerotate_layer_own(m, l) && half <= 512) {
             rp_rerotate_table_layer(m, l, delta, own, own + half);
             cs = own;
@@ -303,12 +320,15 @@ static void place_layer(const rp_model *m, rp_kv *kv, const placement *p, int32_
     rp_kv_write_rows(kv, RP_KV_V, l, p->cell0, p->n, sv);
 }
 
+/* ring_floor: a sliding-window cache's ring layers skip placements wholly before it (cells the later
+ * placements push out of the ring anyway). */
 static bool place_all_layers(rp_chunk_cache *cache, const rp_model *m, rp_kv *kv, const placement *p, float *cs,
-                             float *krow) {
+                             float *krow, int32_t ring_floor) {
     const int32_t delta = p->cell0 - (p->ch->pos0 + p->t0);
     if (delta != 0) rp_rerotate_table(m, delta, cs, cs + m->hp.n_rot / 2);
     for (int32_t l = 0; l < kv->n_layer; l++) {
         if (rp_chunk_cache_wait_layer(cache, p->ch, l) != RP_OK) return false;
+        if (kv->ring[l] && p->cell0 + p->n <= ring_floor) continue;
         place_layer(m, kv, p, l, cs, krow);
     }
     return true;
@@ -394,16 +414,25 @@ static void loader_wait_layer(void *user, int32_t l) {
 }
 
 /* Places the recorded placements: on the loader thread (layer by layer,
- * overlapping the compute that follows) or right here. */
+ * overlapping the compute that follows) or right here (always for a cache
+ * with sliding-window ring layers: placing slides them, which the compute's
+ * checks must see done). */
 static void placements_begin(rp_reuse *e, rp_ctx *c, rp_kv *kv) {
     e->wait_ms = 0;
+    e->async_job = false;
     if (e->n_pl == 0) return;
-    for (int32_t i = 0; i < e->n_pl; i++)
+    int32_t top = 0;
+    for (int32_t i = 0; i < e->n_pl; i++) {
         for (int32_t t = 0; t < e->pl[i].n; t++) kv->pos[e->pl[i].cell0 + t] = e->pl[i].cell0 + t;
-    if (!e->ld.running) {
+        if (e->pl[i].cell0 + e->pl[i].n > top) top = e->pl[i].cell0 + e->pl[i].n;
+    }
+    if (!e->ld.running || kv->n_ring > 0) {
+        /* ring layers: placed here only up to the cells the ring keeps of them; or, for full / blend
+         * (ring_deferred), window by window with the compute (place_ring_range) */
+        const int32_t floor = kv->n_ring == 0 ? 0 : e->ring_deferred ? INT32_MAX : top - kv->swa_cells;
         double t0 = now_ms();
         for (int32_t i = 0; i < e->n_pl; i++)
-            if (!place_all_layers(e->cache, e->m, kv, &e->pl[i], e->cs, e->krow)) {
+            if (!place_all_layers(e->cache, e->m, kv, &e->pl[i], e->cs, e->krow, floor)) {
                 e->pl[i].failed = true;
                 atomic_fetch_add(&e->ld.failed, 1);
             }
@@ -412,6 +441,7 @@ static void placements_begin(rp_reuse *e, rp_ctx *c, rp_kv *kv) {
         return;
     }
     loader *ld = &e->ld;
+    e->async_job = true;
     pthread_mutex_lock(&ld->mu);
     ld->kv = kv;
     ld->pl = e->pl;
@@ -427,7 +457,7 @@ static void placements_begin(rp_reuse *e, rp_ctx *c, rp_kv *kv) {
 /* Waits for the loader, removes the hook, unpins what was only borrowed. */
 static void placements_end(rp_reuse *e, rp_ctx *c, rp_reuse_stats *st) {
     if (e->n_pl == 0) return;
-    if (e->ld.running) {
+    if (e->async_job) {
         loader *ld = &e->ld;
         double t0 = now_ms();
         pthread_mutex_lock(&ld->mu);
@@ -445,24 +475,67 @@ static void placements_end(rp_reuse *e, rp_ctx *c, rp_reuse_stats *st) {
     e->n_pl = 0;
 }
 
+/* A ring cache under full / blend: the ring layers of every placement's cells in [c0, c1), placed just
+ * before the compute that attends them (the rows of cells [c0, c1) attend [c0 - window + 1, c1), which the
+ * ring then holds: c1 - c0 <= n_batch). placements_begin has waited for the payloads. */
+static void place_ring_range(rp_reuse *e, rp_kv *kv, int32_t c0, int32_t c1) {
+    if (!e->ring_deferred || c1 <= c0) return;
+    const int32_t half = e->m->hp.n_rot / 2;
+    for (int32_t i = 0; i < e->n_pl; i++) {
+        const placement *q = &e->pl[i];
+        const int32_t s = q->cell0 > c0 ? q->cell0 : c0, t = q->cell0 + q->n < c1 ? q->cell0 + q->n : c1;
+        if (q->failed || t <= s || t <= c1 - kv->swa_cells) continue;   /* nothing the ring keeps */
+        const placement sub = {q->ch, q->t0 + (s - q->cell0), t - s, s, false, false};
+        const int32_t delta = sub.cell0 - (sub.ch->pos0 + sub.t0);
+        if (delta != 0) rp_rerotate_table(e->m, delta, e->cs, e->cs + half);
+        for (int32_t l = 0; l < kv->n_layer; l++)
+            if (kv->ring[l]) place_layer(e->m, kv, &sub, l, e->cs, e->krow);
+    }
+}
+
+/* The end of the last chunk ending within (off, off + cnt], or off + cnt when none does: pieces of a ring
+ * cache's prefill end at chunk ends, so each chunk can be committed while the ring holds all of it. */
+static int32_t span_aligned_end(const rp_reuse *e, int32_t off, int32_t cnt) {
+    int32_t best = 0;
+    for (int32_t i = 0; i < e->n_spans; i++) {
+        const int32_t end = e->spans[i].begin + e->spans[i].len;
+        if (end > off && end <= off + cnt && end > best) best = end;
+    }
+    return best > 0 ? best : off + cnt;
+}
+
 static void add_placement(rp_reuse *e, rp_chunk *ch, int32_t t0, int32_t n, int32_t cell0, bool unpin) {
     e->pl[e->n_pl++] = (placement){ch, t0, n, cell0, unpin, false};
 }
 
 /* ---- compute steps ---- */
 
+static rp_status commit_step(rp_reuse *e, const rp_kv *kv, int32_t limit);
+
+/* Whether this prefill commits the chunks it completes as it goes: a cache with sliding-window ring layers
+ * pushes a chunk's cells out of them a batch or two after computing it, before rp_reuse_commit could copy it.
+ * Only for a prompt the caller will commit (rp_reuse_opts.persist) and when nothing placed failed to load. */
+static bool early_commit(const rp_reuse *e, const rp_kv *kv) {
+    return e->early_commit && kv->n_ring > 0 && e->cur.mode != RP_REUSE_NONE && atomic_load(&e->ld.failed) == 0;
+}
+
 /* Plain forward of tokens [a, b) at cells == positions, in n_batch pieces;
- * logits of token n-1 when it is in range. */
+ * logits of token n-1 when it is in range. With early_commit, the pieces end
+ * at chunk ends (a chunk longer than n_batch aside) and each piece's completed
+ * chunks are committed after it, while the ring still holds them. */
 static rp_status run_plain(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *toks, int32_t a, int32_t b, int32_t n,
                            rp_reuse_stats *st) {
     const int32_t nb = rp_ctx_get_params(c).n_batch;
-    for (int32_t off = a; off < b; off += nb) {
-        int32_t cnt = b - off < nb ? b - off : nb;
+    const bool commit = early_commit(e, kv);
+    for (int32_t off = a, cnt; off < b; off += cnt) {
+        cnt = b - off < nb ? b - off : nb;
+        if (commit) cnt = span_aligned_end(e, off, cnt) - off;
         rp_batch_clear(&e->batch);
         for (int32_t i = 0; i < cnt; i++) rp_batch_add(&e->batch, toks[off + i], 0, off + i, off + i, off + i == n - 1);
         RP_TRY(rp_forward(c, &e->batch, &kv, 1));
         st->n_calls++;
         st->n_computed_rows += cnt;
+        if (commit) (void)commit_step(e, kv, off + cnt);   /* a failed insert only loses cache */
     }
     return RP_OK;
 }
@@ -737,12 +810,21 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
     const double t0 = now_ms();
     if (n <= 0) return rp_errorf(RP_ERR_INVALID_ARG, "reuse: empty prompt");
     if (n > e->max_tokens) return rp_errorf(RP_ERR_RANGE, "reuse: prompt of %d tokens exceeds max_tokens %d", n, e->max_tokens);
+    e->ring_deferred = false;
+    if (kv->n_ring > 0) {
+        /* A cache whose sliding-window layers hold only the last window + n_batch cells (rp_kv_create_swa):
+         * every forward must find its rows' windows held. Static calls (padding rows past the prompt) are off;
+         * prefix reuse places in order (the ring keeps the tail); full / blend place the ring layers window by
+         * window just before the compute of that window (place_ring_range), in pieces of at most n_batch
+         * cells; everything is placed synchronously (placing slides the ring, which the compute must see). */
+        e->cur.static_mode = false;
+    }
     const rp_static_cfg *sc = &e->cur.static_cfg;
     const bool stat = e->cur.static_mode && e->cur.mode != RP_REUSE_NONE;
     int32_t need = n + (stat ? (sc->L_S > sc->L_P ? sc->L_S : sc->L_P) : 0);
     if (need > kv->n_ctx)
         return rp_errorf(RP_ERR_FULL, "reuse: prompt needs %d cells (incl. static padding), cache has %d", need, kv->n_ctx);
-    if (e->pending) unpin_pending(e);   /* an uncommitted previous prompt is forgotten */
+    if (e->pending || e->cm.on) unpin_pending(e);   /* an uncommitted previous prompt is forgotten */
     st->n_prompt = n;
     if (e->trace) memset(e->trace, 0, (size_t)n);
     memcpy(e->toks, toks, sizeof *toks * (size_t)n);
@@ -757,6 +839,7 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
     memset(e->info, 0, sizeof *e->info * (size_t)ns);
 
     if (e->cur.mode == RP_REUSE_NONE || !lookup) {
+        for (int32_t i = 0; i < ns; i++) e->info[i].exact = true;   /* (before: early commits read it) */
         double tc = now_ms();
         if (stat) {
             for (int32_t a = 0; a < n; a += sc->L_P) RP_TRY(run_static_prefill(e, c, kv, toks, a, a + sc->L_P < n ? a + sc->L_P : n, n, st));
@@ -775,6 +858,7 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
     uint8_t *tk = e->tok_kind;
 
     if (e->cur.mode == RP_REUSE_PREFIX) {
+        for (int32_t i = nm; i < ns; i++) e->info[i].exact = true;   /* (before: early commits read it) */
         placements_begin(e, c, kv);
         double tc = now_ms();
         rp_status rs = RP_OK;
@@ -798,23 +882,37 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
     kv->n = n;   /* reused cells are (being) placed; new cells are written before anything reads them */
     for (int32_t t = P_tok; t < n; t++)
         if (tk[t] == RP_ROW_NEW) kv->pos[t] = t;
+    const bool ring = kv->n_ring > 0;
+    e->ring_deferred = ring;
+    /* chunks wholly before the first approximate KV are computed exactly (also read by early commits) */
+    const int32_t exact_head = e->cur.ratio < 1.0f ? first_approx : n;
+    for (int32_t i = nm; i < ns; i++) e->info[i].exact = e->spans[i].begin + e->spans[i].len <= exact_head;
     placements_begin(e, c, kv);
     double tc = now_ms();
     rp_status rs = RP_OK;
     const int32_t nb = rp_ctx_get_params(c).n_batch;
+    const bool commit = early_commit(e, kv);
     if (e->cur.mode == RP_REUSE_FULL && e->cur.ratio < 1.0f) {
         /* Prompt Cache: reused tokens are taken as-is; compute new tokens and
-         * the last one (static: in calls of exactly L_P rows, padded past the prompt) */
+         * the last one (static: in calls of exactly L_P rows, padded past the prompt). A ring cache: calls
+         * spanning at most n_batch cells, its ring layers placed up to each call's last cell first. */
         const int32_t cap = stat ? sc->L_P : nb;
-        int32_t t = P_tok;
+        int32_t t = P_tok, placed = 0;
         while (t < n && rs == RP_OK) {
             rp_batch_clear(&e->batch);
-            for (; t < n && e->batch.n < cap; t++)
+            const int32_t t_end = ring ? span_aligned_end(e, t, n - t < nb ? n - t : nb) : n;
+            for (; t < t_end && e->batch.n < cap; t++)
                 if (tk[t] == RP_ROW_NEW || t == n - 1) rp_batch_add(&e->batch, toks[t], 0, t, t, t == n - 1);
-            if (e->batch.n == 0) break;
+            place_ring_range(e, kv, placed, t);
+            placed = t;
+            if (e->batch.n == 0) {
+                if (commit) (void)commit_step(e, kv, t);
+                continue;
+            }
             int32_t pads = 0;
             if (stat) add_pads(e, cap - e->batch.n, n, &pads);
             rs = rp_forward(c, &e->batch, &kv, 1);
+            if (rs == RP_OK && commit) (void)commit_step(e, kv, t);   /* a failed insert only loses cache */
             if (pads) rp_kv_truncate(kv, n);
             st->n_calls++;
             st->n_computed_rows += e->batch.n;
@@ -823,6 +921,7 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
         if (tk[n - 1] == RP_ROW_REUSE) st->n_recomputed = 1;
     } else if (e->cur.mode == RP_REUSE_FULL) {
         /* full with r = 1 recomputes everything after the prefix: exact */
+        place_ring_range(e, kv, 0, P_tok);   /* a ring cache: the prefix's tail (the rest is recomputed) */
         if (stat) {
             for (int32_t a = P_tok; a < n && rs == RP_OK; a += sc->L_P)
                 rs = run_static_prefill(e, c, kv, toks, a, a + sc->L_P < n ? a + sc->L_P : n, n, st);
@@ -838,9 +937,14 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
          * beyond the context's n_batch-sized scratch) or layers 0..check run
          * twice (+2/n_layer of a full prefill). A prompt within n_batch
          * (`reprise run -b`) is ranked globally. */
-        for (int32_t a = P_tok; a < n && rs == RP_OK; a += nb) {
-            int32_t b = a + nb < n ? a + nb : n;
+        for (int32_t a = P_tok, b; a < n && rs == RP_OK; a = b) {
+            b = a + nb < n ? a + nb : n;
+            if (ring) {   /* a ring cache: windows end at chunk ends; their cells placed just before */
+                b = span_aligned_end(e, a, b - a);
+                place_ring_range(e, kv, a == P_tok ? 0 : a, b);
+            }
             rs = run_blend(e, c, kv, toks, tk, a, b, n, 0, -1, st);
+            if (rs == RP_OK && commit) (void)commit_step(e, kv, b);   /* a failed insert only loses cache */
         }
     } else {
         /* static shapes: plan calls over segments with the DP (or naively) */
@@ -861,12 +965,12 @@ static rp_status prefill_once(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token 
         }
     }
     placements_end(e, c, st);
+    e->ring_deferred = false;
     st->compute_ms = now_ms() - tc;
     for (int32_t t = P_tok; t < n; t++) st->n_new += tk[t] == RP_ROW_NEW;
     /* chunks wholly before the first approximate KV were computed exactly; at
-     * r = 1 everything after the exact prefix was recomputed: all exact */
-    st->n_exact_head = e->cur.ratio < 1.0f ? first_approx : n;
-    for (int32_t i = nm; i < ns; i++) e->info[i].exact = e->spans[i].begin + e->spans[i].len <= st->n_exact_head;
+     * r = 1 everything after the exact prefix was recomputed: all exact (info[] was set before the compute) */
+    st->n_exact_head = exact_head;
     RP_TRY(rs);
 done:
     if (!rp_ctx_logits(c, 0)) return rp_errorf(RP_ERR_INTERNAL, "reuse: no logits for the last token");
@@ -932,20 +1036,34 @@ rp_status rp_reuse_prefill_opts(rp_reuse *e, const rp_reuse_opts *opts, rp_ctx *
     return rs;
 }
 
-rp_status rp_reuse_commit(rp_reuse *e, const rp_kv *kv) {
-    if (!e->pending) return RP_OK;
+/* Commits spans from the walk's position on while they end by `limit` (a cell; INT32_MAX: all), stopping
+ * for good where the cache does not hold a span (see rp_reuse_commit). */
+static rp_status commit_step(rp_reuse *e, const rp_kv *kv, int32_t limit) {
+    if (!e->cm.on) {
+        memset(&e->cm, 0, sizeof e->cm);
+        e->cm.on = true;
+        e->cm.linked = true;       /* the prefix path so far is in the cache: new chunks hang off it */
+        e->cm.path_exact = true;   /* ... and every chunk on it is exact */
+    }
     rp_status st = RP_OK;
-    rp_chunk *parent = NULL, *held = NULL;
-    bool linked = true;       /* the prefix path so far is in the cache: new chunks hang off it */
-    bool path_exact = true;   /* ... and every chunk on it is exact */
-    for (int32_t i = 0; i < e->n_spans && st == RP_OK; i++) {
+    rp_chunk *parent = e->cm.parent, *held = e->cm.held;
+    bool linked = e->cm.linked, path_exact = e->cm.path_exact;
+    int32_t i = e->cm.i;
+    for (; i < e->n_spans && st == RP_OK && !e->cm.stopped; i++) {
         const rp_chunk_span *sp = &e->spans[i];
+        if (sp->begin + sp->len > limit) break;
         if (e->info[i].prefix_chunk) {
             parent = e->info[i].prefix_chunk;
             path_exact = path_exact && parent->exact;
             continue;
         }
-        if (sp->begin + sp->len > kv->n) break;   /* the session cache no longer holds these cells */
+        /* the session cache no longer holds these cells; or a sliding-window cache's ring layers no longer
+         * hold cells before held_lo: a chunk is cached whole or not at all (nothing after it can hang off the
+         * prefix path then) */
+        if (sp->begin + sp->len > kv->n || sp->begin < rp_kv_held_lo(kv)) {
+            e->cm.stopped = true;
+            break;
+        }
         const bool exact = linked && path_exact && e->info[i].exact;
         /* an existing child with the same tokens (its edge: an indexed lookup,
          * however many siblings it has) is refreshed, not duplicated */
@@ -980,8 +1098,19 @@ rp_status rp_reuse_commit(rp_reuse *e, const rp_kv *kv) {
         path_exact = path_exact && ch->exact;
         parent = linked ? ch : NULL;
     }
-    if (held) rp_chunk_unpin(e->cache, held);
-    unpin_pending(e);
+    e->cm.i = i;
+    e->cm.parent = parent;
+    e->cm.held = held;
+    e->cm.linked = linked;
+    e->cm.path_exact = path_exact;
+    if (st != RP_OK) e->cm.stopped = true;
+    return st;
+}
+
+rp_status rp_reuse_commit(rp_reuse *e, const rp_kv *kv) {
+    if (!e->pending) return RP_OK;
+    rp_status st = commit_step(e, kv, INT32_MAX);
+    unpin_pending(e);   /* unpins the walk's last chunk too */
     return st;
 }
 
@@ -996,7 +1125,7 @@ rp_status rp_reuse_commit_computed_opts(rp_reuse *e, const rp_reuse_opts *opts, 
     if (e->cur.mode == RP_REUSE_NONE) return RP_OK;   /* none never writes the cache */
     if (n <= 0 || n > e->max_tokens || n > kv->n)
         return rp_errorf(RP_ERR_RANGE, "reuse: commit of %d tokens (max %d, the cache holds %d)", n, e->max_tokens, kv->n);
-    if (e->pending) unpin_pending(e);
+    if (e->pending || e->cm.on) unpin_pending(e);
     int32_t ns = 0;
     RP_TRY(rp_chunk_split(toks, n, bounds, n_bounds, e->cur.chunking, e->cur_salt, e->spans, e->max_tokens, &ns));
     e->n_spans = ns;
@@ -1025,7 +1154,7 @@ rp_status rp_reuse_analyze_opts(rp_reuse *e, const rp_reuse_opts *opts, const rp
     memset(out, 0, sizeof *out);
     RP_TRY(begin_call(e, opts));
     if (n <= 0 || n > e->max_tokens) return rp_errorf(RP_ERR_RANGE, "reuse: prompt of %d tokens (max %d)", n, e->max_tokens);
-    if (e->pending) unpin_pending(e);
+    if (e->pending || e->cm.on) unpin_pending(e);
     int32_t ns = 0;
     RP_TRY(rp_chunk_split(toks, n, bounds, n_bounds, e->cur.chunking, e->cur_salt, e->spans, e->max_tokens, &ns));
     e->n_spans = ns;

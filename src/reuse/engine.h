@@ -116,6 +116,9 @@ typedef struct rp_reuse_opts {
     int select;        /* rp_select_kind, -1: the engine's */
     int static_mode;   /* 1 on, 0 off, -1: the engine's */
     uint64_t ns;       /* cache namespace, 0: shared */
+    int persist;       /* 1: the caller commits this prefill's prompt (rp_reuse_commit), so a cache with
+                          sliding-window ring layers may commit its chunks while prefilling, before they leave
+                          the ring; 0 / -1 (default): not known, only rp_reuse_commit commits */
 } rp_reuse_opts;
 
 rp_reuse_opts rp_reuse_default_opts(void);

@@ -47,6 +47,17 @@ rp_status rp_rerotate_shift(const rp_model *m, rp_kv *kv, int32_t keep, int32_t 
             const bool own = rp_rerotate_layer_own(m, l);
             if (own) rp_rerotate_table_layer(m, l, -n_drop, lcs, lcs + half);
             const float *t_cs = own ? lcs : cs;
+            if (kv->ring[l]) {   /* a ring layer: both parts move (the held cells follow), then K rotates in place */
+                rp_kv_move_cells(kv, RP_KV_K, l, keep, keep + n_drop, moved);
+                rp_kv_move_cells(kv, RP_KV_V, l, keep, keep + n_drop, moved);
+                for (int32_t t = 0; t < moved; t++) {
+                    if (!rp_kv_holds(kv, l, keep + t)) continue;
+                    rp_kv_load_row(kv, RP_KV_K, l, keep + t, krow);
+                    rp_rerotate_row(m, krow, t_cs, t_cs + half);
+                    rp_kv_store_row(kv, RP_KV_K, l, keep + t, krow);
+                }
+                continue;
+            }
             rp_kv_move_cells(kv, RP_KV_V, l, keep, keep + n_drop, moved);
             for (int32_t t = 0; t < moved; t++) {
                 rp_kv_load_row(kv, RP_KV_K, l, keep + n_drop + t, krow);

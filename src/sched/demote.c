@@ -9,16 +9,16 @@
 #include "sched/sched_internal.h"
 
 /* Blob layout (little-endian host order; the blob never leaves this machine):
- *   "RPKVDEM1" | u32 n_kv | per cache: i32 type, n_layer, n_ctx, kv_dim, n;
+ *   "RPKVDEM2" | u32 n_kv | per cache: i32 type, n_layer, n_ctx, kv_dim, n, held_lo (rp_kv_held_lo);
  *   u64 row_bytes; i32 pos[n]; then per layer K rows [0, n), then per layer
  *   V rows [0, n) (whole rows, rp_kv_read_rows) — only the filled cells, so a short history is small.
  * The whole blob is zstd-compressed (level 1: demotion sits on the step path
  * under memory pressure, so speed matters more than ratio). */
 
-static const char k_magic[8] = {'R', 'P', 'K', 'V', 'D', 'E', 'M', '1'};
+static const char k_magic[8] = {'R', 'P', 'K', 'V', 'D', 'E', 'M', '2'};
 
 typedef struct {
-    int32_t type, n_layer, n_ctx, kv_dim, n;
+    int32_t type, n_layer, n_ctx, kv_dim, n, held_lo;
     uint64_t row_bytes;
 } blob_hdr;
 
@@ -41,7 +41,8 @@ rp_status rp_kv_blob_write(rp_kv *const *kvs, int32_t n_kv, void **out, size_t *
     w += sizeof nk;
     for (int32_t i = 0; i < n_kv; i++) {
         const rp_kv *kv = kvs[i];
-        blob_hdr h = {(int32_t)kv->type, kv->n_layer, kv->n_ctx, kv->kv_dim, kv->n, kv->row_bytes};
+        /* a sliding-window cache's cells before held_lo are gone on its ring layers: written as zero rows */
+        blob_hdr h = {(int32_t)kv->type, kv->n_layer, kv->n_ctx, kv->kv_dim, kv->n, rp_kv_held_lo(kv), kv->row_bytes};
         memcpy(w, &h, sizeof h);
         w += sizeof h;
         memcpy(w, kv->pos, sizeof(int32_t) * (size_t)kv->n);
@@ -94,7 +95,8 @@ rp_status rp_kv_blob_read(const void *blob, size_t len, rp_kv *const *kvs, int32
         memcpy(&h, r, sizeof h);
         r += sizeof h;
         if (h.type != (int32_t)kv->type || h.n_layer != kv->n_layer || h.kv_dim != kv->kv_dim ||
-            h.row_bytes != kv->row_bytes || h.n < 0 || h.n > kv->n_ctx) {
+            h.row_bytes != kv->row_bytes || h.n < 0 || h.n > kv->n_ctx || h.held_lo < 0 ||
+            (h.held_lo > 0 && h.held_lo > h.n)) {
             st = rp_errorf(RP_ERR_FORMAT, "restore: cache %d shape differs (type %d, layers %d, dim %d, cells %d)", i,
                            h.type, h.n_layer, h.kv_dim, h.n);
             break;
@@ -109,6 +111,7 @@ rp_status rp_kv_blob_read(const void *blob, size_t len, rp_kv *const *kvs, int32
         r += sizeof(int32_t) * (size_t)h.n;
         for (int32_t l = 0; l < kv->n_layer; l++, r += layer_bytes) rp_kv_write_rows(kv, RP_KV_K, l, 0, h.n, r);
         for (int32_t l = 0; l < kv->n_layer; l++, r += layer_bytes) rp_kv_write_rows(kv, RP_KV_V, l, 0, h.n, r);
+        for (int32_t l = 0; l < kv->n_layer; l++) rp_kv_slide(kv, l, h.held_lo);   /* ring layers: what was held */
         kv->n = h.n;
     }
     free(raw);
@@ -199,7 +202,7 @@ rp_status rp_sess_restore(rp_sched *s, rp_sess *x) {
         }
     }
     rp_kv *kv = NULL;
-    rp_status st = rp_kv_create(s->m, s->p.n_ctx, s->p.kv_type, &kv);
+    rp_status st = rp_kv_create_swa(s->m, s->p.n_ctx, s->p.kv_type, s->p.swa_cells, &kv);
     bool reopened = false;
     if (st == RP_OK && s->p.drafter == RP_DRAFTER_MODEL && s->drafter) {
         st = s->drafter->open(s->drafter, x->slot);

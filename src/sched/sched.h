@@ -123,6 +123,7 @@ typedef struct rp_sched_params {
     int32_t n_ctx;             /* KV cells per session (default 2048) */
     int32_t n_batch;           /* row budget of one target forward (default 512) */
     rp_type kv_type;           /* default RP_TYPE_F16 */
+    int32_t swa_cells;         /* cells of sliding-window layers per session (rp_kv_create_swa; 0, default: all) */
     int n_threads;             /* compute threads (default 2) */
     rp_sched_policy policy;    /* default RP_POLICY_HAL_YIELD */
     rp_drafter_kind drafter;   /* default RP_DRAFTER_NGRAM */

@@ -290,7 +290,7 @@ rp_status rp_sched_session_create(rp_sched *s, rp_sched_id *out) {
     x->text = malloc((size_t)s->p.text_cap + 1);
     x->draft = malloc(sizeof *x->draft * (size_t)(s->max_len > 0 ? s->max_len : 1));
     rp_status st = (x->toks && x->text && x->draft) ? RP_OK : rp_errorf(RP_ERR_NOMEM, "sched: out of memory");
-    if (st == RP_OK) st = rp_kv_create(s->m, s->p.n_ctx, s->p.kv_type, &x->kv);
+    if (st == RP_OK) st = rp_kv_create_swa(s->m, s->p.n_ctx, s->p.kv_type, s->p.swa_cells, &x->kv);
     x->used = true;   /* from here sess_release undoes everything */
     if (st == RP_OK && s->drafter) st = s->drafter->open(s->drafter, slot);
     if (st != RP_OK) {
@@ -610,6 +610,7 @@ rp_status rp_sched_truncate(rp_sched *s, rp_sched_id id, int32_t n) {
         } else {
             x->n_tok = n;
             if (x->kv->n > n) rp_kv_truncate(x->kv, n);
+            if (!rp_kv_can_resume(x->kv, x->kv->n)) rp_kv_clear(x->kv);   /* a ring cut past its window: recompute */
             if (s->drafter) s->drafter->rollback(s->drafter, x->slot, x->kv->n);
             st = RP_OK;
         }
@@ -639,6 +640,7 @@ rp_status rp_sched_fork(rp_sched *s, rp_sched_id dst, rp_sched_id src, int32_t n
             /* the first n cells: copy what the source holds, then drop the rest in the copy */
             st = rp_kv_copy(y->kv, x->kv);
             if (st == RP_OK && y->kv->n > n) rp_kv_truncate(y->kv, n);
+            if (st == RP_OK && !rp_kv_can_resume(y->kv, y->kv->n)) rp_kv_clear(y->kv);   /* recomputed by the batch */
             rp_kv *dk = s->drafter ? s->drafter->kv(s->drafter, x->slot) : NULL;
             rp_kv *dk2 = s->drafter ? s->drafter->kv(s->drafter, y->slot) : NULL;
             if (st == RP_OK && dk && dk2) st = rp_kv_copy(dk2, dk);

@@ -82,16 +82,24 @@ rp_status rp_backend_create(const rp_backend_config *cfg, rp_backend **out) {
     b->n_ctx = n_ctx;
     /* the KV memory of one sequence (up to n_ctx cells): sizes --parallel auto, and is said before it is allocated */
     uint64_t kv = 0;
-    const bool kv_known = rp_kv_estimate(b->m, n_ctx, cfg->kv_type, &kv) == RP_OK;
+    const int32_t est_batch = cfg->parallel > 512 ? cfg->parallel : 512;   /* both backends' n_batch */
+    const bool kv_known = rp_kv_estimate_ex(b->m, n_ctx, cfg->kv_type, est_batch, cfg->swa_full, &kv) == RP_OK;
     if (!kv_known) kv = 0;
     if (b->cfg.parallel == 0) {
         const long cores = sysconf(_SC_NPROCESSORS_ONLN);
         b->cfg.parallel = rp_srv_auto_parallel(cores > 0 ? (int)cores : 1, rp_system_mem_available(), kv);
     }
     b->ops = b->cfg.parallel > 1 ? &rp_backend_sched_ops : &rp_backend_core_ops;
+    char swa[160] = "";
+    uint64_t full = 0;
+    const rp_model_desc dd = rp_model_describe(b->m);
+    if (kv_known && dd.n_swa_layers > 0 && rp_kv_estimate_ex(b->m, n_ctx, cfg->kv_type, est_batch, true, &full) == RP_OK)
+        snprintf(swa, sizeof swa, cfg->swa_full ? " (--swa-full: %d sliding-window layers keep every cell)"
+                                                : " (%d sliding-window layers hold window %d + %d cells; %.1f MiB with --swa-full)",
+                 dd.n_swa_layers, dd.n_swa, est_batch, (double)full / 1048576.0);
     if (kv_known)   /* the engine refuses what cannot fit, naming both */
-        fprintf(stderr, "reprise serve: context %d tokens: KV cache up to %.1f MiB per sequence, %d sequence%s "
-                        "decoded together (%.1f MiB available)\n", n_ctx, (double)kv / 1048576.0, b->cfg.parallel,
+        fprintf(stderr, "reprise serve: context %d tokens: KV cache up to %.1f MiB per sequence%s, %d sequence%s "
+                        "decoded together (%.1f MiB available)\n", n_ctx, (double)kv / 1048576.0, swa, b->cfg.parallel,
                 b->cfg.parallel == 1 ? "" : "s", (double)rp_system_mem_available() / 1048576.0);
     if ((st = b->ops->start(b)) != RP_OK) goto fail;
     *out = b;

@@ -41,6 +41,7 @@ typedef struct rp_backend_config {
     int reuse_mode;             /* default rp_reuse_mode for requests (blend) */
     float recompute_ratio;      /* default blend ratio */
     rp_kv_type kv_type;
+    bool swa_full;              /* sliding-window layers keep every cell (rp_engine_params.swa_full) */
     bool speculate;             /* sched: speculative decoding (n-gram drafter, or the draft model) */
     double kv_limit_mb;         /* sched: KV in use above which sessions waiting on a tool result are
                                    demoted (compressed in memory) until resumed (0: never) */

@@ -10,6 +10,7 @@ rp_status rp_backend_engine_open(const rp_backend *b, rp_engine **out) {
     p.n_threads = b->cfg.n_threads;
     p.n_ctx = b->n_ctx;
     p.kv_type = (rp_kv_type)b->cfg.kv_type;
+    p.swa_full = b->cfg.swa_full;
     p.reuse = (rp_reuse_mode)b->cfg.reuse_mode;
     p.recompute_ratio = b->cfg.recompute_ratio;
     p.cache_ram_bytes = b->cfg.cache_ram_mb << 20;

@@ -422,6 +422,7 @@ static rp_status sb_start(rp_backend *b) {
     p.n_ctx = b->n_ctx;
     p.n_batch = 512 < b->cfg.parallel ? b->cfg.parallel : 512;
     p.kv_type = b->cfg.kv_type;
+    p.swa_full = b->cfg.swa_full;
     p.n_threads = b->cfg.n_threads;
     p.kv_limit_mb = b->cfg.kv_limit_mb;
     p.draft = b->dm;

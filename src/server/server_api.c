@@ -17,6 +17,7 @@ rp_server_params rp_server_default_params(void) {
         .reuse = (rp_reuse_mode)b->reuse_mode,
         .recompute_ratio = b->recompute_ratio,
         .kv_type = b->kv_type,
+        .swa_full = b->swa_full,
         .speculate = b->speculate,
         .kv_limit_mb = b->kv_limit_mb,
         .host = c.host,
@@ -66,6 +67,7 @@ rp_status rp_server_create(const rp_server_params *p, rp_server **out) {
     b->reuse_mode = (int)p->reuse;
     b->recompute_ratio = p->recompute_ratio;
     b->kv_type = p->kv_type;
+    b->swa_full = p->swa_full;
     b->speculate = p->speculate;
     b->kv_limit_mb = p->kv_limit_mb;
     c.host = p->host;

@@ -118,6 +118,15 @@ for a in gemma2 gemma3; do
   check "synth --arch $a + inspect names the architecture" '"$BIN" inspect "$TMP/$a.gguf" 2>/dev/null | grep -q "^model: arch $a, .*rope neox"'
   "$BIN" run -m "$TMP/$a.gguf" -p "hello" -n 8 --temp 0 >/dev/null 2>"$TMP/err"
   check "run on a $a model generates" 'grep -q "^generated: 8 tokens" "$TMP/err"'
+  # sliding-window KV: inspect and run say what the local layers hold; --swa-full generates the same greedy text
+  check "inspect on $a shows the sliding window and both KV sizes" \
+    '"$BIN" inspect --no-tensors "$TMP/$a.gguf" 2>/dev/null | grep -q "^sliding window: 32 tokens on [0-9]* of [0-9]* layers; f16 KV per sequence at .* MiB with --swa-full"'
+  "$BIN" run -m "$TMP/$a.gguf" -p "hello there, a prompt of a few more tokens" -n 150 --ignore-eos --temp 0 -c 256 -b 16 >"$TMP/ring.txt" 2>"$TMP/err"
+  check "run on $a: the KV note counts window + batch cells for the local layers" \
+    'grep -q "sliding-window layers hold 48 cells (window 32 + batch 16), [0-9.]* MiB with --swa-full" "$TMP/err"'
+  "$BIN" run -m "$TMP/$a.gguf" -p "hello there, a prompt of a few more tokens" -n 150 --ignore-eos --temp 0 -c 256 -b 16 --swa-full >"$TMP/full.txt" 2>"$TMP/err"
+  check "run on $a: --swa-full says so" 'grep -q "swa-full: its [0-9]* sliding-window layers keep every cell" "$TMP/err"'
+  check "run on $a: ring and --swa-full generate the same greedy text past several windows" 'cmp -s "$TMP/ring.txt" "$TMP/full.txt" && test -s "$TMP/ring.txt"'
 done
 "$BIN" synth --arch gemma2 --preset qwen3-0.6b --type q8_0 -o "$TMP/x.gguf" >/dev/null 2>"$TMP/e"
 check "synth: a preset of another architecture is an error naming it" 'grep -q "is a qwen3 model, not --arch gemma2" "$TMP/e"'
