@@ -20,12 +20,12 @@ for arch in bert nomic-bert; do
   "$BIN" inspect "$M" >"$TMP/i" 2>&1
   check "$arch: inspect names the architecture" "grep -q 'arch $arch' '$TMP/i'"
   want=cls; [ "$arch" = nomic-bert ] && want=mean
-  "$BIN" embed -m "$M" "Hello World" -p "The capital of France is Paris." >"$TMP/a.json" 2>"$TMP/e"; rc=$?
+  "$BIN" embed -m "$M" "hello world" -p "The capital of France is Paris." >"$TMP/a.json" 2>"$TMP/e"; rc=$?
   check "$arch: embed TEXT -p TEXT: exit 0, two 128-float vectors" \
     '[ $rc -eq 0 ] && [ "$(j "$TMP/a.json" "[len(x[\"embedding\"]) for x in d[\"data\"]]")" = "[128, 128]" ]'
   check "$arch: the model's pooling ($want), unit norms" \
     '[ "$(j "$TMP/a.json" "d[\"pooling\"], all(abs(math.sqrt(sum(v*v for v in x[\"embedding\"])) - 1) < 1e-5 for x in d[\"data\"])")" = "('"'"'$want'"'"', True)" ]'
-  check "$arch: [CLS] Hello World [SEP] is 4 tokens" '[ "$(j "$TMP/a.json" "d[\"data\"][0][\"n_tokens\"]")" = 4 ]'
+  check "$arch: [CLS] hello world [SEP] is 4 tokens" '[ "$(j "$TMP/a.json" "d[\"data\"][0][\"n_tokens\"]")" = 4 ]'
   "$BIN" run -m "$M" -p "hello" -n 4 >"$TMP/o" 2>"$TMP/e"; rc=$?
   check "$arch: run refuses an embedding model (exit != 0, says why)" '[ $rc -ne 0 ] && grep -q "embedding model" "$TMP/e"'
   echo "hi" | "$BIN" chat -m "$M" >"$TMP/o" 2>"$TMP/e"; rc=$?
@@ -39,7 +39,7 @@ for arch in bert nomic-bert; do
     for _ in $(seq 100); do [ -s "$TMP/port" ] && break; sleep 0.1; done
     port=$(cat "$TMP/port" 2>/dev/null)
     curl -s "http://127.0.0.1:$port/v1/embeddings" -H "Content-Type: application/json" \
-      -d '{"input": ["Hello World", "The capital of France is Paris."]}' >"$TMP/s.json"
+      -d '{"input": ["hello world", "The capital of France is Paris."]}' >"$TMP/s.json"
     check "$arch: serve --embeddings: the CLI's vectors (within 1e-6)" \
       'python3 -c "import json,sys; a=json.load(open(sys.argv[1])); s=json.load(open(sys.argv[2])); sys.exit(0 if len(s[\"data\"]) == 2 and all(max(abs(x-y) for x,y in zip(p[\"embedding\"], q[\"embedding\"])) < 1e-6 for p,q in zip(a[\"data\"], s[\"data\"])) else 1)" "$TMP/a.json" "$TMP/s.json"'
     code=$(curl -s -o "$TMP/c.json" -w '%{http_code}' "http://127.0.0.1:$port/v1/chat/completions" -H "Content-Type: application/json" \
