@@ -26,5 +26,5 @@ for c in $specs; do
     printf '{"arch": "%s", "preset": "%s", "type": "%s", "seed": 7, "llama_cpp": ' "$arch" "$preset" "$type" >"$out/$arch-$preset-$type.json"
     cat "$tmp/out.json" >>"$out/$arch-$preset-$type.json"
     echo "}" >>"$out/$arch-$preset-$type.json"
-    echo "wrote tests/data/bert/$arch-$preset-$type.json"
+    echo "wrote $out/$arch-$preset-$type.json"
 done

@@ -53,7 +53,7 @@ static const preset k_presets[] = {
     {"gemma-2-2b", RP_ARCH_GEMMA2, 2304, 9216, 26, 8, 4, 256, 256000, 8192, 10000.0f, 1e-6f, false, 0, 0, 4096},
     {"gemma-3-1b", RP_ARCH_GEMMA3, 1152, 6912, 26, 4, 1, 256, 262144, 32768, 1000000.0f, 1e-6f, false, 0, 0, 512},
     /* encoders (embedding models), rms_eps holding the LayerNorm epsilon: tiny ones with the built-in 1024-token
-     * WordPiece vocabulary (bert: uncased, CLS pooling; nomic-bert: cased, mean pooling), and the shapes of
+     * WordPiece vocabulary (bert: uncased, CLS pooling; nomic-bert: cased, mean pooling), and the shapes (uncased) of
      * bge-small-en-v1.5 (CLS), all-MiniLM-L6-v2 (mean) and nomic-embed-text-v1.5 (mean, RoPE base 1000) */
     {"tiny", RP_ARCH_BERT, 128, 512, 2, 4, 4, 32, 1024, 512, 10000.0f, 1e-12f, false, 0, 0, 0},
     {"bge-small", RP_ARCH_BERT, 384, 1536, 12, 12, 12, 32, 30522, 512, 10000.0f, 1e-12f, false, 0, 0, 0},
@@ -348,7 +348,8 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
             if (k.len > 10 && memcmp(k.ptr, "tokenizer.", 10) == 0) st = rp_gguf_writer_copy_kv(w, vocab, i);
         }
     } else if (rp_arch_is_encoder(pr->arch)) {
-        CHK(rp_synth_wpm_vocab(w, n_vocab, pr->arch == RP_ARCH_BERT));
+        /* uncased as BERT's and nomic-embed's; the tiny nomic-bert cased, so tests cover both normalizer settings */
+        CHK(rp_synth_wpm_vocab(w, n_vocab, !(pr->arch == RP_ARCH_NOMIC_BERT && !strcmp(pr->name, "tiny"))));
     } else {
         CHK(write_builtin_vocab(w, n_vocab, &strs, &views));
     }
