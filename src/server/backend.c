@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "model/model.h"
 
 double rp_srv_now(void) {
     struct timespec ts;
@@ -110,7 +109,11 @@ void rp_backend_free(rp_backend *b) {
 }
 
 const rp_model *rp_backend_model(const rp_backend *b) { return b->m; }
-bool rp_backend_is_encoder(const rp_backend *b) { return b && b->m && rp_arch_is_encoder(b->m->hp.arch); }
+bool rp_backend_is_encoder(const rp_backend *b) {
+    if (!b || !b->m) return false;
+    const char *arch = rp_model_describe(b->m).arch;   /* the encoders (bert, nomic-bert): embedding models */
+    return arch && (!strcmp(arch, "bert") || !strcmp(arch, "nomic-bert"));
+}
 int32_t rp_backend_n_ctx(const rp_backend *b) { return b->n_ctx; }
 uint64_t rp_backend_kv_bytes_per_token(const rp_backend *b) {
     return rp_kv_bytes_per_token(b->m, b->cfg.kv_type);
