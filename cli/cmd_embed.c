@@ -11,13 +11,15 @@
 #define EMBED_MAX_INPUTS 1024
 
 static void usage(void) {
-    printf("usage: reprise embed -m MODEL.gguf -p TEXT [-p TEXT ...] [--pooling mean|cls|last|none] [--no-normalize]\n"
+    printf("usage: reprise embed -m MODEL.gguf [-p] TEXT [[-p] TEXT ...] [--pooling mean|cls|last|none] [--no-normalize]\n"
            "                    [-c N] [-b N] [-t N] [--kv-type f16|q8_0|f32]\n"
            "Prints one JSON object: {\"model\", \"pooling\", \"normalized\", \"n_embd\", \"data\": [{\"index\", \"n_tokens\",\n"
            "\"embedding\"}]}; with --pooling none each embedding is an array of per-token vectors.\n"
-           "  -p, --prompt TEXT  an input (repeat for several; they are embedded together, several per pass)\n"
+           "  -p, --prompt TEXT  an input (repeat for several; they are embedded together, several per pass); a bare\n"
+           "                     TEXT argument is an input too\n"
            "  --pooling P        mean, cls (first token), last or none (default: the model's <arch>.pooling_type,\n"
            "                     mean when it has none); the states pooled are the final ones after the output norm\n"
+           "                     (encoders, bert and nomic-bert: the last layer's, which are normed)\n"
            "  --no-normalize     skip the L2 normalization (default: every vector has unit norm)\n"
            "  -c, --ctx-size N   the longest input in tokens (default min(4096, the model's context))\n"
            "  -b, --batch-size N tokens per forward pass (default 512)\n"
@@ -72,6 +74,8 @@ int cmd_embed(int argc, char **argv) {
                 return 2;
             }
             ep.kv_type = (rp_kv_type)t;
+        } else if (argv[a.i][0] != '-' && n_texts < EMBED_MAX_INPUTS) {   /* a bare TEXT: as -p TEXT */
+            texts[n_texts++] = argv[a.i];
         } else {
             return cli_unknown(&a);
         }

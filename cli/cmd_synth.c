@@ -13,12 +13,13 @@ int cmd_synth(int argc, char **argv) {
     long threads = 2;
     for (; a.i < argc; a.i++) {
         if (cli_is(&a, "-h", "--help")) {
-            printf("usage: reprise synth --arch llama|qwen3|qwen2|phi3|gemma2|gemma3 --preset PRESET --type TYPE [--vocab VOCAB.gguf] [--seed S] "
+            printf("usage: reprise synth --arch llama|qwen3|qwen2|phi3|gemma2|gemma3|bert|nomic-bert --preset PRESET --type TYPE [--vocab VOCAB.gguf] [--seed S] "
                    "[--peak F] [-t THREADS] -o OUT.gguf\n"
                    "  presets: tiny, small, tiny-llama3, llama-3.2-1b, llama-3.2-3b (llama); tiny, qwen3-0.6b, qwen3-1.7b,\n"
                    "           qwen3-4b (qwen3); tiny, qwen2.5-0.5b, qwen2.5-1.5b (qwen2); tiny, tiny-longrope, phi-3-mini,\n"
                    "           phi-4-mini (phi3); tiny, gemma-2-2b (gemma2); tiny, gemma-3-1b (gemma3; the gemma tiny shapes have a\n"
-                   "           32-position window)\n"
+                   "           32-position window); embedding models: tiny, bge-small, all-minilm-l6 (bert);\n"
+                   "           tiny, nomic-embed-text-v1.5 (nomic-bert), with a built-in WordPiece vocabulary\n"
                    "  types:   f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q3_k, q4_k, q5_k: every matrix of that type;\n"
                    "           q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, q8_0, iq4_nl, iq4_xs:\n"
                    "           llama.cpp's mixes (its quantize's per-tensor types, e.g. Q6_K output)\n"
@@ -45,8 +46,8 @@ int cmd_synth(int argc, char **argv) {
     }
     if (!out) { fprintf(stderr, "reprise synth: -o OUT.gguf is required\n"); return 2; }
     if (strcmp(arch, "llama") && strcmp(arch, "qwen3") && strcmp(arch, "qwen2") && strcmp(arch, "phi3") &&
-        strcmp(arch, "gemma2") && strcmp(arch, "gemma3")) {
-        fprintf(stderr, "reprise synth: --arch must be llama, qwen3, qwen2, phi3, gemma2 or gemma3, got '%s'\n", arch);
+        strcmp(arch, "gemma2") && strcmp(arch, "gemma3") && strcmp(arch, "bert") && strcmp(arch, "nomic-bert")) {
+        fprintf(stderr, "reprise synth: --arch must be llama, qwen3, qwen2, phi3, gemma2, gemma3, bert or nomic-bert, got '%s'\n", arch);
         return 2;
     }
     p.arch = arch;

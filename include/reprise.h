@@ -202,7 +202,7 @@ typedef struct rp_model_desc {
     float rope_base;
     float rms_eps;
     bool tied_output;         /* the output projection is the token embedding (no output.weight) */
-    const char *tokenizer;    /* "spm", "bpe", or "" without a tokenizer */
+    const char *tokenizer;    /* "spm", "bpe", "wpm" (WordPiece), or "" without a tokenizer */
     int32_t n_tokens;         /* the tokenizer's vocabulary size (0 without one) */
     int32_t n_swa;            /* the sliding window of local layers (Gemma 2 / 3), 0: none */
     int32_t n_swa_layers;     /* layers with that window (the others attend the whole context) */
@@ -643,7 +643,9 @@ RP_API rp_status rp_seq_generate(rp_seq *s, const rp_gen_opts *o, char *buf, siz
 /* How the per-token hidden states of an input become its embedding (llama.cpp's --pooling, the GGUF key
  * `<arch>.pooling_type`, same numbers). The hidden states are the final ones after the output norm, what the
  * logits are computed from; attention stays causal (decoder models), so CLS is the first token's state, which
- * has seen only itself, and LAST the only one that has seen the whole input. */
+ * has seen only itself, and LAST the only one that has seen the whole input. Encoder models (bert, nomic-bert)
+ * attend both ways and have no output norm: the states are the last layer's, and every one has seen the whole
+ * input. */
 typedef enum rp_pooling {
     RP_POOLING_MODEL = -1,   /* the model's <arch>.pooling_type; MEAN when the file has none (llama.cpp: NONE) */
     RP_POOLING_NONE = 0,     /* one vector per token */
@@ -663,12 +665,14 @@ RP_API rp_pooling rp_model_pooling(const rp_model *m);
 typedef struct rp_embedder_params {
     rp_pooling pooling;       /* default RP_POOLING_MODEL */
     bool normalize;           /* L2-normalize every output vector (default true, as llama-server's /v1/embeddings) */
-    int32_t n_ctx;            /* the longest input, tokens (0, default: min(4096, the model's training context)) */
+    int32_t n_ctx;            /* the longest input, tokens (0, default: min(4096, the model's training context);
+                                 bert: at most its training context, its learned positions) */
     int32_t n_batch;          /* rows per forward pass (default 512) */
     int32_t n_seq;            /* inputs of at most n_batch tokens packed into one pass (default 4; each has a KV
                                  cache of n_batch cells, plus one of n_ctx cells for a longer input) */
     int n_threads;            /* default 2 */
-    rp_kv_type kv_type;       /* default RP_KV_F16 */
+    rp_kv_type kv_type;       /* default RP_KV_F16 (encoders have no KV cache: each input is one pass, several
+                                 short ones, up to n_seq + 1, packed in max(n_ctx, n_batch) rows) */
 } rp_embedder_params;
 
 typedef struct rp_embedder rp_embedder;
@@ -682,8 +686,8 @@ RP_API int32_t rp_embedder_n_embd(const rp_embedder *e);   /* floats per vector 
 RP_API int32_t rp_embedder_n_ctx(const rp_embedder *e);    /* the longest input accepted */
 RP_API rp_pooling rp_embedder_pooling(const rp_embedder *e);   /* never RP_POOLING_MODEL */
 
-/* Tokenizes a text as embeddings expect (llama.cpp's): BOS and EOS when the vocabulary asks for them, special
- * token texts parsed. RP_ERR_FULL with *n_out = the count needed when cap is too small. */
+/* Tokenizes a text as embeddings expect (llama.cpp's): BOS and EOS when the vocabulary asks for them ([CLS] and
+ * [SEP] for WordPiece), special token texts parsed. RP_ERR_FULL with *n_out = the count needed when cap is too small. */
 RP_API rp_status rp_embed_tokenize(const rp_model *m, const char *text, size_t len, rp_token *out, int32_t cap,
                                    int32_t *n_out);
 
@@ -1044,13 +1048,15 @@ RP_API bool rp_calibration_lookup(const rp_model *m, const char *cache_dir, int 
 /* Random-weight models with real architectures' shapes and metadata (`reprise synth`): for speed work without
  * downloading weights, and for tests. */
 typedef struct rp_model_synth_params {
-    const char *arch;          /* "llama" (default), "qwen3", "qwen2", "phi3", "gemma2" or "gemma3" */
+    const char *arch;          /* "llama" (default), "qwen3", "qwen2", "phi3", "gemma2", "gemma3", or the encoders
+                                  (embedding models, with a built-in WordPiece vocabulary) "bert" and "nomic-bert" */
     const char *preset;        /* shapes: "tiny" (default; every architecture), "tiny-llama3", "small" (llama),
                                   "llama-3.2-1b", "llama-3.2-3b", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b",
                                   "qwen2.5-0.5b", "qwen2.5-1.5b" (qwen2), "tiny-longrope", "phi-3-mini",
                                   "phi-4-mini" (phi3; fused attn_qkv and gate|up; LongRoPE factors in
                                   tiny-longrope and phi-4-mini), "gemma-2-2b",
-                                  "gemma-3-1b" */
+                                  "gemma-3-1b", "bge-small", "all-minilm-l6" (bert), "nomic-embed-text-v1.5"
+                                  (nomic-bert) */
     const char *type;          /* weights: "f32", "f16", "bf16", "q8_0" (default), "q4_0", "q4_k", "q6_k",
                                   "q4_k_m" (Q4_K, with Q6_K for the sensitive tensors) */
     const char *vocab_path;    /* a GGUF whose tokenizer is copied, or NULL: a built-in byte-level vocabulary */

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 /* test_server_embed.c — POST /v1/embeddings (OpenAI's shape: every input form, base64, dimensions, usage, errors)
- * and llama-server's /embedding, against the library's rp_embedder on the same model; 501 without --embeddings. */
+ * and llama-server's /embedding, against the library's rp_embedder on the same model; 501 without --embeddings;
+ * an encoder (bert) model: embeddings only, generation refused, no start without --embeddings. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -262,12 +263,92 @@ static void test_pooling_none(void **state) {
     stop(&f);
 }
 
+/* ---- an encoder (bert): /v1/embeddings works, generation is refused, and the server wants --embeddings ---- */
+
+static char g_bert[512];
+static void with_bert(rp_server_config *c) {
+    with_embeddings(c);
+    c->backend.model_path = g_bert;
+}
+static void with_bert_only(rp_server_config *c) {
+    c->backend.model_path = g_bert;
+    c->backend.n_ctx = N_CTX;
+}
+
+static void test_encoder(void **state) {
+    (void)state;
+    snprintf(g_bert, sizeof g_bert, "%s/bert-tiny.gguf", rp_test_tmpdir());
+    rp_model_synth_params sp = rp_model_synth_default_params();
+    sp.arch = "bert";
+    sp.preset = "tiny";
+    sp.type = "q8_0";
+    assert_int_equal(rp_model_synth(&sp, g_bert), RP_OK);
+    fixture f;
+    if (!start(&f, with_bert)) RP_SKIP("%s not found\n", SRVTEST_MODEL);
+    /* the library's vectors on the same file (the server's settings: the model's pooling, cls; L2) */
+    rp_model *m = NULL;
+    assert_int_equal(rp_model_load(g_bert, rp_model_default_params(), &m), RP_OK);
+    rp_embedder *e = NULL;
+    rp_embedder_params p = rp_embedder_default_params();
+    p.n_ctx = N_CTX;
+    assert_int_equal(rp_embedder_create(m, &p, &e), RP_OK);
+    assert_int_equal(rp_embedder_n_embd(e), 128);
+    const char *texts[2] = {"Hello World", "The capital of France is Paris."};
+    float want[2][128];
+    for (int i = 0; i < 2; i++) {
+        rp_token t[64];
+        int32_t n = 0;
+        assert_int_equal(rp_embed_tokenize(m, texts[i], strlen(texts[i]), t, 64, &n), RP_OK);
+        const rp_token *ins[1] = {t};
+        size_t nout = 0;
+        assert_int_equal(rp_embed(e, ins, &n, 1, want[i], 128, &nout), RP_OK);
+    }
+    json_t *j = ok(f.port, "/v1/embeddings", "{\"input\":[\"Hello World\",\"The capital of France is Paris.\"]}");
+    json_t *data = json_object_get(j, "data");
+    assert_int_equal(json_array_size(data), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *em = json_object_get(json_array_get(data, i), "embedding");
+        assert_int_equal(json_array_size(em), 128);
+        float md = 0;
+        for (size_t k = 0; k < 128; k++) md = fmaxf(md, fabsf((float)json_number_value(json_array_get(em, k)) - want[i][k]));
+        assert_true(md < 1e-6f);
+    }
+    json_decref(j);
+    resp pr = http(f.port, "GET", "/props", NULL, NULL);
+    json_t *props = parse(&pr);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(props, "reprise"), "pooling")), "cls");
+    json_decref(props);
+    resp_free(&pr);
+    /* no generation */
+    resp r = post(f.port, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+    expect_error_body(&r, 501, "not_supported");
+    assert_non_null(strstr(r.body, "embedding model"));
+    resp_free(&r);
+    r = post(f.port, "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":4}");
+    expect_error_body(&r, 501, "not_supported");
+    resp_free(&r);
+    stop(&f);
+    rp_embedder_free(e);
+    rp_model_free(m);
+    /* without --embeddings the server has nothing to answer: it does not start, and says why */
+    rp_server_config cfg = rp_server_default_config();
+    with_bert_only(&cfg);
+    cfg.backend.n_threads = 1;
+    cfg.port = 0;
+    cfg.quiet = true;
+    rp_server *srv = NULL;
+    assert_int_equal(rp_server_start(&cfg, &srv), RP_ERR_UNSUPPORTED);
+    assert_non_null(strstr(rp_last_error(), "--embeddings"));
+    assert_null(srv);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_disabled),
         cmocka_unit_test(test_shapes),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_pooling_none),
+        cmocka_unit_test(test_encoder),
     };
     return rp_test_main(tests, NULL, NULL);
 }

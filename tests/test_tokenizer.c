@@ -756,9 +756,14 @@ static void test_load_errors(void **state) {
     assert_non_null(strstr(rp_last_error(), "tekken"));
     assert_non_null(strstr(rp_last_error(), "laguna"));
 
-    write_vocab(path, "bert", NULL, 6);
+    write_vocab(path, "t5", NULL, 6);
     assert_int_equal(load_path(path, &t), RP_ERR_UNSUPPORTED);
-    assert_non_null(strstr(rp_last_error(), "bert"));
+    assert_non_null(strstr(rp_last_error(), "t5"));
+    assert_non_null(strstr(rp_last_error(), "bert"));   /* the supported ones are listed */
+
+    write_vocab(path, "bert", NULL, 6);   /* WordPiece needs [UNK], [CLS] and [SEP] (BERT's 100-102 by default) */
+    assert_int_equal(load_path(path, &t), RP_ERR_FORMAT);
+    assert_non_null(strstr(rp_last_error(), "[UNK]"));
 
     write_vocab(path, "gpt2", "qwen2", 3);   /* token_type shorter than tokens */
     assert_int_equal(load_path(path, &t), RP_ERR_FORMAT);

@@ -1,5 +1,7 @@
 /* api_embed.c — sequence embeddings: pooled (none / mean / cls / last) final hidden states after the output norm,
- * L2-normalized, several inputs packed into each forward pass (reprise.h: rp_embedder). */
+ * L2-normalized, several inputs packed into each forward pass (reprise.h: rp_embedder). Decoders run causally
+ * through rp_forward_hidden with a KV cache per slot; encoders (bert, nomic-bert: encoder.h) see each input whole,
+ * several inputs packed into one bidirectional pass. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +9,7 @@
 #include "reprise.h"
 #include "core/error.h"
 #include "kv/kv.h"
+#include "model/encoder.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -22,6 +25,10 @@ struct rp_embedder {
     rp_kv **kv;               /* [n_slots] */
     int32_t *slot_input;      /* [n_slots] the input a slot holds in the current pass */
     size_t *slot_base;        /* [n_slots] that input's first float in the output */
+    /* encoders: no rp_ctx, batch or KV; each pass holds whole inputs */
+    rp_bert_ctx *enc;
+    rp_token *enc_tok;        /* [cap] the pass's tokens */
+    int32_t *enc_start;       /* [n_slots + 1] where each input of the pass starts */
 };
 
 int rp_pooling_parse(const char *name) {
@@ -61,6 +68,9 @@ void rp_embedder_free(rp_embedder *e) {
     free(e->kv);
     free(e->slot_input);
     free(e->slot_base);
+    rp_bert_ctx_free(e->enc);
+    free(e->enc_tok);
+    free(e->enc_start);
     if (e->batch.cap) rp_batch_free(&e->batch);
     rp_ctx_free(e->ctx);
     free(e);
@@ -90,12 +100,30 @@ rp_status rp_embedder_create(const rp_model *m, const rp_embedder_params *pp, rp
     if (p.n_seq < 1 || p.n_seq > 256) return rp_errorf(RP_ERR_RANGE, "embedder: n_seq %d not in [1, 256]", p.n_seq);
     if (p.n_threads < 1 || p.n_threads > 256)
         return rp_errorf(RP_ERR_RANGE, "embedder: n_threads %d not in [1, 256]", p.n_threads);
+    if (m->bert && m->bert->pos_embd.data && p.n_ctx > m->hp.n_ctx_train)
+        return rp_errorf(RP_ERR_RANGE, "embedder: n_ctx %d exceeds the %d learned positions of '%s' (%s)", p.n_ctx,
+                         m->hp.n_ctx_train, m->name, rp_arch_name(m->hp.arch));
     rp_embedder *e = calloc(1, sizeof *e);
     if (!e) return rp_errorf(RP_ERR_NOMEM, "embedder: out of memory");
     e->m = m;
     e->p = p;
     e->short_cells = p.n_batch < p.n_ctx ? p.n_batch : p.n_ctx;
     e->n_slots = p.n_seq + 1;
+    if (m->bert) {   /* an encoder: passes of up to max(n_ctx, n_batch) tokens, whole inputs, n_seq + 1 of them */
+        const int32_t cap = p.n_ctx > p.n_batch ? p.n_ctx : p.n_batch;
+        rp_status st = rp_bert_ctx_create(m, cap, p.n_threads, &e->enc);
+        if (st == RP_OK) {
+            e->enc_tok = malloc(sizeof *e->enc_tok * (size_t)cap);
+            e->enc_start = malloc(sizeof *e->enc_start * (size_t)(e->n_slots + 1));
+            if (!e->enc_tok || !e->enc_start) st = rp_errorf(RP_ERR_NOMEM, "embedder: out of memory");
+        }
+        if (st != RP_OK) {
+            rp_embedder_free(e);
+            return st;
+        }
+        *out = e;
+        return RP_OK;
+    }
     rp_ctx_params cp = rp_ctx_default_params();
     cp.n_batch = p.n_batch;
     cp.n_outputs = 1;   /* no logits are computed; the context wants room for one */
@@ -177,6 +205,41 @@ static void pool_row(const rp_embedder *e, int32_t r, const int32_t *n_tokens, f
     }
 }
 
+/* Encoders: whole inputs packed into passes (at most n_slots inputs, the context's rows), each attending to itself. */
+static rp_status embed_encoder(rp_embedder *e, const rp_token *const *inputs, const int32_t *n_tokens, int32_t n_inputs,
+                               float *out) {
+    const size_t E = (size_t)e->m->hp.n_embd;
+    const int32_t cap = rp_bert_ctx_cap(e->enc);
+    const rp_pooling pool = e->p.pooling;
+    size_t base = 0;
+    for (int32_t next = 0; next < n_inputs;) {
+        const int32_t first = next;
+        int32_t ns = 0, rows = 0;
+        e->enc_start[0] = 0;
+        while (next < n_inputs && ns < e->n_slots && rows + n_tokens[next] <= cap) {   /* an input fits alone */
+            memcpy(e->enc_tok + rows, inputs[next], sizeof *e->enc_tok * (size_t)n_tokens[next]);
+            rows += n_tokens[next++];
+            e->enc_start[++ns] = rows;
+        }
+        RP_TRY(rp_bert_encode(e->enc, e->enc_tok, e->enc_start, ns));
+        for (int32_t s = 0; s < ns; s++) {
+            const int32_t len = n_tokens[first + s], r0 = e->enc_start[s];
+            float *v = out + base;
+            for (int32_t r = 0; r < len; r++) {
+                const float *h = rp_bert_hidden(e->enc, r0 + r);
+                if (pool == RP_POOLING_NONE) memcpy(v + (size_t)r * E, h, E * sizeof *h);
+                else if (pool == RP_POOLING_MEAN)
+                    for (size_t i = 0; i < E; i++) v[i] += h[i];
+                else if ((pool == RP_POOLING_CLS && r == 0) || (pool == RP_POOLING_LAST && r == len - 1))
+                    memcpy(v, h, E * sizeof *h);
+            }
+            finish_input(e, len, v);
+            base += E * (pool == RP_POOLING_NONE ? (size_t)len : 1);
+        }
+    }
+    return RP_OK;
+}
+
 rp_status rp_embed(rp_embedder *e, const rp_token *const *inputs, const int32_t *n_tokens, int32_t n_inputs,
                    float *out, size_t cap, size_t *n_out) {
     if (n_out) *n_out = 0;
@@ -204,6 +267,7 @@ rp_status rp_embed(rp_embedder *e, const rp_token *const *inputs, const int32_t 
     if (need == 0) return RP_OK;
     if (!out) return rp_errorf(RP_ERR_INVALID_ARG, "embed: NULL output");
     if (!none) memset(out, 0, need * sizeof *out);   /* mean accumulates there */
+    if (e->enc) return embed_encoder(e, inputs, n_tokens, n_inputs, out);
     rp_batch *b = &e->batch;
     /* the cursor: input `next` from token `off`; `carry` the slot of an input a pass left unfinished */
     int32_t next = 0, off = 0, carry = -1;

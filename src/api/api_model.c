@@ -74,7 +74,7 @@ rp_model_desc rp_model_describe(const rp_model *m) {
     d.rope_base = h->rope_base;
     d.rms_eps = h->rms_eps;
     d.tied_output = m->tied_output;
-    d.tokenizer = !m->tok ? "" : rp_tokenizer_kind(m->tok) == RP_TOK_SPM ? "spm" : "bpe";
+    d.tokenizer = !m->tok ? "" : rp_tokenizer_kind(m->tok) == RP_TOK_SPM ? "spm" : rp_tokenizer_kind(m->tok) == RP_TOK_WPM ? "wpm" : "bpe";
     d.n_tokens = m->tok ? rp_tokenizer_n_vocab(m->tok) : 0;
     for (int32_t l = 0; m->layers && l < m->hp.n_layer; l++)
         if (m->layers[l].window > 0) {

@@ -23,7 +23,9 @@ rp_status rp_model_synth(const rp_model_synth_params *p, const char *path) {
     else if (!strcmp(p->arch, "phi3")) sp.arch = RP_ARCH_PHI3;
     else if (!strcmp(p->arch, "gemma2")) sp.arch = RP_ARCH_GEMMA2;
     else if (!strcmp(p->arch, "gemma3")) sp.arch = RP_ARCH_GEMMA3;
-    else return rp_errorf(RP_ERR_INVALID_ARG, "synth: architecture '%s' unknown (llama, qwen3, qwen2, phi3, gemma2 or gemma3)", p->arch);
+    else if (!strcmp(p->arch, "bert")) sp.arch = RP_ARCH_BERT;
+    else if (!strcmp(p->arch, "nomic-bert")) sp.arch = RP_ARCH_NOMIC_BERT;
+    else return rp_errorf(RP_ERR_INVALID_ARG, "synth: architecture '%s' unknown (llama, qwen3, qwen2, phi3, gemma2, gemma3, bert or nomic-bert)", p->arch);
     sp.preset = p->preset;
     sp.type = p->type;
     sp.vocab_path = p->vocab_path;

@@ -101,6 +101,10 @@ static void *xalloc(size_t n_floats, bool *ok) {
 rp_status rp_ctx_create(const rp_model *m, rp_ctx_params p, rp_ctx **out) {
     *out = NULL;
     if (!m || !m->layers) return rp_errorf(RP_ERR_INVALID_ARG, "ctx: model has no weights (vocab-only?)");
+    if (rp_arch_is_encoder(m->hp.arch))   /* bidirectional, no output head: encoder.c runs them, for embeddings */
+        return rp_errorf(RP_ERR_UNSUPPORTED, "'%s' is a %s encoder, an embedding model: it does not generate text "
+                         "(use `reprise embed`, or `reprise serve --embeddings` for /v1/embeddings)",
+                         m->name[0] ? m->name : "the model", rp_arch_name(m->hp.arch));
     if (p.n_batch <= 0 || p.n_batch > 65536 || p.n_outputs <= 0 || p.n_outputs > p.n_batch || p.n_ctx_max <= 0 ||
         p.n_threads <= 0 || p.n_threads > 256)
         return rp_errorf(RP_ERR_INVALID_ARG,

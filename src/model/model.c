@@ -1,4 +1,5 @@
-/* model.c — loads llama / qwen3 (and, through arch_qwen2_phi3.c, qwen2 / phi3) GGUF models: hyper-parameters, tensor shape checks, RoPE tables. */
+/* model.c — loads llama / qwen3 (and, through arch_qwen2_phi3.c, qwen2 / phi3; arch_gemma.c, gemma2 / gemma3;
+ * arch_bert.c, the bert / nomic-bert encoders) GGUF models: hyper-parameters, tensor shape checks, RoPE tables. */
 #include "model/model.h"
 
 #include <math.h>
@@ -12,6 +13,7 @@
 #include "kernels/cpu.h"
 #include "kernels/quant.h"
 #include "model/arch.h"
+#include "model/encoder.h"
 
 const char *rp_arch_name(rp_arch a) {
     switch (a) {
@@ -21,6 +23,8 @@ const char *rp_arch_name(rp_arch a) {
     case RP_ARCH_PHI3: return "phi3";
     case RP_ARCH_GEMMA2: return "gemma2";
     case RP_ARCH_GEMMA3: return "gemma3";
+    case RP_ARCH_BERT: return "bert";
+    case RP_ARCH_NOMIC_BERT: return "nomic-bert";
     }
     return "?";
 }
@@ -121,7 +125,7 @@ rp_status rp_model_bind_vector(const rp_gguf *g, const char *name, int64_t n, bo
 
 static bool arch_known(rp_str a) {
     return rp_str_eq(a, "llama") || rp_str_eq(a, "qwen3") || rp_str_eq(a, "qwen2") || rp_str_eq(a, "phi3") ||
-           rp_str_eq(a, "gemma2") || rp_str_eq(a, "gemma3");
+           rp_str_eq(a, "gemma2") || rp_str_eq(a, "gemma3") || rp_str_eq(a, "bert") || rp_str_eq(a, "nomic-bert");
 }
 
 static rp_status load_hparams(const rp_gguf *g, rp_model *m) {
@@ -137,8 +141,11 @@ static rp_status load_hparams(const rp_gguf *g, rp_model *m) {
     else if (rp_str_eq(arch, "phi3")) { hp->arch = RP_ARCH_PHI3; an = "phi3"; }
     else if (rp_str_eq(arch, "gemma2")) { hp->arch = RP_ARCH_GEMMA2; an = "gemma2"; }
     else if (rp_str_eq(arch, "gemma3")) { hp->arch = RP_ARCH_GEMMA3; an = "gemma3"; }
+    else if (rp_str_eq(arch, "bert")) { hp->arch = RP_ARCH_BERT; an = "bert"; }
+    else if (rp_str_eq(arch, "nomic-bert")) { hp->arch = RP_ARCH_NOMIC_BERT; an = "nomic-bert"; }
     else
-        return rp_errorf(RP_ERR_UNSUPPORTED, "model: unknown architecture '%.*s' (supported: llama, qwen3, qwen2, phi3, gemma2, gemma3)",
+        return rp_errorf(RP_ERR_UNSUPPORTED, "model: unknown architecture '%.*s' (supported: llama, qwen3, qwen2, phi3, gemma2, "
+                         "gemma3; embedding models: bert, nomic-bert)",
                          (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
 
     rp_str name;
@@ -213,6 +220,7 @@ static rp_status load_hparams(const rp_gguf *g, rp_model *m) {
     }
     if (rp_arch_is_qwen2_phi3(hp->arch)) RP_TRY(rp_arch_qp_hparams(g, m, an));
     if (gemma) RP_TRY(rp_gemma_hparams(g, m, an));
+    if (rp_arch_is_encoder(hp->arch)) RP_TRY(rp_bert_hparams(g, m, an));
     return RP_OK;
 }
 
@@ -404,12 +412,13 @@ static rp_status prepare_weights(rp_model *m, rp_model_params params, load_progr
         rp_layer *L = &m->layers[l];
         rp_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0] && st == RP_OK; i++) {
+            if (!ws[i]->data) continue;   /* a weight the architecture has not (bert's gate) */
             st = rp_weight_prepare(ws[i], (rp_cpu_level)lvl, pool, true);
             m->packed_bytes += ws[i]->packed_bytes;
             if (st == RP_OK) st = report(lp, source_bytes(ws[i]));
         }
     }
-    if (st == RP_OK) {
+    if (st == RP_OK && m->output.data) {   /* encoders have no output head */
         st = rp_weight_prepare(&m->output, (rp_cpu_level)lvl, pool, !m->tied_output);
         m->packed_bytes += m->output.packed_bytes;
         if (st == RP_OK) st = report(lp, source_bytes(&m->output));
@@ -448,7 +457,7 @@ rp_status rp_model_load(const char *path, rp_model_params params, rp_model **out
         *out = m;
         return RP_OK;
     }
-    if ((st = bind_weights(g, m)) != RP_OK) goto fail;
+    if ((st = rp_arch_is_encoder(m->hp.arch) ? rp_bert_bind(g, m) : bind_weights(g, m)) != RP_OK) goto fail;
     if ((st = build_rope(g, m)) != RP_OK) goto fail;
     if ((st = rp_gemma_build_rope(m)) != RP_OK) goto fail;
     load_progress lp = {params.progress, params.progress_user, 0, 0};
@@ -480,6 +489,7 @@ void rp_model_free(rp_model *m) {
             rp_weight_release(&L->w_down);
         }
     rp_weight_release(&m->output);
+    rp_bert_free(m);
     free(m->layers);
     free(m->norm_store);
     free(m->rope_inv_freq);

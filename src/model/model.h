@@ -20,7 +20,12 @@ typedef enum rp_arch {
     RP_ARCH_PHI3 = 4,    /* Phi-3 / 3.5 / Phi-4-mini: fused attn_qkv and gate|up, NEOX RoPE, LongRoPE (arch_qwen2_phi3.c) */
     RP_ARCH_GEMMA2 = 5,  /* Gemma 2: GeGLU, post-norms, soft-capping, local/global layers (arch_gemma.c) */
     RP_ARCH_GEMMA3 = 6,  /* Gemma 3 text: Gemma 2 + q/k norms, local RoPE base, 5 local : 1 global */
+    RP_ARCH_BERT = 7,    /* BERT encoders (bge, MiniLM): learned positions, post-LayerNorm, GELU (arch_bert.c) */
+    RP_ARCH_NOMIC_BERT = 8,   /* nomic-bert (nomic-embed-text): rotary positions, fused QKV, SwiGLU (arch_bert.c) */
 } rp_arch;
+
+/* Encoders (bidirectional attention, no output head): they embed, they do not generate (encoder.h). */
+static inline bool rp_arch_is_encoder(rp_arch a) { return a == RP_ARCH_BERT || a == RP_ARCH_NOMIC_BERT; }
 
 const char *rp_arch_name(rp_arch a);
 
@@ -102,6 +107,7 @@ typedef struct rp_model {
     rp_tokenizer *tok;        /* NULL only when the file has no tokenizer */
     rp_chat_format chat;      /* tool-call syntax of the chat template's replies */
     struct rp_chat_tmpl *tmpl;   /* the chat template (NULL: none, or tmpl_error) */
+    struct rp_bert_weights *bert;   /* encoders' own tensors (arch_bert.c); NULL for the decoders */
     char *tmpl_error;         /* why the model's own template cannot be used (NULL: fine or absent) */
     char tmpl_origin[16];     /* "gguf", a built-in's name, "file", "none" */
     uint64_t fingerprint;     /* digest of architecture, shapes and weights — salts cache keys */

@@ -1,4 +1,4 @@
-/* synth.c — random-weight GGUF writer for real architecture shapes (speed work, embedded default). */
+/* synth.c — random-weight GGUF writer for real architecture shapes (speed work, embedded default; encoders too). */
 #include "model/synth.h"
 
 #include <math.h>
@@ -52,12 +52,25 @@ static const preset k_presets[] = {
     {"tiny", RP_ARCH_GEMMA3, 256, 512, 6, 4, 1, 64, 512, 32768, 1000000.0f, 1e-6f, false, 0, 0, 32},
     {"gemma-2-2b", RP_ARCH_GEMMA2, 2304, 9216, 26, 8, 4, 256, 256000, 8192, 10000.0f, 1e-6f, false, 0, 0, 4096},
     {"gemma-3-1b", RP_ARCH_GEMMA3, 1152, 6912, 26, 4, 1, 256, 262144, 32768, 1000000.0f, 1e-6f, false, 0, 0, 512},
+    /* encoders (embedding models), rms_eps holding the LayerNorm epsilon: tiny ones with the built-in 1024-token
+     * WordPiece vocabulary (bert: uncased, CLS pooling; nomic-bert: cased, mean pooling), and the shapes (uncased) of
+     * bge-small-en-v1.5 (CLS), all-MiniLM-L6-v2 (mean) and nomic-embed-text-v1.5 (mean, RoPE base 1000) */
+    {"tiny", RP_ARCH_BERT, 128, 512, 2, 4, 4, 32, 1024, 512, 10000.0f, 1e-12f, false, 0, 0, 0},
+    {"bge-small", RP_ARCH_BERT, 384, 1536, 12, 12, 12, 32, 30522, 512, 10000.0f, 1e-12f, false, 0, 0, 0},
+    {"all-minilm-l6", RP_ARCH_BERT, 384, 1536, 6, 12, 12, 32, 30522, 512, 10000.0f, 1e-12f, false, 0, 0, 0},
+    {"tiny", RP_ARCH_NOMIC_BERT, 128, 384, 2, 4, 4, 32, 1024, 2048, 1000.0f, 1e-12f, false, 0, 0, 0},
+    {"nomic-embed-text-v1.5", RP_ARCH_NOMIC_BERT, 768, 3072, 12, 12, 12, 64, 30522, 2048, 1000.0f, 1e-12f, false, 0, 0, 0},
 };
+
+/* llama.cpp's pooling_type of an encoder preset: 2 (cls) for bert's tiny and bge-small, else 1 (mean) */
+static uint32_t encoder_pooling(const preset *pr) {
+    return pr->arch == RP_ARCH_BERT && strcmp(pr->name, "all-minilm-l6") != 0 ? 2 : 1;
+}
 
 const char *const rp_synth_preset_names[] = {"tiny", "tiny-llama3", "small", "llama-3.2-1b", "llama-3.2-3b", "qwen3-0.6b",
                                              "qwen3-1.7b", "qwen3-4b", "qwen2.5-0.5b", "qwen2.5-1.5b",
                                              "tiny-longrope", "phi-3-mini", "phi-4-mini", "gemma-2-2b",
-                                             "gemma-3-1b", NULL};
+                                             "gemma-3-1b", "bge-small", "all-minilm-l6", "nomic-embed-text-v1.5", NULL};
 
 rp_synth_params rp_synth_default_params(void) {
     rp_synth_params p = {.arch = RP_ARCH_LLAMA, .preset = "tiny", .type = "q8_0", .seed = 1, .n_threads = 2};
@@ -290,9 +303,12 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
                                  rp_arch_name(k_presets[i].arch), rp_arch_name(p->arch));
         return rp_errorf(RP_ERR_INVALID_ARG,
                          "synth: unknown preset '%s' (tiny, small, tiny-llama3, llama-3.2-1b, llama-3.2-3b; qwen3-0.6b, "
-                         "qwen3-1.7b, qwen3-4b; qwen2.5-0.5b, qwen2.5-1.5b; tiny-longrope, phi-3-mini, phi-4-mini; gemma-2-2b, gemma-3-1b)",
+                         "qwen3-1.7b, qwen3-4b; qwen2.5-0.5b, qwen2.5-1.5b; tiny-longrope, phi-3-mini, phi-4-mini; gemma-2-2b, gemma-3-1b; "
+                         "bge-small, all-minilm-l6 (bert); nomic-embed-text-v1.5 (nomic-bert))",
                          p->preset);
     }
+    if (rp_arch_is_encoder(pr->arch) && p->peak > 0)
+        return rp_errorf(RP_ERR_INVALID_ARG, "synth: --peak shapes next-token logits; %s has no output head", rp_arch_name(pr->arch));
     const rp_ftype *ft = rp_ftype_find(p->type);
     if (!ft) return rp_errorf(RP_ERR_INVALID_ARG, "synth: --type '%s' not one of %s", p->type, rp_ftype_list());
 
@@ -331,6 +347,9 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
             rp_str k = rp_gguf_kv_key(vocab, i);
             if (k.len > 10 && memcmp(k.ptr, "tokenizer.", 10) == 0) st = rp_gguf_writer_copy_kv(w, vocab, i);
         }
+    } else if (rp_arch_is_encoder(pr->arch)) {
+        /* uncased as BERT's and nomic-embed's; the tiny nomic-bert cased, so tests cover both normalizer settings */
+        CHK(rp_synth_wpm_vocab(w, n_vocab, !(pr->arch == RP_ARCH_NOMIC_BERT && !strcmp(pr->name, "tiny"))));
     } else {
         CHK(write_builtin_vocab(w, n_vocab, &strs, &views));
     }
@@ -352,8 +371,15 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
         CHK(rp_gguf_writer_set_f32(w, K("rope.scaling.attn_factor"),
                                    (float)sqrt(1.0 + log(scale) / log((double)pr->longrope_orig))));
     }
-    CHK(rp_gguf_writer_set_f32(w, K("rope.freq_base"), pr->rope_base));
-    CHK(rp_gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), pr->rms_eps));
+    const bool enc = rp_arch_is_encoder(pr->arch);
+    if (pr->arch != RP_ARCH_BERT) CHK(rp_gguf_writer_set_f32(w, K("rope.freq_base"), pr->rope_base));
+    if (enc) {   /* as llama.cpp's converter writes BERT-family files */
+        CHK(rp_gguf_writer_set_f32(w, K("attention.layer_norm_epsilon"), pr->rms_eps));
+        CHK(rp_gguf_writer_set_bool(w, K("attention.causal"), false));
+        CHK(rp_gguf_writer_set_u32(w, K("pooling_type"), encoder_pooling(pr)));
+    } else {
+        CHK(rp_gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), pr->rms_eps));
+    }
     const bool gemma = pr->arch == RP_ARCH_GEMMA2 || pr->arch == RP_ARCH_GEMMA3;
     if (gemma) CHK(rp_gguf_writer_set_u32(w, K("attention.sliding_window"), (uint32_t)pr->n_swa));
     if (pr->arch == RP_ARCH_GEMMA2) {   /* the values of Gemma 2's config, as llama.cpp's converter writes them */
@@ -362,7 +388,7 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
     }
 
     /* tensor specs */
-    size_t n_specs = 0, cap = 9 + (size_t)pr->n_layer * 16;
+    size_t n_specs = 0, cap = 9 + (size_t)pr->n_layer * 20;
     specs = calloc(cap, sizeof *specs);
     if (!specs && st == RP_OK) st = rp_errorf(RP_ERR_NOMEM, "synth: out of memory");
     const int64_t E = pr->n_embd, F = pr->n_ff, QD = (int64_t)pr->n_head * pr->head_dim,
@@ -393,6 +419,44 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
      * post-norm gains (gemma_post below) make the layers' sum outweigh the input token's own row. */
     const float emb_a = !gemma ? 1.0f : peaked ? p->peak * sqrtf(3.0f / (float)E) : 0.1f;
     SPEC("token_embd.weight", emb_t, E, n_vocab, FILL_UNIFORM, emb_a);
+    if (enc) {   /* bert / nomic-bert: input embeddings and post-LayerNorm blocks, F32 vectors (biases ~0.1) */
+        const bool bert = pr->arch == RP_ARCH_BERT;
+        const float se = 1.7f / sqrtf((float)E), sf = 1.7f / sqrtf((float)F);
+        SPEC("token_types.weight", RP_TYPE_F32, E, 2, FILL_UNIFORM, 0.5f);
+        if (bert) SPEC("position_embd.weight", RP_TYPE_F32, E, pr->n_ctx, FILL_UNIFORM, 0.5f);
+        SPEC("token_embd_norm.weight", RP_TYPE_F32, E, 1, FILL_NORM, 0.05f);
+        SPEC("token_embd_norm.bias", RP_TYPE_F32, E, 1, FILL_UNIFORM, 0.05f);
+        for (int l = 0; l < pr->n_layer && st == RP_OK; l++) {
+            char nm[64];
+#define ESPEC(suffix, role, c, r, kd, sc_)                                           \
+            do {                                                                     \
+                snprintf(nm, sizeof nm, "blk.%d.%s", l, suffix);                     \
+                SPEC(nm, !*(role) ? RP_TYPE_F32 : MTYPE(role, l, c), c, r, kd, sc_); \
+            } while (0)
+            if (bert) {
+                ESPEC("attn_q.weight", "attn_q", E, QD, FILL_UNIFORM, se);
+                ESPEC("attn_k.weight", "attn_k", E, KD, FILL_UNIFORM, se);
+                ESPEC("attn_v.weight", "attn_v", E, KD, FILL_UNIFORM, se);
+                ESPEC("attn_q.bias", "", QD, 1, FILL_UNIFORM, 0.1f);
+                ESPEC("attn_k.bias", "", KD, 1, FILL_UNIFORM, 0.1f);
+                ESPEC("attn_v.bias", "", KD, 1, FILL_UNIFORM, 0.1f);
+            } else {
+                ESPEC("attn_qkv.weight", "attn_qkv", E, QD + 2 * KD, FILL_UNIFORM, se);
+            }
+            ESPEC("attn_output.weight", "attn_output", QD, E, FILL_UNIFORM, 1.7f / sqrtf((float)QD));
+            if (bert) ESPEC("attn_output.bias", "", E, 1, FILL_UNIFORM, 0.1f);
+            ESPEC("attn_output_norm.weight", "", E, 1, FILL_NORM, 0.05f);
+            ESPEC("attn_output_norm.bias", "", E, 1, FILL_UNIFORM, 0.05f);
+            ESPEC("ffn_up.weight", "ffn_up", E, F, FILL_UNIFORM, se);
+            if (bert) ESPEC("ffn_up.bias", "", F, 1, FILL_UNIFORM, 0.1f);
+            else ESPEC("ffn_gate.weight", "ffn_gate", E, F, FILL_UNIFORM, se);
+            ESPEC("ffn_down.weight", "ffn_down", F, E, FILL_UNIFORM, sf);
+            if (bert) ESPEC("ffn_down.bias", "", E, 1, FILL_UNIFORM, 0.1f);
+            ESPEC("layer_output_norm.weight", "", E, 1, FILL_NORM, 0.05f);
+            ESPEC("layer_output_norm.bias", "", E, 1, FILL_UNIFORM, 0.05f);
+#undef ESPEC
+        }
+    }
     if (peaked && !gemma)
         SPEC("output.weight", MTYPE("output", 0, E), E, n_vocab, FILL_UNIFORM, p->peak * sqrtf(3.0f / (float)E));
     /* gemma, peaked: the input row enters the residual as e * sqrt(E) (rms ~peak) and adds ~sqrt(E) * peak units to
@@ -400,14 +464,14 @@ rp_status rp_synth_write(const rp_synth_params *p, const char *out_path) {
      * the others over ~peak; gains of 2 * peak * sqrt(E / (2 * n_layer)) make the residual's rms ~2 * sqrt(E) * peak,
      * so the copy term is ~peak / 2 and the next token depends on the context */
     const float gemma_post = gemma && peaked ? 2.0f * p->peak * sqrtf((float)E / (2.0f * (float)pr->n_layer)) : 0.0f;
-    SPEC("output_norm.weight", RP_TYPE_F32, E, 1, FILL_NORM, 0.05f);
+    if (!enc) SPEC("output_norm.weight", RP_TYPE_F32, E, 1, FILL_NORM, 0.05f);
     if (pr->llama3_rope) SPEC("rope_freqs.weight", RP_TYPE_F32, pr->head_dim / 2, 1, FILL_ROPE, 0);
     if (pr->longrope_orig) {
         SPEC("rope_factors_long.weight", RP_TYPE_F32, n_rot / 2, 1, FILL_LONGROPE_LONG, 0);
         SPEC("rope_factors_short.weight", RP_TYPE_F32, n_rot / 2, 1, FILL_LONGROPE_SHORT, 0);
     }
     const bool fused = pr->arch == RP_ARCH_PHI3 && !p->unfused;
-    for (int l = 0; l < pr->n_layer && st == RP_OK; l++) {
+    for (int l = 0; l < pr->n_layer && st == RP_OK && !enc; l++) {
         char nm[64];
         float se = 1.7f / sqrtf((float)E), sf = 1.7f / sqrtf((float)F), sq = 1.7f / sqrtf((float)QD);
 #define LSPEC(suffix, role, c, r, kd, sc_)                                           \

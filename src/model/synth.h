@@ -12,7 +12,7 @@ typedef struct rp_synth_params {
     rp_arch arch;
     const char *preset;       /* tiny (every arch) | small | tiny-llama3 | llama-3.2-1b | llama-3.2-3b (llama) | qwen3-0.6b |
                                  qwen3-1.7b | qwen3-4b | qwen2.5-0.5b | qwen2.5-1.5b | tiny-longrope | phi-3-mini | phi-4-mini |
-                                 gemma-2-2b | gemma-3-1b */
+                                 gemma-2-2b | gemma-3-1b | bge-small | all-minilm-l6 (bert) | nomic-embed-text-v1.5 */
     const char *type;         /* a file type of model/quant_mix.h: f32, q8_0, q4_k (pure), q4_k_m, q3_k_s, ... (llama.cpp's mixes) */
     const char *vocab_path;   /* a GGUF whose tokenizer.* keys are copied; NULL: built-in byte-level vocab */
     uint64_t seed;
@@ -34,6 +34,10 @@ rp_synth_params rp_synth_default_params(void);
  * cancel the temp file is removed). Deterministic for a seed: the same
  * parameters give byte-identical files, whatever n_threads. */
 rp_status rp_synth_write(const rp_synth_params *p, const char *out_path);
+
+/* The built-in WordPiece vocabulary of the encoder presets (synth_wpm.c): BERT's special ids, n_vocab tokens;
+ * a cased one (no uppercase folding: tokenizer.ggml.normalizer.lowercase false) unless `lowercase`. */
+rp_status rp_synth_wpm_vocab(rp_gguf_writer *w, int32_t n_vocab, bool lowercase);
 
 /* Names of the presets, NULL-terminated (for --help). */
 extern const char *const rp_synth_preset_names[];

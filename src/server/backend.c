@@ -80,6 +80,12 @@ rp_status rp_backend_create(const rp_backend_config *cfg, rp_backend **out) {
         n_ctx = md.n_ctx_train;
     }
     b->n_ctx = n_ctx;
+    if (rp_backend_is_encoder(b)) {   /* embeddings only: no sessions, no KV, no generation thread */
+        b->cfg.parallel = 1;
+        b->ops = &rp_backend_encoder_ops;
+        *out = b;
+        return RP_OK;
+    }
     /* the KV memory of one sequence (up to n_ctx cells): sizes --parallel auto, and is said before it is allocated */
     uint64_t kv = 0;
     const int32_t est_batch = cfg->parallel > 512 ? cfg->parallel : 512;   /* both backends' n_batch */
@@ -124,6 +130,11 @@ void rp_backend_free(rp_backend *b) {
 }
 
 const rp_model *rp_backend_model(const rp_backend *b) { return b->m; }
+bool rp_backend_is_encoder(const rp_backend *b) {
+    if (!b || !b->m) return false;
+    const char *arch = rp_model_describe(b->m).arch;   /* the encoders (bert, nomic-bert): embedding models */
+    return arch && (!strcmp(arch, "bert") || !strcmp(arch, "nomic-bert"));
+}
 int32_t rp_backend_n_ctx(const rp_backend *b) { return b->n_ctx; }
 uint64_t rp_backend_kv_bytes_per_token(const rp_backend *b) {
     return rp_kv_bytes_per_token(b->m, b->cfg.kv_type);
@@ -259,7 +270,7 @@ rp_status rp_backend_submit(rp_backend *b, const rp_job_params *p, rp_job **out)
 }
 
 rp_status rp_backend_submit_n(rp_backend *b, const rp_job_params *p, int32_t n, rp_job **out) {
-    if (n == 1) return rp_backend_submit(b, p, out);
+    if (n == 1 || rp_backend_is_encoder(b)) return rp_backend_submit(b, p, out);   /* an encoder's says why not */
     for (int32_t i = 0; i < n && i < RP_BACKEND_MAX_N; i++) out[i] = NULL;
     if (n < 1 || n > RP_BACKEND_MAX_N)
         return rp_errorf(RP_ERR_INVALID_ARG, "backend: n = %d choices (1 to %d)", n, RP_BACKEND_MAX_N);

@@ -185,4 +185,7 @@ typedef struct rp_backend_stats {
 
 void rp_backend_stats_get(rp_backend *b, rp_backend_stats *out);
 
+/* The model is an encoder (bert, nomic-bert): an embedding model that serves /v1/embeddings only. */
+bool rp_backend_is_encoder(const rp_backend *b);
+
 #endif /* RP_SERVER_BACKEND_H */

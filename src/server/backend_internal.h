@@ -91,6 +91,7 @@ struct rp_backend {
 
 extern const rp_backend_ops rp_backend_core_ops;
 extern const rp_backend_ops rp_backend_sched_ops;
+extern const rp_backend_ops rp_backend_encoder_ops;   /* an embedding model: holds it, generates nothing */
 
 double rp_srv_now(void);   /* monotonic seconds */
 

@@ -116,6 +116,11 @@ static int32_t counted(const rp_srv_call *c) {
 rp_status rp_srv_call_create(rp_server *s, rp_srv_endpoint ep, int key, const char *body, size_t len,
                              rp_srv_alive_fn alive, void *alive_user, rp_srv_call **out, rp_api_error *err) {
     *out = NULL;
+    if (rp_backend_is_encoder(s->b))   /* as llama-server answers completions on an embedding model */
+        return rp_api_errorf(err, RP_ERR_UNSUPPORTED, 501, "not_supported", NULL,
+                             "'%s' is an embedding model (%s): it does not generate text; this server answers "
+                             "/v1/embeddings only", rp_model_describe(rp_backend_model(s->b)).name,
+                             rp_model_describe(rp_backend_model(s->b)).arch);
     rp_srv_call *c = calloc(1, sizeof *c);
     if (!c) return rp_api_errorf(err, RP_ERR_NOMEM, 500, NULL, NULL, "out of memory");
     c->srv = s;

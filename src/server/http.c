@@ -636,6 +636,12 @@ rp_status rp_server_start(const rp_server_config *cfg, rp_server **out) {
     /* connections are answered from here on (503 "loading" until the model is in) */
     if ((st = rp_backend_create(&cfg->backend, &s->b)) != RP_OK) goto fail;
     const rp_model *m = rp_backend_model(s->b);
+    if (rp_backend_is_encoder(s->b) && !cfg->embeddings) {
+        st = rp_errorf(RP_ERR_UNSUPPORTED, "server: '%s' is an embedding model (%s), which does not generate text: "
+                       "start the server with --embeddings to answer /v1/embeddings", rp_model_describe(m).name,
+                       rp_model_describe(m).arch);
+        goto fail;
+    }
     if (cfg->model_id && cfg->model_id[0]) {
         char *clean = rp_srv_utf8_clean(cfg->model_id, strnlen(cfg->model_id, sizeof s->model_id - 1));
         snprintf(s->model_id, sizeof s->model_id, "%s", clean ? clean : "model");

@@ -1,4 +1,4 @@
-/* tok_internal.h — private tokenizer state shared by tokenizer.c, spm.c, bpe.c and pretok.c. */
+/* tok_internal.h — private tokenizer state shared by tokenizer.c, spm.c, bpe.c, wpm.c and pretok.c. */
 #ifndef RP_TOK_INTERNAL_H
 #define RP_TOK_INTERNAL_H
 
@@ -89,6 +89,12 @@ struct rp_tokenizer {
     rp_tok_pairmap merges;
     rp_pretok *pretok;
     bool nfc;                      /* qwen2: NFC-normalize input first */
+
+    /* WordPiece (wpm.c) */
+    int32_t sep;                   /* [SEP] (tokenizer.ggml.seperator_token_id, default 102); -1: none */
+    bool wpm_lowercase;            /* tokenizer.ggml.normalizer.lowercase (default true) */
+    bool wpm_strip_accents;        /* tokenizer.ggml.normalizer.strip_accents (default: lowercase) */
+    uint32_t max_token_len;        /* longest token string, bytes: the greedy match's window */
 };
 
 /* flags */
@@ -149,6 +155,11 @@ rp_status rp_bpe_load_merges(rp_tokenizer *t, const rp_gguf *g);
 /* Encodes one raw-text fragment (no special tokens inside): normalization,
  * regex pre-tokenization, byte-level mapping and rank-ordered merging. */
 rp_status rp_bpe_encode(const rp_tokenizer *t, const char *text, size_t len, rp_tok_out *out);
+
+/* ---- wpm.c ---- */
+/* Encodes one raw-text fragment (no special tokens inside) WordPiece-style: BERT basic pre-tokenization, then
+ * greedy longest-match-first pieces of each "▁"-prefixed word, [UNK] for a word with no split. */
+rp_status rp_wpm_encode(const rp_tokenizer *t, const char *text, size_t len, rp_tok_out *out);
 
 /* ---- pretok.c ---- */
 /* Compiles the pre-tokenizer regex for `pre`. */

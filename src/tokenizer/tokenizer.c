@@ -1,4 +1,5 @@
-/* tokenizer.c — vocabulary loading from GGUF, special tokens, encode driver, decode and streaming detokenization. */
+/* tokenizer.c — vocabulary loading from GGUF (SentencePiece, byte-level BPE, WordPiece), special tokens, encode driver,
+ * decode and streaming detokenization. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,7 +257,7 @@ static size_t make_piece(const rp_tokenizer *t, int32_t id, char *dst) {
     }
     size_t m = 0;
     const unsigned char *u = (const unsigned char *)s;
-    if (t->kind == RP_TOK_SPM) {
+    if (t->kind == RP_TOK_SPM || t->kind == RP_TOK_WPM) {   /* WordPiece: "▁" starts a word, as llama.cpp renders it */
         for (uint32_t i = 0; i < n;) {
             if (n - i >= 3 && memcmp(u + i, "\xe2\x96\x81", 3) == 0) {
                 if (dst) dst[m] = ' ';
@@ -437,8 +438,10 @@ static rp_status load_impl(rp_tokenizer *t, const rp_gguf *g) {
         t->kind = RP_TOK_SPM;
     } else if (rp_str_eq(model, "gpt2")) {
         t->kind = RP_TOK_BPE;
+    } else if (rp_str_eq(model, "bert")) {
+        t->kind = RP_TOK_WPM;   /* tokenizer.ggml.pre is not read (llama.cpp ignores it for WordPiece) */
     } else {
-        return rp_errorf(RP_ERR_UNSUPPORTED, "tokenizer: tokenizer.ggml.model '%.*s' is not supported (llama, gpt2)",
+        return rp_errorf(RP_ERR_UNSUPPORTED, "tokenizer: tokenizer.ggml.model '%.*s' is not supported (llama, gpt2, bert)",
                          (int)(model.len > 64 ? 64 : model.len), model.ptr);
     }
     rp_str pre = {"", 0};
@@ -451,7 +454,7 @@ static rp_status load_impl(rp_tokenizer *t, const rp_gguf *g) {
         return st;
     }
     t->pre = RP_PRE_DEFAULT;
-    bool bos_default = t->kind == RP_TOK_SPM;
+    bool bos_default = t->kind == RP_TOK_SPM || t->kind == RP_TOK_WPM;
     if (t->kind == RP_TOK_BPE) {
         /* A missing name gets the default regexes, as in llama.cpp. */
         const rp_pre_name *pn = NULL;
@@ -519,6 +522,7 @@ static rp_status load_impl(rp_tokenizer *t, const rp_gguf *g) {
         rp_str s = rp_gguf_kv_arr_str(g, (uint64_t)tok_kv, i);
         if (s.len) memcpy(t->arena + off, s.ptr, s.len);
         t->arena[off + s.len] = '\0';
+        if (s.len > t->max_token_len) t->max_token_len = (uint32_t)s.len;
         t->str_off[i] = off;
         t->str_len[i] = (uint32_t)s.len;
         off += s.len + 1;
@@ -539,7 +543,7 @@ static rp_status load_impl(rp_tokenizer *t, const rp_gguf *g) {
     RP_TRY(rp_tok_strmap_build(t));
 
     /* ---- special ids and flags ---- */
-    t->bos = t->eos = t->eot = t->eom = t->unk = t->pad = -1;
+    t->bos = t->eos = t->eot = t->eom = t->unk = t->pad = t->sep = -1;
     if (t->kind == RP_TOK_SPM) {
         /* SentencePiece defaults (llama.cpp): <unk>=0, <s>=1, </s>=2. */
         if (n > 0) t->unk = 0;
@@ -548,6 +552,18 @@ static rp_status load_impl(rp_tokenizer *t, const rp_gguf *g) {
         t->add_space_prefix = true;
     } else {
         t->add_space_prefix = false;
+    }
+    if (t->kind == RP_TOK_WPM) {
+        /* BERT's ids (llama.cpp's defaults): [PAD] 0, [UNK] 100, [CLS] 101 (the BOS), [SEP] 102 */
+        if (n > 0) t->pad = 0;
+        if (n > 100) t->unk = 100;
+        if (n > 101) t->bos = 101;
+        if (n > 102) t->sep = 102;
+        t->wpm_lowercase = true;
+        RP_TRY(get_flag(g, "tokenizer.ggml.normalizer.lowercase", &t->wpm_lowercase));
+        t->wpm_strip_accents = t->wpm_lowercase;
+        RP_TRY(get_flag(g, "tokenizer.ggml.normalizer.strip_accents", &t->wpm_strip_accents));
+        RP_TRY(get_tok_id(g, "tokenizer.ggml.seperator_token_id", t->n_vocab, &t->sep));
     }
     t->add_bos = bos_default;   /* tokenizer.ggml.add_bos_token may override */
     RP_TRY(get_tok_id(g, "tokenizer.ggml.bos_token_id", t->n_vocab, &t->bos));
@@ -559,6 +575,10 @@ static rp_status load_impl(rp_tokenizer *t, const rp_gguf *g) {
     RP_TRY(get_flag(g, "tokenizer.ggml.add_bos_token", &t->add_bos));
     RP_TRY(get_flag(g, "tokenizer.ggml.add_eos_token", &t->add_eos));
     if (t->kind == RP_TOK_SPM) RP_TRY(get_flag(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix));
+    if (t->kind == RP_TOK_WPM && (t->unk < 0 || t->bos < 0 || t->sep < 0))
+        return rp_errorf(RP_ERR_FORMAT, "tokenizer: WordPiece vocabulary of %d tokens without [UNK] (%d), [CLS] (%d) and "
+                         "[SEP] (%d) ids (tokenizer.ggml.unknown_token_id, bos_token_id, seperator_token_id)",
+                         t->n_vocab, t->unk, t->bos, t->sep);
     if (t->eot < 0) t->eot = rp_tok_lookup(t, "<|eot_id|>", 10);
     if (t->eot < 0) t->eot = rp_tok_lookup(t, "<|im_end|>", 10);
     if (t->eom < 0) t->eom = rp_tok_lookup(t, "<|eom_id|>", 10);
@@ -578,6 +598,8 @@ static rp_status load_impl(rp_tokenizer *t, const rp_gguf *g) {
                 id = rp_tok_lookup(t, &c, 1);
             }
             t->byte_tok[b] = id;
+        } else if (t->kind == RP_TOK_WPM) {
+            t->byte_tok[b] = -1;   /* WordPiece has no byte tokens: a word without a split is [UNK] */
         } else {
             uint32_t cp = rp_bpe_byte_to_cp((uint8_t)b);
             char u[2];
@@ -683,6 +705,7 @@ static rp_status encode_fragment(const rp_tokenizer *t, const char *s, size_t n,
                                  rp_tok_out *out) {
     if (n == 0) return RP_OK;
     if (t->kind == RP_TOK_SPM) return rp_spm_encode(t, s, n, t->add_space_prefix && after_special, out);
+    if (t->kind == RP_TOK_WPM) return rp_wpm_encode(t, s, n, out);
     return rp_bpe_encode(t, s, n, out);
 }
 
@@ -695,7 +718,8 @@ rp_status rp_tokenizer_encode(const rp_tokenizer *t, const char *text, size_t le
 
     rp_tok_out out = {ids, cap, 0};
     bool after_special = true;   /* SPM: the first fragment gets the dummy prefix */
-    if (opts.add_bos && t->add_bos && t->bos >= 0) rp_tok_out_push(&out, t->bos);
+    const bool wpm = t->kind == RP_TOK_WPM;   /* llama.cpp: [CLS] ... [SEP] whenever special tokens are added */
+    if (opts.add_bos && (t->add_bos || wpm) && t->bos >= 0) rp_tok_out_push(&out, t->bos);
 
     /* Split the text at special-token texts (leftmost match, longest first at
      * a position); the pieces between are tokenized normally. User-defined
@@ -727,6 +751,7 @@ rp_status rp_tokenizer_encode(const rp_tokenizer *t, const char *text, size_t le
         frag = pos;
     }
     if (len > frag) RP_TRY(encode_fragment(t, text + frag, len - frag, after_special, &out));
+    if (opts.add_bos && wpm && t->sep >= 0) rp_tok_out_push(&out, t->sep);
 
     *n_out = out.n;
     if (out.n > cap)
@@ -770,7 +795,7 @@ rp_status rp_tokenizer_decode(const rp_tokenizer *t, const rp_token *ids, size_t
     if (!t || !n_out) return rp_errorf(RP_ERR_INVALID_ARG, "tokenizer: decode: NULL tokenizer or n_out");
     if (!ids && n > 0) return rp_errorf(RP_ERR_INVALID_ARG, "tokenizer: decode: NULL ids with n %zu", n);
     if (!buf && cap > 0) return rp_errorf(RP_ERR_INVALID_ARG, "tokenizer: decode: NULL buf with cap %zu", cap);
-    bool strip = strip_leading_space && t->kind == RP_TOK_SPM && t->add_space_prefix;
+    bool strip = strip_leading_space && ((t->kind == RP_TOK_SPM && t->add_space_prefix) || t->kind == RP_TOK_WPM);
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= t->n_vocab)
@@ -802,7 +827,7 @@ void rp_detok_init(rp_detok *d, const rp_tokenizer *t, bool render_special) {
     memset(d, 0, sizeof *d);
     d->tok = t;
     d->render_special = render_special;
-    d->at_start = t && t->kind == RP_TOK_SPM && t->add_space_prefix;
+    d->at_start = t && ((t->kind == RP_TOK_SPM && t->add_space_prefix) || t->kind == RP_TOK_WPM);
 }
 
 static void emit(char *out, size_t *m, const void *p, size_t n) {

@@ -14,6 +14,7 @@
 typedef enum rp_tok_kind {
     RP_TOK_SPM = 1,   /* tokenizer.ggml.model == "llama": scores, byte fallback, dummy prefix */
     RP_TOK_BPE = 2,   /* tokenizer.ggml.model == "gpt2": byte-level BPE with merges */
+    RP_TOK_WPM = 3,   /* tokenizer.ggml.model == "bert": WordPiece, [CLS] text [SEP] (wpm.c) */
 } rp_tok_kind;
 
 typedef enum rp_tok_pre {
@@ -75,7 +76,8 @@ const char *rp_tokenizer_token_str(const rp_tokenizer *t, rp_token id);
 rp_token rp_tokenizer_find(const rp_tokenizer *t, const char *piece);
 
 typedef struct rp_tokenize_opts {
-    bool add_bos;        /* prepend BOS if the vocab has one (and add_bos semantics say so) */
+    bool add_bos;        /* prepend BOS if the vocab has one (and add_bos semantics say so); WordPiece: the special
+                            tokens, [CLS] before and [SEP] after the text (llama.cpp's add_special) */
     bool parse_special;  /* recognize control / user-defined token texts like "<|im_start|>" in the input */
 } rp_tokenize_opts;
 

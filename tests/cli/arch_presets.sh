@@ -39,7 +39,7 @@ check "phi3 tiny-longrope: n_ctx_train is the original context length 4096" "gre
 check "phi3 tiny-longrope: n_rot 48 of head_dim 64" "grep -q 'head_dim 64, n_rot 48' '$TMP/i'"
 # an unknown architecture is named
 "$BIN" synth --arch gpt2 --preset tiny --type q8_0 -o "$TMP/x.gguf" >"$TMP/o" 2>&1
-check "synth --arch gpt2 is refused naming the choices" "grep -q 'llama, qwen3, qwen2, phi3, gemma2 or gemma3' '$TMP/o'"
+check "synth --arch gpt2 is refused naming the choices" "grep -q 'llama, qwen3, qwen2, phi3, gemma2, gemma3, bert or nomic-bert' '$TMP/o'"
 "$BIN" synth --arch qwen2 --preset phi-4-mini --type q8_0 -o "$TMP/x.gguf" >"$TMP/o" 2>&1
 check "synth --arch qwen2 --preset phi-4-mini names the preset's architecture" "grep -q \"preset 'phi-4-mini' is a phi3 model\" '$TMP/o'"
 finish
