@@ -563,6 +563,8 @@ typedef struct rp_grammar_stats {
     uint64_t checks_rejected;   /* ... of which the grammar refused */
     uint64_t cache_entries, cache_bytes, cache_cap_bytes, evictions;
     double build_ms;            /* time spent in trie walks */
+    double busy_ms;             /* time spent in rp_grammar_follow / mask / allows / accepts_prefix (walks included):
+                                   the grammar's own cost */
 } rp_grammar_stats;
 /* Counters since the vocabulary was made (or the last reset), over every state on it. */
 RP_API void rp_grammar_vocab_stats(const rp_grammar_vocab *v, rp_grammar_stats *out);

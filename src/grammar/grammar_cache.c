@@ -26,7 +26,7 @@ struct rp_gcache {
     size_t bytes, cap, entries;
     uint64_t hits, misses, evictions;
     double build_ms;
-    _Atomic uint64_t checks, rejected;
+    _Atomic uint64_t checks, rejected, busy_ns;
 };
 
 static size_t entry_bytes(const rp_gcache *c, int32_t key_cap) {
@@ -174,7 +174,8 @@ void rp_gcache_stats_get(rp_gcache *c, rp_gcache_stats *out) {
     pthread_mutex_lock(&c->mu);
     *out = (rp_gcache_stats){.hits = c->hits, .misses = c->misses, .evictions = c->evictions, .bytes = c->bytes,
                              .entries = c->entries, .cap_bytes = c->cap, .build_ms = c->build_ms,
-                             .checks = atomic_load(&c->checks), .rejected = atomic_load(&c->rejected)};
+                             .checks = atomic_load(&c->checks), .rejected = atomic_load(&c->rejected),
+                             .busy_ns = atomic_load(&c->busy_ns)};
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -190,6 +191,7 @@ void rp_gcache_stats_reset(rp_gcache *c) {
     c->build_ms = 0;
     atomic_store(&c->checks, 0);
     atomic_store(&c->rejected, 0);
+    atomic_store(&c->busy_ns, 0);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -197,3 +199,5 @@ void rp_gcache_note_check(rp_gcache *c, bool rejected) {
     atomic_fetch_add_explicit(&c->checks, 1, memory_order_relaxed);
     if (rejected) atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
 }
+
+void rp_gcache_note_time(rp_gcache *c, uint64_t ns) { atomic_fetch_add_explicit(&c->busy_ns, ns, memory_order_relaxed); }

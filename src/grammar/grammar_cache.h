@@ -27,11 +27,14 @@ typedef struct rp_gcache_stats {
     size_t bytes, entries, cap_bytes;
     double build_ms;   /* time spent building masks by trie walks (added by rp_gcache_note_build) */
     uint64_t checks, rejected;
+    uint64_t busy_ns;   /* time inside the grammar's per-token calls (rp_gcache_note_time) */
 } rp_gcache_stats;
 void rp_gcache_stats_get(rp_gcache *c, rp_gcache_stats *out);
 void rp_gcache_note_build(rp_gcache *c, double ms);
 void rp_gcache_stats_reset(rp_gcache *c);
 /* Counts one single-token check (rp_grammar_allows and the like); rejected: the grammar refused the token. */
 void rp_gcache_note_check(rp_gcache *c, bool rejected);
+/* Adds ns nanoseconds to the time spent in per-token grammar calls (lock-free). */
+void rp_gcache_note_time(rp_gcache *c, uint64_t ns);
 
 #endif

@@ -286,6 +286,7 @@ RP_API void rp_grammar_vocab_stats(const rp_grammar_vocab *v, rp_grammar_stats *
     out->cache_cap_bytes = cs.cap_bytes;
     out->evictions = cs.evictions;
     out->build_ms = cs.build_ms;
+    out->busy_ms = (double)cs.busy_ns * 1e-6;
 }
 
 RP_API void rp_grammar_vocab_stats_reset(rp_grammar_vocab *v) {
@@ -657,6 +658,12 @@ static double now_ms(void) {
     return (double)t.tv_sec * 1e3 + 1e-6 * (double)t.tv_nsec;
 }
 
+static uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
 /* s->bits = the tokens the grammar allows now: from the shared cache, else a trie walk (then cached). */
 static void build_bits(rp_grammar_state *s) {
     const rp_grammar_vocab *v = s->v;
@@ -677,6 +684,7 @@ RP_API rp_status rp_grammar_mask(rp_grammar_state *s, float *logits, int32_t n_v
     if (!s || !s->v || !logits) return rp_errorf(RP_ERR_INVALID_ARG, "rp_grammar_mask: NULL argument");
     const rp_grammar_vocab *v = s->v;
     const int32_t n = n_vocab < v->n_vocab ? n_vocab : v->n_vocab;
+    const uint64_t t0 = now_ns();
     build_bits(s);
     for (int32_t w = 0; w * 64 < n; w++) {
         const uint64_t b = s->bits[w];
@@ -686,15 +694,18 @@ RP_API rp_status rp_grammar_mask(rp_grammar_state *s, float *logits, int32_t n_v
             if (!((b >> (t & 63)) & 1)) logits[t] = -INFINITY;
     }
     for (int32_t t = n; t < n_vocab; t++) logits[t] = -INFINITY;
+    rp_gcache_note_time(v->cache, now_ns() - t0);
     return RP_OK;
 }
 
 RP_API void rp_grammar_follow(rp_grammar_state *s, const rp_token *hist, int32_t n_hist) {
     if (!s) return;
+    const uint64_t t0 = s->v ? now_ns() : 0;
     if (s->hist_seen < 0 || s->hist_seen > n_hist) s->hist_seen = n_hist;
     for (int32_t i = s->hist_seen; i < n_hist; i++)
         if (rp_grammar_accept_token(s, hist[i]) != RP_OK) s->failed = true;
     s->hist_seen = n_hist;
+    if (s->v) rp_gcache_note_time(s->v->cache, now_ns() - t0);
 }
 
 RP_API void rp_grammar_on_logits(void *user, const rp_token *hist, int32_t n_hist, float *logits, int32_t n_vocab) {
@@ -733,6 +744,7 @@ static bool token_ok(rp_grammar_state *s, const gset **in, uint32_t *cp, int *ne
 RP_API bool rp_grammar_allows(rp_grammar_state *s, rp_token t) {
     if (!s || !s->v) return false;
     if (t < 0 || t >= s->v->n_vocab) return false;
+    const uint64_t t0 = now_ns();
     bool ok;
     if (s->failed) {
         ok = s->v->eog[t] != 0;
@@ -743,11 +755,21 @@ RP_API bool rp_grammar_allows(rp_grammar_state *s, rp_token t) {
         ok = token_ok(s, &in, &cp, &need, t);
     }
     rp_gcache_note_check(s->v->cache, !ok);
+    rp_gcache_note_time(s->v->cache, now_ns() - t0);
     return ok;
 }
 
+static int32_t accepts_prefix(rp_grammar_state *s, const rp_token *toks, int32_t n);
+
 RP_API int32_t rp_grammar_accepts_prefix(rp_grammar_state *s, const rp_token *toks, int32_t n) {
     if (!s || !s->v || s->failed || (!toks && n > 0)) return 0;
+    const uint64_t t0 = now_ns();
+    const int32_t k = accepts_prefix(s, toks, n);
+    rp_gcache_note_time(s->v->cache, now_ns() - t0);
+    return k;
+}
+
+static int32_t accepts_prefix(rp_grammar_state *s, const rp_token *toks, int32_t n) {
     const gset *in = &s->cur;
     uint32_t cp = s->pend_cp;
     int need = s->pend_need;
