@@ -550,12 +550,44 @@ RP_API rp_status rp_grammar_accept_bytes(rp_grammar_state *s, const char *bytes,
 RP_API rp_status rp_grammar_accept_token(rp_grammar_state *s, rp_token t);
 RP_API bool rp_grammar_can_end(const rp_grammar_state *s);
 /* Sets logits[t] = -INFINITY for every token that cannot continue the grammar (end-of-generation tokens stay
- * allowed only where it can end). */
+ * allowed only where it can end). A state's mask is built by a walk of the vocabulary trie the first time any
+ * state on the same vocabulary and an equal grammar (by content: another request's compilation of the same
+ * schema too) is there; after that it comes from the vocabulary's cache (thread-safe). */
 RP_API rp_status rp_grammar_mask(rp_grammar_state *s, float *logits, int32_t n_vocab);
-/* An rp_logits_fn (rp_gen_opts.on_logits, logits_user = the state): on its first call it takes hist as the
- * prompt, later calls accept the tokens generated since, then it masks. Use a fresh or reset state per call.
- * Speculative drafts are not checked by it: a constrained sequence must generate without speculation. */
+/* Whether rp_grammar_mask would leave token t allowed, found from t's bytes alone (no mask); s is unchanged. */
+RP_API bool rp_grammar_allows(rp_grammar_state *s, rp_token t);
+/* How many of toks[0..n), taken in order from the state's position, the grammar accepts (as
+ * rp_grammar_accept_token would, an end-of-generation token ending the count); s is unchanged. Speculative
+ * drafts are cut there. */
+RP_API int32_t rp_grammar_accepts_prefix(rp_grammar_state *s, const rp_token *toks, int32_t n);
+/* The on_logits hook's bookkeeping alone: on the first call (after new / reset) hist is taken as the prompt,
+ * later calls accept hist's tokens since the last call (a token the grammar rejects fails the state). */
+RP_API void rp_grammar_follow(rp_grammar_state *s, const rp_token *hist, int32_t n_hist);
+/* An rp_logits_fn (rp_gen_opts.on_logits, logits_user = the state): rp_grammar_follow, then rp_grammar_mask.
+ * Use a fresh or reset state per call. rp_seq_generate and the scheduler (rp_agents) recognise this hook: with
+ * greedy sampling they take the model's own choice when the grammar allows it (the same token the masked
+ * logits give) and mask only when it does not; the scheduler speculates such turns, cutting each draft at the
+ * first token the grammar rejects and verifying the rest under the mask (output identical to unspeculated
+ * constrained decoding for greedy, the same distribution when sampling). Another hook is never speculated. */
 RP_API void rp_grammar_on_logits(void *user, const rp_token *hist, int32_t n_hist, float *logits, int32_t n_vocab);
+
+/* The vocabulary's mask cache: budget in bytes (default 64 MiB, or RP_GRAMMAR_CACHE_MB at rp_grammar_vocab_new;
+ * 0: none, every mask is a trie walk), least recently used masks out. A mask costs n_vocab / 8 bytes plus its
+ * state's key. */
+RP_API void rp_grammar_vocab_set_cache_bytes(rp_grammar_vocab *v, size_t bytes);
+typedef struct rp_grammar_stats {
+    uint64_t masks_built;       /* masks built by a trie walk (cache misses) */
+    uint64_t cache_hits;        /* masks served from the cache */
+    uint64_t checks;            /* single tokens checked (rp_grammar_allows, rp_grammar_accepts_prefix) */
+    uint64_t checks_rejected;   /* ... of which the grammar refused */
+    uint64_t cache_entries, cache_bytes, cache_cap_bytes, evictions;
+    double build_ms;            /* time spent in trie walks */
+    double busy_ms;             /* time spent in rp_grammar_follow / mask / allows / accepts_prefix (walks included):
+                                   the grammar's own cost */
+} rp_grammar_stats;
+/* Counters since the vocabulary was made (or the last reset), over every state on it. */
+RP_API void rp_grammar_vocab_stats(const rp_grammar_vocab *v, rp_grammar_stats *out);
+RP_API void rp_grammar_vocab_stats_reset(rp_grammar_vocab *v);
 
 typedef enum rp_stop_reason {
     RP_STOP_NONE = 0,     /* not generated yet (prefill only) */
@@ -774,7 +806,8 @@ typedef struct rp_turn_opts {
     void *user;
     /* a logits processor before each token of the turn is sampled (e.g. rp_grammar_on_logits with a per-agent
      * rp_grammar_state, reset per turn), on the stepping thread; hist is the agent's tokens so far. A turn with
-     * one is never speculated: its drafts are off (its tokens are sampled one by one). NULL: none */
+     * rp_grammar_on_logits is speculated, its drafts checked against the grammar (see there); one with any
+     * other hook is not: its drafts are off (its tokens are sampled one by one). NULL: none */
     rp_logits_fn on_logits;
     void *logits_user;
     /* each chosen token with its raw logits (log-probabilities; drafts stay on), on the stepping thread with the

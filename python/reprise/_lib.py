@@ -111,6 +111,12 @@ class rp_model_desc(Structure):
                 ("n_swa_layers", c_int32)]
 
 
+class rp_grammar_stats(Structure):
+    _fields_ = [("masks_built", c_uint64), ("cache_hits", c_uint64), ("checks", c_uint64),
+                ("checks_rejected", c_uint64), ("cache_entries", c_uint64), ("cache_bytes", c_uint64),
+                ("cache_cap_bytes", c_uint64), ("evictions", c_uint64), ("build_ms", c_double), ("busy_ms", c_double)]
+
+
 class rp_chat_message(Structure):
     _fields_ = [("role", c_char_p), ("content", c_char_p), ("tool_calls", c_char_p), ("tool_call_id", c_char_p),
                 ("name", c_char_p)]
@@ -355,8 +361,8 @@ class rp_model_perf(Structure):
 
 
 #: every struct above, for the layout test
-STRUCTS = [rp_logit_bias, rp_sampler_params, rp_model_params, rp_model_desc, rp_chat_message, rp_engine_params,
-           rp_static_shapes, rp_engine_stats, rp_gen_opts, rp_gen_stats, rp_agents_params, rp_turn_opts,
+STRUCTS = [rp_logit_bias, rp_sampler_params, rp_model_params, rp_model_desc, rp_grammar_stats, rp_chat_message,
+           rp_engine_params, rp_static_shapes, rp_engine_stats, rp_gen_opts, rp_gen_stats, rp_agents_params, rp_turn_opts,
            rp_agent_info, rp_agents_stats, rp_cache_info, rp_cache_model, rp_cache_entry, rp_plan_chunk,
            rp_plan_segment, rp_plan_call, rp_plan_desc, rp_calibrate_params, rp_calibration, rp_model_synth_params,
            rp_model_file_desc, rp_meta_entry, rp_tensor_desc, rp_type_share, rp_cpu_desc, rp_kernel_desc,
@@ -461,6 +467,12 @@ PROTOTYPES = {
     "rp_grammar_can_end": (c_bool, [H]),
     "rp_grammar_mask": (ST, [H, POINTER(c_float), c_int32]),
     "rp_grammar_on_logits": (None, [c_void_p, POINTER(c_token), c_int32, POINTER(c_float), c_int32]),
+    "rp_grammar_allows": (c_bool, [H, c_token]),
+    "rp_grammar_accepts_prefix": (c_int32, [H, POINTER(c_token), c_int32]),
+    "rp_grammar_follow": (None, [H, POINTER(c_token), c_int32]),
+    "rp_grammar_vocab_set_cache_bytes": (None, [H, c_size_t]),
+    "rp_grammar_vocab_stats": (None, [H, POINTER(rp_grammar_stats)]),
+    "rp_grammar_vocab_stats_reset": (None, [H]),
     # agents
     "rp_agents_default_params": (rp_agents_params, []),
     "rp_agents_create": (ST, [H, POINTER(rp_agents_params), OUT_H]),

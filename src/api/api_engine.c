@@ -7,6 +7,7 @@
 
 #include "api/api_internal.h"
 #include "core/error.h"
+#include "grammar/grammar_sample.h"
 #include "model/sampler.h"
 #include "reuse/plan.h"
 #include "store/store.h"
@@ -649,14 +650,20 @@ rp_status rp_seq_generate(rp_seq *s, const rp_gen_opts *o, char *buf, size_t cap
     st->stop = RP_STOP_LENGTH;
     const double t0 = now_ms();
     const long max = o->max_tokens < 0 ? (long)1 << 40 : o->max_tokens;
+    rp_grammar_state *gram = rp_grammar_of_hook(o->on_logits, o->logits_user);
     for (long k = 0; k < max; k++) {
         const float *lg = rp_session_logits(s->s);
-        if (o->on_logits) {   /* a writable copy (the engine's prefill buffer is free while generating) */
+        rp_token t;
+        if (gram) {   /* a grammar: greedy takes the model's choice when allowed, else masks (rp_grammar_sample) */
+            rp_grammar_follow(gram, s->hist, s->n_hist);
+            t = rp_grammar_sample(gram, smp, o->sampling.temp <= 0, lg, e->logits, m->hp.n_vocab);
+        } else if (o->on_logits) {   /* a writable copy (the engine's prefill buffer is free while generating) */
             memcpy(e->logits, lg, sizeof *lg * (size_t)m->hp.n_vocab);
             o->on_logits(o->logits_user, s->hist, s->n_hist, e->logits, m->hp.n_vocab);
-            lg = e->logits;
+            t = rp_sampler_sample(smp, e->logits);
+        } else {
+            t = rp_sampler_sample(smp, lg);
         }
-        const rp_token t = rp_sampler_sample(smp, lg);
         if (o->on_chosen) o->on_chosen(o->chosen_user, t, rp_session_logits(s->s), m->hp.n_vocab);
         st->last_token = t;
         if (e->pending == s) {   /* cache the prompt's chunks after the first token, off the TTFT path */

@@ -31,6 +31,7 @@ struct rp_grammar {
     int32_t *rule_start;
     int32_t n_rules;
     int32_t root;
+    uint32_t fp[4];   /* XXH3-128 of the elements, rule starts and root: equal grammars share cached masks */
 };
 
 /* Decodes one UTF-8 code point; returns its byte length (0 on an invalid or truncated sequence). */

@@ -1,14 +1,23 @@
 /* grammar_match.c — the incremental GBNF matcher: a sequence's state is a set of stacks of grammar positions
  * (llama.cpp's design) plus a partial UTF-8 code point. Masking walks a trie of the vocabulary's token strings
  * built once per model (rp_grammar_vocab): a subtree is pruned at the first byte no stack accepts, so the cost
- * follows the viable prefixes, not the vocabulary's size x token length. Buffers grow to their high-water mark
- * and are reused: no allocation per token once warm. */
+ * follows the viable prefixes, not the vocabulary's size x token length. A mask is built once per distinct state
+ * (canonical: its stacks sorted) and grammar (by content), then served from the vocabulary's shared cache
+ * (grammar_cache.c) to every sequence that reaches that state again; rp_grammar_allows checks one token by its
+ * bytes alone (the greedy fast path and speculative drafts). Buffers grow to their high-water mark and are
+ * reused: no allocation per token once warm. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <xxhash.h>
 
 #include "core/error.h"
+#include "grammar/grammar_cache.h"
 #include "grammar/grammar_internal.h"
+
+#define RP_GRAMMAR_CACHE_DEFAULT_MB 64
 
 #define RP_GRAMMAR_MAX_DEPTH 512   /* a stack deeper than this is dropped (left recursion, runaway nesting) */
 #define RP_GRAMMAR_MAX_STACKS 4096
@@ -34,42 +43,48 @@ struct rp_grammar_vocab {
     tnode *nodes;
     int32_t n_nodes;
     int32_t max_len;
+    int32_t words;       /* uint64_t words of a mask */
+    rp_gcache *cache;    /* masks shared by every state on this vocabulary */
 };
 
 typedef struct glevel {
     gset set;
 } glevel;
 
-/* Masks memoised by the state they were computed at (the stack set and the pending code point): inside a JSON
- * string, or between a schema's fixed keys, the same state recurs token after token, and a hit costs one copy of
- * [n_vocab] bytes instead of a trie walk. */
-#define RP_GRAMMAR_MASK_CACHE 16
-typedef struct gmemo {
-    uint64_t h;
-    int32_t *key;      /* the serialised state */
-    int32_t key_len, key_cap;
-    uint8_t *bits;     /* [n_vocab] */
-    bool used;
-} gmemo;
-
 struct rp_grammar_state {
     const rp_grammar *g;
     const rp_grammar_vocab *v;
     gset cur, tmp;
+    gset spare[3];       /* rp_grammar_allows / rp_grammar_accepts_prefix: the state's copy as it advances */
     uint32_t pend_cp;
     int pend_need;
     int32_t *scratch;    /* [RP_GRAMMAR_MAX_DEPTH + 2] */
-    uint8_t *allowed;    /* [n_vocab] */
+    uint64_t *bits;      /* [v->words] the allowed tokens of the last mask */
     glevel *levels;      /* [max_len + 1] */
     int32_t n_levels;
     int32_t hist_seen;   /* the on_logits hook: tokens of hist already accepted (-1: not started) */
-    gmemo memo[RP_GRAMMAR_MASK_CACHE];
-    int32_t memo_next;   /* round-robin victim */
-    int32_t *keybuf;     /* the current state serialised */
+    int32_t *keybuf;     /* the current state serialised (canonical) */
     int32_t keybuf_cap;
-    uint64_t memo_hits, memo_misses;
+    int32_t *ord;        /* stack order of the key */
+    int32_t ord_cap;
+    struct gdfa *dfa;    /* the walk's transition memo (allocated at the first walk with the cache on) */
+    bool dfa_on;         /* this walk uses it */
     bool failed;
 };
+
+/* the walk's transition memo (see walk()) */
+#define RP_GDFA_SETS 1024
+#define RP_GDFA_UNKNOWN ((int16_t)-1)
+#define RP_GDFA_REJECT ((int16_t)-2)
+
+struct gdfa {
+    gset sets[RP_GDFA_SETS];
+    uint64_t h[RP_GDFA_SETS];
+    int32_t n;
+    int16_t slot[2 * RP_GDFA_SETS];       /* open addressing: set id or -1 */
+    int16_t trans[RP_GDFA_SETS * 128];   /* [id * 128 + byte] */
+};
+
 
 /* ---- stack sets ---- */
 
@@ -107,6 +122,28 @@ static void gset_add(gset *s, const int32_t *stk, int32_t len) {
     memcpy(s->data + s->off[s->n], stk, (size_t)len * sizeof *stk);
     s->off[s->n + 1] = s->off[s->n] + len;
     s->n++;
+}
+
+/* dst = src (dst's buffers grown as needed); false when out of memory. */
+static bool gset_copy(gset *dst, const gset *src) {
+    const int32_t nd = src->n ? src->off[src->n] : 0;
+    if (dst->cap_off < src->n + 2) {
+        int32_t *no = realloc(dst->off, (size_t)(src->n + 2) * sizeof *no);
+        if (!no) return false;
+        dst->off = no;
+        dst->cap_off = src->n + 2;
+    }
+    if (dst->cap_data < nd) {
+        int32_t *ndp = realloc(dst->data, (size_t)nd * sizeof *ndp);
+        if (!ndp) return false;
+        dst->data = ndp;
+        dst->cap_data = nd;
+    }
+    dst->off[0] = 0;
+    if (src->n) memcpy(dst->off, src->off, (size_t)(src->n + 1) * sizeof *src->off);
+    if (nd) memcpy(dst->data, src->data, (size_t)nd * sizeof *src->data);
+    dst->n = src->n;
+    return true;
 }
 
 static void gset_free(gset *s) {
@@ -215,7 +252,45 @@ RP_API void rp_grammar_vocab_free(rp_grammar_vocab *v) {
     free(v->eog);
     free(v->order);
     free(v->nodes);
+    rp_gcache_free(v->cache);
     free(v);
+}
+
+/* The cache budget at creation: RP_GRAMMAR_CACHE_MB (0 turns it off), else the default. */
+static size_t default_cache_bytes(void) {
+    const char *e = getenv("RP_GRAMMAR_CACHE_MB");
+    if (e && *e) {
+        char *end = NULL;
+        long mb = strtol(e, &end, 10);
+        if (end && *end == 0 && mb >= 0 && mb <= (1L << 20)) return (size_t)mb << 20;
+    }
+    return (size_t)RP_GRAMMAR_CACHE_DEFAULT_MB << 20;
+}
+
+RP_API void rp_grammar_vocab_set_cache_bytes(rp_grammar_vocab *v, size_t bytes) {
+    if (v && v->cache) rp_gcache_set_cap(v->cache, bytes);
+}
+
+RP_API void rp_grammar_vocab_stats(const rp_grammar_vocab *v, rp_grammar_stats *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!v || !v->cache) return;
+    rp_gcache_stats cs;
+    rp_gcache_stats_get(v->cache, &cs);
+    out->masks_built = cs.misses;
+    out->cache_hits = cs.hits;
+    out->checks = cs.checks;
+    out->checks_rejected = cs.rejected;
+    out->cache_entries = cs.entries;
+    out->cache_bytes = cs.bytes;
+    out->cache_cap_bytes = cs.cap_bytes;
+    out->evictions = cs.evictions;
+    out->build_ms = cs.build_ms;
+    out->busy_ms = (double)cs.busy_ns * 1e-6;
+}
+
+RP_API void rp_grammar_vocab_stats_reset(rp_grammar_vocab *v) {
+    if (v && v->cache) rp_gcache_stats_reset(v->cache);
 }
 
 RP_API rp_status rp_grammar_vocab_new(const rp_model *m, rp_grammar_vocab **out) {
@@ -286,6 +361,9 @@ RP_API rp_status rp_grammar_vocab_new(const rp_model *m, rp_grammar_vocab **out)
     }
     while (depth >= 0) { v->nodes[path[depth]].end = v->n_nodes; depth--; }
     free(path);
+    v->words = (n + 63) / 64;
+    v->cache = rp_gcache_new(v->words, default_cache_bytes());
+    if (!v->cache) goto nomem;
     *out = v;
     return RP_OK;
 nomem:
@@ -299,12 +377,16 @@ RP_API void rp_grammar_state_free(rp_grammar_state *s) {
     if (!s) return;
     gset_free(&s->cur);
     gset_free(&s->tmp);
+    for (int i = 0; i < 3; i++) gset_free(&s->spare[i]);
     for (int32_t i = 0; i < s->n_levels; i++) gset_free(&s->levels[i].set);
     free(s->levels);
-    for (int i = 0; i < RP_GRAMMAR_MASK_CACHE; i++) { free(s->memo[i].key); free(s->memo[i].bits); }
     free(s->keybuf);
+    free(s->ord);
+    if (s->dfa)
+        for (int i = 0; i < RP_GDFA_SETS; i++) gset_free(&s->dfa->sets[i]);
+    free(s->dfa);
     free(s->scratch);
-    free(s->allowed);
+    free(s->bits);
     free(s);
 }
 
@@ -340,11 +422,11 @@ RP_API rp_status rp_grammar_state_new(const rp_grammar *g, const rp_grammar_voca
     s->v = v;
     s->scratch = malloc((RP_GRAMMAR_MAX_DEPTH + 2) * sizeof *s->scratch);
     if (v) {
-        s->allowed = malloc((size_t)v->n_vocab);
+        s->bits = malloc((size_t)v->words * sizeof *s->bits);
         s->n_levels = v->max_len + 1;
         s->levels = calloc((size_t)s->n_levels, sizeof *s->levels);
     }
-    if (!s->scratch || (v && (!s->allowed || !s->levels))) {
+    if (!s->scratch || (v && (!s->bits || !s->levels))) {
         rp_grammar_state_free(s);
         return rp_errorf(RP_ERR_NOMEM, "grammar: out of memory");
     }
@@ -417,98 +499,298 @@ RP_API rp_status rp_grammar_accept_token(rp_grammar_state *s, rp_token t) {
     return rp_grammar_accept_bytes(s, s->v->blob + s->v->str_off[t], (size_t)len);
 }
 
+/* ---- the walk's transition memo ----
+ * The walk steps the same set by the same byte over and over: inside a JSON string every ordinary character
+ * leads back to the very same set, at each of the trie's ~10^5 nodes. The memo interns the sets the walk meets
+ * (content and order, exactly) and remembers, per set and ASCII byte, the set it leads to (or that it is
+ * rejected), so a node costs a table look-up instead of a step over every stack. Sets are held in a fixed
+ * number of slots (stable addresses during a walk); when they run out the memo is cleared before the next walk.
+ * It belongs to one state (no locking), and is used only when the vocabulary caches masks: with the cache off
+ * the walk is the plain reference. */
+static uint64_t set_hash(const gset *x) {
+    if (x->n == 0) return 0x51ED27ull;
+    const uint64_t ho = XXH3_64bits(x->off, (size_t)(x->n + 1) * sizeof *x->off);
+    return XXH3_64bits_withSeed(x->data, (size_t)x->off[x->n] * sizeof *x->data, ho);
+}
+
+static bool set_equal(const gset *a, const gset *b) {
+    if (a->n != b->n) return false;
+    if (a->n == 0) return true;
+    return !memcmp(a->off, b->off, (size_t)(a->n + 1) * sizeof *a->off) &&
+           !memcmp(a->data, b->data, (size_t)a->off[a->n] * sizeof *a->data);
+}
+
+static void gdfa_clear(struct gdfa *d) {
+    d->n = 0;
+    memset(d->slot, 0xff, sizeof d->slot);
+}
+
+/* The id of a set equal to x (interned now if new); -1 when the slots are full or memory ran out. */
+static int32_t gdfa_intern(struct gdfa *d, const gset *x) {
+    const uint64_t h = set_hash(x);
+    uint32_t i = (uint32_t)h & (2 * RP_GDFA_SETS - 1);
+    for (; d->slot[i] >= 0; i = (i + 1) & (2 * RP_GDFA_SETS - 1))
+        if (d->h[d->slot[i]] == h && set_equal(&d->sets[d->slot[i]], x)) return d->slot[i];
+    if (d->n >= RP_GDFA_SETS) return -1;
+    if (!gset_copy(&d->sets[d->n], x)) return -1;
+    d->h[d->n] = h;
+    memset(d->trans + (size_t)d->n * 128, 0xff, 128 * sizeof *d->trans);
+    d->slot[i] = (int16_t)d->n;
+    return d->n++;
+}
+
 /* Marks the tokens of node `ni`'s subtree (whose prefix left the set `in` with `cp`/`need` pending) that the
- * grammar allows. */
-static void walk(rp_grammar_state *s, int32_t ni, int32_t depth, const gset *in, uint32_t cp, int need) {
+ * grammar allows. id: in's id in the transition memo (in is then the memo's copy), or -1. */
+static void walk(rp_grammar_state *s, int32_t ni, int32_t depth, const gset *in, int32_t id, uint32_t cp, int need) {
     const rp_grammar_vocab *v = s->v;
+    struct gdfa *d = s->dfa_on ? s->dfa : NULL;
     const tnode *nd = &v->nodes[ni];
     if (nd->tok_n > 0 && (need == 0 ? in->n > 0 : true))
-        for (int32_t k = 0; k < nd->tok_n; k++) s->allowed[v->order[nd->tok_first + k]] = 1;
+        for (int32_t k = 0; k < nd->tok_n; k++) {
+            const int32_t t = v->order[nd->tok_first + k];
+            s->bits[t >> 6] |= 1ull << (t & 63);
+        }
     for (int32_t c = ni + 1; c < nd->end; c = v->nodes[c].end) {
+        const uint8_t b = v->nodes[c].byte;
         uint32_t cp2 = cp;
         int need2 = need;
         const gset *res;
-        if (!step_byte(s->g, in, &cp2, &need2, v->nodes[c].byte, &s->levels[depth].set, s->scratch, &res)) continue;
-        walk(s, c, depth + 1, res, cp2, need2);
+        if (id >= 0 && need == 0 && b < 0x80) {   /* a whole code point from an interned set: memoised */
+            int16_t t = d->trans[id * 128 + b];
+            if (t == RP_GDFA_UNKNOWN) {
+                if (!step_byte(s->g, in, &cp2, &need2, b, &s->levels[depth].set, s->scratch, &res)) {
+                    d->trans[id * 128 + b] = RP_GDFA_REJECT;
+                    continue;
+                }
+                const int32_t nid = gdfa_intern(d, res);
+                if (nid < 0) { walk(s, c, depth + 1, res, -1, 0, 0); continue; }
+                d->trans[id * 128 + b] = t = (int16_t)nid;
+            }
+            if (t == RP_GDFA_REJECT) continue;
+            walk(s, c, depth + 1, &d->sets[t], t, 0, 0);
+            continue;
+        }
+        if (!step_byte(s->g, in, &cp2, &need2, b, &s->levels[depth].set, s->scratch, &res)) continue;
+        int32_t nid = -1;
+        if (d && need2 == 0 && res != in) nid = gdfa_intern(d, res);   /* a multi-byte code point completed */
+        walk(s, c, depth + 1, nid >= 0 ? &d->sets[nid] : res, nid, cp2, need2);
     }
 }
 
-/* Serialises the state into s->keybuf; returns its length (-1: out of memory) and its hash in *h. */
+/* The walk from the state's position, with the transition memo when the vocabulary caches masks. */
+static void walk_state(rp_grammar_state *s) {
+    rp_gcache_stats cs;
+    rp_gcache_stats_get(s->v->cache, &cs);
+    s->dfa_on = false;
+    if (cs.cap_bytes == 0) {   /* the reference: no memo */
+        walk(s, 0, 0, &s->cur, -1, s->pend_cp, s->pend_need);
+        return;
+    }
+    if (!s->dfa) {
+        s->dfa = calloc(1, sizeof *s->dfa);
+        if (s->dfa) gdfa_clear(s->dfa);
+    }
+    if (s->dfa && s->dfa->n > RP_GDFA_SETS - 64) gdfa_clear(s->dfa);   /* nearly full: start afresh */
+    s->dfa_on = s->dfa != NULL;
+    const int32_t id = s->dfa && s->pend_need == 0 ? gdfa_intern(s->dfa, &s->cur) : -1;
+    walk(s, 0, 0, id >= 0 ? &s->dfa->sets[id] : &s->cur, id, s->pend_cp, s->pend_need);
+}
+
+/* Whether stack a sorts before stack b (length, then entries). */
+static bool stack_before(const gset *c, int32_t a, int32_t b) {
+    const int32_t la = c->off[a + 1] - c->off[a], lb = c->off[b + 1] - c->off[b];
+    if (la != lb) return la < lb;
+    const int32_t *x = c->data + c->off[a], *y = c->data + c->off[b];
+    for (int32_t i = 0; i < la; i++)
+        if (x[i] != y[i]) return x[i] < y[i];
+    return false;
+}
+
+#define RP_GRAMMAR_KEY_SORT_MAX 256   /* larger sets keep their order (a valid key, only fewer hits) */
+
+/* Serialises the state into s->keybuf: the grammar's fingerprint, the pending code point, then the stacks in a
+ * canonical order (the same set reached by different paths gives the same key). Returns its length (-1: out
+ * of memory) and its hash in *h. */
 static int32_t state_key(rp_grammar_state *s, uint64_t *h) {
     const gset *c = &s->cur;
-    int32_t nd = c->n ? c->off[c->n] : 0;
-    int32_t len = 4 + c->n + 1 + nd;
+    const int32_t nd = c->n ? c->off[c->n] : 0;
+    const int32_t len = 8 + c->n + nd;
     if (len > s->keybuf_cap) {
         int32_t *nb = realloc(s->keybuf, (size_t)len * 2 * sizeof *nb);
         if (!nb) return -1;
         s->keybuf = nb;
         s->keybuf_cap = len * 2;
     }
+    if (c->n > s->ord_cap) {
+        int32_t *no = realloc(s->ord, (size_t)c->n * 2 * sizeof *no);
+        if (!no) return -1;
+        s->ord = no;
+        s->ord_cap = c->n * 2;
+    }
+    for (int32_t i = 0; i < c->n; i++) s->ord[i] = i;
+    if (c->n <= RP_GRAMMAR_KEY_SORT_MAX)
+        for (int32_t i = 1; i < c->n; i++) {   /* insertion sort: sets are small */
+            const int32_t x = s->ord[i];
+            int32_t j = i;
+            while (j > 0 && stack_before(c, x, s->ord[j - 1])) { s->ord[j] = s->ord[j - 1]; j--; }
+            s->ord[j] = x;
+        }
     int32_t *k = s->keybuf;
-    k[0] = c->n;
-    k[1] = (int32_t)s->pend_cp;
-    k[2] = s->pend_need;
-    k[3] = s->failed;
-    for (int32_t i = 0; i <= c->n; i++) k[4 + i] = c->n ? c->off[i] : 0;
-    if (nd) memcpy(k + 4 + c->n + 1, c->data, (size_t)nd * sizeof *k);
-    uint64_t x = 1469598103934665603ull;
-    for (int32_t i = 0; i < len; i++) x = (x ^ (uint32_t)k[i]) * 1099511628211ull;
-    *h = x;
-    return len;
+    for (int i = 0; i < 4; i++) k[i] = (int32_t)s->g->fp[i];
+    k[4] = c->n;
+    k[5] = (int32_t)s->pend_cp;
+    k[6] = s->pend_need;
+    k[7] = s->failed;
+    int32_t at = 8;
+    for (int32_t i = 0; i < c->n; i++) {
+        const int32_t st = s->ord[i], sl = c->off[st + 1] - c->off[st];
+        k[at++] = sl;
+        memcpy(k + at, c->data + c->off[st], (size_t)sl * sizeof *k);
+        at += sl;
+    }
+    *h = XXH3_64bits(k, (size_t)at * sizeof *k);
+    return at;
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + 1e-6 * (double)t.tv_nsec;
+}
+
+static uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* s->bits = the tokens the grammar allows now: from the shared cache, else a trie walk (then cached). */
+static void build_bits(rp_grammar_state *s) {
+    const rp_grammar_vocab *v = s->v;
+    uint64_t h = 0;
+    const int32_t klen = state_key(s, &h);
+    if (klen > 0 && rp_gcache_get(v->cache, h, s->keybuf, klen, s->bits)) return;
+    const double t0 = now_ms();
+    memset(s->bits, 0, (size_t)v->words * sizeof *s->bits);
+    if (!s->failed) walk_state(s);
+    if (s->failed || rp_grammar_can_end(s))   /* a failed state lets the generation end rather than mask all */
+        for (int32_t t = 0; t < v->n_vocab; t++)
+            if (v->eog[t]) s->bits[t >> 6] |= 1ull << (t & 63);
+    rp_gcache_note_build(v->cache, now_ms() - t0);
+    if (klen > 0) rp_gcache_put(v->cache, h, s->keybuf, klen, s->bits);
 }
 
 RP_API rp_status rp_grammar_mask(rp_grammar_state *s, float *logits, int32_t n_vocab) {
     if (!s || !s->v || !logits) return rp_errorf(RP_ERR_INVALID_ARG, "rp_grammar_mask: NULL argument");
     const rp_grammar_vocab *v = s->v;
-    int32_t n = n_vocab < v->n_vocab ? n_vocab : v->n_vocab;
-    uint64_t h = 0;
-    const int32_t klen = state_key(s, &h);
-    gmemo *hit = NULL;
-    for (int i = 0; klen > 0 && i < RP_GRAMMAR_MASK_CACHE && !hit; i++) {
-        gmemo *e = &s->memo[i];
-        if (e->used && e->h == h && e->key_len == klen && !memcmp(e->key, s->keybuf, (size_t)klen * sizeof *e->key))
-            hit = e;
+    const int32_t n = n_vocab < v->n_vocab ? n_vocab : v->n_vocab;
+    const uint64_t t0 = now_ns();
+    build_bits(s);
+    for (int32_t w = 0; w * 64 < n; w++) {
+        const uint64_t b = s->bits[w];
+        if (b == ~0ull) continue;
+        const int32_t end = w * 64 + 64 < n ? w * 64 + 64 : n;
+        for (int32_t t = w * 64; t < end; t++)
+            if (!((b >> (t & 63)) & 1)) logits[t] = -INFINITY;
     }
-    if (hit) {
-        s->memo_hits++;
-        memcpy(s->allowed, hit->bits, (size_t)v->n_vocab);
-        goto apply;
-    }
-    s->memo_misses++;
-    memset(s->allowed, 0, (size_t)v->n_vocab);
-    if (!s->failed) walk(s, 0, 0, &s->cur, s->pend_cp, s->pend_need);
-    if (s->failed || rp_grammar_can_end(s))   /* a failed state lets the generation end rather than mask all */
-        for (int32_t t = 0; t < v->n_vocab; t++)
-            if (v->eog[t]) s->allowed[t] = 1;
-    if (klen > 0) {   /* remember it (the buffers are allocated once per slot, then reused) */
-        gmemo *e = &s->memo[s->memo_next];
-        if (!e->bits) e->bits = malloc((size_t)v->n_vocab);
-        if (klen > e->key_cap) {
-            int32_t *nk = realloc(e->key, (size_t)klen * 2 * sizeof *nk);
-            if (nk) { e->key = nk; e->key_cap = klen * 2; }
-        }
-        if (e->bits && klen <= e->key_cap) {
-            memcpy(e->key, s->keybuf, (size_t)klen * sizeof *e->key);
-            memcpy(e->bits, s->allowed, (size_t)v->n_vocab);
-            e->key_len = klen;
-            e->h = h;
-            e->used = true;
-            s->memo_next = (s->memo_next + 1) % RP_GRAMMAR_MASK_CACHE;
-        } else e->used = false;
-    }
-apply:
-    for (int32_t t = 0; t < n; t++)
-        if (!s->allowed[t]) logits[t] = -INFINITY;
     for (int32_t t = n; t < n_vocab; t++) logits[t] = -INFINITY;
+    rp_gcache_note_time(v->cache, now_ns() - t0);
     return RP_OK;
+}
+
+RP_API void rp_grammar_follow(rp_grammar_state *s, const rp_token *hist, int32_t n_hist) {
+    if (!s) return;
+    const uint64_t t0 = s->v ? now_ns() : 0;
+    if (s->hist_seen < 0 || s->hist_seen > n_hist) s->hist_seen = n_hist;
+    for (int32_t i = s->hist_seen; i < n_hist; i++)
+        if (rp_grammar_accept_token(s, hist[i]) != RP_OK) s->failed = true;
+    s->hist_seen = n_hist;
+    if (s->v) rp_gcache_note_time(s->v->cache, now_ns() - t0);
 }
 
 RP_API void rp_grammar_on_logits(void *user, const rp_token *hist, int32_t n_hist, float *logits, int32_t n_vocab) {
     rp_grammar_state *s = user;
     if (!s) return;
-    if (s->hist_seen < 0 || s->hist_seen > n_hist) s->hist_seen = n_hist;
-    for (int32_t i = s->hist_seen; i < n_hist; i++)
-        if (rp_grammar_accept_token(s, hist[i]) != RP_OK) s->failed = true;
-    s->hist_seen = n_hist;
+    rp_grammar_follow(s, hist, n_hist);
     rp_grammar_mask(s, logits, n_vocab);
+}
+
+/* Runs bytes b[0..n) from (*in, *cp, *need) through the spare sets (any but *in, which may itself be a spare);
+ * on success *in is the resulting set. State s is not changed. */
+static bool run_bytes(rp_grammar_state *s, const gset **in, uint32_t *cp, int *need, const char *b, int32_t n) {
+    const gset *cur = *in;
+    for (int32_t i = 0; i < n; i++) {
+        gset *dst = &s->spare[0];
+        if (dst == cur) dst = &s->spare[1];
+        const gset *res;
+        if (!step_byte(s->g, cur, cp, need, (uint8_t)b[i], dst, s->scratch, &res)) return false;
+        cur = res;
+    }
+    *in = cur;
+    return true;
+}
+
+/* Whether token t continues the set (in, cp, need), as the mask would say (end-of-generation tokens: where it
+ * can end). On success *in / *cp / *need are the state after it (*in a spare set, or unchanged). */
+static bool token_ok(rp_grammar_state *s, const gset **in, uint32_t *cp, int *need, rp_token t) {
+    const rp_grammar_vocab *v = s->v;
+    if (t < 0 || t >= v->n_vocab) return false;
+    if (v->eog[t] && *need == 0 && set_can_end(*in)) return true;
+    const int32_t len = v->str_off[t + 1] - v->str_off[t];
+    if (len == 0) return false;
+    return run_bytes(s, in, cp, need, v->blob + v->str_off[t], len);
+}
+
+RP_API bool rp_grammar_allows(rp_grammar_state *s, rp_token t) {
+    if (!s || !s->v) return false;
+    if (t < 0 || t >= s->v->n_vocab) return false;
+    const uint64_t t0 = now_ns();
+    bool ok;
+    if (s->failed) {
+        ok = s->v->eog[t] != 0;
+    } else {
+        const gset *in = &s->cur;
+        uint32_t cp = s->pend_cp;
+        int need = s->pend_need;
+        ok = token_ok(s, &in, &cp, &need, t);
+    }
+    rp_gcache_note_check(s->v->cache, !ok);
+    rp_gcache_note_time(s->v->cache, now_ns() - t0);
+    return ok;
+}
+
+static int32_t accepts_prefix(rp_grammar_state *s, const rp_token *toks, int32_t n);
+
+RP_API int32_t rp_grammar_accepts_prefix(rp_grammar_state *s, const rp_token *toks, int32_t n) {
+    if (!s || !s->v || s->failed || (!toks && n > 0)) return 0;
+    const uint64_t t0 = now_ns();
+    const int32_t k = accepts_prefix(s, toks, n);
+    rp_gcache_note_time(s->v->cache, now_ns() - t0);
+    return k;
+}
+
+static int32_t accepts_prefix(rp_grammar_state *s, const rp_token *toks, int32_t n) {
+    const gset *in = &s->cur;
+    uint32_t cp = s->pend_cp;
+    int need = s->pend_need;
+    for (int32_t i = 0; i < n; i++) {
+        const rp_token t = toks[i];
+        if (t >= 0 && t < s->v->n_vocab && s->v->eog[t]) {   /* accept_token's rule: only where it can end */
+            const bool end = need == 0 && set_can_end(in);
+            rp_gcache_note_check(s->v->cache, !end);
+            return end ? i + 1 : i;
+        }
+        /* the third spare keeps the set between tokens: run_bytes writes only to the two others */
+        const gset *before = in;
+        bool ok = token_ok(s, &in, &cp, &need, t);
+        rp_gcache_note_check(s->v->cache, !ok);
+        if (!ok) return i;
+        if (in != before && in != &s->cur) {   /* park the result in spare[2] */
+            gset tmp = s->spare[2];
+            s->spare[2] = *(gset *)in;
+            *(gset *)in = tmp;
+            in = &s->spare[2];
+        }
+    }
+    return n;
 }

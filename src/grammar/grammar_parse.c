@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "core/error.h"
 #include "grammar/grammar_internal.h"
 
@@ -364,6 +366,14 @@ RP_API rp_status rp_grammar_parse(const char *text, const char *root, rp_grammar
     gr->n_elems = total;
     gr->n_rules = g.n_sym;
     gr->root = root_id;
+    /* chained one-shot hashes (no allocation): the elements, then the rule starts seeded by them and the root */
+    XXH128_hash_t fh = XXH3_128bits(gr->elems, (size_t)total * sizeof *gr->elems);
+    fh = XXH3_128bits_withSeed(gr->rule_start, (size_t)g.n_sym * sizeof *gr->rule_start,
+                               fh.low64 ^ (fh.high64 * 0x9E3779B97F4A7C15ull) ^ (uint64_t)(uint32_t)root_id);
+    gr->fp[0] = (uint32_t)fh.low64;
+    gr->fp[1] = (uint32_t)(fh.low64 >> 32);
+    gr->fp[2] = (uint32_t)fh.high64;
+    gr->fp[3] = (uint32_t)(fh.high64 >> 32);
     gp_free(&g);
     *out = gr;
     return RP_OK;

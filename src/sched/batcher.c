@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "grammar/grammar_sample.h"
 #include "sched/sched_internal.h"
 
 static double now_s(void) {
@@ -208,24 +209,40 @@ static void sort_prefill(rp_sched *s) {
 
 /* ------------------------------------------------------------ commit */
 
+/* The grammar a session's turn follows through rp_grammar_on_logits (speculated, drafts checked), or NULL. A turn
+ * with ignore_eos takes the processor path instead (rp_sess_constrain bans the end-of-generation tokens on top of
+ * the grammar's mask; such turns get no drafts). */
+static rp_grammar_state *sess_grammar(const rp_sess *x) {
+    return x->gp.ignore_eos ? NULL : rp_grammar_of_hook(x->gp.on_logits, x->gp.logits_user);
+}
+
 static void commit_verify(rp_sched *s, rp_sess *x, rp_sched_step_info *info) {
     const int32_t V = s->n_vocab;
     const int32_t base = x->n_tok - 1;   /* cell of the pending token */
     const int32_t L = x->got;
     const bool greedy = x->gp.sampler.temp <= 0;
+    rp_grammar_state *gram = sess_grammar(x);
     int32_t a = 0, E = 0;
     rp_finish_reason fin = RP_FINISH_NONE;
     for (int32_t j = 0; j <= L; j++) {
         const float *lg = rp_ctx_logits(s->ctx, x->out0 + j);
         /* the penalty history is the fed tokens: row j's token */
         rp_sampler_accept(x->smp, j == 0 ? x->toks[base] : x->draft[j - 1]);
+        /* a grammar follows the emitted tokens: row j is verified under the state after toks[0..n_tok), the
+         * drafts accepted so far included, exactly as an unspeculated step at that position would be */
+        if (gram) rp_grammar_follow(gram, x->toks, x->n_tok);
         rp_token t;
         bool ok = false;
         if (j < L) {
             if (greedy) {
-                t = rp_sampler_sample(x->smp, lg);
+                t = gram ? rp_grammar_sample(gram, x->smp, true, lg, s->resid, V) : rp_sampler_sample(x->smp, lg);
                 ok = t == x->draft[j];
             } else {
+                if (gram) {   /* the target's law is the constrained one */
+                    memcpy(s->resid, lg, sizeof *lg * (size_t)V);
+                    rp_grammar_mask(gram, s->resid, V);
+                    lg = s->resid;
+                }
                 rp_sampler_dist(x->smp, lg, s->pbuf);
                 /* q: the draft's law when it was sampled, else a point mass */
                 const float *q = x->q_used ? x->q + (size_t)j * (size_t)V : NULL;
@@ -234,8 +251,12 @@ static void commit_verify(rp_sched *s, rp_sess *x, rp_sched_step_info *info) {
         } else {
             /* bonus token after a full acceptance, or a plain decode step:
              * exactly the draw rp_session_sample would make */
-            lg = rp_sess_constrain(s, x, lg);   /* L == 0 with a processor: constrained sessions get no drafts */
-            t = rp_sampler_sample(x->smp, lg);
+            if (gram) {
+                t = rp_grammar_sample(gram, x->smp, greedy, lg, s->resid, V);
+            } else {
+                lg = rp_sess_constrain(s, x, lg);   /* L == 0 with another processor: no drafts */
+                t = rp_sampler_sample(x->smp, lg);
+            }
         }
         E++;
         a += ok;
@@ -277,8 +298,15 @@ static void commit_prefill(rp_sched *s, rp_sess *x, rp_sched_step_info *info) {
         end_turn(s, x, RP_FINISH_LENGTH, false);
         return;
     }
-    const float *lg = rp_sess_constrain(s, x, rp_ctx_logits(s->ctx, x->out0));
-    rp_token t = rp_sampler_sample(x->smp, lg);
+    const float *lg = rp_ctx_logits(s->ctx, x->out0);
+    rp_grammar_state *gram = sess_grammar(x);
+    rp_token t;
+    if (gram) {
+        rp_grammar_follow(gram, x->toks, x->n_tok);
+        t = rp_grammar_sample(gram, x->smp, x->gp.sampler.temp <= 0, lg, s->resid, s->n_vocab);
+    } else {
+        t = rp_sampler_sample(x->smp, rp_sess_constrain(s, x, lg));
+    }
     if (x->gp.on_chosen) x->gp.on_chosen(x->gp.chosen_user, t, rp_ctx_logits(s->ctx, x->out0), s->n_vocab);
     x->state = RP_SESS_DECODE;
     rp_finish_reason fin = emit(s, x, t, info);
@@ -397,7 +425,8 @@ rp_status rp_sched_step(rp_sched *s, rp_sched_step_info *out) {
     int32_t room = s->p.n_batch;
     for (int32_t i = 0; i < s->n_dec; i++) {
         rp_sess *x = &s->sess[s->dec[i]];
-        x->want = x->gp.on_logits ? 0 : s->alloc[i];   /* constrained sessions are never speculated */
+        /* a session with a logits hook is never speculated, unless the hook is a grammar's (drafts checked) */
+        x->want = x->gp.on_logits && !sess_grammar(x) ? 0 : s->alloc[i];
         x->got = 0;
         x->q_used = false;
         x->busy = true;
@@ -439,6 +468,11 @@ rp_status rp_sched_step(rp_sched *s, rp_sched_step_info *out) {
         rp_sess *x = &s->sess[s->req_sess[r]];
         x->got = st == RP_OK ? s->reqs[r].got : 0;
         if (x->got > x->want) x->got = x->want;
+        rp_grammar_state *gram = sess_grammar(x);
+        if (gram && x->got > 0) {   /* cut the draft at its first token the grammar rejects: never accepted */
+            rp_grammar_follow(gram, x->toks, x->n_tok);
+            x->got = rp_grammar_accepts_prefix(gram, x->draft, x->got);
+        }
     }
     info.t_draft = now_s() - td;
 
