@@ -160,8 +160,8 @@ static void check_vocab_masks(const char *rel, rp_arch arch, const char *args_ke
     rp_grammar_vocab_set_cache_bytes(vr, 0);   /* the reference: every mask a trie walk */
     rp_grammar_vocab_set_cache_bytes(vf, 64u << 20);
     char *tool_req = NULL, *tool_named = NULL;
-    assert_int_equal(rp_srv_tool_grammar(TOOLS, NULL, args_key, &tool_req), RP_OK);
-    assert_int_equal(rp_srv_tool_grammar(TOOLS, "search", args_key, &tool_named), RP_OK);
+    assert_int_equal(rp_srv_tool_grammar(TOOLS, NULL, args_key, false, &tool_req), RP_OK);
+    assert_int_equal(rp_srv_tool_grammar(TOOLS, "search", args_key, false, &tool_named), RP_OK);
     struct { const char *what; const char *schema, *gbnf; } gs[] = {
         {"nested schema", NESTED, NULL}, {"any JSON", "{}", NULL}, {"GBNF", NULL, GBNF_REP},
         {"tool call (required)", NULL, tool_req}, {"tool call (named)", NULL, tool_named},
