@@ -3,10 +3,11 @@
 # (cmake/aarch64-linux-gnu.cmake, Debian's gcc-aarch64-linux-gnu and the arm64 -dev packages) and runs the unit
 # tests that matter under qemu-aarch64-static at several emulated CPU models, one per dispatch level:
 #   max (SME, SVE2, I8MM, DotProd)   every kernel test (each checks every ARM kernel at or below the level
-#                                    against the scalar reference: SME, I8MM, DotProd, NEON), the goldens
-#   max,sve=off,sme=off (I8MM)       dispatch, the goldens
-#   neoverse-n1 (DotProd, no I8MM)   dispatch, the element-wise kernels, the goldens
-#   cortex-a72 (NEON only)           dispatch, the element-wise kernels, the goldens
+#                                    against the scalar reference: SME, I8MM, DotProd, NEON)
+#   max,sve=off,sme=off (I8MM)       dispatch
+#   neoverse-n1 (DotProd, no I8MM)   dispatch, the element-wise kernels
+#   cortex-a72 (NEON only)           dispatch, the element-wise kernels
+# and with RP_ARM_GOLDENS=1 the stories260K goldens at each of the four (slow under qemu: not in CI).
 # test_cpu checks each model's detected level (RP_TEST_EXPECT_CPU), lib_static_registry the kernels each level
 # selects from libreprise.a, test_model the stories260K goldens at the model's best level (RP_TEST_LEVELS=best;
 # RP_POOL_SPIN=0: the thread pool's spin-waits are what made it take minutes under qemu). Emulation proves
@@ -120,13 +121,19 @@ RUNS="cortex-a72|neon|test_cpu lib_static_registry test_ew
 neoverse-n1|dotprod|test_cpu lib_static_registry test_ew
 max,sve=off,sme=off|i8mm|test_cpu lib_static_registry
 max|sme|test_cpu lib_static_registry test_quant test_ew test_mm_q4_0_q8_0 test_mm_float test_attn
-max|sme|test_mm_kquants
+max|sme|test_mm_kquants"
+# The stories260K goldens at each model's best level (test_model, RP_TEST_LEVELS=best): opt-in with
+# RP_ARM_GOLDENS=1 — under qemu on a loaded 2-core machine one level took over 27 minutes of wall clock (10 of CPU)
+# without finishing its first golden, too long for CI's budget; run them by hand or on a quiet machine.
+if [ "${RP_ARM_GOLDENS:-0}" = 1 ]; then
+  RUNS="$RUNS
 max|sme|test_model
 max,sve=off,sme=off|i8mm|test_model
 neoverse-n1|dotprod|test_model
 cortex-a72|neon|test_model"
+fi
 # CI budget: runs that would start after this many seconds are skipped (listed as such, not failed)
-budget=${RP_ARM_BUDGET:-900}
+budget=${RP_ARM_BUDGET:-600}
 
 export RP_SHARED_DIR="${RP_SHARED_DIR:-$src/../shared}"
 export RP_TEST_TMP="$src/$dir/testtmp"
