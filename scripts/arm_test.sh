@@ -21,7 +21,7 @@
 # -dev packages in Debian 12's archive — it is a release architecture from Debian 13 on — so the dependencies
 # could not be had; ppc64el has them.) riscv64 still gets the kernels: tests/portable/kernels_portable.c, built
 # from the kernel sources alone with gcc-riscv64-linux-gnu and run under qemu-riscv64-static. RP_PORTABLE=0
-# leaves both out.
+# leaves both out; the ppc64le part is opt-in (RP_PPC64LE=1) until its start-up abort is understood.
 #
 # usage: sh scripts/arm_test.sh [--install]
 #   --install: apt-get what is missing (dpkg --add-architecture arm64 / ppc64el; needs root or passwordless sudo)
@@ -177,7 +177,13 @@ echo "arm_test: $runs runs, $fails failed, $skipped skipped, $(($(date +%s) - t0
 if [ "${RP_PORTABLE:-1}" != 0 ]; then
   pdir=build-ppc64le
   ptriple=powerpc64le-linux-gnu
-  if ! ensure ppc64el "$(pkgs gcc-powerpc64le-linux-gnu ppc64el)"; then
+  # opt-in (RP_PPC64LE=1) until fixed: on 2026-12-03 every ppc64le binary, `reprise --version` included, died at
+  # start-up under Debian 12's qemu-ppc64le-static with "*** stack smashing detected ***" (cause not found yet: a
+  # bug of ours on a non-x86 / non-ARM target, or of qemu 7.2); the riscv64 kernel run below stays on
+  if [ "${RP_PPC64LE:-0}" != 1 ]; then
+    echo "arm_test: portable target (ppc64le) skipped: opt-in with RP_PPC64LE=1 (its binaries abort at start-up" \
+         "under qemu-ppc64le 7.2, not yet understood)"
+  elif ! ensure ppc64el "$(pkgs gcc-powerpc64le-linux-gnu ppc64el)"; then
     echo "arm_test: portable target (ppc64le) skipped: $why"
   elif ! pqemu=$(command -v qemu-ppc64le-static); then
     echo "arm_test: portable target (ppc64le) skipped: qemu-ppc64le-static not on PATH"
