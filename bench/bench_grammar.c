@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "grammar_schema.h"
 #include "cli.h"
 #include "reprise.h"
 
@@ -16,21 +17,6 @@ static const char *FLAT_SCHEMA =
     "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"},"
     "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"ok\":{\"type\":\"boolean\"}},"
     "\"required\":[\"name\",\"age\",\"tags\",\"ok\"],\"additionalProperties\":false}";
-
-/* nested objects, arrays of objects, enums, bounded strings and numbers: an ordinary extraction schema */
-static const char *NESTED_SCHEMA =
-    "{\"type\":\"object\",\"properties\":{"
-    "\"id\":{\"type\":\"integer\"},"
-    "\"customer\":{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":24},"
-    "\"tier\":{\"enum\":[\"free\",\"pro\",\"enterprise\"]},\"email\":{\"type\":\"string\"}},"
-    "\"required\":[\"name\",\"tier\",\"email\"],\"additionalProperties\":false},"
-    "\"items\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
-    "\"sku\":{\"type\":\"string\",\"maxLength\":12},\"qty\":{\"type\":\"integer\"},\"price\":{\"type\":\"number\"},"
-    "\"status\":{\"enum\":[\"in_stock\",\"backorder\",\"discontinued\"]}},"
-    "\"required\":[\"sku\",\"qty\",\"price\",\"status\"],\"additionalProperties\":false},\"maxItems\":4},"
-    "\"notes\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"maxItems\":3},"
-    "\"paid\":{\"type\":\"boolean\"}},"
-    "\"required\":[\"id\",\"customer\",\"items\",\"notes\",\"paid\"],\"additionalProperties\":false}";
 
 static double now_s(void) {
     struct timespec t;
@@ -92,7 +78,7 @@ int bench_grammar(int argc, char **argv) {
         text = cli_read_file("bench grammar", grammar_file ? grammar_file : schema_file, NULL);
         if (!text) goto done;
     }
-    const char *schema = text ? text : !strcmp(which, "flat") ? FLAT_SCHEMA : NESTED_SCHEMA;
+    const char *schema = text ? text : !strcmp(which, "flat") ? FLAT_SCHEMA : RP_NESTED_SCHEMA;
     const double tb0 = now_s();
     st = grammar_file ? rp_grammar_parse(text, NULL, &g) : rp_grammar_from_json_schema(schema, &g);
     if (st == RP_OK) st = rp_grammar_vocab_new(m, &v);

@@ -18,19 +18,7 @@
 #include "sched/sched.h"
 #include "server/prompt.h"
 
-static const char *NESTED =
-    "{\"type\":\"object\",\"properties\":{"
-    "\"id\":{\"type\":\"integer\"},"
-    "\"customer\":{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":24},"
-    "\"tier\":{\"enum\":[\"free\",\"pro\",\"enterprise\"]},\"email\":{\"type\":\"string\"}},"
-    "\"required\":[\"name\",\"tier\",\"email\"],\"additionalProperties\":false},"
-    "\"items\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
-    "\"sku\":{\"type\":\"string\",\"maxLength\":12},\"qty\":{\"type\":\"integer\"},\"price\":{\"type\":\"number\"},"
-    "\"status\":{\"enum\":[\"in_stock\",\"backorder\",\"discontinued\"]}},"
-    "\"required\":[\"sku\",\"qty\",\"price\",\"status\"],\"additionalProperties\":false},\"maxItems\":4},"
-    "\"notes\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"maxItems\":3},"
-    "\"paid\":{\"type\":\"boolean\"}},"
-    "\"required\":[\"id\",\"customer\",\"items\",\"notes\",\"paid\"],\"additionalProperties\":false}";
+#include "grammar_schema.h"   /* bench/: the schema bench grammar times */
 
 static const char *GBNF_REP =
     "root ::= item (\",\" ws item){0,5} ws \".\"\n"
@@ -163,7 +151,7 @@ static void check_vocab_masks(const char *rel, rp_arch arch, const char *args_ke
     assert_int_equal(rp_srv_tool_grammar(TOOLS, NULL, args_key, false, &tool_req), RP_OK);
     assert_int_equal(rp_srv_tool_grammar(TOOLS, "search", args_key, false, &tool_named), RP_OK);
     struct { const char *what; const char *schema, *gbnf; } gs[] = {
-        {"nested schema", NESTED, NULL}, {"any JSON", "{}", NULL}, {"GBNF", NULL, GBNF_REP},
+        {"nested schema", RP_NESTED_SCHEMA, NULL}, {"any JSON", "{}", NULL}, {"GBNF", NULL, GBNF_REP},
         {"tool call (required)", NULL, tool_req}, {"tool call (named)", NULL, tool_named},
     };
     for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++) {
@@ -214,7 +202,7 @@ static void test_greedy_same(void **state) {
     rp_model *m = open_vocab_model("models/vocab/llama3-bpe.vocab.gguf", RP_ARCH_LLAMA);
     RP_REQUIRE_SHARED(m ? "" : NULL, "models/vocab/llama3-bpe.vocab.gguf");
     rp_grammar *g = NULL;
-    assert_int_equal(rp_grammar_from_json_schema(NESTED, &g), RP_OK);
+    assert_int_equal(rp_grammar_from_json_schema(RP_NESTED_SCHEMA, &g), RP_OK);
     rp_engine_params ep = rp_engine_default_params();
     ep.n_threads = 1;
     ep.reuse = RP_REUSE_NONE;
@@ -346,7 +334,7 @@ static void test_sched_speculative(void **state) {
     /* a repetitive grammar (n-gram drafts find their continuations) and the nested schema */
     assert_int_equal(rp_grammar_parse("root ::= (\"The cat sat on the mat. \" | \"A dog ran. \"){12}\n", NULL, &gr[0]),
                      RP_OK);
-    assert_int_equal(rp_grammar_from_json_schema(NESTED, &gr[1]), RP_OK);
+    assert_int_equal(rp_grammar_from_json_schema(RP_NESTED_SCHEMA, &gr[1]), RP_OK);
     rp_token prompt[64];
     int32_t np = 0;
     const char *text = "Write it out:";

@@ -59,6 +59,8 @@ void rp_split_set_cpu_hook(rp_split *s, void (*fn)(void *user), void *user);
  * fraction with the lowest median wins, ties going to the one listed first. *best_f and, when non-NULL,
  * med_s[i] (the median of each candidate) are the results. */
 typedef double (*rp_split_clock)(void *user);
+/* The monotonic clock in seconds (the default clock; user unused). */
+double rp_split_clock_now(void *user);
 rp_status rp_split_calibrate(rp_split *s, const rp_split_mm_args *a, const double *f, int32_t n_f, int32_t reps,
                              rp_split_clock clock, void *clock_user, double *best_f, double *med_s);
 

@@ -14,7 +14,7 @@ int64_t rp_split_point(const rp_weight *w, double f) {
     return r / rb * rb;
 }
 
-static double now_s(void *user) {
+double rp_split_clock_now(void *user) {
     (void)user;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -30,7 +30,7 @@ rp_status rp_split_calibrate(rp_split *s, const rp_split_mm_args *a, const doubl
                              rp_split_clock clock, void *clock_user, double *best_f, double *med_s) {
     if (!f || n_f <= 0 || reps <= 0 || !best_f)
         return rp_errorf(RP_ERR_INVALID_ARG, "split calibrate: needs candidate fractions, reps >= 1 and best_f");
-    if (!clock) clock = now_s;
+    if (!clock) clock = rp_split_clock_now;
     double *ts = malloc(sizeof(double) * (size_t)reps);
     if (!ts) return rp_errorf(RP_ERR_NOMEM, "split calibrate: out of memory");
     double best = 0.0, best_med = 0.0;

@@ -3,7 +3,6 @@
  * which need no device code, are in split.c; gpu_none.c answers for builds without Vulkan). */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/error.h"
 #include "gpu/gpu_split.h"
@@ -17,13 +16,6 @@ struct rp_split {
     void (*hook)(void *user);
     void *hook_user;
 };
-
-static double now_s(void *user) {
-    (void)user;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 rp_status rp_split_create(rp_gpu *g, rp_gpu_ops *ops, rp_pool *pool, rp_split **out) {
     *out = NULL;
@@ -55,7 +47,7 @@ void rp_split_set_cpu_hook(rp_split *s, void (*fn)(void *user), void *user) {
 }
 
 rp_status rp_split_mm(rp_split *s, const rp_split_mm_args *a, rp_split_times *t) {
-    const double t0 = now_s(NULL);
+    const double t0 = rp_split_clock_now(NULL);
     const rp_weight *w = a->w;
     if (!w || !w->k || !a->gw || !a->x || !a->y || a->n == 0 || a->ldx < w->cols || (a->n > 1 && a->ldy < w->rows))
         return rp_errorf(RP_ERR_INVALID_ARG, "split: a prepared weight, GPU buffers and n >= 1 rows (ldx %u, ldy %u) "
@@ -92,7 +84,7 @@ rp_status rp_split_mm(rp_split *s, const rp_split_mm_args *a, rp_split_times *t)
         else (void)rp_gpu_rec_submit(s->rec, NULL);   /* close the recording; nothing in it */
         RP_TRY(st);
     }
-    double tc = now_s(NULL);
+    double tc = rp_split_clock_now(NULL);
     if (a->split > 0) {   /* the CPU shard meanwhile: rows [0, split) into the same output rows */
         rp_status st = rp_mm_scratch_reserve(&s->mm, rp_pool_n_threads(s->pool), w, a->n);
         if (st != RP_OK) {
@@ -103,9 +95,9 @@ rp_status rp_split_mm(rp_split *s, const rp_split_mm_args *a, rp_split_times *t)
         const size_t stride = rp_mm_quantize(s->pool, w, x + a->x_off, a->n, a->ldx, &s->mm);
         rp_mm_run(s->pool, w, 0, a->split, a->n, stride, y + a->y_off, a->ldy, &s->mm);
     }
-    const double tw = now_s(NULL);
+    const double tw = rp_split_clock_now(NULL);
     if (gpu) RP_TRY(rp_gpu_wait(s->g, ticket));   /* the one barrier: both halves are written after it */
-    const double te = now_s(NULL);
+    const double te = rp_split_clock_now(NULL);
     if (t) {
         t->cpu_s = tw - tc;
         t->wait_s = te - tw;

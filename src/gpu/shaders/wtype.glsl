@@ -12,6 +12,19 @@ uint rd32(uint b) {   // any byte offset (an F32 matrix may start at an even, no
 float rdh(uint b) { return unpackHalf2x16(rd16(b)).x; }
 int s8(uint v) { return int(v) - int((v & 0x80u) << 1); }
 
+#if defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
+// the 6-bit scale and min of sub-block is (ggml's get_scale_min_k4) from the 12 scale bytes at b + 4
+void kscale_min(uint b, uint is, out uint sc, out uint m) {
+    if (is < 4u) {
+        sc = rd8(b + 4u + is) & 63u;
+        m = rd8(b + 8u + is) & 63u;
+    } else {
+        sc = (rd8(b + 8u + is) & 15u) | ((rd8(b + is) >> 6) << 4);
+        m = (rd8(b + 8u + is) >> 4) | ((rd8(b + 4u + is) >> 6) << 4);
+    }
+}
+#endif
+
 #if defined(WTYPE_F32)
 const uint QK = 1u, QB = 4u;
 float welem(uint b, uint e) { return uintBitsToFloat(rd32(b)); }
@@ -38,13 +51,7 @@ const uint QK = 256u, QB = 144u;
 float welem(uint b, uint e) {
     uint j = e >> 6, hi = (e >> 5) & 1u, l = e & 31u, is = 2u * j + hi;
     uint sc, m;
-    if (is < 4u) {
-        sc = rd8(b + 4u + is) & 63u;
-        m = rd8(b + 8u + is) & 63u;
-    } else {
-        sc = (rd8(b + 8u + is) & 15u) | ((rd8(b + is) >> 6) << 4);
-        m = (rd8(b + 8u + is) >> 4) | ((rd8(b + 4u + is) >> 6) << 4);
-    }
+    kscale_min(b, is, sc, m);
     uint q = rd8(b + 16u + 32u * j + l);
     q = hi == 0u ? (q & 15u) : (q >> 4);
     return rdh(b) * float(sc) * float(q) - rdh(b + 2u) * float(m);
@@ -144,13 +151,7 @@ const uint QK = 256u, QB = 176u;
 float welem(uint b, uint e) {
     uint j = e >> 6, hi = (e >> 5) & 1u, l = e & 31u, is = 2u * j + hi;
     uint sc, m;
-    if (is < 4u) {
-        sc = rd8(b + 4u + is) & 63u;
-        m = rd8(b + 8u + is) & 63u;
-    } else {
-        sc = (rd8(b + 8u + is) & 15u) | ((rd8(b + is) >> 6) << 4);
-        m = (rd8(b + 8u + is) >> 4) | ((rd8(b + 4u + is) >> 6) << 4);
-    }
+    kscale_min(b, is, sc, m);
     uint q = rd8(b + 48u + 32u * j + l);
     q = (hi == 0u ? (q & 15u) : (q >> 4)) | (((rd8(b + 16u + l) >> is) & 1u) << 4);
     return rdh(b) * float(sc) * float(q) - rdh(b + 2u) * float(m);
