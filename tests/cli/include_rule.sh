@@ -17,7 +17,7 @@ cli/cmd_plan.c cli/cmd_inspect.c cli/cmd_synth.c cli/cmd_demo.c cli/synth_write.
 bench/main.c bench/bench.h bench/bench_model.c bench/bench_sweep.c bench/bench_fidelity.c bench/bench_reuse.c
 bench/bench_all.c bench/workload.c bench/workload.h bench/report.c bench/report.h bench/answer_score.c
 bench/answer_score.h bench/bandwidth.h bench/svg.h bench/busy.c bench/busy.h bench/bench_ablation.c
-bench/bench_agents.c bench/bench_grammar.c bench/trace.c bench/trace.h bench/svg.c bench/bench_error.h
+bench/bench_agents.c bench/bench_grammar.c bench/grammar_schema.h bench/trace.c bench/trace.h bench/svg.c bench/bench_error.h
 bench/parity/reprise_logits.c
 "
 
