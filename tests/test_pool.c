@@ -345,6 +345,9 @@ static void test_redirty(void **state) {
     rp_chunk_span s[2];
     make_spans(t, 2, 20, s);
     rp_pool_params pp = quiet_params();
+    /* the writer waits for a flush (urgent) so the dirty count can be read
+     * before it runs: with no delay it could write the re-dirtied chunk first */
+    pp.write_delay_ms = 600000;
     rp_chunk_cache *c = pool(dir, 1 << 20, &pp);
     rp_chunk *ch = NULL;
     assert_int_equal(rp_chunk_cache_insert(c, NULL, t, &s[1], kv, 500, 1, &ch), RP_OK);   /* approximate, cells 500.. */
