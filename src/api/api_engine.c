@@ -69,6 +69,11 @@ static rp_status check_params(const rp_model *m, const rp_engine_params *p) {
                          "engine: n_ctx %d beyond %d needs this LongRoPE model's long RoPE factors, which Reprise does not "
                          "implement (it runs with the short ones, up to rope.scaling.original_context_length %d)",
                          p->n_ctx, m->hp.n_ctx_train, m->hp.rope_orig_ctx);
+    if (p->reuse == RP_REUSE_BLEND && rp_model_gpu_layers(m) > 0)
+        return rp_errorf(RP_ERR_UNSUPPORTED, "engine: reuse mode blend runs on the CPU only (its selective "
+                                             "recompute), and %d layers are on the GPU: use reuse prefix or full "
+                                             "(--reuse prefix), or load the model with n_gpu_layers 0 (--no-gpu)",
+                         rp_model_gpu_layers(m));
     const rp_static_shapes *sh = &p->static_shapes;
     if (sh->L_P != 0 || sh->L_S != 0) {
         if (sh->L_P < 1 || sh->L_S < 1 || sh->L_P > 65536 || sh->L_S > 65536)

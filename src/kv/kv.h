@@ -38,9 +38,15 @@ typedef struct rp_kv {
     int32_t *pos;          /* [n_ctx]; -1 for an empty cell */
     int32_t n;             /* cells [0, n) are filled */
     const rp_ew_kernel *ew;   /* F16 row conversions at the model's level (NULL: scalar) */
+    /* GPU offload: layers [gpu_l0, n_layer) live on the GPU (gpu, F16 rows; buf holds layers [0, gpu_l0) only);
+     * the accessors below route them there. gpu_l0 == n_layer and gpu NULL for a CPU-only model. */
+    int32_t gpu_l0;
+    struct rp_gpu_kv *gpu;
+    uint8_t *gpu_enc;         /* [row_bytes] scratch of the single-row accessors */
 } rp_kv;
 
-/* Q8_0 needs some gs dividing n_head_kv with gs * head_dim % 32 == 0. */
+/* Q8_0 needs some gs dividing n_head_kv with gs * head_dim % 32 == 0. With the model's GPU offload the cache's
+ * GPU layers are made on the device, and the type must be F16. */
 rp_status rp_kv_create(const rp_model *m, int32_t n_ctx, rp_type type, rp_kv **out);
 /* The same from the geometry alone (tests, tools without a model); cpu_level
  * picks the F16 conversions (RP_CPU_SCALAR for the scalar ones). */
@@ -63,7 +69,7 @@ static inline uint8_t *rp_kv_group(const rp_kv *kv, rp_kv_part part, int32_t lay
 }
 
 /* The cache arguments of the attention kernel for KV head `head` of layer
- * `layer`: its group's cells, group_bytes apart, the head at (head % gs) * head_dim. */
+ * `layer` (a CPU layer: < gpu_l0): its group's cells, group_bytes apart, the head at (head % gs) * head_dim. */
 static inline void rp_kv_attn_view(const rp_kv *kv, int32_t layer, int32_t head, rp_attn_args *a) {
     const int32_t g = head / kv->group_heads;
     a->k = rp_kv_group(kv, RP_KV_K, layer, g, 0);
