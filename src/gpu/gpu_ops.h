@@ -28,6 +28,9 @@ typedef struct rp_gpu_mm {
     uint32_t x_off, ldx, y_off, ldy;
 } rp_gpu_mm;
 rp_status rp_gpu_op_mul_mat(rp_gpu_ops *o, rp_gpu_rec *r, const rp_gpu_mm *a);
+/* Makes mul_mat's kernel for weight type t now rather than at its first use, so that contexts on several threads
+ * can then share the ops (the offload prepares every type it uploaded). */
+rp_status rp_gpu_ops_prepare(rp_gpu_ops *o, rp_type t);
 
 /* Embedding lookup: y row i (ldy apart from y_off) = W row ids[i] (int32 buffer) dequantized, i < n. */
 rp_status rp_gpu_op_get_rows(rp_gpu_ops *o, rp_gpu_rec *r, rp_gpu_buf *w, rp_type wtype, uint32_t w_off,

@@ -114,6 +114,7 @@ static bool gpu_node_present(void) {
 
 static rp_status up_weight(rp_gpu_offload *o, const rp_weight *w, gweight *out) {
     *out = (gweight){NULL, w->type, (uint32_t)w->rows, (uint32_t)w->cols, (uint32_t)w->row_bytes};
+    RP_TRY(rp_gpu_ops_prepare(o->ops, w->type));   /* the ops are shared by contexts on any thread */
     const size_t bytes = (size_t)w->rows * w->row_bytes;
     RP_TRY(rp_gpu_buf_create(o->g, bytes, RP_GPU_MEM_DEVICE, &out->b));
     return rp_gpu_buf_write(out->b, 0, w->data, bytes);

@@ -106,6 +106,13 @@ static rp_status weight_kernel(rp_gpu_ops *o, int s, int rows, rp_gpu_kernel **o
     return RP_OK;
 }
 
+rp_status rp_gpu_ops_prepare(rp_gpu_ops *o, rp_type t) {
+    const int s = wslot(t);
+    if (s < 0) return rp_errorf(RP_ERR_UNSUPPORTED, "gpu: weight type %d has no GPU kernel", (int)t);
+    rp_gpu_kernel *k;
+    return weight_kernel(o, s, 0, &k);
+}
+
 rp_status rp_gpu_op_mul_mat(rp_gpu_ops *o, rp_gpu_rec *r, const rp_gpu_mm *a) {
     int s;
     rp_gpu_kernel *k;
