@@ -163,7 +163,7 @@ int bench_model(int argc, char **argv) {
     cli_gpu_params(&gpu, kv_type, &mp);
     rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
-    cli_gpu_note(a.cmd, m);
+    cli_gpu_note(a.cmd, m, &gpu);
     const int32_t n_gpu = rp_model_gpu_layers(m);
     const char *mname = strrchr(model_path, '/') ? strrchr(model_path, '/') + 1 : model_path;
     rp_model_perf perf;

@@ -218,7 +218,7 @@ int cmd_chat(int argc, char **argv) {
     cli_gpu_params(&gpu, kv_type, &mp);
     rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) { rc = cli_fail("chat", model_path, st); goto done; }
-    cli_gpu_note("chat", m);
+    cli_gpu_note("chat", m, &gpu);
     if (!msgs || !owned) goto done;
     const rp_model_desc md = rp_model_describe(m);
     if (!md.has_tokenizer) { fprintf(stderr, "reprise chat: model has no tokenizer\n"); goto done; }

@@ -138,7 +138,7 @@ int cmd_run(int argc, char **argv) {
     cli_gpu_params(&gpu, kv_type, &mparams);
     rp_status st = cli_model_load(model_path, mparams, &m);
     if (st != RP_OK) { rc = cli_fail("run", model_path, st); goto done; }
-    cli_gpu_note("run", m);
+    cli_gpu_note("run", m, &gpu);
     const rp_model_desc md = rp_model_describe(m);
     if (!md.has_tokenizer) { fprintf(stderr, "reprise run: '%s' has no tokenizer\n", model_path); goto done; }
     if (g.chat_template && cli_gen_chat_template("run", m, &g)) goto done;   /* checked, as chat and serve would */

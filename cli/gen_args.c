@@ -71,9 +71,13 @@ void cli_gpu_params(const cli_gpu *g, int kv_type, rp_model_params *mp) {
     if (kv_type != RP_KV_F16 && !g->ngl_set && !g->device) mp->n_gpu_layers = 0;
 }
 
-void cli_gpu_note(const char *cmd, const rp_model *m) {
-    const char *n = rp_model_gpu_notice(m);
-    if (n && *n) fprintf(stderr, "reprise %s: %s\n", cmd, n);
+void cli_gpu_note(const char *cmd, const rp_model *m, const cli_gpu *g) {
+    const char *n = rp_model_gpu_notice(m), *env = getenv("RP_GPU_DEVICE");
+    if (!n || !*n) return;
+    const bool asked = g->ngl_set || g->device || (env && *env);
+    /* "gpu: CPU only (" : no GPU found, the default's usual case on a machine without one */
+    if (rp_model_gpu_layers(m) > 0 || asked || strncmp(n, "gpu: CPU only (", 15) != 0)
+        fprintf(stderr, "reprise %s: %s\n", cmd, n);
 }
 
 int cli_gpu_reuse(const char *cmd, const rp_model *m, int mode, bool explicit_mode) {

@@ -43,8 +43,9 @@ int cli_gpu_arg(cli_args *a, cli_gpu *g);
 /* Sets the model params' GPU fields; a KV type other than f16 turns the default offload off (the GPU's KV cache is
  * f16 only; an explicit -ngl with it fails when the cache is made, naming both). */
 void cli_gpu_params(const cli_gpu *g, int kv_type, rp_model_params *mp);
-/* Prints the model's start-up line ("reprise CMD: gpu: ...") to stderr. */
-void cli_gpu_note(const char *cmd, const rp_model *m);
+/* Prints the model's start-up line ("reprise CMD: gpu: ...") to stderr: always when layers are on the GPU or a
+ * GPU option was given; otherwise only when a GPU was there but not used (a machine without one hears nothing). */
+void cli_gpu_note(const char *cmd, const rp_model *m, const cli_gpu *g);
 /* The reuse mode to run with: blend (the default) runs on the CPU only, so with GPU layers a defaulted blend
  * becomes prefix (said on stderr); `explicit_mode` keeps what was asked (the engine then refuses it, naming the
  * options). */

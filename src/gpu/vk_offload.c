@@ -168,14 +168,14 @@ rp_status rp_gpu_offload_create(const rp_model *m, int32_t n_layers, const char 
         return RP_OK;
     }
     const int32_t want = n_layers < 0 || n_layers > NL ? NL : n_layers;
-    const char *gap = arch_gap(m);
-    if (gap) {
-        snprintf(notice, cap, "gpu: CPU only: %s (%s)", gap, rp_arch_name(m->hp.arch));
-        return RP_OK;
-    }
     if (!asked && !gpu_node_present()) {
         snprintf(notice, cap, "gpu: CPU only (no GPU device node; a CPU-type Vulkan device such as lavapipe is used "
                               "only when asked for: -ngl, --device or $RP_GPU_DEVICE)");
+        return RP_OK;
+    }
+    const char *gap = arch_gap(m);
+    if (gap) {
+        snprintf(notice, cap, "gpu: CPU only: %s (%s)", gap, rp_arch_name(m->hp.arch));
         return RP_OK;
     }
     rp_gpu_params gp = rp_gpu_default_params();

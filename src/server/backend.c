@@ -57,7 +57,12 @@ rp_status rp_backend_create(const rp_backend_config *cfg, rp_backend **out) {
     if (st != RP_OK) goto fail;
     mp.n_gpu_layers = 0;   /* a draft model stays on the CPU */
     mp.gpu_device = NULL;
-    if (rp_model_gpu_notice(b->m)[0]) fprintf(stderr, "reprise serve: %s\n", rp_model_gpu_notice(b->m));
+    {   /* the start-up line, unless the default found no GPU (a machine without one hears nothing) */
+        const char *gn = rp_model_gpu_notice(b->m), *env = getenv("RP_GPU_DEVICE");
+        const bool asked = cfg->n_gpu_layers >= 0 || (cfg->gpu_device && *cfg->gpu_device) || (env && *env);
+        if (gn[0] && (rp_model_gpu_layers(b->m) > 0 || asked || strncmp(gn, "gpu: CPU only (", 15) != 0))
+            fprintf(stderr, "reprise serve: %s\n", gn);
+    }
     if (rp_model_gpu_layers(b->m) > 0 && b->cfg.reuse_mode == RP_REUSE_BLEND) {
         /* blend's selective recompute runs on the CPU only (a request asking for it is refused, naming why) */
         b->cfg.reuse_mode = RP_REUSE_PREFIX;

@@ -32,7 +32,7 @@ env -u RP_GPU_DEVICE "$BIN" run -m "$M" -p "Once upon a time" -n 4 --temp 0 --no
 check "--no-gpu: CPU only, said once" '[ $rc -eq 0 ] && [ "$(grep -c "gpu:" "$TMP/err4")" -eq 1 ] && grep -q "gpu: off" "$TMP/err4"'
 if ! "$BIN" inspect --system 2>&1 | grep -E "^  \[[0-9]+\] " | grep -vq "(cpu;"; then
   env -u RP_GPU_DEVICE "$BIN" run -m "$M" -p "Once upon a time" -n 4 --temp 0 >/dev/null 2>"$TMP/err5"; rc=$?
-  check "default with only lavapipe: CPU only, and why" '[ $rc -eq 0 ] && grep -q "gpu: CPU only.*CPU-type" "$TMP/err5"'
+  check "default with only lavapipe: CPU only, and nothing said about a GPU" '[ $rc -eq 0 ] && ! grep -q "gpu:" "$TMP/err5"'
 fi
 
 "$BIN" run -m "$M" -p "x" -n 1 -ngl lots >/dev/null 2>"$TMP/err6"; rc=$?
