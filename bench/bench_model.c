@@ -58,6 +58,7 @@ int bench_model(int argc, char **argv) {
                *d_s = "0";
     long reps = 5, n_batch = 512, busy = 0;
     bool json = false, ceiling = false;
+    cli_gpu gpu = cli_gpu_defaults();
     /* the server's sampling (OpenAI semantics): temperature and top_p only */
     rp_sampler_params sp = rp_sampler_default_params();
     sp.top_k = 0;
@@ -69,7 +70,7 @@ int bench_model(int argc, char **argv) {
         if (cli_is(&a, "-h", "--help")) {
             printf("usage: reprise bench model -m MODEL.gguf [-p 128,512,2048] [-n 64] [-d 0,4096] [-t 1,2] [-r 5]\n"
                    "                           [-b 512] [--kv-type f16|q8_0] [--cpu LEVEL] [--ceiling]\n"
-                   "                           [--busy N] [--json]\n"
+                   "                           [--busy N] [--json] [-ngl N|all] [--device D] [--no-gpu]\n"
                    "                           [--temp 0,1 [--top-k K] [--top-p P] [--min-p P] [--seed S] ...]\n"
                    "  ppN: N prompt tokens evaluated in batches of -b (logits for the last only)\n"
                    "  tgN: N tokens decoded one at a time\n"
@@ -87,9 +88,12 @@ int bench_model(int argc, char **argv) {
                    "--ceiling: before every tg run, a bandwidth probe (512 MiB, the same threads) gives that\n"
                    "run's decode ceiling ((weight bytes + the KV bytes read at that depth) per token / bandwidth);\n"
                    "prints the median ceiling and the\n"
-                   "median, min and max of the paired ratios tok/s / ceiling.\n");
+                   "median, min and max of the paired ratios tok/s / ceiling.\n"
+                   "-ngl / --device / --no-gpu: the GPU offload, as `reprise run` (the JSON rows' \"gpu_layers\" say how many\n"
+                   "layers ran there; stderr names the device).\n");
             return 0;
-        } else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
+        } else if ((r = cli_gpu_arg(&a, &gpu)) != 0) { if (r < 0) return 2; }
+        else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
         else if (cli_is(&a, "-p", "--n-prompt")) { if (!cli_str(&a, &pp_s)) return 2; }
         else if (cli_is(&a, "-n", "--n-gen")) { if (!cli_str(&a, &tg_s)) return 2; }
         else if (cli_is(&a, "-t", "--threads")) { if (!cli_str(&a, &t_s)) return 2; }
@@ -156,8 +160,11 @@ int bench_model(int argc, char **argv) {
     rp_model *m = NULL;
     rp_model_params mp = rp_model_default_params();
     mp.n_threads = (int)max_th;
+    cli_gpu_params(&gpu, kv_type, &mp);
     rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) return cli_fail(a.cmd, model_path, st);
+    cli_gpu_note(a.cmd, m, &gpu);
+    const int32_t n_gpu = rp_model_gpu_layers(m);
     const char *mname = strrchr(model_path, '/') ? strrchr(model_path, '/') + 1 : model_path;
     rp_model_perf perf;
     rp_model_perf_get(m, &perf);
@@ -280,6 +287,7 @@ int bench_model(int argc, char **argv) {
                             printf("%s\n  {\"model\": \"%s\", \"type\": \"%s\", \"test\": \"%s\", \"threads\": %ld, "
                                    "\"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f, \"cpu\": \"%s\"",
                                    first ? "" : ",", mname, mtype, test, ths[ti], med, sv[0], sv[reps - 1], perf.cpu_level);
+                            printf(", \"gpu_layers\": %d", (int)n_gpu);
                             if (depth > 0) printf(", \"depth\": %d", depth);
                             if (b == 1)
                                 printf(", \"busy\": %ld, \"vs_quiet_median\": %.4f, \"vs_quiet_min\": %.4f, \"vs_quiet_max\": %.4f",

@@ -139,14 +139,14 @@ static void chat_usage(void) {
            "  -n, --n-predict N       longest reply in tokens (default 512; -1 = until end-of-generation or a full context)\n"
            "  -c, --ctx-size N        context size (default 4096; at most the model's training context)\n"
            "  -t, --threads N         compute threads (default 2)\n"
-           "%s%s"
+           "%s%s%s"
            "  --think on|off          the template's enable_thinking (default: the template's own; Qwen3 thinks; off adds an empty think block)\n"
            "  -cnv, --conversation    accepted (chat is always a conversation)\n"
            "Type a message and press enter. An empty line is ignored; /exit or EOF (Ctrl-D) ends the chat.\n"
            "Ctrl-C during a reply stops it (what was written stays in the conversation); Ctrl-C at the prompt\n"
            "ends the chat. Each turn re-renders the conversation with the chat template and computes only the\n"
            "tokens that are not already in the KV cache.\n",
-           cli_sampling_help, cli_gen_help);
+           cli_sampling_help, cli_gen_help, cli_gpu_help);
 }
 
 /* Prints a reply's text as it comes and keeps it; a Ctrl-C stops the reply. */
@@ -181,10 +181,12 @@ int cmd_chat(int argc, char **argv) {
     long threads = 2, n_ctx = 4096;
     bool ctx_given = false;
     cli_gen g = cli_gen_defaults(512);
+    cli_gpu gpu = cli_gpu_defaults();
     for (; a.i < argc; a.i++) {
         int r;
         if (cli_is(&a, "-h", "--help")) { chat_usage(); return 0; }
         else if ((r = cli_gen_arg(&a, &g)) != 0) { if (r < 0) return 2; }
+        else if ((r = cli_gpu_arg(&a, &gpu)) != 0) { if (r < 0) return 2; }
         else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
         else if (cli_is(&a, "--system", "-sys") || cli_is(&a, "--system-prompt", NULL)) { if (!cli_str(&a, &system)) return 2; }
         else if (cli_is(&a, "-c", "--ctx-size")) { if (!cli_int(&a, 64, 1 << 24, &n_ctx)) return 2; ctx_given = true; }
@@ -213,8 +215,10 @@ int cmd_chat(int argc, char **argv) {
     int rc = 1;
     rp_model_params mp = rp_model_default_params();
     mp.n_threads = (int)threads;
+    cli_gpu_params(&gpu, kv_type, &mp);
     rp_status st = cli_model_load(model_path, mp, &m);
     if (st != RP_OK) { rc = cli_fail("chat", model_path, st); goto done; }
+    cli_gpu_note("chat", m, &gpu);
     if (!msgs || !owned) goto done;
     const rp_model_desc md = rp_model_describe(m);
     if (!md.has_tokenizer) { fprintf(stderr, "reprise chat: model has no tokenizer\n"); goto done; }

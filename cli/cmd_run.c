@@ -23,7 +23,7 @@ static void run_usage(void) {
            "%s"
            "      --cpu LEVEL         force a kernel level (default: best found): scalar, avx2,\n"
            "                          avx512, amx on x86-64; neon, dotprod, i8mm, sve2, sme on aarch64\n"
-           "%s"
+           "%s%s"
            "  (-cnv / -sys: a conversation is `reprise chat`, which takes the same options)\n"
            "KV reuse:\n"
            "      --segments FILE     JSON array of strings: explicit chunk boundaries (documents, messages);\n"
@@ -54,7 +54,7 @@ static void run_usage(void) {
            "The last stderr line is `stats: {json}` (prompt, reused prefix (exact / approximate) / non-prefix,\n"
            "recomputed, failed loads, TTFT ms; with --static also \"calibrated\" and the plan's predicted\n"
            "\"plan_ms\", null when it would be a placeholder).\n",
-           cli_sampling_help, cli_gen_help);
+           cli_sampling_help, cli_gen_help, cli_gpu_help);
 }
 
 /* Streams the generated text to stdout as it becomes printable. */
@@ -79,6 +79,8 @@ int cmd_run(int argc, char **argv) {
     bool static_mode = false, naive = false, cache_terms = true;
     long threads = 2, n_ctx = 0, n_batch = 512;
     cli_gen g = cli_gen_defaults(128);
+    cli_gpu gpu = cli_gpu_defaults();
+    bool reuse_given = false;
     const char *grammar_file = NULL, *schema_file = NULL;
     rp_grammar *gram = NULL;
     rp_grammar_vocab *gvocab = NULL;
@@ -87,6 +89,7 @@ int cmd_run(int argc, char **argv) {
         int r;
         if (cli_is(&a, "-h", "--help")) { run_usage(); return 0; }
         else if ((r = cli_gen_arg(&a, &g)) != 0) { if (r < 0) return 2; }
+        else if ((r = cli_gpu_arg(&a, &gpu)) != 0) { if (r < 0) return 2; }
         else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &model_path)) return 2; }
         else if (cli_is(&a, "-p", "--prompt")) { if (!cli_str(&a, &prompt)) return 2; }
         else if (cli_is(&a, "-f", "--file")) { if (!cli_str(&a, &prompt_file)) return 2; }
@@ -97,7 +100,7 @@ int cmd_run(int argc, char **argv) {
         else if (cli_is(&a, "-b", "--batch-size")) { if (!cli_int(&a, 1, 65536, &n_batch)) return 2; }
         else if (cli_is(&a, "--segments", NULL)) { if (!cli_str(&a, &segments)) return 2; }
         else if (cli_is(&a, "--separator", NULL)) { if (!cli_str(&a, &separator)) return 2; }
-        else if (cli_is(&a, "--reuse", NULL)) { if (!cli_str(&a, &reuse_mode)) return 2; }
+        else if (cli_is(&a, "--reuse", NULL)) { if (!cli_str(&a, &reuse_mode)) return 2; reuse_given = true; }
         else if (cli_is(&a, "--recompute-ratio", NULL)) { if (!cli_float(&a, 0, 1, &ratio)) return 2; }
         else if (cli_is(&a, "--check-layer", NULL)) { if (!cli_int(&a, 0, 1024, &check_layer)) return 2; }
         else if (cli_is(&a, "--select", NULL)) { if (!cli_select(&a, &select)) return 2; }
@@ -140,8 +143,10 @@ int cmd_run(int argc, char **argv) {
     double t0 = cli_now();
     rp_model_params mparams = rp_model_default_params();
     mparams.n_threads = (int)threads;
+    cli_gpu_params(&gpu, kv_type, &mparams);
     rp_status st = cli_model_load(model_path, mparams, &m);
     if (st != RP_OK) { rc = cli_fail("run", model_path, st); goto done; }
+    cli_gpu_note("run", m, &gpu);
     const rp_model_desc md = rp_model_describe(m);
     if (!md.has_tokenizer) { fprintf(stderr, "reprise run: '%s' has no tokenizer\n", model_path); goto done; }
     if (g.chat_template && cli_gen_chat_template("run", m, &g)) goto done;   /* checked, as chat and serve would */
@@ -167,7 +172,7 @@ int cmd_run(int argc, char **argv) {
     ep.n_batch = (int32_t)n_batch;
     ep.kv_type = (rp_kv_type)kv_type;
     ep.swa_full = g.swa_full;
-    ep.reuse = (rp_reuse_mode)mode;
+    ep.reuse = (rp_reuse_mode)cli_gpu_reuse("run", m, mode, reuse_given);
     ep.recompute_ratio = (float)ratio;
     ep.select = (rp_select_kind)select;
     ep.check_layer = (int32_t)check_layer;

@@ -8,6 +8,7 @@
 
 #include "reprise.h"
 #include "cli.h"
+#include "gen_args.h"
 #include "progress.h"
 
 static void serve_usage(void) {
@@ -80,7 +81,10 @@ static void serve_usage(void) {
            "      --drain-timeout S   on SIGTERM, seconds in-flight requests may finish (default 30)\n"
            "      --quiet             no access log\n"
            "      --cpu LEVEL         force a kernel level: scalar, avx2, avx512, amx (x86-64);\n"
-           "                          neon, dotprod, i8mm, sve2, sme (aarch64)\n");
+           "                          neon, dotprod, i8mm, sve2, sme (aarch64)\n"
+           "%s"
+           "  (with GPU layers the default reuse blend becomes prefix: blend recomputes on the CPU only)\n",
+           cli_gpu_help);
 }
 
 /* The port is bound and answered (503 "loading") while the model loads. */
@@ -100,8 +104,11 @@ int cmd_serve(int argc, char **argv) {
     const char *ns = NULL;
     bool key_flag = false;
     char cors[4096] = "";   /* every --cors, comma-joined */
+    cli_gpu gpu = cli_gpu_defaults();
     for (; a.i < argc; a.i++) {
+        int r;
         if (cli_is(&a, "-h", "--help")) { serve_usage(); return 0; }
+        else if ((r = cli_gpu_arg(&a, &gpu)) != 0) { if (r < 0) return 2; }
         else if (cli_is(&a, "-m", "--model")) { if (!cli_str(&a, &cfg.model_path)) return 2; }
         else if (cli_is(&a, "--draft", NULL)) { if (!cli_str(&a, &cfg.draft_path)) return 2; }
         else if (cli_is(&a, "--chat-template", NULL)) { if (!cli_str(&a, &cfg.chat_template)) return 2; }
@@ -207,6 +214,10 @@ int cmd_serve(int argc, char **argv) {
         return 2;
     }
     cfg.kv_type = (rp_kv_type)kv_type;
+    rp_model_params gmp = rp_model_default_params();
+    cli_gpu_params(&gpu, kv_type, &gmp);
+    cfg.n_gpu_layers = gmp.n_gpu_layers;
+    cfg.gpu_device = gmp.gpu_device;
 
     /* every thread started from here on inherits the mask: the signals wait for sigwait below */
     sigset_t set;

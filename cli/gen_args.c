@@ -2,6 +2,7 @@
 #include "gen_args.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char cli_sampling_help[] =
@@ -26,6 +27,67 @@ const char cli_gen_help[] =
     "      --chat-template T   the chat template: a built-in (llama3, chatml, qwen3, llama2) or a Jinja file;\n"
     "                          default: the model's own tokenizer.chat_template (an error at start-up if it fails)\n"
     "      --jinja             accepted; the model's Jinja chat template is always used\n";
+
+const char cli_gpu_help[] =
+    "GPU offload (Vulkan, docs/gpu.md):\n"
+    "  -ngl, --gpu-layers N    the last N layers on the GPU, or all (default: all when a GPU is present;\n"
+    "                          a CPU-type Vulkan device such as lavapipe only when asked for: -ngl, --device\n"
+    "                          or $RP_GPU_DEVICE); 0 = CPU only\n"
+    "      --device D          the Vulkan device: an index or a piece of its name (`reprise inspect --system`)\n"
+    "      --no-gpu            CPU only (= -ngl 0)\n";
+
+cli_gpu cli_gpu_defaults(void) {
+    cli_gpu g = {.ngl = -1, .ngl_set = false, .device = NULL};
+    return g;
+}
+
+int cli_gpu_arg(cli_args *a, cli_gpu *g) {
+    if (cli_is(a, "-ngl", "--gpu-layers") || cli_is(a, "--n-gpu-layers", NULL)) {
+        const char *v;
+        if (!cli_str(a, &v)) return -1;
+        char *end = NULL;
+        long n = strtol(v, &end, 10);
+        if (!strcmp(v, "all") || !strcmp(v, "auto")) n = 1L << 20;   /* capped at the layer count */
+        else if (!*v || *end || n < 0) {
+            fprintf(stderr, "reprise %s: -ngl takes a layer count or 'all', got '%s'\n", a->cmd, v);
+            return -1;
+        }
+        g->ngl = n > (1L << 20) ? 1L << 20 : n;
+        g->ngl_set = true;
+    } else if (cli_is(a, "--device", NULL)) {
+        if (!cli_str(a, &g->device)) return -1;
+    } else if (cli_is(a, "--no-gpu", NULL)) {
+        g->ngl = 0;
+        g->ngl_set = true;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+void cli_gpu_params(const cli_gpu *g, int kv_type, rp_model_params *mp) {
+    mp->n_gpu_layers = (int32_t)g->ngl;
+    mp->gpu_device = g->device;
+    /* a named device with no -ngl: every layer there */
+    if (g->device && !g->ngl_set) mp->n_gpu_layers = -1;
+    if (kv_type != RP_KV_F16 && !g->ngl_set && !g->device) mp->n_gpu_layers = 0;
+}
+
+void cli_gpu_note(const char *cmd, const rp_model *m, const cli_gpu *g) {
+    const char *n = rp_model_gpu_notice(m), *env = getenv("RP_GPU_DEVICE");
+    if (!n || !*n) return;
+    const bool asked = g->ngl_set || g->device || (env && *env);
+    /* "gpu: CPU only (" : no GPU found, the default's usual case on a machine without one */
+    if (rp_model_gpu_layers(m) > 0 || asked || strncmp(n, "gpu: CPU only (", 15) != 0)
+        fprintf(stderr, "reprise %s: %s\n", cmd, n);
+}
+
+int cli_gpu_reuse(const char *cmd, const rp_model *m, int mode, bool explicit_mode) {
+    if (mode != RP_REUSE_BLEND || explicit_mode || rp_model_gpu_layers(m) == 0) return mode;
+    fprintf(stderr, "reprise %s: gpu: reuse prefix (blend's selective recompute runs on the CPU only: --no-gpu "
+                    "for it)\n", cmd);
+    return RP_REUSE_PREFIX;
+}
 
 cli_gen cli_gen_defaults(long n_predict) {
     cli_gen g = {.sp = rp_sampler_default_params(), .n_predict = n_predict, .kv_name = "f16"};

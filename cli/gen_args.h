@@ -31,6 +31,28 @@ int cli_gen_chat_template(const char *cmd, rp_model *m, const cli_gen *g);
 /* The KV cache type (rp_kv_type) from --kv-type / -ctk / -ctv, or -1 with a message. */
 int cli_gen_kv_type(const char *cmd, const cli_gen *g);
 
+/* GPU offload options (`run`, `chat`, `serve`, `bench model`): -ngl / --gpu-layers N|all, --device NAME|INDEX,
+ * --no-gpu. */
+typedef struct cli_gpu {
+    long ngl;                /* -1: default (all layers when a GPU is present; lavapipe only when named) */
+    bool ngl_set;            /* -ngl / --no-gpu given */
+    const char *device;      /* --device, or NULL */
+} cli_gpu;
+
+cli_gpu cli_gpu_defaults(void);
+int cli_gpu_arg(cli_args *a, cli_gpu *g);
+/* Sets the model params' GPU fields; a KV type other than f16 turns the default offload off (the GPU's KV cache is
+ * f16 only; an explicit -ngl with it fails when the cache is made, naming both). */
+void cli_gpu_params(const cli_gpu *g, int kv_type, rp_model_params *mp);
+/* Prints the model's start-up line ("reprise CMD: gpu: ...") to stderr: always when layers are on the GPU or a
+ * GPU option was given; otherwise only when a GPU was there but not used (a machine without one hears nothing). */
+void cli_gpu_note(const char *cmd, const rp_model *m, const cli_gpu *g);
+/* The reuse mode to run with: blend (the default) runs on the CPU only, so with GPU layers a defaulted blend
+ * becomes prefix (said on stderr); `explicit_mode` keeps what was asked (the engine then refuses it, naming the
+ * options). */
+int cli_gpu_reuse(const char *cmd, const rp_model *m, int mode, bool explicit_mode);
+
+extern const char cli_gpu_help[];        /* help lines of cli_gpu_arg's options */
 extern const char cli_sampling_help[];   /* help lines of cli_sampling_arg's options */
 extern const char cli_gen_help[];        /* help lines of the rest of cli_gen_arg's options (not -n) */
 

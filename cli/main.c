@@ -32,7 +32,7 @@ static void usage(FILE *f) {
             "    bench ablation  TTFT with each component of the KV reuse system switched off in turn\n"
             "    bench agents    multi-agent trace: scheduler policies, speculative decoding\n"
             "    bench grammar   decode tok/s with and without a JSON-schema / GBNF constraint\n"
-            "    bench split     the CPU + GPU split matmul: time per CPU fraction, the calibrated split\n"
+            "    bench split     the CPU + GPU column-parallel matmul: time per CPU fraction, the calibrated split\n"
             "    bench all       reuse, workloads, fidelity, sweep, ablation and agents in turn, one HTML report\n"
             "\n"
             "`reprise <command> --help` (and `reprise bench <what> --help`) lists a command's options.\n",

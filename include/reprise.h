@@ -176,6 +176,16 @@ typedef struct rp_model_params {
     rp_progress_fn progress;  /* NULL, or called while the weights are read (hashed) and packed: units are
                                  bytes, hashed then packed; returning false cancels the load */
     void *progress_user;
+    /* GPU offload (Vulkan; docs/gpu.md). The last n_gpu_layers layers run on the GPU with their KV cells in
+     * device memory (F16 KV only), the first ones on the CPU; the output head too when every layer is
+     * offloaded. -1 (default): all of them when a GPU is present — a CPU-type Vulkan device (lavapipe /
+     * llvmpipe) is never picked by default, only when asked for (gpu_device, $RP_GPU_DEVICE or N > 0) — else
+     * CPU only; 0: CPU only; N: the last N (capped at the layer count). Layers whose weight types have no GPU kernel, and
+     * architectures the GPU forward lacks, stay on the CPU (rp_model_gpu_notice says so). A device asked for
+     * (N > 0, or named) that cannot be used fails the load. Reuse mode blend is refused with GPU layers. */
+    int32_t n_gpu_layers;
+    const char *gpu_device;   /* NULL: $RP_GPU_DEVICE, else the best non-CPU device; an index of rp_gpu_list or a
+                                 case-insensitive piece of a device name */
 } rp_model_params;
 
 RP_API rp_model_params rp_model_default_params(void);
@@ -185,6 +195,10 @@ RP_API rp_model_params rp_model_default_params(void);
  * name the tensor / key at fault. */
 RP_API rp_status rp_model_load(const char *path, rp_model_params params, rp_model **out);
 RP_API void rp_model_free(rp_model *m);
+/* Layers on the GPU (0: CPU only), and the start-up line saying which device and layers, or why CPU only
+ * ("gpu: ..."; "" for a vocab-only load). */
+RP_API int32_t rp_model_gpu_layers(const rp_model *m);
+RP_API const char *rp_model_gpu_notice(const rp_model *m);
 
 typedef struct rp_model_desc {
     const char *name;         /* general.name, else the file's base name */
@@ -1475,6 +1489,10 @@ typedef struct rp_server_params {
     const char *cors_origins;    /* browser origins allowed (CORS): comma-separated, "*" any; NULL or "": none */
     bool embeddings;             /* POST /v1/embeddings and /embedding (default false: they answer 501) */
     rp_pooling pooling;          /* their pooling (default RP_POOLING_MODEL) */
+    int32_t n_gpu_layers;        /* the model's GPU offload (rp_model_params.n_gpu_layers; default -1: every layer
+                                    when a GPU is present); the draft model stays on the CPU. With GPU layers a
+                                    default reuse of blend becomes prefix (said on stderr) */
+    const char *gpu_device;      /* rp_model_params.gpu_device (NULL: $RP_GPU_DEVICE, else the best GPU) */
 } rp_server_params;
 
 RP_API rp_server_params rp_server_default_params(void);

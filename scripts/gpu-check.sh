@@ -1,7 +1,8 @@
 #!/bin/sh
-# gpu-check.sh OUTDIR — the GPU backend on a real GPU (first draft, for a machine such as the H200 one): builds
-# with the Vulkan backend, lists the devices, runs the GPU tests (tests/gpu) and writes everything to OUTDIR
-# (summary.txt first). Sized to finish well under 10 minutes: one build, the GPU tests with a per-test timeout.
+# gpu-check.sh OUTDIR — the GPU backend on a real GPU (for a machine such as the H200 one): builds with the
+# Vulkan backend, lists the devices, runs the GPU tests (tests/gpu) and `reprise bench model -ngl all` on a
+# synthetic llama-3.2-1b-shape Q4_0 model, and writes everything to OUTDIR (summary.txt first). Sized to finish
+# under ~8 minutes on 16 cores: one build, the GPU tests and the benchmark each with a timeout.
 #
 # That machine has no Vulkan loader installed, so the loader must travel with the tree. This script does not
 # fetch or carry one; whoever runs it puts libvulkan.so.1 (Debian's libvulkan1, the same version as here) at
@@ -77,7 +78,8 @@ else
   [ -n "${RP_GLSLC:-}" ] && extra="$extra -DRP_GLSLC=$RP_GLSLC"
   # shellcheck disable=SC2086
   if ! { cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=Release -DRP_VULKAN=ON $extra &&
-         cmake --build "$B" -j"$(nproc)" --target reprise test_gpu_core test_gpu_ops test_gpu_forward; } \
+         cmake --build "$B" -j"$(nproc)" --target reprise reprise-bench test_gpu_core test_gpu_ops test_gpu_forward \
+           test_gpu_offload; } \
        >"$OUT/build.log" 2>&1; then
     note "FAIL: build (see build.log; the last lines:)"
     tail -15 "$OUT/build.log" | tee -a "$SUM"
@@ -103,7 +105,7 @@ if [ -z "${RP_SHARED_DIR:-}" ]; then
 fi
 export RP_SHARED_DIR
 fails=0
-for t in test_gpu_core test_gpu_ops test_gpu_forward; do
+for t in test_gpu_core test_gpu_ops test_gpu_forward test_gpu_offload; do
   [ -x "$B/$t" ] || { note "$t: not built"; continue; }
   start=$(date +%s)
   timeout 240 "$B/$t" >"$OUT/$t.log" 2>&1
@@ -127,6 +129,30 @@ RP_GPU_STAGING=1 timeout 120 "$B/test_gpu_core" >"$OUT/test_gpu_core_staging.log
 rc=$?
 [ $rc -eq 0 ] || fails=$((fails + 1))
 note "test_gpu_core (RP_GPU_STAGING=1): rc $rc — $(tail -1 "$OUT/test_gpu_core_staging.log")"
-note "benchmarks: none yet (no GPU path in bench model; see docs/gpu.md)"
+# ---- bench model -ngl all on a synthetic llama-3.2-1b-shape model (random weights: speed only) ----
+L1B="$OUT/llama-3.2-1b-q4_0.synth.gguf"
+start=$(date +%s)
+if timeout 180 "$B/reprise" synth --arch llama --preset llama-3.2-1b --type q4_0 -t "$(nproc)" -o "$L1B" \
+     >"$OUT/synth.log" 2>&1; then
+  timeout 300 "$B/reprise" bench model -m "$L1B" -p 512 -n 64 -r 3 -t 4 -ngl all --json \
+    >"$OUT/bench_model_gpu.json" 2>"$OUT/bench_model_gpu.log"
+  rc=$?
+  [ $rc -eq 0 ] || fails=$((fails + 1))
+  note "bench model -ngl all (llama-3.2-1b shape, q4_0): rc $rc, $(( $(date +%s) - start )) s — $(grep -m1 'gpu: ' "$OUT/bench_model_gpu.log")"
+  python3 - "$OUT/bench_model_gpu.json" <<'PYEOF' | tee -a "$SUM"
+import json, sys
+try:
+    rows = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("  (no JSON rows: %s)" % e); sys.exit(0)
+for r in rows:
+    print("  %-8s %10.2f tok/s median (min %.2f, max %.2f), gpu_layers %s" % (r["test"], r["tok_s_median"],
+          r["tok_s_min"], r["tok_s_max"], r.get("gpu_layers")))
+PYEOF
+  rm -f "$L1B"
+else
+  fails=$((fails + 1))
+  note "FAIL: reprise synth (see synth.log)"
+fi
 note "result: $fails failing"
 [ $fails -eq 0 ]

@@ -98,7 +98,7 @@ class rp_sampler_params(Structure):
 
 class rp_model_params(Structure):
     _fields_ = [("vocab_only", c_bool), ("n_threads", c_int), ("cpu_level", c_int), ("progress", progress_fn),
-                ("progress_user", c_void_p)]
+                ("progress_user", c_void_p), ("n_gpu_layers", c_int32), ("gpu_device", c_char_p)]
 
 
 class rp_model_desc(Structure):
@@ -330,7 +330,8 @@ class rp_server_params(Structure):
                 ("max_connections_per_ip", c_int), ("header_timeout_s", c_double), ("body_timeout_s", c_double),
                 ("idle_timeout_s", c_double), ("quiet", c_bool), ("chat_template", c_char_p),
                 ("grammar", c_char_p), ("on_listening", listening_fn), ("on_listening_user", c_void_p),
-                ("cors_origins", c_char_p), ("embeddings", c_bool), ("pooling", c_int)]
+                ("cors_origins", c_char_p), ("embeddings", c_bool), ("pooling", c_int), ("n_gpu_layers", c_int32),
+                ("gpu_device", c_char_p)]
 
 
 class rp_embedder_params(Structure):
@@ -400,6 +401,8 @@ PROTOTYPES = {
     "rp_model_load": (ST, [c_char_p, rp_model_params, OUT_H]),
     "rp_model_free": (None, [H]),
     "rp_model_describe": (rp_model_desc, [H]),
+    "rp_model_gpu_layers": (c_int32, [H]),
+    "rp_model_gpu_notice": (c_char_p, [H]),
     "rp_model_meta": (c_long, [H, c_char_p, c_char_p, c_size_t]),
     "rp_tokenize": (ST, [H, c_char_p, c_size_t, c_bool, c_bool, P_TOK, c_int32, P_I32]),
     "rp_token_to_piece": (c_int32, [H, c_token, c_bool, c_char_p, c_int32]),

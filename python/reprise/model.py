@@ -112,7 +112,11 @@ def _c_messages(messages: Iterable[Message]):
 
 class Model(Handle):
     """A GGUF model, loaded and validated: Model(path, n_threads=..., vocab_only=False, cpu_level=None,
-    progress=None). Immutable once loaded; any number of threads may use it at once.
+    progress=None, n_gpu_layers=None, gpu_device=None). Immutable once loaded; any number of threads may use it
+    at once.
+
+    n_gpu_layers / gpu_device: the GPU offload (docs/gpu.md): None = the library's default (every layer when a
+    GPU is present, lavapipe only when named), 0 = CPU only, N = the last N layers; gpu_notice says what it did.
 
     progress: a callable(done, total) called while the weights are read and packed (units are bytes);
     returning False cancels the load (reprise.Error with status CANCELLED)."""
@@ -121,7 +125,8 @@ class Model(Handle):
     _what = "model"
 
     def __init__(self, path: Union[str, os.PathLike], *, n_threads: Optional[int] = None, vocab_only: bool = False,
-                 cpu_level: Optional[int] = None, progress: Optional[Callable[[int, int], object]] = None):
+                 cpu_level: Optional[int] = None, progress: Optional[Callable[[int, int], object]] = None,
+                 n_gpu_layers: Optional[int] = None, gpu_device: Optional[str] = None):
         self._ptr = None
         p = lib.rp_model_default_params()
         p.vocab_only = bool(vocab_only)
@@ -129,6 +134,10 @@ class Model(Handle):
             p.n_threads = int(n_threads)
         if cpu_level is not None:
             p.cpu_level = int(cpu_level)
+        if n_gpu_layers is not None:
+            p.n_gpu_layers = int(n_gpu_layers)
+        gpu_dev = None if gpu_device is None else os.fsencode(str(gpu_device))
+        p.gpu_device = gpu_dev   # kept alive in this frame until the load returns
         # always a progress callback: an exception in it (a Ctrl-C's too) cancels the load, then comes out
         sink = Sink()
         user = progress or (lambda done, total: True)
@@ -176,6 +185,17 @@ class Model(Handle):
     @property
     def n_vocab(self) -> int:
         return self.describe().n_vocab
+
+    @property
+    def gpu_layers(self) -> int:
+        """Layers running on the GPU (0: CPU only)."""
+        return int(lib.rp_model_gpu_layers(self._h))
+
+    @property
+    def gpu_notice(self) -> str:
+        """The GPU start-up line: the device and the layers, or why CPU only."""
+        v = lib.rp_model_gpu_notice(self._h)
+        return v.decode(errors="replace") if v else ""
 
     # ---- tokenizer ----
     def tokenize(self, text: Union[str, bytes], add_bos: bool = True, parse_special: bool = False) -> List[int]:

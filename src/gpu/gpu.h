@@ -29,6 +29,9 @@ typedef struct rp_gpu_params {
     const char *device;     /* NULL or "": $RP_GPU_DEVICE, else the best device (discrete > integrated > virtual >
                                CPU); a number: that index of rp_gpu_list; else a case-insensitive substring of the
                                device name */
+    bool no_cpu_default;    /* without a device named (here or in $RP_GPU_DEVICE), CPU-type devices (lavapipe /
+                               llvmpipe) are not picked: RP_ERR_NOT_FOUND instead (the offload's default, so a
+                               machine without a GPU does not run on a CPU emulation of one) */
 } rp_gpu_params;
 
 rp_gpu_params rp_gpu_default_params(void);

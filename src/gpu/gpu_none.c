@@ -88,3 +88,54 @@ rp_status rp_split_mm(rp_split *s, const rp_split_mm_args *a, rp_split_times *t)
     (void)s; (void)a; (void)t;
     return NOT_BUILT;
 }
+
+/* ---- the offload (gpu_offload.h): without the backend a model runs on the CPU; a GPU asked for is an error ---- */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gpu/gpu_offload.h"
+
+rp_status rp_gpu_offload_create(const struct rp_model *m, int32_t n_layers, const char *device, rp_gpu_offload **out,
+                                char *notice, size_t cap) {
+    (void)m;
+    *out = NULL;
+    const char *env = getenv("RP_GPU_DEVICE");
+    if (n_layers > 0 || (device && *device) || (env && *env)) return NOT_BUILT;
+    if (notice && cap) snprintf(notice, cap, "gpu: CPU only (%s)", n_layers == 0 ? "0 layers offloaded"
+                                                                                 : "Vulkan backend not built");
+    return RP_OK;
+}
+void rp_gpu_offload_free(rp_gpu_offload *o) { (void)o; }
+int32_t rp_gpu_offload_first(const rp_gpu_offload *o) { (void)o; return 0; }
+bool rp_gpu_offload_has_output(const rp_gpu_offload *o) { (void)o; return false; }
+rp_status rp_gpu_fwd_create(rp_gpu_offload *o, int32_t n_batch, int32_t n_outputs, rp_gpu_fwd **out) {
+    (void)o; (void)n_batch; (void)n_outputs;
+    *out = NULL;
+    return NOT_BUILT;
+}
+void rp_gpu_fwd_free(rp_gpu_fwd *f) { (void)f; }
+rp_status rp_gpu_fwd_run(rp_gpu_fwd *f, const struct rp_batch *b, struct rp_kv *const *kvs, float *x,
+                         const float *rope_cs, bool head, float *xo, float *logits, int32_t *n_out) {
+    (void)f; (void)b; (void)kvs; (void)x; (void)rope_cs; (void)head; (void)xo; (void)logits;
+    *n_out = -1;
+    return NOT_BUILT;
+}
+rp_status rp_gpu_kv_create(rp_gpu_offload *o, int32_t n_ctx, rp_gpu_kv **out) {
+    (void)o; (void)n_ctx;
+    *out = NULL;
+    return NOT_BUILT;
+}
+void rp_gpu_kv_free(rp_gpu_kv *k) { (void)k; }
+void rp_gpu_kv_read(rp_gpu_kv *k, int part, int32_t layer, int32_t cell0, int32_t n, void *dst) {
+    (void)k; (void)part; (void)layer; (void)cell0; (void)n; (void)dst;
+}
+void rp_gpu_kv_write(rp_gpu_kv *k, int part, int32_t layer, int32_t cell0, int32_t n, const void *src) {
+    (void)k; (void)part; (void)layer; (void)cell0; (void)n; (void)src;
+}
+void rp_gpu_kv_move(rp_gpu_kv *k, int part, int32_t layer, int32_t dst, int32_t src, int32_t n) {
+    (void)k; (void)part; (void)layer; (void)dst; (void)src; (void)n;
+}
+rp_status rp_gpu_kv_copy(rp_gpu_kv *dst, const rp_gpu_kv *src, int32_t n) {
+    (void)dst; (void)src; (void)n;
+    return NOT_BUILT;
+}

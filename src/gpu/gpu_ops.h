@@ -28,6 +28,9 @@ typedef struct rp_gpu_mm {
     uint32_t x_off, ldx, y_off, ldy;
 } rp_gpu_mm;
 rp_status rp_gpu_op_mul_mat(rp_gpu_ops *o, rp_gpu_rec *r, const rp_gpu_mm *a);
+/* Makes mul_mat's kernel for weight type t now rather than at its first use, so that contexts on several threads
+ * can then share the ops (the offload prepares every type it uploaded). */
+rp_status rp_gpu_ops_prepare(rp_gpu_ops *o, rp_type t);
 
 /* Embedding lookup: y row i (ldy apart from y_off) = W row ids[i] (int32 buffer) dequantized, i < n. */
 rp_status rp_gpu_op_get_rows(rp_gpu_ops *o, rp_gpu_rec *r, rp_gpu_buf *w, rp_type wtype, uint32_t w_off,
@@ -54,15 +57,21 @@ rp_status rp_gpu_op_softmax(rp_gpu_ops *o, rp_gpu_rec *r, rp_gpu_buf *x, uint32_
  * k_off halves; kd and k_off even). */
 rp_status rp_gpu_op_kv_store_f16(rp_gpu_ops *o, rp_gpu_rec *r, rp_gpu_buf *x, uint32_t x_off, uint32_t ldx,
                                  uint32_t n, uint32_t kd, rp_gpu_buf *cells, rp_gpu_buf *k, uint32_t k_off);
+/* The same for rows r0 + i (of x and cells), i < n: one run of a multi-sequence batch into its sequence's cache. */
+rp_status rp_gpu_op_kv_store_f16_rows(rp_gpu_ops *o, rp_gpu_rec *r, rp_gpu_buf *x, uint32_t x_off, uint32_t ldx,
+                                      uint32_t r0, uint32_t n, uint32_t kd, rp_gpu_buf *cells, rp_gpu_buf *k,
+                                      uint32_t k_off);
 
 /* Attention over an F16 KV cache with GQA: q rows i < n_rows (ldq apart) of n_head heads of head_dim; K and V
  * cells of kd = n_head_kv * head_dim halves (from k_off / v_off halves); row i attends cells [0, n_cells[i])
- * (int32 buffer, each >= 1); out like q (ldo apart). */
+ * (int32 buffer, each >= 1); out like q (ldo apart). With r0 > 0 the rows are r0 + i (of q, n_cells and out): one run of
+ * a multi-sequence batch over its sequence's cache. */
 typedef struct rp_gpu_attn {
     rp_gpu_buf *q, *k, *v, *n_cells, *out;
     uint32_t n_rows, n_head, n_head_kv, head_dim;
     uint32_t ldq, ldo, k_off, v_off;
     float scale;
+    uint32_t r0;
 } rp_gpu_attn;
 rp_status rp_gpu_op_attn_f16(rp_gpu_ops *o, rp_gpu_rec *r, const rp_gpu_attn *a);
 

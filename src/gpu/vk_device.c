@@ -142,7 +142,7 @@ static bool name_match(const char *name, const char *want) {
     return false;
 }
 
-static int32_t pick(const rp_gpu_desc *d, uint32_t n, const char *want) {
+static int32_t pick(const rp_gpu_desc *d, uint32_t n, const char *want, bool no_cpu) {
     if (want && *want) {
         char *end;
         long idx = strtol(want, &end, 10);
@@ -153,7 +153,7 @@ static int32_t pick(const rp_gpu_desc *d, uint32_t n, const char *want) {
     }
     int32_t best = -1, best_rank = -1;
     for (uint32_t i = 0; i < n; i++) {
-        if (!d[i].usable) continue;
+        if (!d[i].usable || (no_cpu && !strcmp(d[i].kind, "cpu"))) continue;
         int rank = !strcmp(d[i].kind, "discrete") ? 4 : !strcmp(d[i].kind, "integrated") ? 3
                  : !strcmp(d[i].kind, "virtual") ? 2 : !strcmp(d[i].kind, "cpu") ? 1 : 0;
         if (rank > best_rank) best = (int32_t)i, best_rank = rank;
@@ -175,9 +175,15 @@ rp_status rp_gpu_create(const rp_gpu_params *p, rp_gpu **out) {
     rp_gpu_desc descs[16];
     for (uint32_t i = 0; i < n; i++) describe(&g->vk, pds[i], (int32_t)i, &descs[i]);
     const char *want = p && p->device && *p->device ? p->device : getenv("RP_GPU_DEVICE");
-    const int32_t at = n ? pick(descs, n, want) : -1;
+    const bool no_cpu = p && p->no_cpu_default && !(want && *want);
+    const int32_t at = n ? pick(descs, n, want, no_cpu) : -1;
     if (at < 0) {
+        bool cpu_only = no_cpu;
+        for (uint32_t i = 0; i < n && cpu_only; i++) cpu_only = descs[i].usable ? !strcmp(descs[i].kind, "cpu") : true;
         if (!n) st = rp_errorf(RP_ERR_NOT_FOUND, "gpu: no Vulkan device (the loader found no driver's device)");
+        else if (cpu_only)
+            st = rp_errorf(RP_ERR_NOT_FOUND, "gpu: no GPU: the only Vulkan device is CPU-type ('%s'), used only when "
+                                             "named (--device / $RP_GPU_DEVICE)", descs[0].name);
         else if (want && *want)
             st = rp_errorf(RP_ERR_NOT_FOUND, "gpu: no Vulkan device '%s' (%u found; `reprise inspect --system` "
                                              "lists them)", want, n);
@@ -191,6 +197,9 @@ rp_status rp_gpu_create(const rp_gpu_params *p, rp_gpu **out) {
         goto fail;
     }
     g->desc = descs[at];
+    pthread_mutex_init(&g->queue_mu, NULL);
+    pthread_mutex_init(&g->xfer_mu, NULL);
+    g->mutexes = true;
     const char *stg = getenv("RP_GPU_STAGING");
     g->staging = stg && *stg && strcmp(stg, "0");
     g->pd = pds[at];
@@ -237,6 +246,10 @@ void rp_gpu_free(rp_gpu *g) {
         rp_gpu_rec_free(g->xfer);
         if (g->timeline) g->vk.vkDestroySemaphore(g->dev, g->timeline, NULL);
         g->vk.vkDestroyDevice(g->dev, NULL);
+    }
+    if (g->mutexes) {
+        pthread_mutex_destroy(&g->queue_mu);
+        pthread_mutex_destroy(&g->xfer_mu);
     }
     free(g);   /* the instance is the process's (vk_loader.c) */
 }
@@ -333,11 +346,13 @@ static rp_status staged(rp_gpu_buf *b, size_t off, void *host, size_t n, bool to
     rp_gpu_buf *s;
     RP_TRY(rp_gpu_buf_create(g, n, RP_GPU_MEM_HOST, &s));
     if (to_dev) memcpy(s->map, host, n);
+    pthread_mutex_lock(&g->xfer_mu);
     rp_status st = rp_gpu_rec_begin(g->xfer);
     if (st == RP_OK)
         st = to_dev ? rp_gpu_rec_copy(g->xfer, s, 0, b, off, n) : rp_gpu_rec_copy(g->xfer, b, off, s, 0, n);
     if (st == RP_OK) st = rp_gpu_rec_submit(g->xfer, NULL);
     if (st == RP_OK) st = rp_gpu_rec_wait(g->xfer);
+    pthread_mutex_unlock(&g->xfer_mu);
     if (st == RP_OK && !to_dev) memcpy(host, s->map, n);
     rp_gpu_buf_free(s);
     return st;

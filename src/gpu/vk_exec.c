@@ -217,14 +217,16 @@ rp_status rp_gpu_rec_replay(rp_gpu_rec *rc, uint64_t *ticket) {
 
 static rp_status queue_submit(rp_gpu_rec *rc, uint64_t *ticket) {
     rp_gpu *g = rc->g;
+    pthread_mutex_lock(&g->queue_mu);
     const uint64_t value = g->ticket + 1;
     VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
                                         .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &value};
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ti, .commandBufferCount = 1,
                        .pCommandBuffers = &rc->cb, .signalSemaphoreCount = 1, .pSignalSemaphores = &g->timeline};
     const VkResult r = g->vk.vkQueueSubmit(g->queue, 1, &si, VK_NULL_HANDLE);
+    if (r == VK_SUCCESS) g->ticket = value;
+    pthread_mutex_unlock(&g->queue_mu);
     if (r != VK_SUCCESS) return rp_errorf(RP_ERR_INTERNAL, "gpu: vkQueueSubmit: %s", rp_vk_result_name(r));
-    g->ticket = value;
     rc->pending = value;
     if (ticket) *ticket = value;
     return RP_OK;

@@ -2,6 +2,8 @@
 #ifndef RP_GPU_VK_INTERNAL_H
 #define RP_GPU_VK_INTERNAL_H
 
+#include <pthread.h>
+
 #include "gpu/gpu.h"
 #include "gpu/vk_loader.h"
 
@@ -20,6 +22,9 @@ struct rp_gpu {
     VkSemaphore timeline;      /* one timeline for every submission; value = ticket */
     uint64_t ticket;           /* last value signalled by a submission */
     rp_gpu_rec *xfer;          /* staging copies of rp_gpu_buf_write / _read */
+    pthread_mutex_t queue_mu;  /* vkQueueSubmit and the ticket (contexts on several threads share the device) */
+    pthread_mutex_t xfer_mu;   /* the staging recorder xfer */
+    bool mutexes;              /* the two above are initialised */
     bool staging;              /* RP_GPU_STAGING=1: device buffers unmapped even in shared memory (tests the
                                   discrete-GPU path on lavapipe) */
 };

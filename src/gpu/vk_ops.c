@@ -48,8 +48,8 @@ rp_status rp_gpu_ops_create(rp_gpu *g, rp_gpu_ops **out) {
     if (st == RP_OK) st = rp_gpu_kernel_create(g, "rope", 2, 6 * 4, on, 2, &o->rope_neox);
     if (st == RP_OK) st = rp_gpu_kernel_create(g, "swiglu", 2, 4, wg, 1, &o->swiglu);
     if (st == RP_OK) st = rp_gpu_kernel_create(g, "softmax", 1, 3 * 4, wg, 1, &o->softmax);
-    if (st == RP_OK) st = rp_gpu_kernel_create(g, "kv_store_f16", 3, 5 * 4, wg, 1, &o->kv_store_f16);
-    if (st == RP_OK) st = rp_gpu_kernel_create(g, "attn_f16", 5, 10 * 4, wg, 1, &o->attn_f16);
+    if (st == RP_OK) st = rp_gpu_kernel_create(g, "kv_store_f16", 3, 6 * 4, wg, 1, &o->kv_store_f16);
+    if (st == RP_OK) st = rp_gpu_kernel_create(g, "attn_f16", 5, 11 * 4, wg, 1, &o->attn_f16);
     if (st != RP_OK) {
         rp_gpu_ops_free(o);
         return st;
@@ -104,6 +104,13 @@ static rp_status weight_kernel(rp_gpu_ops *o, int s, int rows, rp_gpu_kernel **o
     }
     *out = *k;
     return RP_OK;
+}
+
+rp_status rp_gpu_ops_prepare(rp_gpu_ops *o, rp_type t) {
+    const int s = wslot(t);
+    if (s < 0) return rp_errorf(RP_ERR_UNSUPPORTED, "gpu: weight type %d has no GPU kernel", (int)t);
+    rp_gpu_kernel *k;
+    return weight_kernel(o, s, 0, &k);
 }
 
 rp_status rp_gpu_op_mul_mat(rp_gpu_ops *o, rp_gpu_rec *r, const rp_gpu_mm *a) {
@@ -182,15 +189,21 @@ rp_status rp_gpu_op_softmax(rp_gpu_ops *o, rp_gpu_rec *r, rp_gpu_buf *x, uint32_
     return rp_gpu_rec_dispatch(r, o->softmax, b, p, rows, 1, 1);
 }
 
-rp_status rp_gpu_op_kv_store_f16(rp_gpu_ops *o, rp_gpu_rec *r, rp_gpu_buf *x, uint32_t x_off, uint32_t ldx,
-                                 uint32_t n, uint32_t kd, rp_gpu_buf *cells, rp_gpu_buf *k, uint32_t k_off) {
+rp_status rp_gpu_op_kv_store_f16_rows(rp_gpu_ops *o, rp_gpu_rec *r, rp_gpu_buf *x, uint32_t x_off, uint32_t ldx,
+                                      uint32_t r0, uint32_t n, uint32_t kd, rp_gpu_buf *cells, rp_gpu_buf *k,
+                                      uint32_t k_off) {
     if (!n || !kd || kd % 2 || k_off % 2 || ldx < kd)
         return rp_errorf(RP_ERR_INVALID_ARG, "gpu: kv_store: %u rows of %u (k_off %u)", n, kd, k_off);
-    if (!fits(x, F4 * x_off, F4 * ((uint64_t)(n - 1) * ldx + kd)) || !fits(cells, 0, F4 * n))
+    if (!fits(x, F4 * x_off, F4 * ((uint64_t)(r0 + n - 1) * ldx + kd)) || !fits(cells, 0, F4 * ((uint64_t)r0 + n)))
         return rp_errorf(RP_ERR_RANGE, "gpu: kv_store: a buffer is smaller than its shape");
-    const uint32_t p[5] = {n, kd, ldx, x_off, k_off};
+    const uint32_t p[6] = {n, kd, ldx, x_off, k_off, r0};
     rp_gpu_buf *b[3] = {x, cells, k};
     return rp_gpu_rec_dispatch(r, o->kv_store_f16, b, p, n, 1, 1);
+}
+
+rp_status rp_gpu_op_kv_store_f16(rp_gpu_ops *o, rp_gpu_rec *r, rp_gpu_buf *x, uint32_t x_off, uint32_t ldx,
+                                 uint32_t n, uint32_t kd, rp_gpu_buf *cells, rp_gpu_buf *k, uint32_t k_off) {
+    return rp_gpu_op_kv_store_f16_rows(o, r, x, x_off, ldx, 0, n, kd, cells, k, k_off);
 }
 
 rp_status rp_gpu_op_attn_f16(rp_gpu_ops *o, rp_gpu_rec *r, const rp_gpu_attn *a) {
@@ -198,14 +211,15 @@ rp_status rp_gpu_op_attn_f16(rp_gpu_ops *o, rp_gpu_rec *r, const rp_gpu_attn *a)
         a->ldq < a->n_head * a->head_dim || a->ldo < a->n_head * a->head_dim)
         return rp_errorf(RP_ERR_INVALID_ARG, "gpu: attention: %u rows, %u / %u heads of %u (head_dim <= 256)",
                          a->n_rows, a->n_head, a->n_head_kv, a->head_dim);
-    const uint64_t qb = F4 * ((uint64_t)(a->n_rows - 1) * a->ldq + (uint64_t)a->n_head * a->head_dim);
-    if (!fits(a->q, 0, qb) || !fits(a->n_cells, 0, F4 * a->n_rows) ||
-        !fits(a->out, 0, F4 * ((uint64_t)(a->n_rows - 1) * a->ldo + (uint64_t)a->n_head * a->head_dim)) || !a->k ||
+    const uint64_t last = (uint64_t)a->r0 + a->n_rows - 1;
+    const uint64_t qb = F4 * (last * a->ldq + (uint64_t)a->n_head * a->head_dim);
+    if (!fits(a->q, 0, qb) || !fits(a->n_cells, 0, F4 * (last + 1)) ||
+        !fits(a->out, 0, F4 * (last * a->ldo + (uint64_t)a->n_head * a->head_dim)) || !a->k ||
         !a->v)
         return rp_errorf(RP_ERR_RANGE, "gpu: attention: a buffer is smaller than its shape");
-    struct { uint32_t n_rows, n_head, n_head_kv, head_dim, ldq, ldo, kd, k_off, v_off; float scale; } p = {
+    struct { uint32_t n_rows, n_head, n_head_kv, head_dim, ldq, ldo, kd, k_off, v_off; float scale; uint32_t r0; } p = {
         a->n_rows, a->n_head, a->n_head_kv, a->head_dim, a->ldq, a->ldo, a->n_head_kv * a->head_dim,
-        a->k_off, a->v_off, a->scale};
+        a->k_off, a->v_off, a->scale, a->r0};
     rp_gpu_buf *b[5] = {a->q, a->k, a->v, a->n_cells, a->out};
     return rp_gpu_rec_dispatch(r, o->attn_f16, b, &p, a->n_rows, a->n_head, 1);
 }

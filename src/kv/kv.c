@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "gpu/gpu_offload.h"
 #include "kernels/quant.h"
 
 /* Heads per group: 1 for F32/F16; for Q8_0 the smallest divisor of n_head_kv
@@ -23,8 +24,10 @@ uint64_t rp_kv_shape_bytes(int32_t n_layer, const int32_t *windows, size_t row_b
     return 2 * cells * (uint64_t)row_bytes;
 }
 
-rp_status rp_kv_create_shape_swa(int32_t n_layer, int32_t n_head_kv, int32_t head_dim, int32_t n_ctx, rp_type type,
-                                 rp_cpu_level cpu_level, const int32_t *windows, int32_t swa_cells, rp_kv **out) {
+/* Layers [gpu_l0, n_layer) are left to the GPU part (no CPU buffer; a model with GPU layers has no window). */
+static rp_status create(int32_t n_layer, int32_t n_head_kv, int32_t head_dim, int32_t n_ctx, rp_type type,
+                        rp_cpu_level cpu_level, const int32_t *windows, int32_t swa_cells, int32_t gpu_l0,
+                        rp_kv **out) {
     *out = NULL;
     if (n_ctx <= 0 || n_ctx > (1 << 24))
         return rp_errorf(RP_ERR_INVALID_ARG, "kv: n_ctx %d not in [1, 16M]", n_ctx);
@@ -54,6 +57,7 @@ rp_status rp_kv_create_shape_swa(int32_t n_layer, int32_t n_head_kv, int32_t hea
     kv->group_bytes = rp_type_row_size(type, gs * head_dim);
     kv->row_bytes = (size_t)kv->n_group * kv->group_bytes;
     kv->swa_cells = swa_cells > 0 && swa_cells < n_ctx ? swa_cells : n_ctx;
+    kv->gpu_l0 = gpu_l0;
     kv->window = calloc((size_t)n_layer, sizeof *kv->window);
     kv->ring = calloc((size_t)n_layer, sizeof *kv->ring);
     kv->base = calloc((size_t)n_layer, sizeof *kv->base);
@@ -66,8 +70,9 @@ rp_status rp_kv_create_shape_swa(int32_t n_layer, int32_t n_head_kv, int32_t hea
             kv->ring[l] = kv->window[l] > 0 && kv->swa_cells < n_ctx;
             kv->n_ring += kv->ring[l];
             kv->layer_off[l] = total;
-            total += (size_t)rp_kv_layer_cap(kv, l) * kv->row_bytes;
+            if (l < gpu_l0) total += (size_t)rp_kv_layer_cap(kv, l) * kv->row_bytes;
         }
+    if (!total) total = 1;   /* every layer on the GPU */
     /* calloc: untouched cells stay as lazily-zeroed pages, so a large n_ctx
      * costs address space, not RSS, until used. */
     if (kv->window && kv->ring && kv->base && kv->layer_off && kv->pos) {
@@ -88,6 +93,11 @@ rp_status rp_kv_create_shape(int32_t n_layer, int32_t n_head_kv, int32_t head_di
     return rp_kv_create_shape_swa(n_layer, n_head_kv, head_dim, n_ctx, type, cpu_level, NULL, 0, out);
 }
 
+rp_status rp_kv_create_shape_swa(int32_t n_layer, int32_t n_head_kv, int32_t head_dim, int32_t n_ctx, rp_type type,
+                                 rp_cpu_level cpu_level, const int32_t *windows, int32_t swa_cells, rp_kv **out) {
+    return create(n_layer, n_head_kv, head_dim, n_ctx, type, cpu_level, windows, swa_cells, n_layer, out);
+}
+
 /* The model's per-layer windows into w[n_layer]; false when it has no sliding-window layer. */
 static bool model_windows(const rp_model *m, int32_t *w) {
     bool any = false;
@@ -104,10 +114,35 @@ rp_status rp_kv_create_swa(const rp_model *m, int32_t n_ctx, rp_type type, int32
     int32_t *w = calloc((size_t)m->hp.n_layer, sizeof *w);
     if (!w) return rp_errorf(RP_ERR_NOMEM, "kv: out of memory");
     const bool any = model_windows(m, w);
-    rp_status st = rp_kv_create_shape_swa(m->hp.n_layer, m->hp.n_head_kv, m->hp.head_dim, n_ctx, type,
-                                          (rp_cpu_level)m->cpu_level, w, any ? swa_cells : 0, out);
+    if (m->gpu && any) {   /* the model refuses GPU layers with a window: never reached */
+        free(w);
+        return rp_errorf(RP_ERR_UNSUPPORTED, "kv: sliding-window layers cannot be offloaded to the GPU");
+    }
+    if (m->gpu && type != RP_TYPE_F16) {
+        free(w);
+        return rp_errorf(RP_ERR_UNSUPPORTED, "kv: the GPU layers' KV cache is f16 only (%d layers offloaded): use "
+                                             "--kv-type f16, or -ngl 0 / --no-gpu for a %s cache",
+                         m->hp.n_layer - m->gpu_first, type == RP_TYPE_Q8_0 ? "q8_0" : "f32");
+    }
+    rp_kv *kv = NULL;
+    rp_status st = create(m->hp.n_layer, m->hp.n_head_kv, m->hp.head_dim, n_ctx, type, (rp_cpu_level)m->cpu_level,
+                          w, any ? swa_cells : 0, m->gpu ? m->gpu_first : m->hp.n_layer, &kv);
     free(w);
-    return st;
+    if (st != RP_OK || !m->gpu) {
+        *out = kv;
+        return st;
+    }
+    st = rp_gpu_kv_create(m->gpu, n_ctx, &kv->gpu);
+    if (st == RP_OK) {
+        kv->gpu_enc = malloc(kv->row_bytes);
+        if (!kv->gpu_enc) st = rp_errorf(RP_ERR_NOMEM, "kv: out of memory");
+    }
+    if (st != RP_OK) {
+        rp_kv_free(kv);
+        return st;
+    }
+    *out = kv;
+    return RP_OK;
 }
 
 rp_status rp_kv_create(const rp_model *m, int32_t n_ctx, rp_type type, rp_kv **out) {
@@ -133,6 +168,8 @@ void rp_kv_free(rp_kv *kv) {
     free(kv->ring);
     free(kv->base);
     free(kv->layer_off);
+    rp_gpu_kv_free(kv->gpu);
+    free(kv->gpu_enc);
     free(kv);
 }
 
@@ -179,6 +216,10 @@ void rp_kv_slide(rp_kv *kv, int32_t layer, int32_t new_base) {
     kv->base[layer] = new_base;
 }
 
+/* A GPU layer: its cells are on the device, row-major (the chunk format's rows). */
+#define ON_GPU(kv, layer) ((layer) >= (kv)->gpu_l0)
+#define GL(kv, layer) ((layer) - (kv)->gpu_l0)
+
 /* n elements: F32 copied, F16 / Q8_0 converted (n a whole number of blocks). */
 static void encode(const rp_kv *kv, uint8_t *dst, const float *src, int32_t n) {
     if (kv->type == RP_TYPE_F32) memcpy(dst, src, sizeof(float) * (size_t)n);
@@ -198,6 +239,11 @@ void rp_kv_decode_row(const rp_kv *kv, const uint8_t *src, float *dst) { decode(
 /* Group g's elements are [g * ge, (g + 1) * ge) of a row: Q8_0 groups are whole
  * blocks, so converting group by group gives the bytes of the whole row. */
 void rp_kv_store_row(const rp_kv *kv, rp_kv_part part, int32_t layer, int32_t cell, const float *src) {
+    if (ON_GPU(kv, layer)) {
+        encode(kv, kv->gpu_enc, src, kv->kv_dim);
+        rp_gpu_kv_write(kv->gpu, (int)part, GL(kv, layer), cell, 1, kv->gpu_enc);
+        return;
+    }
     if (kv->ring[layer] && !rp_kv_holds(kv, layer, cell)) return;   /* a ring layer's cell it does not hold */
     const int32_t ge = kv->group_heads * kv->head_dim;
     for (int32_t g = 0; g < kv->n_group; g++)
@@ -205,6 +251,11 @@ void rp_kv_store_row(const rp_kv *kv, rp_kv_part part, int32_t layer, int32_t ce
 }
 
 void rp_kv_load_row(const rp_kv *kv, rp_kv_part part, int32_t layer, int32_t cell, float *dst) {
+    if (ON_GPU(kv, layer)) {
+        rp_gpu_kv_read(kv->gpu, (int)part, GL(kv, layer), cell, 1, kv->gpu_enc);
+        decode(kv, kv->gpu_enc, dst, kv->kv_dim);
+        return;
+    }
     if (kv->ring[layer] && !rp_kv_holds(kv, layer, cell)) {
         memset(dst, 0, sizeof(float) * (size_t)kv->kv_dim);
         return;
@@ -245,6 +296,10 @@ static void held_part(const rp_kv *kv, int32_t layer, int32_t cell0, int32_t n, 
 }
 
 void rp_kv_read_rows(const rp_kv *kv, rp_kv_part part, int32_t layer, int32_t cell0, int32_t n, uint8_t *dst) {
+    if (ON_GPU(kv, layer)) {
+        rp_gpu_kv_read(kv->gpu, (int)part, GL(kv, layer), cell0, n, dst);
+        return;
+    }
     int32_t t0, t1;
     held_part(kv, layer, cell0, n, &t0, &t1);
     if (t0 > 0) memset(dst, 0, (size_t)t0 * kv->row_bytes);
@@ -253,6 +308,10 @@ void rp_kv_read_rows(const rp_kv *kv, rp_kv_part part, int32_t layer, int32_t ce
 }
 
 void rp_kv_write_rows(rp_kv *kv, rp_kv_part part, int32_t layer, int32_t cell0, int32_t n, const uint8_t *src) {
+    if (ON_GPU(kv, layer)) {
+        rp_gpu_kv_write(kv->gpu, (int)part, GL(kv, layer), cell0, n, src);
+        return;
+    }
     if (kv->ring[layer] && (int64_t)cell0 + n > (int64_t)kv->base[layer] + kv->swa_cells)
         rp_kv_slide(kv, layer, cell0 + n - kv->swa_cells);   /* keep the last cells written */
     int32_t t0, t1;
@@ -262,6 +321,10 @@ void rp_kv_write_rows(rp_kv *kv, rp_kv_part part, int32_t layer, int32_t cell0, 
 
 void rp_kv_move_cells(rp_kv *kv, rp_kv_part part, int32_t layer, int32_t dst, int32_t src, int32_t n) {
     if (n <= 0 || dst == src) return;
+    if (ON_GPU(kv, layer)) {
+        rp_gpu_kv_move(kv->gpu, (int)part, GL(kv, layer), dst, src, n);
+        return;
+    }
     if (!kv->ring[layer]) {
         for (int32_t g = 0; g < kv->n_group; g++)
             memmove(rp_kv_group(kv, part, layer, g, dst), rp_kv_group(kv, part, layer, g, src),
@@ -307,11 +370,12 @@ rp_status rp_kv_copy(rp_kv *dst, const rp_kv *src) {
     bool same_ring = dst->n_ring == src->n_ring && (src->n_ring == 0 || dst->swa_cells == src->swa_cells);
     for (int32_t l = 0; same_ring && l < src->n_layer && l < dst->n_layer; l++) same_ring = dst->ring[l] == src->ring[l];
     if (dst->type != src->type || dst->n_layer != src->n_layer || dst->n_head_kv != src->n_head_kv ||
-        dst->head_dim != src->head_dim || dst->group_heads != src->group_heads || dst->n_ctx < src->n || !same_ring)
+        dst->head_dim != src->head_dim || dst->group_heads != src->group_heads || dst->n_ctx < src->n || !same_ring ||
+        dst->gpu_l0 != src->gpu_l0 || !dst->gpu != !src->gpu)
         return rp_errorf(RP_ERR_INVALID_ARG, "kv: copy of %d cells into a cache of another shape or %d cells", src->n,
                          dst->n_ctx);
     for (int p = 0; p < 2; p++)
-        for (int32_t l = 0; l < src->n_layer; l++) {
+        for (int32_t l = 0; l < src->gpu_l0; l++) {
             /* one group's held cells of one layer are contiguous */
             const int32_t b = src->base[l], cap = rp_kv_layer_cap(src, l);
             const int32_t top = src->n < b + cap ? src->n : b + cap;
@@ -321,6 +385,7 @@ rp_status rp_kv_copy(rp_kv *dst, const rp_kv *src) {
             for (int32_t g = 0; g < src->n_group; g++)
                 memcpy(rp_kv_group(dst, (rp_kv_part)p, l, g, b), rp_kv_group(src, (rp_kv_part)p, l, g, b), bytes);
         }
+    if (src->gpu) RP_TRY(rp_gpu_kv_copy(dst->gpu, src->gpu, src->n));
     memcpy(dst->pos, src->pos, sizeof *dst->pos * (size_t)src->n);
     for (int32_t i = src->n; i < dst->n; i++) dst->pos[i] = -1;
     dst->n = src->n;

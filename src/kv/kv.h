@@ -59,10 +59,17 @@ typedef struct rp_kv {
     int32_t *window;       /* [n_layer] the layer's window (0: global), as the model's */
     bool *ring;            /* [n_layer] the layer holds swa_cells cells */
     int32_t *base;         /* [n_layer] first cell a ring layer holds (0 for the others) */
-    size_t *layer_off;     /* [n_layer] byte offset of layer l in buf[part] */
+    size_t *layer_off;     /* [n_layer] byte offset of layer l in buf[part] (layers [0, gpu_l0) only) */
+    /* GPU offload: layers [gpu_l0, n_layer) live on the GPU (gpu, F16 rows; buf holds layers [0, gpu_l0) only);
+     * the accessors below route them there. gpu_l0 == n_layer and gpu NULL for a CPU-only model. A model with
+     * GPU layers has no sliding-window layer, so ring layers and GPU layers never meet in one cache. */
+    int32_t gpu_l0;
+    struct rp_gpu_kv *gpu;
+    uint8_t *gpu_enc;         /* [row_bytes] scratch of the single-row accessors */
 } rp_kv;
 
-/* Q8_0 needs some gs dividing n_head_kv with gs * head_dim % 32 == 0. A full cache (every layer n_ctx cells). */
+/* Q8_0 needs some gs dividing n_head_kv with gs * head_dim % 32 == 0. A full cache (every layer n_ctx cells).
+ * With the model's GPU offload the cache's GPU layers are made on the device, and the type must be F16. */
 rp_status rp_kv_create(const rp_model *m, int32_t n_ctx, rp_type type, rp_kv **out);
 /* With the model's sliding-window layers holding swa_cells cells (see above; min(swa_cells, n_ctx)); 0, or a
  * model without such layers: full, as rp_kv_create. */
@@ -116,7 +123,7 @@ static inline uint8_t *rp_kv_group(const rp_kv *kv, rp_kv_part part, int32_t lay
 }
 
 /* The cache arguments of the attention kernel for KV head `head` of layer
- * `layer`: its group's cells, group_bytes apart, the head at (head % gs) * head_dim.
+ * `layer` (a CPU layer: < gpu_l0): its group's cells, group_bytes apart, the head at (head % gs) * head_dim.
  * The pointers are at the layer's first held cell (base[layer]; 0 but on ring layers):
  * cell c is at index c - base[layer]. */
 static inline void rp_kv_attn_view(const rp_kv *kv, int32_t layer, int32_t head, rp_attn_args *a) {

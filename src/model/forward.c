@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "gpu/gpu_offload.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
@@ -90,6 +91,7 @@ struct rp_ctx {
     const rp_ew_kernel *ew;   /* element-wise kernels at the model's dispatch level */
     rp_layer_hook hook;
     void *hook_user;
+    struct rp_gpu_fwd *gpu;   /* the model's GPU layers' side of this context (gpu/gpu_offload.h), or NULL */
 };
 
 static void *xalloc(size_t n_floats, bool *ok) {
@@ -169,12 +171,17 @@ rp_status rp_ctx_create(const rp_model *m, rp_ctx_params p, rp_ctx **out) {
         rp_ctx_free(c);
         return rp_errorf(RP_ERR_NOMEM, "ctx: cannot allocate scratch for n_batch %d", p.n_batch);
     }
+    if (m->gpu && (st = rp_gpu_fwd_create(m->gpu, p.n_batch, p.n_outputs, &c->gpu)) != RP_OK) {
+        rp_ctx_free(c);
+        return st;
+    }
     *out = c;
     return RP_OK;
 }
 
 void rp_ctx_free(rp_ctx *c) {
     if (!c) return;
+    rp_gpu_fwd_free(c->gpu);
     rp_pool_free(c->pool);
     free(c->x); free(c->xb); free(c->q); free(c->k); free(c->v); free(c->att);
     free(c->gate); free(c->up); free(c->xo); free(c->logits); free(c->rope_cs); free(c->mark);
@@ -728,6 +735,28 @@ rp_status rp_fwd_end(rp_ctx *c, const rp_batch *b) {
     return RP_OK;
 }
 
+/* ---- the GPU offload's seam: the CPU runs layers [0, cpu_layers), the GPU the rest in one call ---- */
+
+static int32_t cpu_layers(const rp_ctx *c) { return c->gpu ? c->m->gpu_first : c->m->hp.n_layer; }
+
+/* The GPU layers of this call (after the cached KV of each is in place: the reuse engine's layer hook), and the
+ * output head there when `head` and the model has it there (c->n_out set; else -1 and c->x holds the final
+ * hidden states for the CPU). */
+static rp_status gpu_layers(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, bool head) {
+    for (int32_t l = c->m->gpu_first; l < c->m->hp.n_layer; l++) rp_ctx_layer_begin(c, l);
+    int32_t n_out = -1;
+    RP_TRY(rp_gpu_fwd_run(c->gpu, b, kvs, c->x, c->rope_cs, head, c->xo, c->logits, &n_out));
+    c->n_out = n_out;
+    for (int32_t i = 0; i < b->n; i++) {   /* what rp_fwd_store records, when no CPU layer did */
+        rp_kv *kv = kvs[b->seq[i]];
+        kv->pos[b->cell[i]] = b->pos[i];
+        if (b->cell[i] + 1 > kv->n) kv->n = b->cell[i] + 1;
+    }
+    return RP_OK;
+}
+
+bool rp_ctx_layers_on_cpu(const rp_ctx *c, int32_t n) { return n <= cpu_layers(c); }
+
 const float *rp_ctx_out_hidden(const rp_ctx *c, int32_t i) {
     if (i < 0 || i >= c->n_out) return NULL;
     return c->xo + (size_t)i * (size_t)c->m->hp.n_embd;
@@ -737,12 +766,13 @@ const float *rp_ctx_out_hidden(const rp_ctx *c, int32_t i) {
  * same rmsnorm rp_fwd_end applies to output rows), and no logits. */
 rp_status rp_forward_hidden(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_kvs) {
     RP_TRY(rp_fwd_begin(c, b, kvs, n_kvs));
-    for (int32_t l = 0; l < c->m->hp.n_layer; l++) {
+    for (int32_t l = 0; l < cpu_layers(c); l++) {
         rp_ctx_layer_begin(c, l);
         rp_fwd_qkv(c, b, l);
         rp_fwd_store(c, b, kvs, l);
         rp_fwd_attn_ffn(c, b, kvs, l);
     }
+    if (c->gpu) RP_TRY(gpu_layers(c, b, kvs, false));
     rows_run(c, b->n, ROWS_NORM, c->m->out_norm, NULL);
     c->n_out = 0;
     c->n_hidden = b->n;
@@ -756,11 +786,15 @@ const float *rp_ctx_hidden(const rp_ctx *c, int32_t row) {
 
 rp_status rp_forward(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_kvs) {
     RP_TRY(rp_fwd_begin(c, b, kvs, n_kvs));
-    for (int32_t l = 0; l < c->m->hp.n_layer; l++) {
+    for (int32_t l = 0; l < cpu_layers(c); l++) {
         rp_ctx_layer_begin(c, l);
         rp_fwd_qkv(c, b, l);
         rp_fwd_store(c, b, kvs, l);
         rp_fwd_attn_ffn(c, b, kvs, l);
+    }
+    if (c->gpu) {
+        RP_TRY(gpu_layers(c, b, kvs, true));
+        if (c->n_out >= 0) return RP_OK;   /* the output head ran on the GPU */
     }
     return rp_fwd_end(c, b);
 }

@@ -80,6 +80,9 @@ void rp_ctx_layer_begin(rp_ctx *c, int32_t layer);   /* calls the hook if set */
  * output rows' logits. The batch passed to each step must be the one begin saw
  * (after any compaction). */
 rp_status rp_fwd_begin(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t n_kvs);
+/* Whether layers [0, n) run on the CPU: the steps below are CPU-only, so a caller stepping through layers a GPU
+ * holds (the model's offload, gpu/gpu_offload.h) must refuse (blend, self-speculative drafting). */
+bool rp_ctx_layers_on_cpu(const rp_ctx *c, int32_t n);
 void rp_fwd_qkv(rp_ctx *c, const rp_batch *b, int32_t layer);
 const float *rp_fwd_q(const rp_ctx *c);   /* [n x n_head*head_dim], post-RoPE, after qkv */
 const float *rp_fwd_k(const rp_ctx *c);

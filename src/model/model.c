@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/threadpool.h"
+#include "gpu/gpu_offload.h"
 #include "kernels/cpu.h"
 #include "kernels/quant.h"
 #include "model/arch.h"
@@ -30,7 +31,7 @@ const char *rp_arch_name(rp_arch a) {
 }
 
 rp_model_params rp_model_default_params(void) {
-    rp_model_params p = {.vocab_only = false, .n_threads = 2, .cpu_level = -1};
+    rp_model_params p = {.vocab_only = false, .n_threads = 2, .cpu_level = -1, .n_gpu_layers = -1, .gpu_device = NULL};
     return p;
 }
 
@@ -470,6 +471,11 @@ rp_status rp_model_load(const char *path, rp_model_params params, rp_model **out
     }
     if ((st = compute_fingerprint(g, m, &lp)) != RP_OK) goto fail;
     if ((st = prepare_weights(m, params, &lp)) != RP_OK) goto fail;
+    m->gpu_first = m->hp.n_layer;
+    if ((st = rp_gpu_offload_create(m, params.n_gpu_layers, params.gpu_device, &m->gpu, m->gpu_notice,
+                                    sizeof m->gpu_notice)) != RP_OK)
+        goto fail;
+    if (m->gpu) m->gpu_first = rp_gpu_offload_first(m->gpu);
     *out = m;
     return RP_OK;
 fail:
@@ -477,8 +483,12 @@ fail:
     return st;
 }
 
+int32_t rp_model_gpu_layers(const rp_model *m) { return m && m->gpu ? m->hp.n_layer - m->gpu_first : 0; }
+const char *rp_model_gpu_notice(const rp_model *m) { return m ? m->gpu_notice : ""; }
+
 void rp_model_free(rp_model *m) {
     if (!m) return;
+    rp_gpu_offload_free(m->gpu);   /* the model outlives its contexts and caches, which hold GPU parts */
     rp_model_chat_free(m);
     rp_tokenizer_free(m->tok);
     if (m->layers)

@@ -114,6 +114,9 @@ typedef struct rp_model {
     uint64_t weight_bytes;    /* bytes of all weight data (for bandwidth ceilings) */
     int cpu_level;            /* the rp_cpu_level the weights are packed for */
     uint64_t packed_bytes;    /* bytes of packed weight copies held (the mapping's pages are released) */
+    struct rp_gpu_offload *gpu;   /* the last layers on a GPU (gpu/gpu_offload.h), or NULL: CPU only */
+    int32_t gpu_first;        /* the first GPU layer (n_layer when CPU only) */
+    char gpu_notice[384];     /* the start-up line: device and layers, or why CPU only */
 } rp_model;
 
 /* rp_model_params, rp_model_default_params, rp_model_load and rp_model_free

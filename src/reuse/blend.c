@@ -199,6 +199,10 @@ rp_status rp_blend_run(rp_ctx *c, rp_kv *kv, rp_batch *b, const uint8_t *kinds, 
     if (m->hp.n_head > ws->n_head)
         return rp_errorf(RP_ERR_INVALID_ARG, "blend: workspace sized for %d heads, model has %d", ws->n_head, m->hp.n_head);
     if (p->check_layer < 0) return rp_errorf(RP_ERR_INVALID_ARG, "blend: check layer %d negative", p->check_layer);
+    if (!rp_ctx_layers_on_cpu(c, n_layer))
+        return rp_errorf(RP_ERR_UNSUPPORTED, "reuse: blend's selective recompute runs on the CPU only, and %d layers "
+                                             "are on the GPU: use --reuse prefix or full, or --no-gpu / -ngl 0",
+                         rp_model_gpu_layers(m));
     memset(st, 0, sizeof *st);
     st->n_rows = n;
     for (int32_t i = 0; i < n; i++) {

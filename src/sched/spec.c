@@ -173,6 +173,11 @@ rp_status rp_drafter_self_create(rp_ctx *target_ctx, rp_kv **kvs, int32_t max_se
     const rp_model *m = rp_ctx_model(target_ctx);
     if (n_layers < 1 || n_layers > m->hp.n_layer)
         return rp_errorf(RP_ERR_INVALID_ARG, "self drafter: layers %d not in [1, %d]", n_layers, m->hp.n_layer);
+    if (!rp_ctx_layers_on_cpu(target_ctx, n_layers))
+        return rp_errorf(RP_ERR_UNSUPPORTED, "self drafter: drafting through the first %d layers runs on the CPU, and "
+                                             "the model has %d of them on the GPU: fewer draft layers, a lower -ngl, "
+                                             "--no-gpu, or another drafter", n_layers,
+                         n_layers - (m->hp.n_layer - rp_model_gpu_layers(m)));
     /* one row per drafting session per forward: the caller's context must
      * have n_outputs >= the sessions that draft at once */
     if (max_seq < 1) return rp_errorf(RP_ERR_INVALID_ARG, "self drafter: %d sessions", max_seq);

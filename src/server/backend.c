@@ -32,6 +32,7 @@ rp_backend_config rp_backend_default_config(void) {
         .recompute_ratio = 0.25f,
         .kv_type = RP_KV_F16,
         .speculate = true,
+        .n_gpu_layers = -1,
     };
     return c;
 }
@@ -51,8 +52,23 @@ rp_status rp_backend_create(const rp_backend_config *cfg, rp_backend **out) {
     mp.n_threads = cfg->n_threads;
     mp.progress = cfg->load_progress;
     mp.progress_user = cfg->load_progress_user;
+    mp.n_gpu_layers = cfg->n_gpu_layers;
+    mp.gpu_device = cfg->gpu_device;
     rp_status st = rp_model_load(cfg->model_path, mp, &b->m);
     if (st != RP_OK) goto fail;
+    mp.n_gpu_layers = 0;   /* a draft model stays on the CPU */
+    mp.gpu_device = NULL;
+    {   /* the start-up line, unless the default found no GPU (a machine without one hears nothing) */
+        const char *gn = rp_model_gpu_notice(b->m), *env = getenv("RP_GPU_DEVICE");
+        const bool asked = cfg->n_gpu_layers >= 0 || (cfg->gpu_device && *cfg->gpu_device) || (env && *env);
+        if (gn[0] && (rp_model_gpu_layers(b->m) > 0 || asked || strncmp(gn, "gpu: CPU only (", 15) != 0))
+            fprintf(stderr, "reprise serve: %s\n", gn);
+    }
+    if (rp_model_gpu_layers(b->m) > 0 && b->cfg.reuse_mode == RP_REUSE_BLEND) {
+        /* blend's selective recompute runs on the CPU only (a request asking for it is refused, naming why) */
+        b->cfg.reuse_mode = RP_REUSE_PREFIX;
+        fprintf(stderr, "reprise serve: gpu: default reuse prefix (blend runs on the CPU only: --no-gpu for it)\n");
+    }
     const rp_model_desc md = rp_model_describe(b->m);
     if (!md.has_tokenizer) {
         st = rp_errorf(RP_ERR_UNSUPPORTED, "'%s' has no tokenizer", cfg->model_path);

@@ -45,6 +45,8 @@ typedef struct rp_backend_config {
     bool speculate;             /* sched: speculative decoding (n-gram drafter, or the draft model) */
     double kv_limit_mb;         /* sched: KV in use above which sessions waiting on a tool result are
                                    demoted (compressed in memory) until resumed (0: never) */
+    int32_t n_gpu_layers;       /* the model's GPU offload (rp_model_params.n_gpu_layers; -1 default) */
+    const char *gpu_device;     /* rp_model_params.gpu_device, or NULL */
 } rp_backend_config;
 
 rp_backend_config rp_backend_default_config(void);

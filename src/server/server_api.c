@@ -39,6 +39,8 @@ rp_server_params rp_server_default_params(void) {
         .quiet = c.quiet,
         .embeddings = c.embeddings,
         .pooling = (rp_pooling)c.pooling,
+        .n_gpu_layers = b->n_gpu_layers,
+        .gpu_device = b->gpu_device,
     };
     return p;
 }
@@ -70,6 +72,8 @@ rp_status rp_server_create(const rp_server_params *p, rp_server **out) {
     b->swa_full = p->swa_full;
     b->speculate = p->speculate;
     b->kv_limit_mb = p->kv_limit_mb;
+    b->n_gpu_layers = p->n_gpu_layers;
+    b->gpu_device = p->gpu_device;
     c.host = p->host;
     c.port = p->port;
     c.api_key = p->api_key;

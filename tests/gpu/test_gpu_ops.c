@@ -320,6 +320,20 @@ static void test_kv_store_f16(void **state) {
     gread(bk, got, 2 * (k_off + n_cells * kd));
     for (uint32_t i = 0; i < k_off + n_cells * kd; i++)
         if (want[i] != got[i]) fail_msg("kv_store_f16: half %u: want 0x%04x got 0x%04x", i, want[i], got[i]);
+    /* the same rows as runs (a multi-sequence batch's): rows [0, 2) and [2, 5) by r0, into a fresh cache */
+    rp_gpu_buf *bk2 = gbuf(NULL, 2 * (k_off + n_cells * kd));
+    rec_begin();
+    assert_int_equal(rp_gpu_op_kv_store_f16_rows(gt.ops, gt.rec, bx, 0, ldx, 0, 2, kd, bc, bk2, k_off), RP_OK);
+    assert_int_equal(rp_gpu_op_kv_store_f16_rows(gt.ops, gt.rec, bx, 0, ldx, 2, 3, kd, bc, bk2, k_off), RP_OK);
+    rec_run();
+    gread(bk2, got, 2 * (k_off + n_cells * kd));
+    for (uint32_t i = 0; i < k_off + n_cells * kd; i++)
+        if (want[i] != got[i]) fail_msg("kv_store_f16 by runs: half %u: want 0x%04x got 0x%04x", i, want[i], got[i]);
+    /* a run past the rows given is refused */
+    rec_begin();
+    assert_int_equal(rp_gpu_op_kv_store_f16_rows(gt.ops, gt.rec, bx, 0, ldx, 3, 3, kd, bc, bk2, k_off), RP_ERR_RANGE);
+    rec_run();
+    rp_gpu_buf_free(bk2);
     rp_gpu_buf_free(bx); rp_gpu_buf_free(bc); rp_gpu_buf_free(bk);
     free(want); free(got);
 }
@@ -360,6 +374,28 @@ static void attn_case(attn_shape s, const int32_t *n_cells, rp_test_rng *r) {
     char what[96];
     snprintf(what, sizeof what, "attention rows %u heads %u/%u dim %u", s.n_rows, s.H, s.HK, s.D);
     expect_near(what, want, got, s.n_rows * QD, 2e-5, 1e-4);
+    if (s.n_rows > 1) {   /* as runs (r0): the first row alone, then the rest: the same bits as one dispatch */
+        float *got2 = malloc(sizeof(float) * s.n_rows * QD);
+        assert_non_null(got2);
+        rp_gpu_buf *bo2 = gbuf(NULL, sizeof(float) * s.n_rows * QD);
+        rp_gpu_attn a1 = a, a2 = a;
+        a1.out = a2.out = bo2;
+        a1.n_rows = 1;
+        a2.r0 = 1;
+        a2.n_rows = s.n_rows - 1;
+        rec_begin();
+        assert_int_equal(rp_gpu_op_attn_f16(gt.ops, gt.rec, &a2), RP_OK);
+        assert_int_equal(rp_gpu_op_attn_f16(gt.ops, gt.rec, &a1), RP_OK);
+        rec_run();
+        gread(bo2, got2, sizeof(float) * s.n_rows * QD);
+        if (memcmp(got, got2, sizeof(float) * s.n_rows * QD)) fail_msg("%s: by runs (r0) differs from one dispatch", what);
+        a2.n_rows = s.n_rows;   /* past the rows */
+        rec_begin();
+        assert_int_equal(rp_gpu_op_attn_f16(gt.ops, gt.rec, &a2), RP_ERR_RANGE);
+        rec_run();
+        rp_gpu_buf_free(bo2);
+        free(got2);
+    }
     rp_gpu_buf_free(bq); rp_gpu_buf_free(bk); rp_gpu_buf_free(bv); rp_gpu_buf_free(bn); rp_gpu_buf_free(bo);
     free(q); free(want); free(got); free(tmp); free(k); free(v); free(scratch);
 }

@@ -1,6 +1,7 @@
 #version 450
 // attn_f16.comp — attention of query rows over an F16 KV cache with GQA: one workgroup per (row, query head);
-// query head h reads KV head h / (n_head / n_head_kv). Row i attends cells [0, n_cells[i]). Cells go in tiles of
+// query head h reads KV head h / (n_head / n_head_kv). Row i (= r0 + the workgroup's x: one dispatch per run of a
+// multi-sequence batch, each run over its own sequence's cache) attends cells [0, n_cells[i]). Cells go in tiles of
 // WG: each thread scores one cell (q . k * scale), then the tile's max and sum update a running (M, L) and the
 // output accumulator is rescaled (online softmax, flash-attention style); thread t owns output dims t, t + WG, ...
 #extension GL_GOOGLE_include_directive : require
@@ -19,6 +20,7 @@ layout(push_constant) uniform P {
     uint ldq, ldo, kd;        // floats per q / out row; halves per cache cell (n_head_kv * head_dim)
     uint k_off, v_off;        // halves
     float scale;
+    uint r0;                  // first row of this dispatch
 } p;
 
 shared float red[WG];
@@ -32,8 +34,9 @@ float kv_at(uint off_halves, bool is_v) {
 }
 
 void main() {
-    const uint i = gl_WorkGroupID.x, h = gl_WorkGroupID.y, t = gl_LocalInvocationID.x;
-    if (i >= p.n_rows || h >= p.n_head) return;
+    const uint h = gl_WorkGroupID.y, t = gl_LocalInvocationID.x;
+    if (gl_WorkGroupID.x >= p.n_rows || h >= p.n_head) return;
+    const uint i = p.r0 + gl_WorkGroupID.x;
     const uint D = p.head_dim;
     const uint hk = h / (p.n_head / p.n_head_kv);
     for (uint d = t; d < D; d += WG) qs[d] = Q[i * p.ldq + h * D + d];
