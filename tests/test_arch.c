@@ -116,14 +116,34 @@ static void test_bind(void **state) {
     }
     rp_model_free(m);
 
-    /* LongRoPE: Phi-4-mini's partial rotary (48 of 64 dims here), the short factors, the attention factor, and
-     * the context limited to the original length */
+    /* LongRoPE: Phi-4-mini's partial rotary (48 of 64 dims here), the short and the long factors, the attention
+     * factor; the context is the file's (131072): caches past the original length take the long factors */
     m = load(synth("phi3", "tiny-longrope", "f32", 1, false), -1);
     assert_true(m->hp.rope_longrope);
     assert_int_equal(m->hp.n_rot, 48);
     assert_int_equal(m->hp.head_dim, 64);
-    assert_int_equal(m->hp.n_ctx_train, 4096);
+    assert_int_equal(m->hp.n_ctx_train, 131072);
     assert_int_equal(m->hp.rope_orig_ctx, 4096);
+    assert_non_null(m->rope_inv_freq_long);
+    assert_false(rp_model_rope_long(m, 4096));
+    assert_true(rp_model_rope_long(m, 4097));
+    {
+        const rp_gguf_tensor *tl = rp_gguf_find_tensor(m->gguf, "rope_factors_long.weight");
+        assert_non_null(tl);
+        const float *lf = (const float *)tl->data;
+        for (int i = 0; i < m->hp.n_rot / 2; i++) {
+            double want = pow(10000.0, -2.0 * i / m->hp.n_rot) / lf[i];
+            assert_true(fabs(m->rope_inv_freq_long[i] - want) <= 1e-6 * want);
+        }
+        rp_kv *ks = NULL, *kl = NULL;
+        assert_int_equal(rp_kv_create(m, 4096, RP_TYPE_F16, &ks), RP_OK);
+        assert_int_equal(rp_kv_create(m, 8192, RP_TYPE_F16, &kl), RP_OK);
+        assert_false(ks->rope_long);
+        assert_true(kl->rope_long);
+        assert_int_equal(rp_kv_copy(kl, ks), RP_ERR_INVALID_ARG);   /* K rotated by other tables */
+        rp_kv_free(ks);
+        rp_kv_free(kl);
+    }
     const double af = sqrt(1.0 + log(131072.0 / 4096.0) / log(4096.0));
     assert_true(fabs(m->hp.rope_attn_factor - af) < 1e-6);
     const rp_gguf_tensor *ts = rp_gguf_find_tensor(m->gguf, "rope_factors_short.weight");
@@ -284,7 +304,9 @@ static void check_golden(const char *file) {
 static void test_llama_cpp_golden(void **state) {
     (void)state;
     const char *files[] = {"qwen2-tiny-f32.json", "qwen2-tiny-q8_0.json", "phi3-tiny-f32.json", "phi3-tiny-q8_0.json",
-                           "phi3-tiny-longrope-f32.json", "phi3-tiny-longrope-q8_0.json", "llama-tiny-f32.json"};
+                           "phi3-tiny-longrope-f32.json", "phi3-tiny-longrope-q8_0.json", "llama-tiny-f32.json",
+                           /* 4,700 tokens: past the original context 4096, so both engines take the long factors */
+                           "phi3-tiny-longrope-f32-long.json"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) check_golden(files[i]);
     check_golden("llama-tiny-q8_0.json");
     /* a golden made by hand for a real-shape preset (too slow to synthesize in every run), same format */
@@ -294,7 +316,7 @@ static void test_llama_cpp_golden(void **state) {
 
 /* ---- the reuse bars ---- */
 
-static void reuse_bars(const char *path) {
+static void reuse_bars_ctx(const char *path, int32_t n_ctx) {
     rp_test_fixture f;
     rp_token docs[6][40], p[512], p2[512];
     int32_t bnd[16], bnd2[16], nb, nb2;
@@ -302,7 +324,7 @@ static void reuse_bars(const char *path) {
     rp_reuse_stats st;
 
     /* prefix reuse is exact (F16 KV): an extension of a cached prompt equals its full prefill */
-    assert_true(rp_test_fixture_open(&f, path, RP_TYPE_F16, 1024));
+    assert_true(rp_test_fixture_open(&f, path, RP_TYPE_F16, n_ctx));
     static const int o1[] = {0, 1, 2}, o2[] = {0, 1, 2, 3};
     static const rp_token tail[] = {300, 301, 302};
     int32_t n1 = rp_test_build(docs, o1, 3, NULL, 0, p, bnd, &nb);
@@ -324,7 +346,7 @@ static void reuse_bars(const char *path) {
     rp_test_fixture_close(&f);
 
     /* re-rotation: a document cached at position 1 and reused at 81 has the K a recompute gives there */
-    assert_true(rp_test_fixture_open(&f, path, RP_TYPE_F32, 1024));
+    assert_true(rp_test_fixture_open(&f, path, RP_TYPE_F32, n_ctx));
     none = rp_test_engine(&f, RP_REUSE_NONE, 0, false);
     rp_reuse *full = rp_test_engine(&f, RP_REUSE_PREFIX, 0, false);
     static const int oa[] = {2}, ob[] = {0, 1, 2};
@@ -362,12 +384,15 @@ static void reuse_bars(const char *path) {
     rp_test_fixture_close(&f);
 }
 
+static void reuse_bars(const char *path) { reuse_bars_ctx(path, 1024); }
+
 static void test_reuse_bars(void **state) {
     (void)state;
     reuse_bars(synth("llama", "tiny", "f32", 5, false));          /* the control: the bars' margins on these scales */
     reuse_bars(synth("qwen2", "tiny", "f32", 5, false));          /* biases on K before RoPE */
     reuse_bars(synth("phi3", "tiny", "f32", 5, false));           /* fused views */
     reuse_bars(synth("phi3", "tiny-longrope", "f32", 5, false));  /* partial rotary, LongRoPE factors, attn_factor */
+    reuse_bars_ctx(synth("phi3", "tiny-longrope", "f32", 5, false), 8192);   /* the long factors (re-rotation too) */
 }
 
 /* ---- several sequences in one batch (what the scheduler runs) equal each sequence alone ---- */
@@ -451,11 +476,40 @@ static void test_refusals(void **state) {
     assert_non_null(strstr(rp_last_error(), "fuses gate and up"));
     remove(dst);
 
-    /* LongRoPE past the original context: capped by default, refused when asked to go beyond */
+    /* LongRoPE past the original context: a file with long factors runs there; one without them (the long
+     * tensor dropped) is capped by default and refused when asked to go beyond */
     m = load(synth("phi3", "tiny-longrope", "q8_0", 9, false), -1);
     rp_engine_params ep = rp_engine_default_params();
     ep.n_ctx = 8192;
     rp_engine *e = NULL;
+    assert_int_equal(rp_engine_create(m, &ep, &e), RP_OK);
+    assert_int_equal(rp_engine_n_ctx(e), 8192);
+    rp_engine_free(e);
+    {   /* the same file without rope_factors_long.weight */
+        rp_gguf *g2 = NULL;
+        assert_int_equal(rp_gguf_open(synth("phi3", "tiny-longrope", "q8_0", 9, false), &g2), RP_OK);
+        rp_gguf_writer *w2 = NULL;
+        assert_int_equal(rp_gguf_writer_create(&w2), RP_OK);
+        for (uint64_t i = 0; i < rp_gguf_n_kv(g2); i++) assert_int_equal(rp_gguf_writer_copy_kv(w2, g2, i), RP_OK);
+        for (uint64_t i = 0; i < rp_gguf_n_tensors(g2); i++) {
+            const rp_gguf_tensor *t = rp_gguf_tensor_at(g2, i);
+            char nm[128];
+            snprintf(nm, sizeof nm, "%.*s", (int)t->name.len, t->name.ptr);
+            if (!strcmp(nm, "rope_factors_long.weight")) continue;
+            assert_int_equal(rp_gguf_writer_add_tensor(w2, nm, t->type, t->n_dims, t->ne, t->data, t->nbytes), RP_OK);
+        }
+        char dst2[512];
+        snprintf(dst2, sizeof dst2, "%s/phi3-short-only.gguf", rp_test_tmpdir());
+        assert_int_equal(rp_gguf_writer_write_file(w2, dst2), RP_OK);
+        rp_gguf_writer_free(w2);
+        rp_gguf_close(g2);
+        rp_model_free(m);
+        m = NULL;
+        assert_int_equal(rp_model_load(dst2, rp_model_default_params(), &m), RP_OK);
+        assert_null(m->rope_inv_freq_long);
+        assert_int_equal(m->hp.n_ctx_train, 4096);
+        remove(dst2);
+    }
     assert_int_equal(rp_engine_create(m, &ep, &e), RP_OK);
     assert_int_equal(rp_engine_n_ctx(e), 4096);
     rp_engine_free(e);
@@ -467,6 +521,26 @@ static void test_refusals(void **state) {
     assert_int_equal(rp_engine_create(m, &ep, &e), RP_OK);
     rp_engine_free(e);
     rp_model_free(m);
+
+    /* a reuse engine of short-factor chunks refuses a long-factor cache (its K rotate by other tables) */
+    rp_test_fixture f;
+    assert_true(rp_test_fixture_open(&f, synth("phi3", "tiny-longrope", "f32", 5, false), RP_TYPE_F16, 8192));
+    rp_reuse_params rpp = rp_reuse_default_params();
+    rpp.mode = RP_REUSE_PREFIX;
+    rpp.pipeline = false;
+    rp_reuse *re = NULL;
+    assert_int_equal(rp_reuse_create(f.m, RP_TYPE_F16, 1024, rpp, &re), RP_OK);   /* kv_cells 0: 1024, short */
+    const rp_token pt[4] = {1, 2, 3, 4};
+    rp_reuse_stats rst;
+    assert_int_equal(rp_reuse_prefill(re, f.ctx, f.kv, pt, 4, NULL, 0, f.lg_a, &rst), RP_ERR_INVALID_ARG);
+    print_message("  %s\n", rp_last_error());
+    assert_non_null(strstr(rp_last_error(), "LongRoPE"));
+    rp_reuse_free(re);
+    rpp.kv_cells = 8192;   /* the same side: runs */
+    assert_int_equal(rp_reuse_create(f.m, RP_TYPE_F16, 1024, rpp, &re), RP_OK);
+    assert_int_equal(rp_reuse_prefill(re, f.ctx, f.kv, pt, 4, NULL, 0, f.lg_a, &rst), RP_OK);
+    rp_reuse_free(re);
+    rp_test_fixture_close(&f);
 }
 
 int main(void) {

@@ -37,6 +37,7 @@ rp_reuse *rp_test_engine(const rp_test_fixture *f, rp_reuse_mode mode, float rat
     p.static_mode = stat;
     if (stat) { p.static_cfg.L_P = 32; p.static_cfg.L_S = 64; }
     rp_reuse *e = NULL;
+    p.kv_cells = f->kv->n_ctx;   /* the fixture's cache (LongRoPE models: its size picks the factors) */
     assert_int_equal(rp_reuse_create(f->m, f->kv->type, 1024, p, &e), RP_OK);
     return e;
 }

@@ -23,6 +23,8 @@ export const ARCHES = {
     qwen3: { arch: "qwen3", preset: "tiny" },
     qwen2: { arch: "qwen2", preset: "tiny" },
     phi3: { arch: "phi3", preset: "tiny" },
+    // Phi-4-mini's partial rotary + LongRoPE: a context past 4096 (e.g. with position 8500) takes the long factors
+    "phi3-longrope": { arch: "phi3", preset: "tiny-longrope" },
     gemma2: { arch: "gemma2", preset: "tiny" },
     gemma3: { arch: "gemma3", preset: "tiny" },
 };

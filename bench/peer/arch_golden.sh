@@ -11,14 +11,17 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$out"
 for c in "qwen2 tiny f32" "qwen2 tiny q8_0" "phi3 tiny f32" "phi3 tiny q8_0" "phi3 tiny-longrope f32" "phi3 tiny-longrope q8_0" "llama tiny q8_0" \
-         "llama tiny f32"; do
+         "llama tiny f32" "phi3 tiny-longrope f32 long"; do
     set -- $c
-    f="$tmp/$1-$2-$3.gguf"
+    # "long": a context past the original length 4096, so both engines use LongRoPE's long factors
+    n=1100; pos=0,1,100,1000,1099; name="$1-$2-$3"
+    if [ "${4:-}" = long ]; then n=4700; pos=0,100,4000,4500,4699; name="$name-long"; fi
+    f="$tmp/$name.gguf"
     "$bin" synth --arch "$1" --preset "$2" --type "$3" --seed 7 -o "$f" 2>/dev/null
-    node "$here/arch_logits.mjs" -m "$f" -n 1100 --positions 0,1,100,1000,1099 -k 8 -t 2 >"$tmp/out.json"
+    node "$here/arch_logits.mjs" -m "$f" -n $n --positions $pos -k 8 -t 2 >"$tmp/out.json"
     # the synth parameters first, so the test can remake the file
-    printf '{"arch": "%s", "preset": "%s", "type": "%s", "seed": 7, "llama_cpp": ' "$1" "$2" "$3" >"$out/$1-$2-$3.json"
-    cat "$tmp/out.json" >>"$out/$1-$2-$3.json"
-    echo "}" >>"$out/$1-$2-$3.json"
-    echo "wrote tests/data/arch/$1-$2-$3.json"
+    printf '{"arch": "%s", "preset": "%s", "type": "%s", "seed": 7, "llama_cpp": ' "$1" "$2" "$3" >"$out/$name.json"
+    cat "$tmp/out.json" >>"$out/$name.json"
+    echo "}" >>"$out/$name.json"
+    echo "wrote tests/data/arch/$name.json"
 done

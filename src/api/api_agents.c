@@ -249,6 +249,11 @@ static rp_status check_engine(const rp_agents *a, const rp_engine *e, const rp_p
     if ((int)sp.kv_type != (int)e->p.kv_type || e->n_ctx < sp.n_ctx)
         return rp_errorf(RP_ERR_INVALID_ARG, "agents: the engine's KV type %s / context %d do not fit the agents' (%s, %d)",
                          rp_kv_type_name(e->p.kv_type), e->n_ctx, rp_kv_type_name((rp_kv_type)sp.kv_type), sp.n_ctx);
+    if (rp_model_rope_long(e->m, e->n_cells) != rp_model_rope_long(e->m, sp.n_ctx))
+        return rp_errorf(RP_ERR_INVALID_ARG,
+                         "agents: the engine's context %d and the agents' %d are on two sides of this LongRoPE model's "
+                         "original context length %d (long vs short RoPE factors): their cached KV cannot be shared",
+                         e->n_ctx, sp.n_ctx, e->m->hp.rope_orig_ctx);
     if (p->n < 1) return rp_errorf(RP_ERR_INVALID_ARG, "agents: the prompt is empty");
     return RP_OK;
 }

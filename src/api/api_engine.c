@@ -68,10 +68,10 @@ static rp_status check_params(const rp_model *m, const rp_engine_params *p) {
     if (p->n_seq_max < 0) return rp_errorf(RP_ERR_INVALID_ARG, "engine: n_seq_max %d is negative", p->n_seq_max);
     if ((unsigned)p->cache_policy > RP_CACHE_POLICY_LRU)
         return rp_errorf(RP_ERR_INVALID_ARG, "engine: cache policy %d", (int)p->cache_policy);
-    if (p->n_ctx_over_train && m->hp.rope_longrope && p->n_ctx > m->hp.n_ctx_train)
+    if (p->n_ctx_over_train && m->hp.rope_longrope && !m->rope_inv_freq_long && p->n_ctx > m->hp.n_ctx_train)
         return rp_errorf(RP_ERR_UNSUPPORTED,
-                         "engine: n_ctx %d beyond %d needs this LongRoPE model's long RoPE factors, which Reprise does not "
-                         "implement (it runs with the short ones, up to rope.scaling.original_context_length %d)",
+                         "engine: n_ctx %d beyond %d needs this LongRoPE model's long RoPE factors, which the file does not "
+                         "have (rope_factors_long.weight; the short ones hold up to rope.scaling.original_context_length %d)",
                          p->n_ctx, m->hp.n_ctx_train, m->hp.rope_orig_ctx);
     if (p->embed_dim < 0) return rp_errorf(RP_ERR_INVALID_ARG, "engine: embed_dim %d is negative", p->embed_dim);
     if (p->embed_model && !p->cache_dir)
@@ -201,6 +201,7 @@ rp_status rp_engine_create(rp_model *m, const rp_engine_params *p, rp_engine **o
     cp.n_outputs = 1;
     cp.n_ctx_max = e->n_cells;
     if (st == RP_OK) st = rp_ctx_create(m, cp, &e->ctx);
+    rp.kv_cells = e->n_cells;   /* the sessions' caches (LongRoPE: past the original length, the long factors) */
     if (st == RP_OK) st = rp_reuse_create(m, (rp_type)p->kv_type, e->n_ctx, rp, &e->reuse);
     /* an embedding model that cannot be used is an error even with an optional store: it was asked for */
     if (st == RP_OK && e->cache_dir) st = open_semantic(e);

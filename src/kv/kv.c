@@ -128,6 +128,7 @@ rp_status rp_kv_create_swa(const rp_model *m, int32_t n_ctx, rp_type type, int32
     rp_status st = create(m->hp.n_layer, m->hp.n_head_kv, m->hp.head_dim, n_ctx, type, (rp_cpu_level)m->cpu_level,
                           w, any ? swa_cells : 0, m->gpu ? m->gpu_first : m->hp.n_layer, &kv);
     free(w);
+    if (st == RP_OK) kv->rope_long = rp_model_rope_long(m, n_ctx);
     if (st != RP_OK || !m->gpu) {
         *out = kv;
         return st;
@@ -371,7 +372,7 @@ rp_status rp_kv_copy(rp_kv *dst, const rp_kv *src) {
     for (int32_t l = 0; same_ring && l < src->n_layer && l < dst->n_layer; l++) same_ring = dst->ring[l] == src->ring[l];
     if (dst->type != src->type || dst->n_layer != src->n_layer || dst->n_head_kv != src->n_head_kv ||
         dst->head_dim != src->head_dim || dst->group_heads != src->group_heads || dst->n_ctx < src->n || !same_ring ||
-        dst->gpu_l0 != src->gpu_l0 || !dst->gpu != !src->gpu)
+        dst->gpu_l0 != src->gpu_l0 || !dst->gpu != !src->gpu || dst->rope_long != src->rope_long)
         return rp_errorf(RP_ERR_INVALID_ARG, "kv: copy of %d cells into a cache of another shape or %d cells", src->n,
                          dst->n_ctx);
     for (int p = 0; p < 2; p++)

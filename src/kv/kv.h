@@ -53,6 +53,7 @@ typedef struct rp_kv {
     int32_t *pos;          /* [n_ctx]; -1 for an empty cell */
     int32_t n;             /* cells [0, n) are filled */
     const rp_ew_kernel *ew;   /* F16 row conversions at the model's level (NULL: scalar) */
+    bool rope_long;        /* K rotated with the model's LongRoPE long factors (rp_model_rope_long of n_ctx) */
     /* sliding-window layers */
     int32_t swa_cells;     /* cells a ring layer holds; n_ctx: no ring layer (full cache) */
     int32_t n_ring;        /* ring layers */

@@ -22,6 +22,6 @@ rp_status rp_arch_qp_hparams(const rp_gguf *g, rp_model *m, const char *an);
  * gate/up (phi3: views of the fused ffn_up [gate | up]); *ns advances past what it converted. */
 rp_status rp_arch_qp_bind_layer(const rp_gguf *g, rp_model *m, int l, rp_layer *L, float **ns);
 /* phi3 LongRoPE: the per-pair frequency factors to use (NULL when the file has none). */
-rp_status rp_arch_qp_rope_factors(const rp_gguf *g, const rp_model *m, const float **ff);
+rp_status rp_arch_qp_rope_factors(const rp_gguf *g, const rp_model *m, const float **ff, const float **ff_long);
 
 #endif /* RP_MODEL_ARCH_H */

@@ -7,9 +7,9 @@
  * blk.N.ffn_up.weight [n_embd x 2 n_ff] (rows: gate, then up — SwiGLU silu(first half) * second half); NEOX
  * RoPE over rope.dimension_count dims (Phi-4-mini rotates 96 of 128); phi3.attention.sliding_window is read
  * and ignored, as llama.cpp does (its Phi SWA is disabled). LongRoPE (rope_factors_short/long.weight,
- * rope.scaling.original_context_length, rope.scaling.attn_factor): llama.cpp uses the short factors while a
- * sequence's context is at most the original length and the long ones beyond; Reprise uses the short factors
- * and limits the context to the original length (n_ctx_train), so it matches llama.cpp wherever it runs.
+ * rope.scaling.original_context_length, rope.scaling.attn_factor): as llama.cpp, a cache (a sequence's context)
+ * of at most the original length uses the short factors and a larger one the long factors (rp_model_rope_long);
+ * a file with short factors only is limited to the original length (n_ctx_train).
  * The fused matrices are never copied: q/k/v and gate/up are views of row ranges of the mapped tensor, each
  * packed for its kernel at load like any other weight. */
 #include "model/arch.h"
@@ -44,7 +44,7 @@ rp_status rp_arch_qp_hparams(const rp_gguf *g, rp_model *m, const char *an) {
     if (!has_short)
         return rp_errorf(RP_ERR_UNSUPPORTED,
                          "model: phi3 LongRoPE file has rope_factors_long.weight but no rope_factors_short.weight "
-                         "(Reprise runs LongRoPE models with the short factors only)");
+                         "(Reprise needs the short ones, the factors of contexts up to the original length)");
     hp->rope_longrope = true;
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", an);
@@ -54,8 +54,9 @@ rp_status rp_arch_qp_hparams(const rp_gguf *g, rp_model *m, const char *an) {
     if (orig == 0 || orig > (uint32_t)INT32_MAX)
         return rp_errorf(RP_ERR_FORMAT, "model: %s = %u invalid", key, orig);
     hp->rope_orig_ctx = (int32_t)orig;
-    /* the short factors hold up to the original length; beyond it llama.cpp switches to the long ones */
-    if (hp->n_ctx_train <= 0 || hp->n_ctx_train > hp->rope_orig_ctx) hp->n_ctx_train = hp->rope_orig_ctx;
+    /* the short factors hold up to the original length; beyond it llama.cpp switches to the long ones: without
+     * them the context is limited to the original length */
+    if (hp->n_ctx_train <= 0 || (!has_long && hp->n_ctx_train > hp->rope_orig_ctx)) hp->n_ctx_train = hp->rope_orig_ctx;
     return RP_OK;
 }
 
@@ -68,8 +69,8 @@ static rp_status check_factors(const rp_gguf_tensor *t, const char *name, int ha
     return RP_OK;
 }
 
-rp_status rp_arch_qp_rope_factors(const rp_gguf *g, const rp_model *m, const float **ff) {
-    *ff = NULL;
+rp_status rp_arch_qp_rope_factors(const rp_gguf *g, const rp_model *m, const float **ff, const float **ff_long) {
+    *ff = *ff_long = NULL;
     if (!m->hp.rope_longrope) return RP_OK;
     const int half = m->hp.n_rot / 2;
     const rp_gguf_tensor *ts = rp_gguf_find_tensor(g, "rope_factors_short.weight");
@@ -77,6 +78,7 @@ rp_status rp_arch_qp_rope_factors(const rp_gguf *g, const rp_model *m, const flo
     RP_TRY(check_factors(ts, "rope_factors_short.weight", half));
     if (tl) RP_TRY(check_factors(tl, "rope_factors_long.weight", half));
     *ff = (const float *)ts->data;
+    if (tl && m->hp.n_ctx_train > m->hp.rope_orig_ctx) *ff_long = (const float *)tl->data;
     return RP_OK;
 }
 

@@ -456,8 +456,9 @@ rp_status rp_fwd_begin(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t 
         if (hp->emb_scale > 0)   /* gemma: embeddings times sqrt(n_embd) */
             for (int32_t e = 0; e < E; e++) c->x[(size_t)i * E + e] *= hp->emb_scale;
     }
-    for (int32_t i = 0; i < n; i++)
-        rp_model_rope_cs(m, b->pos[i], c->rope_cs + (size_t)i * R, c->rope_cs + (size_t)i * R + R / 2);
+    for (int32_t i = 0; i < n; i++)   /* the row's cache decides LongRoPE's short or long factors */
+        rp_model_rope_cs_table(m, kvs[b->seq[i]]->rope_long ? m->rope_inv_freq_long : m->rope_inv_freq, b->pos[i],
+                               c->rope_cs + (size_t)i * R, c->rope_cs + (size_t)i * R + R / 2);
     if (c->rope_cs_local)   /* gemma3's local layers: their own RoPE base */
         for (int32_t i = 0; i < n; i++)
             for (int32_t k = 0; k < R / 2; k++) {

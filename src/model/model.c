@@ -233,14 +233,21 @@ static rp_status build_rope(const rp_gguf *g, rp_model *m) {
     int half = hp->n_rot / 2;
     m->rope_inv_freq = malloc(sizeof(float) * (size_t)half);
     if (!m->rope_inv_freq) return rp_errorf(RP_ERR_NOMEM, "model: out of memory");
-    const float *ff = NULL;
+    const float *ff = NULL, *ff_long = NULL;
     const rp_gguf_tensor *t = rp_gguf_find_tensor(g, "rope_freqs.weight");
     if (t) {
         if (t->type != RP_TYPE_F32 || t->ne[0] != half || t->ne[1] != 1)
             return rp_errorf(RP_ERR_FORMAT, "model: tensor 'rope_freqs.weight' must be f32 [%d]", half);
         ff = (const float *)t->data;
     } else if (rp_arch_is_qwen2_phi3(hp->arch)) {
-        RP_TRY(rp_arch_qp_rope_factors(g, m, &ff));   /* phi3 LongRoPE: the short factors */
+        RP_TRY(rp_arch_qp_rope_factors(g, m, &ff, &ff_long));   /* phi3 LongRoPE: the short and long factors */
+    }
+    if (ff_long) {   /* the same formula over the long factors (the file's checks passed in rp_arch_qp_rope_factors) */
+        m->rope_inv_freq_long = malloc(sizeof(float) * (size_t)half);
+        if (!m->rope_inv_freq_long) return rp_errorf(RP_ERR_NOMEM, "model: out of memory");
+        for (int i = 0; i < half; i++)
+            m->rope_inv_freq_long[i] =
+                (float)(pow((double)hp->rope_base, -2.0 * i / hp->n_rot) * hp->rope_freq_scale / ff_long[i]);
     }
     for (int i = 0; i < half; i++) {
         double f = pow((double)hp->rope_base, -2.0 * i / hp->n_rot) * hp->rope_freq_scale;
@@ -265,10 +272,14 @@ static rp_status build_rope(const rp_gguf *g, rp_model *m) {
 }
 
 void rp_model_rope_cs(const rp_model *m, int32_t pos, float *c, float *s) {
+    rp_model_rope_cs_table(m, m->rope_inv_freq, pos, c, s);
+}
+
+void rp_model_rope_cs_table(const rp_model *m, const float *inv_freq, int32_t pos, float *c, float *s) {
     int half = m->hp.n_rot / 2;
     const double af = m->hp.rope_attn_factor;   /* 1 unless the file sets rope.scaling.attn_factor */
     for (int i = 0; i < half; i++) {
-        double th = (double)pos * (double)m->rope_inv_freq[i];
+        double th = (double)pos * (double)inv_freq[i];
         c[i] = (float)(cos(th) * af);
         s[i] = (float)(sin(th) * af);
     }
@@ -504,6 +515,7 @@ void rp_model_free(rp_model *m) {
     free(m->norm_store);
     free(m->rope_inv_freq);
     free(m->rope_inv_freq_local);
+    free(m->rope_inv_freq_long);
     rp_gguf_close(m->gguf);
     free(m);
 }

@@ -53,8 +53,10 @@ typedef struct rp_hparams {
     bool rope_llama3;
     float rope_factor, rope_low_freq, rope_high_freq;
     int32_t rope_orig_ctx;
-    /* phi3 LongRoPE: the short factors (rope_factors_short.weight) are used and the context is limited to
-     * rope.scaling.original_context_length, as llama.cpp does for contexts up to it; cos/sin carry attn_factor. */
+    /* phi3 LongRoPE: as llama.cpp, a cache of at most rope.scaling.original_context_length (rope_orig_ctx) cells
+     * runs with the short factors (rope_factors_short.weight), a larger one with the long factors
+     * (rope_factors_long.weight; without them the context is limited to the original length); cos/sin carry
+     * attn_factor. */
     bool rope_longrope;
     float rope_attn_factor;   /* scales cos and sin of q and k (1 unless the file says) */
     /* ---- gemma2 / gemma3 (arch_gemma.c); zero for the other architectures ---- */
@@ -103,6 +105,7 @@ typedef struct rp_model {
     rp_layer *layers;         /* [n_layer] */
     float *rope_inv_freq;     /* [n_rot/2] theta_i = pos * inv_freq[i] (scaling folded in) */
     float *rope_inv_freq_local;   /* [n_rot/2] of layers with rope_local (gemma3); NULL: none */
+    float *rope_inv_freq_long;    /* [n_rot/2] phi3 LongRoPE's long factors: caches past rope_orig_ctx cells; NULL: none */
     float *norm_store;        /* F32 copies of non-F32 norm vectors (owned) */
     rp_tokenizer *tok;        /* NULL only when the file has no tokenizer */
     rp_chat_format chat;      /* tool-call syntax of the chat template's replies */
@@ -129,12 +132,24 @@ rp_status rp_model_chat_init(rp_model *m);
 void rp_model_chat_free(rp_model *m);
 rp_status rp_model_render_chat(const rp_model *m, const rp_chat_msg *msgs, size_t n, const rp_chat_opts *o, char **out);
 
-/* RoPE angles for `pos`: writes cos/sin for each of n_rot/2 pairs. */
+/* RoPE angles for `pos`: writes cos/sin for each of n_rot/2 pairs (the model's table: short factors). */
 void rp_model_rope_cs(const rp_model *m, int32_t pos, float *cos_out, float *sin_out);
+/* ... with the table inv_freq ([n_rot/2]: rp_model_inv_freq's), times the attention factor. */
+void rp_model_rope_cs_table(const rp_model *m, const float *inv_freq, int32_t pos, float *cos_out, float *sin_out);
 
 /* The RoPE frequencies layer l uses (the local table of gemma3's sliding layers, else the global one). */
 static inline const float *rp_model_layer_inv_freq(const rp_model *m, int32_t l) {
     return m->layers && m->layers[l].rope_local && m->rope_inv_freq_local ? m->rope_inv_freq_local : m->rope_inv_freq;
+}
+/* Whether a cache of n_ctx cells runs with LongRoPE's long factors (llama.cpp's choice by the sequence's context
+ * size: past the original context length). Its K rows are then rotated by another table: the cache, the reuse
+ * engine and the chunk hashes carry the choice. */
+static inline bool rp_model_rope_long(const rp_model *m, int32_t n_ctx) {
+    return m->rope_inv_freq_long && n_ctx > m->hp.rope_orig_ctx;
+}
+/* Layer l's RoPE table in a cache that uses the long factors (rope_long) or not. */
+static inline const float *rp_model_inv_freq(const rp_model *m, int32_t l, bool rope_long) {
+    return rope_long && m->rope_inv_freq_long ? m->rope_inv_freq_long : rp_model_layer_inv_freq(m, l);
 }
 /* The query scaling of attention scores. */
 static inline float rp_model_attn_scale(const rp_model *m) {

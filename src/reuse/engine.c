@@ -85,7 +85,8 @@ struct rp_reuse {
     const rp_model *m;
     rp_type kv_type;
     rp_reuse_params p;        /* the defaults */
-    uint64_t salt;            /* model + KV type; the store is bound to it */
+    uint64_t salt;            /* model + KV type (+ LongRoPE's long factors); the store is bound to it */
+    bool rope_long;           /* the caches of max_tokens cells use LongRoPE's long factors (rp_model_rope_long) */
     rp_reuse_params cur;      /* the current call's: p with its rp_reuse_opts applied (begin_call) */
     uint64_t cur_salt;        /* salt mixed with the call's cache namespace */
     int32_t max_tokens;
@@ -156,8 +157,10 @@ rp_status rp_reuse_create(const rp_model *m, rp_type kv_type, int32_t max_tokens
     e->max_tokens = max_tokens;
     /* the salt: model fingerprint (architecture, shapes, RoPE settings, weight
      * digest) and the KV type, so no hash ever matches across them */
-    uint64_t salt_in[2] = {m->fingerprint, (uint64_t)kv_type};
-    e->salt = XXH3_64bits(salt_in, sizeof salt_in);
+    uint64_t salt_in[3] = {m->fingerprint, (uint64_t)kv_type, 0x6c6f6e67726f7065ull /* "longrope" */};
+    /* a LongRoPE model's long-context caches rotate K by other frequencies: other hashes (others keep theirs) */
+    e->rope_long = rp_model_rope_long(m, p.kv_cells > 0 ? p.kv_cells : max_tokens);
+    e->salt = XXH3_64bits(salt_in, e->rope_long ? sizeof salt_in : 2 * sizeof salt_in[0]);
     const int32_t kv_dim = m->hp.n_head_kv * m->hp.head_dim;
     rp_cache_params cp = {.budget_bytes = p.cache_bytes, .n_layer = m->hp.n_layer,
                           .row_bytes = rp_type_row_size(kv_type, kv_dim), .kv_type = kv_type};
@@ -236,6 +239,17 @@ rp_reuse_opts rp_reuse_default_opts(void) {
 
 /* Every public call that reads the reuse settings starts here: the engine's
  * defaults with the call's options over them, and the namespace's salt. */
+/* A cache whose K rotate with other RoPE factors than the engine's chunks (LongRoPE: the context size decides). */
+static rp_status check_kv(const rp_reuse *e, const rp_kv *kv) {
+    if (kv && kv->rope_long != e->rope_long)
+        return rp_errorf(RP_ERR_INVALID_ARG,
+                         "reuse: this LongRoPE model's engine holds chunks of %s-factor contexts (%d tokens) and the "
+                         "cache of %d cells uses the %s factors: give both the same side of its original context "
+                         "length %d", e->rope_long ? "long" : "short", e->p.kv_cells > 0 ? e->p.kv_cells : e->max_tokens, kv->n_ctx,
+                         kv->rope_long ? "long" : "short", e->m->hp.rope_orig_ctx);
+    return RP_OK;
+}
+
 static rp_status begin_call(rp_reuse *e, const rp_reuse_opts *o) {
     e->cur = e->p;
     e->cur_salt = e->salt;
@@ -325,7 +339,7 @@ static void place_layer(const rp_model *m, rp_kv *kv, const placement *p, int32_
 static bool place_all_layers(rp_chunk_cache *cache, const rp_model *m, rp_kv *kv, const placement *p, float *cs,
                              float *krow, int32_t ring_floor) {
     const int32_t delta = p->cell0 - (p->ch->pos0 + p->t0);
-    if (delta != 0) rp_rerotate_table(m, delta, cs, cs + m->hp.n_rot / 2);
+    if (delta != 0) rp_rerotate_table_long(m, kv->rope_long, delta, cs, cs + m->hp.n_rot / 2);
     for (int32_t l = 0; l < kv->n_layer; l++) {
         if (rp_chunk_cache_wait_layer(cache, p->ch, l) != RP_OK) return false;
         if (kv->ring[l] && p->cell0 + p->n <= ring_floor) continue;
@@ -359,7 +373,7 @@ static void *loader_main(void *vp) {
                     continue;
                 }
                 const int32_t delta = pl[i].cell0 - (pl[i].ch->pos0 + pl[i].t0);
-                if (delta != 0) rp_rerotate_table(e->m, delta, ld->cs, ld->cs + half);
+                if (delta != 0) rp_rerotate_table_long(e->m, kv->rope_long, delta, ld->cs, ld->cs + half);
                 place_layer(e->m, kv, &pl[i], l, ld->cs, ld->krow);
             }
             pthread_mutex_lock(&ld->mu);
@@ -487,7 +501,7 @@ static void place_ring_range(rp_reuse *e, rp_kv *kv, int32_t c0, int32_t c1) {
         if (q->failed || t <= s || t <= c1 - kv->swa_cells) continue;   /* nothing the ring keeps */
         const placement sub = {q->ch, q->t0 + (s - q->cell0), t - s, s, false, false};
         const int32_t delta = sub.cell0 - (sub.ch->pos0 + sub.t0);
-        if (delta != 0) rp_rerotate_table(e->m, delta, e->cs, e->cs + half);
+        if (delta != 0) rp_rerotate_table_long(e->m, kv->rope_long, delta, e->cs, e->cs + half);
         for (int32_t l = 0; l < kv->n_layer; l++)
             if (kv->ring[l]) place_layer(e->m, kv, &sub, l, e->cs, e->krow);
     }
@@ -1012,6 +1026,7 @@ rp_status rp_reuse_prefill(rp_reuse *e, rp_ctx *c, rp_kv *kv, const rp_token *to
 rp_status rp_reuse_prefill_opts(rp_reuse *e, const rp_reuse_opts *opts, rp_ctx *c, rp_kv *kv, const rp_token *toks,
                                 int32_t n, const int32_t *bounds, int32_t n_bounds, float *logits, rp_reuse_stats *st) {
     memset(st, 0, sizeof *st);
+    RP_TRY(check_kv(e, kv));
     RP_TRY(begin_call(e, opts));
     const double t0 = now_ms();
     /* the store's writer and prefetcher start no new I/O while we compute */
@@ -1121,6 +1136,7 @@ rp_status rp_reuse_commit_computed(rp_reuse *e, const rp_kv *kv, const rp_token 
 
 rp_status rp_reuse_commit_computed_opts(rp_reuse *e, const rp_reuse_opts *opts, const rp_kv *kv, const rp_token *toks,
                                        int32_t n, const int32_t *bounds, int32_t n_bounds, bool exact) {
+    RP_TRY(check_kv(e, kv));
     RP_TRY(begin_call(e, opts));
     if (e->cur.mode == RP_REUSE_NONE) return RP_OK;   /* none never writes the cache */
     if (n <= 0 || n > e->max_tokens || n > kv->n)

@@ -35,6 +35,9 @@ typedef struct rp_reuse_params {
     int32_t subchunk_min;      /* full / blend with a store attached: runs of new tokens are searched
                                   for sub-chunks of stored chunks (keywords + LCS) of at least this many
                                   tokens, reused re-rotated like whole chunks; 0 = off (default 32) */
+    int32_t kv_cells;          /* cells of the caches it fills (0: max_tokens): on a LongRoPE model, past the
+                                  original context length their K rotate with the long factors, the chunks'
+                                  hashes follow, and a cache on the other side is refused */
 } rp_reuse_params;
 
 rp_reuse_params rp_reuse_default_params(void);

@@ -9,9 +9,14 @@
 #include "kernels/kernels.h"
 
 void rp_rerotate_table(const rp_model *m, int32_t delta, float *c, float *s) {
+    rp_rerotate_table_long(m, false, delta, c, s);
+}
+
+void rp_rerotate_table_long(const rp_model *m, bool rope_long, int32_t delta, float *c, float *s) {
+    const float *f = rope_long && m->rope_inv_freq_long ? m->rope_inv_freq_long : m->rope_inv_freq;
     int half = m->hp.n_rot / 2;
     for (int i = 0; i < half; i++) {
-        double th = (double)delta * (double)m->rope_inv_freq[i];
+        double th = (double)delta * (double)f[i];
         c[i] = (float)cos(th);
         s[i] = (float)sin(th);
     }
@@ -41,7 +46,7 @@ rp_status rp_rerotate_shift(const rp_model *m, rp_kv *kv, int32_t keep, int32_t 
     float *cs = malloc(sizeof(float) * (4 * hs + (size_t)kv->kv_dim));
     if (!cs) return rp_errorf(RP_ERR_NOMEM, "kv shift: out of memory");
     float *lcs = cs + 2 * hs, *krow = cs + 4 * hs;   /* lcs: a layer's own table (gemma3 local layers) */
-    rp_rerotate_table(m, -n_drop, cs, cs + half);
+    rp_rerotate_table_long(m, kv->rope_long, -n_drop, cs, cs + half);
     for (int32_t l = 0; l < kv->n_layer; l++) {
         if (moved > 0) {
             const bool own = rp_rerotate_layer_own(m, l);

@@ -13,6 +13,8 @@
  * compose, so R(new) k = R(new - old) R(old) k exactly, for plain RoPE and for
  * llama3 scaling (which only changes inv_freq). */
 void rp_rerotate_table(const rp_model *m, int32_t delta, float *cos_out, float *sin_out);
+/* ... for a cache whose K use LongRoPE's long factors (rp_kv.rope_long) or not. */
+void rp_rerotate_table_long(const rp_model *m, bool rope_long, int32_t delta, float *cos_out, float *sin_out);
 
 /* The same for layer l: gemma3's local layers rotate with their own RoPE base
  * (rp_model_layer_inv_freq); every other layer gets rp_rerotate_table's values. */

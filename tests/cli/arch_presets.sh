@@ -32,11 +32,13 @@ for spec in $presets; do
     rm -f "$f"
   done
 done
-# LongRoPE: the context is the original length (the short factors' range), and inspect says so
+# LongRoPE: the context is the file's (the long factors past the original 4096), and a run past 4096 generates
 "$BIN" synth --arch phi3 --preset tiny-longrope --type q8_0 -o "$TMP/lr.gguf" 2>/dev/null
 "$BIN" inspect "$TMP/lr.gguf" >"$TMP/i" 2>&1
-check "phi3 tiny-longrope: n_ctx_train is the original context length 4096" "grep -q 'n_ctx_train 4096' '$TMP/i'"
+check "phi3 tiny-longrope: n_ctx_train is the file's 131072 (long factors)" "grep -q 'n_ctx_train 131072' '$TMP/i'"
 check "phi3 tiny-longrope: n_rot 48 of head_dim 64" "grep -q 'head_dim 64, n_rot 48' '$TMP/i'"
+"$BIN" run -m "$TMP/lr.gguf" -c 8192 -p "once upon a time" -n 6 --temp 0 >"$TMP/o" 2>"$TMP/e"
+check "phi3 tiny-longrope: run -c 8192 (long factors) generates 6 tokens" "grep -q 'generated: 6 tokens' '$TMP/e' '$TMP/o'"
 # an unknown architecture is named
 "$BIN" synth --arch gpt2 --preset tiny --type q8_0 -o "$TMP/x.gguf" >"$TMP/o" 2>&1
 check "synth --arch gpt2 is refused naming the choices" "grep -q 'llama, qwen3, qwen2, phi3, gemma2, gemma3, bert or nomic-bert' '$TMP/o'"
