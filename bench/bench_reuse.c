@@ -143,7 +143,8 @@ int bench_reuse(int argc, char **argv) {
         const char *v;
         if (cli_is(&a, "-h", "--help")) {
             printf("usage: reprise bench reuse -m MODEL.gguf [--workload synthetic|repeat|docqa|chat|skills] [--data PATH]\n"
-                   "         [--source hotpotqa|musique] [--embeddings VEC.json] [--export-texts TEXTS.json]\n"
+                   "         [--source hotpotqa|musique] [--embeddings VEC.json | --retrieve-model EMB.gguf]\n"
+                   "         [--export-texts TEXTS.json]\n"
                    "         [--no-chat-template]\n"
                    "         [--modes none,prefix,full,blend,static,static-naive] [--queries 8] [--docs 6] [--doc-len 320]\n"
                    "         [--tail 40] [--between 0] [--recompute-ratio 0.25] [--select hybrid|dev|attn] [--kv-type f16] [-t 2] [--seed 1] [--cpu LEVEL]\n"
@@ -168,7 +169,9 @@ int bench_reuse(int argc, char **argv) {
                    "  docqa / chat: contexts / the chat history are split into --doc-len characters per chunk (1024);\n"
                    "  each question's prompt holds its top --docs (6) chunks in retrieval order: keyword overlap\n"
                    "  weighted by idf, or with --embeddings VEC.json (a JSON object: text -> array of numbers, one\n"
-                   "  entry per question and chunk) cosine similarity. --export-texts writes the texts it needs.\n"
+                   "  entry per question and chunk) cosine similarity, or with --retrieve-model EMB.gguf (an embedding\n"
+                   "  model: bert / nomic-bert, e.g. bge-small, or a decoder pooled as its file says) the cosine of\n"
+                   "  the vectors it computes, each text once. --export-texts writes the texts it needs.\n"
                    "--export-prompts writes every query's warm-up and timed prompts, in order, as {\"prompts\": [{\"query\",\n"
                    "\"timed\", \"tokens\"}]} for bench/peer/prompt_cache.mjs (llama.cpp's prompt cache on the same tokens);\n"
                    "with it and no --modes, nothing is timed.\n"
@@ -185,6 +188,7 @@ int bench_reuse(int argc, char **argv) {
         else if (cli_is(&a, "--data", NULL)) { if (!cli_str(&a, &data)) return 2; }
         else if (cli_is(&a, "--source", NULL)) { if (!cli_str(&a, &wp.source)) return 2; }
         else if (cli_is(&a, "--embeddings", NULL)) { if (!cli_str(&a, &wp.embeddings)) return 2; }
+        else if (cli_is(&a, "--retrieve-model", NULL)) { if (!cli_str(&a, &wp.retrieve_model)) return 2; }
         else if (cli_is(&a, "--export-texts", NULL)) { if (!cli_str(&a, &wp.export_texts)) return 2; }
         else if (cli_is(&a, "--no-chat-template", NULL)) wp.plain = true;
         else if (cli_is(&a, "--modes", NULL)) { if (!cli_str(&a, &modes_s)) return 2; modes_given = true; }

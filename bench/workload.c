@@ -10,12 +10,15 @@
 #include <sys/stat.h>
 
 #include "reprise.h"
+#include "retrieve_embed.h"
 
 struct rp_workload {
     rp_query *q;
     int n_q, cap_q;
     int32_t max_tokens;
-    json_t *emb;           /* --embeddings (NULL: keyword retrieval) */
+    json_t *emb;           /* --embeddings, or the vectors --retrieve-model made (NULL: keyword retrieval) */
+    rp_model *emb_model;   /* --retrieve-model, and its embedder (NULL: none) */
+    rp_embedder *embedder;
     json_t *texts, *seen;  /* --export-texts: texts retrieval saw, in order, and the set of them */
 };
 
@@ -379,6 +382,11 @@ static bool add_retrieval_query(rp_workload *w, const rp_model *m, const rp_work
                                 const char *answer) {
     int *order = malloc(sizeof(int) * (size_t)(p->n_docs > 0 ? p->n_docs : 1));
     if (!order) return false;
+    if (w->embedder) {   /* the question's and the chunks' vectors, each text embedded once */
+        bool filled = rp_retrieve_embed_fill(w->embedder, w->emb_model, w->emb, &question, 1) &&
+                      rp_retrieve_embed_fill(w->embedder, w->emb_model, w->emb, (const char *const *)chunks, n_chunks);
+        if (!filled) { free(order); return false; }
+    }
     const int k = rp_retrieve(question, (const char *const *)chunks, n_chunks, p->n_docs, w->emb, order);
     if (k < 0) { free(order); return false; }
     if (w->texts) {
@@ -674,12 +682,25 @@ bool rp_workload_build(const char *cmd, const char *name, const char *data, cons
     rp_workload_params sp = *p;   /* synthetic documents are counted in tokens */
     if (sp.doc_len <= 0) sp.doc_len = 320;
     const bool text = !strcmp(name, "docqa") || !strcmp(name, "chat");
-    if (text && p->embeddings) {
+    if (text && p->embeddings && p->retrieve_model) {
+        fprintf(stderr, "reprise %s: --embeddings and --retrieve-model both give retrieval vectors: choose one\n", cmd);
+        ok = false;
+    } else if (text && p->embeddings) {
         json_error_t err;
         w->emb = json_load_file(p->embeddings, 0, &err);
         if (!json_is_object(w->emb)) {
             fprintf(stderr, "reprise %s: --embeddings '%s': %s\n", cmd, p->embeddings,
                     w->emb ? "not a JSON object of text -> vector" : err.text);
+            ok = false;
+        }
+    }
+    if (text && p->retrieve_model && ok) {
+        rp_embedder_params ep = rp_embedder_default_params();
+        if (rp_model_load(p->retrieve_model, rp_model_default_params(), &w->emb_model) != RP_OK ||
+                   rp_embedder_create(w->emb_model, &ep, &w->embedder) != RP_OK) {
+            fprintf(stderr, "reprise %s: --retrieve-model '%s': %s\n", cmd, p->retrieve_model, rp_last_error());
+            ok = false;
+        } else if (!(w->emb = json_object())) {
             ok = false;
         }
     }
@@ -728,6 +749,8 @@ void rp_workload_free(rp_workload *w) {
         free(w->q[i].retrieved);
     }
     json_decref(w->emb);
+    rp_embedder_free(w->embedder);
+    rp_model_free(w->emb_model);
     json_decref(w->texts);
     json_decref(w->seen);
     free(w->q);

@@ -44,6 +44,8 @@ typedef struct rp_workload_params {
     const char *source;    /* docqa: "hotpotqa" (NULL) or "musique" */
     bool plain;            /* docqa / chat: plain-text prompts even when the model has an instruct template */
     const char *embeddings;   /* docqa / chat: JSON object text -> vector; retrieval by cosine instead of keywords */
+    const char *retrieve_model;   /* docqa / chat: an embedding model GGUF (bert, nomic-bert, or a decoder, pooled as
+                                   * its file says); retrieval by cosine of its vectors, each text embedded once */
     const char *export_texts; /* docqa / chat: writes the questions and chunks retrieval sees (a JSON array of
                                * strings: the texts an --embeddings file needs vectors for) */
 } rp_workload_params;

@@ -16,6 +16,8 @@
 #include "testutil.h"
 #include "tokenizer/tokenizer.h"
 #include "workload.h"
+#include "retrieve_embed.h"
+#include "model/synth.h"
 
 #define LINE 64   /* characters per hand-made chunk (newline included) = --doc-len */
 
@@ -208,6 +210,79 @@ static void test_docqa_embeddings(void **state) {
     rp_model_free(m);
 }
 
+/* --retrieve-model: vectors from an embedding model (a tiny synthetic BERT: its ranking means nothing, but a text
+ * equal to the question has cosine 1, and the workload ranks exactly as rp_retrieve over the embedder's vectors). */
+static void test_docqa_retrieve_model(void **state) {
+    (void)state;
+    char bert[512];
+    snprintf(bert, sizeof bert, "%s/bert-tiny.gguf", rp_test_tmpdir());
+    rp_synth_params sp = rp_synth_default_params();
+    sp.arch = RP_ARCH_BERT;
+    sp.preset = "tiny";
+    sp.type = "f32";
+    assert_int_equal(rp_synth_write(&sp, bert), RP_OK);
+    rp_model *em = NULL;
+    assert_int_equal(rp_model_load(bert, rp_model_default_params(), &em), RP_OK);
+    rp_embedder_params epp = rp_embedder_default_params();
+    rp_embedder *e = NULL;
+    assert_int_equal(rp_embedder_create(em, &epp, &e), RP_OK);
+    const char *c[4] = {"the cat sat on the mat", "a dog", "the quick brown fox jumps over the lazy dog", "a dog"};
+    json_t *emb = json_object();
+    assert_true(rp_retrieve_embed_fill(e, em, emb, c, 4));
+    assert_int_equal(json_object_size(emb), 3);   /* "a dog" once */
+    const json_t *v = json_object_get(emb, c[0]);
+    assert_int_equal(json_array_size(v), rp_embedder_n_embd(e));
+    double nn = 0;
+    for (size_t i = 0; i < json_array_size(v); i++) nn += json_number_value(json_array_get(v, i)) * json_number_value(json_array_get(v, i));
+    assert_true(nn > 0.999 && nn < 1.001);   /* normalised, as the embedder says */
+    int out[4];
+    assert_true(rp_retrieve_embed_fill(e, em, emb, &c[2], 1));   /* already there: nothing to do */
+    assert_int_equal(rp_retrieve(c[2], c, 4, 1, emb, out), 1);
+    assert_int_equal(out[0], 2);                                  /* the same text: cosine 1, first */
+    /* a text longer than the embedder's input is cut to its first tokens, not refused */
+    char *longt = malloc(20000);
+    size_t o = 0;
+    while (o + 8 < 20000) o += (size_t)snprintf(longt + o, 20000 - o, "word%zu ", o % 97);
+    const char *lt = longt;
+    assert_true(rp_retrieve_embed_fill(e, em, emb, &lt, 1));
+    free(longt);
+    json_decref(emb);
+    rp_embedder_free(e);
+    rp_model_free(em);
+
+    rp_model *m = load_stories();
+    if (!m) RP_SKIP("stories260K not found (set RP_SHARED_DIR)\n");
+    const char *file = write_hotpot(rp_test_tmpdir());
+    rp_workload_params p = rp_workload_default_params();
+    p.n_docs = 3;
+    p.doc_len = LINE;
+    p.retrieve_model = bert;
+    rp_workload *w = NULL;
+    assert_true(rp_workload_build("test", "docqa", file, m, &p, &w));
+    const rp_query *q = rp_workload_query(w, 0);
+    assert_int_equal(q->n_retrieved, 3);
+    /* the same ranking from the embedder's vectors directly */
+    assert_int_equal(rp_model_load(bert, rp_model_default_params(), &em), RP_OK);
+    assert_int_equal(rp_embedder_create(em, &epp, &e), RP_OK);
+    emb = json_object();
+    const char *question = "Which composer wrote a concert on the Danube river?", *pp[12];
+    for (int i = 0; i < 12; i++) pp[i] = para[i];
+    assert_true(rp_retrieve_embed_fill(e, em, emb, &question, 1));
+    assert_true(rp_retrieve_embed_fill(e, em, emb, pp, 12));
+    int want[3];
+    assert_int_equal(rp_retrieve(question, pp, 12, 3, emb, want), 3);
+    expect_order(q->retrieved, q->n_retrieved, want, 3);
+    rp_workload_free(w);
+    json_decref(emb);
+    rp_embedder_free(e);
+    rp_model_free(em);
+    /* --embeddings and --retrieve-model together: refused */
+    p.embeddings = bert;
+    w = NULL;
+    assert_false(rp_workload_build("test", "docqa", file, m, &p, &w));
+    rp_model_free(m);
+}
+
 /* An instruct template wraps instruction + passages + question in one user turn; the passages stay segments of
  * their own and the head (BOS + template + instruction) is the same segment in the warm-ups and the prompt. */
 static void test_docqa_chat_template(void **state) {
@@ -304,6 +379,7 @@ int main(void) {
         cmocka_unit_test(test_retrieve_embeddings),
         cmocka_unit_test(test_docqa_retrieval_and_data),
         cmocka_unit_test(test_docqa_embeddings),
+        cmocka_unit_test(test_docqa_retrieve_model),
         cmocka_unit_test(test_docqa_chat_template),
         cmocka_unit_test(test_chat_retrieval_over_whole_history),
     };
