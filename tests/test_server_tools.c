@@ -330,6 +330,60 @@ static void check_lazy(uint16_t port, const char *force, bool chatml) {
     resp_free(&r);
 }
 
+/* Llama 3's bare JSON call: the lazy grammar takes over only when the reply opens with it (after whitespace or
+ * <|python_tag|>); an object later in prose stays free text. Whether it is active after feeding `text`. */
+static bool llama3_watch_active(rp_model *m, rp_grammar_vocab *gv, const char *text) {
+    const int32_t V = rp_model_describe(m).n_vocab;
+    char *arr = tools_array("true", "true"), *call = NULL, *gbnf = NULL;
+    assert_int_equal(rp_srv_tool_grammar(arr, NULL, "parameters", true, &call), RP_OK);
+    assert_int_equal(rp_srv_lazy_wrap(RP_CHAT_LLAMA3, call, &gbnf), RP_OK);
+    rp_grammar *g = NULL;
+    rp_grammar_state *gs = NULL;
+    assert_int_equal(rp_grammar_parse(gbnf, RP_SRV_LAZY_ROOT, &g), RP_OK);
+    assert_int_equal(rp_grammar_state_new(g, gv, &gs), RP_OK);
+    rp_srv_lazy *z = NULL;
+    assert_int_equal(rp_srv_lazy_new(m, gs, RP_CHAT_LLAMA3, false, &z), RP_OK);
+    float *lg = malloc(sizeof *lg * (size_t)V);
+    rp_token hist[512], toks[256];
+    int32_t nh = 0, n = 0;
+    hist[nh++] = rp_token_bos(m);
+    for (int32_t k = 0; k < V; k++) lg[k] = 0;
+    rp_srv_lazy_on_logits(z, hist, nh, lg, V);   /* the prompt */
+    assert_int_equal(rp_tokenize(m, text, strlen(text), false, false, toks, 256, &n), RP_OK);
+    for (int32_t i = 0; i < n; i++) {
+        hist[nh++] = toks[i];
+        for (int32_t k = 0; k < V; k++) lg[k] = 0;
+        rp_srv_lazy_on_logits(z, hist, nh, lg, V);
+        if (!rp_srv_lazy_active(z)) assert_int_equal(n_allowed(lg, V), V);   /* free text: logits untouched */
+    }
+    const bool active = rp_srv_lazy_active(z);
+    free(lg);
+    rp_srv_lazy_free(z);
+    rp_grammar_state_free(gs);
+    rp_grammar_free(g);
+    free(gbnf);
+    free(call);
+    free(arr);
+    return active;
+}
+
+static void test_lazy_watch_llama3(void **state) {
+    (void)state;
+    const char *mp = rp_test_shared(SRVTEST_MODEL);
+    RP_REQUIRE_SHARED(mp, SRVTEST_MODEL);
+    rp_model *m = NULL;
+    assert_int_equal(rp_model_load(mp, rp_model_default_params(), &m), RP_OK);
+    rp_grammar_vocab *gv = NULL;
+    assert_int_equal(rp_grammar_vocab_new(m, &gv), RP_OK);
+    assert_true(llama3_watch_active(m, gv, "{\"name\": \"wx\", \"parameters\": {\"c\": \"a"));
+    assert_true(llama3_watch_active(m, gv, " \n {\"name\": \"w"));
+    assert_true(llama3_watch_active(m, gv, "<|python_tag|>{\"name\": \"w"));
+    assert_false(llama3_watch_active(m, gv, "The format is {\"name\": \"wx\", \"parameters\": {\"c\": \"a"));
+    assert_false(llama3_watch_active(m, gv, "{\"x\": 1} and then {\"name\": \"w"));
+    rp_grammar_vocab_free(gv);
+    rp_model_free(m);
+}
+
 /* Qwen3's template and vocabulary: `<tool_call>` is one token, forced first with logit_bias. */
 static void test_lazy_chatml(void **state) {
     (void)state;
@@ -437,6 +491,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tool_opening),
         cmocka_unit_test(test_lazy_watch),
+        cmocka_unit_test(test_lazy_watch_llama3),
         cmocka_unit_test(test_ignore_eos),
         cmocka_unit_test(test_lazy_chatml),
         cmocka_unit_test(test_lazy_llama3),

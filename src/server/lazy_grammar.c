@@ -64,8 +64,10 @@ struct rp_srv_lazy {
     rp_chat_format f;
     bool started;     /* the first call took the prompt */
     bool active;      /* the grammar took over */
-    bool off;         /* it took over and then failed: unconstrained for the rest */
+    bool off;         /* it took over and then failed, or (Llama 3) the reply opened with no call: unconstrained for
+                         the rest */
     bool think;       /* ChatML: inside a <think> block */
+    bool slid;        /* the window dropped the reply's start */
     int32_t n_seen;   /* tokens of hist read */
     char *win;        /* [WIN_CAP + PIECE_MAX] the reply's recent text */
     size_t n_win;
@@ -105,8 +107,39 @@ static bool take_over(rp_srv_lazy *z, size_t at) {
     return true;
 }
 
+/* Llama 3: a JSON call is the whole reply (after whitespace and an optional <|python_tag|>), the trigger llama.cpp
+ * anchors at the reply's start too: an object further into prose ({"name": in an explanation) stays text, free.
+ * Waits while the start is whitespace or a prefix of the tag / the opening; then takes over or lets go for good. */
+static void watch_llama3(rp_srv_lazy *z) {
+    static const char tag[] = "<|python_tag|>";
+    const size_t tl = sizeof tag - 1;
+    if (z->slid) { z->off = true; return; }   /* a reply that long did not open with a call */
+    size_t i = 0;
+    while (i < z->n_win && is_ws(z->win[i])) i++;
+    const size_t rest = z->n_win - i;
+    if (rest == 0) return;
+    if (memcmp(z->win + i, tag, rest < tl ? rest : tl) == 0) {
+        if (rest < tl) return;
+        i += tl;
+        while (i < z->n_win && is_ws(z->win[i])) i++;
+        if (i == z->n_win) return;
+    }
+    size_t end = 0;
+    long part = -1;
+    const long at = rp_srv_tool_opening(z->f, z->win + i, z->n_win - i, &end, &part);
+    if (at == 0) {
+        if (!take_over(z, i)) z->off = true;
+    } else if (part != 0 || at > 0) {
+        z->off = true;   /* the reply opened with something else */
+    }
+}
+
 /* Looks for a complete opening from scan on (ChatML: outside <think> blocks). */
 static void watch(rp_srv_lazy *z) {
+    if (z->f == RP_CHAT_LLAMA3) {
+        if (!z->active && !z->off) watch_llama3(z);
+        return;
+    }
     while (!z->active && z->scan < z->n_win) {
         const char *w = z->win + z->scan;
         const size_t n = z->n_win - z->scan;
@@ -153,6 +186,7 @@ static void add_text(rp_srv_lazy *z, rp_token t) {
         const size_t from = z->n_win > WIN_KEEP ? z->n_win - WIN_KEEP : 0;
         memmove(z->win, z->win + from, z->n_win - from);
         z->n_win -= from;
+        z->slid = z->slid || from > 0;
         z->scan = z->scan > from ? z->scan - from : 0;
     }
     memcpy(z->win + z->n_win, piece, (size_t)n);
