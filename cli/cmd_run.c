@@ -80,7 +80,6 @@ int cmd_run(int argc, char **argv) {
     long threads = 2, n_ctx = 0, n_batch = 512;
     cli_gen g = cli_gen_defaults(128);
     cli_gpu gpu = cli_gpu_defaults();
-    bool reuse_given = false;
     const char *grammar_file = NULL, *schema_file = NULL;
     rp_grammar *gram = NULL;
     rp_grammar_vocab *gvocab = NULL;
@@ -100,7 +99,7 @@ int cmd_run(int argc, char **argv) {
         else if (cli_is(&a, "-b", "--batch-size")) { if (!cli_int(&a, 1, 65536, &n_batch)) return 2; }
         else if (cli_is(&a, "--segments", NULL)) { if (!cli_str(&a, &segments)) return 2; }
         else if (cli_is(&a, "--separator", NULL)) { if (!cli_str(&a, &separator)) return 2; }
-        else if (cli_is(&a, "--reuse", NULL)) { if (!cli_str(&a, &reuse_mode)) return 2; reuse_given = true; }
+        else if (cli_is(&a, "--reuse", NULL)) { if (!cli_str(&a, &reuse_mode)) return 2; }
         else if (cli_is(&a, "--recompute-ratio", NULL)) { if (!cli_float(&a, 0, 1, &ratio)) return 2; }
         else if (cli_is(&a, "--check-layer", NULL)) { if (!cli_int(&a, 0, 1024, &check_layer)) return 2; }
         else if (cli_is(&a, "--select", NULL)) { if (!cli_select(&a, &select)) return 2; }
@@ -172,7 +171,7 @@ int cmd_run(int argc, char **argv) {
     ep.n_batch = (int32_t)n_batch;
     ep.kv_type = (rp_kv_type)kv_type;
     ep.swa_full = g.swa_full;
-    ep.reuse = (rp_reuse_mode)cli_gpu_reuse("run", m, mode, reuse_given);
+    ep.reuse = (rp_reuse_mode)mode;
     ep.recompute_ratio = (float)ratio;
     ep.select = (rp_select_kind)select;
     ep.check_layer = (int32_t)check_layer;

@@ -82,8 +82,7 @@ static void serve_usage(void) {
            "      --quiet             no access log\n"
            "      --cpu LEVEL         force a kernel level: scalar, avx2, avx512, amx (x86-64);\n"
            "                          neon, dotprod, i8mm, sve2, sme (aarch64)\n"
-           "%s"
-           "  (with GPU layers the default reuse blend becomes prefix: blend recomputes on the CPU only)\n",
+           "%s",
            cli_gpu_help);
 }
 

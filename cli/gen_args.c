@@ -82,12 +82,6 @@ void cli_gpu_note(const char *cmd, const rp_model *m, const cli_gpu *g) {
         fprintf(stderr, "reprise %s: %s\n", cmd, n);
 }
 
-int cli_gpu_reuse(const char *cmd, const rp_model *m, int mode, bool explicit_mode) {
-    if (mode != RP_REUSE_BLEND || explicit_mode || rp_model_gpu_layers(m) == 0) return mode;
-    fprintf(stderr, "reprise %s: gpu: reuse prefix (blend's selective recompute runs on the CPU only: --no-gpu "
-                    "for it)\n", cmd);
-    return RP_REUSE_PREFIX;
-}
 
 cli_gen cli_gen_defaults(long n_predict) {
     cli_gen g = {.sp = rp_sampler_default_params(), .n_predict = n_predict, .kv_name = "f16"};

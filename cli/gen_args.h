@@ -47,10 +47,6 @@ void cli_gpu_params(const cli_gpu *g, int kv_type, rp_model_params *mp);
 /* Prints the model's start-up line ("reprise CMD: gpu: ...") to stderr: always when layers are on the GPU or a
  * GPU option was given; otherwise only when a GPU was there but not used (a machine without one hears nothing). */
 void cli_gpu_note(const char *cmd, const rp_model *m, const cli_gpu *g);
-/* The reuse mode to run with: blend (the default) runs on the CPU only, so with GPU layers a defaulted blend
- * becomes prefix (said on stderr); `explicit_mode` keeps what was asked (the engine then refuses it, naming the
- * options). */
-int cli_gpu_reuse(const char *cmd, const rp_model *m, int mode, bool explicit_mode);
 
 extern const char cli_gpu_help[];        /* help lines of cli_gpu_arg's options */
 extern const char cli_sampling_help[];   /* help lines of cli_sampling_arg's options */

@@ -78,11 +78,6 @@ static rp_status check_params(const rp_model *m, const rp_engine_params *p) {
         return rp_errorf(RP_ERR_INVALID_ARG,
                          "engine: an embedding model ('%s') indexes the chunk store's sub-chunk search: it needs a "
                          "cache_dir (--cache-dir)", p->embed_model);
-    if (p->reuse == RP_REUSE_BLEND && rp_model_gpu_layers(m) > 0)
-        return rp_errorf(RP_ERR_UNSUPPORTED, "engine: reuse mode blend runs on the CPU only (its selective "
-                                             "recompute), and %d layers are on the GPU: use reuse prefix or full "
-                                             "(--reuse prefix), or load the model with n_gpu_layers 0 (--no-gpu)",
-                         rp_model_gpu_layers(m));
     const rp_static_shapes *sh = &p->static_shapes;
     if (sh->L_P != 0 || sh->L_S != 0) {
         if (sh->L_P < 1 || sh->L_S < 1 || sh->L_P > 65536 || sh->L_S > 65536)

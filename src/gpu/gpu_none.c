@@ -120,6 +120,13 @@ rp_status rp_gpu_fwd_run(rp_gpu_fwd *f, const struct rp_batch *b, struct rp_kv *
     *n_out = -1;
     return NOT_BUILT;
 }
+rp_status rp_gpu_fwd_run_range(rp_gpu_fwd *f, const struct rp_batch *b, struct rp_kv *const *kvs, float *x,
+                               const float *rope_cs, int32_t gl0, int32_t gl1, bool head, float *xo, float *logits,
+                               int32_t *n_out) {
+    (void)f; (void)b; (void)kvs; (void)x; (void)rope_cs; (void)gl0; (void)gl1; (void)head; (void)xo; (void)logits;
+    *n_out = -1;
+    return NOT_BUILT;
+}
 rp_status rp_gpu_kv_create(rp_gpu_offload *o, int32_t n_ctx, rp_gpu_kv **out) {
     (void)o; (void)n_ctx;
     *out = NULL;

@@ -54,6 +54,12 @@ void rp_gpu_fwd_free(rp_gpu_fwd *f);
  * count; otherwise x gets the final hidden states back and *n_out is -1 (the CPU computes what follows). */
 rp_status rp_gpu_fwd_run(rp_gpu_fwd *f, const struct rp_batch *b, struct rp_kv *const *kvs, float *x,
                          const float *rope_cs, bool head, float *xo, float *logits, int32_t *n_out);
+/* ... of GPU layers [gl0, gl1) only (GPU layer indices: model layer - first): x in is the hidden state before
+ * layer gl0, out (without the head) after gl1 - 1; the head runs only when gl1 is the last GPU layer's end. Blend's
+ * selective recompute runs its check layer and the rest in two such calls. */
+rp_status rp_gpu_fwd_run_range(rp_gpu_fwd *f, const struct rp_batch *b, struct rp_kv *const *kvs, float *x,
+                               const float *rope_cs, int32_t gl0, int32_t gl1, bool head, float *xo, float *logits,
+                               int32_t *n_out);
 
 /* A sequence's GPU KV: n_ctx cells of every GPU layer. Errors are sticky: a failed transfer in a void accessor
  * below is reported by the next forward that uses the cache. */

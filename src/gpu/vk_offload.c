@@ -428,7 +428,8 @@ static rp_status mm(rp_gpu_fwd *f, const gweight *w, rp_gpu_buf *x, uint32_t x_o
     return RP_OK;
 }
 
-static rp_status record(rp_gpu_fwd *f, const rp_batch *b, rp_kv *const *kvs, int32_t n_runs, bool head) {
+static rp_status record(rp_gpu_fwd *f, const rp_batch *b, rp_kv *const *kvs, int32_t n_runs, int32_t gl0,
+                        int32_t gl1, bool head) {
     rp_gpu_offload *o = f->o;
     const rp_model *m = o->m;
     const rp_hparams *hp = &m->hp;
@@ -440,10 +441,10 @@ static rp_status record(rp_gpu_fwd *f, const rp_batch *b, rp_kv *const *kvs, int
     const bool neox = hp->rope_kind == RP_ROPE_NEOX;
     const float scale = rp_model_attn_scale(m);
     if (f->x_host) RP_TRY(rp_gpu_rec_copy(r, f->x_host, 0, f->x, 0, sizeof(float) * (size_t)n * E));
-    for (int32_t gl = 0; gl < o->n_gl; gl++) {
+    for (int32_t gl = gl0; gl < gl1; gl++) {
         const glayer *G = &o->layers[gl];
         /* x += the previous layer's FFN output (xb), then xb = norm(x) */
-        OP(rp_gpu_op_rmsnorm(ops, r, f->x, gl ? f->xb : NULL, G->attn_norm, f->xb, E, n, E, E, hp->rms_eps));
+        OP(rp_gpu_op_rmsnorm(ops, r, f->x, gl > gl0 ? f->xb : NULL, G->attn_norm, f->xb, E, n, E, E, hp->rms_eps));
         RP_TRY(mm(f, &G->wq, f->xb, 0, f->q, 0, n));
         RP_TRY(mm(f, &G->wk, f->xb, 0, f->k, 0, n));
         RP_TRY(mm(f, &G->wv, f->xb, 0, f->v, 0, n));
@@ -478,11 +479,12 @@ static rp_status record(rp_gpu_fwd *f, const rp_batch *b, rp_kv *const *kvs, int
     }
     if (!head) {
         /* the last FFN output added (x += xb; the norm into xn is unused), and the hidden states back */
-        OP(rp_gpu_op_rmsnorm(ops, r, f->x, f->xb, o->layers[o->n_gl - 1].attn_norm, f->xn, E, n, E, E, hp->rms_eps));
+        if (gl1 > gl0)
+            OP(rp_gpu_op_rmsnorm(ops, r, f->x, f->xb, o->layers[gl1 - 1].attn_norm, f->xn, E, n, E, E, hp->rms_eps));
         if (f->x_host) RP_TRY(rp_gpu_rec_copy(r, f->x, 0, f->x_host, 0, sizeof(float) * (size_t)n * E));
         return RP_OK;
     }
-    OP(rp_gpu_op_rmsnorm(ops, r, f->x, f->xb, o->out_norm, f->xn, E, n, E, E, hp->rms_eps));
+    OP(rp_gpu_op_rmsnorm(ops, r, f->x, gl1 > gl0 ? f->xb : NULL, o->out_norm, f->xn, E, n, E, E, hp->rms_eps));
     /* logits of the flagged rows: one matmul per span of consecutive flagged rows */
     int32_t j = 0;
     for (int32_t i = 0; i < b->n;) {
@@ -501,8 +503,15 @@ static rp_status record(rp_gpu_fwd *f, const rp_batch *b, rp_kv *const *kvs, int
 
 rp_status rp_gpu_fwd_run(rp_gpu_fwd *f, const rp_batch *b, rp_kv *const *kvs, float *x, const float *rope_cs,
                          bool head, float *xo, float *logits, int32_t *n_out) {
+    return rp_gpu_fwd_run_range(f, b, kvs, x, rope_cs, 0, f->o->n_gl, head, xo, logits, n_out);
+}
+
+rp_status rp_gpu_fwd_run_range(rp_gpu_fwd *f, const rp_batch *b, rp_kv *const *kvs, float *x, const float *rope_cs,
+                               int32_t gl0, int32_t gl1, bool head, float *xo, float *logits, int32_t *n_out) {
     rp_gpu_offload *o = f->o;
-    head = head && o->out_on_gpu;
+    if (gl0 < 0 || gl1 > o->n_gl || gl0 > gl1)
+        return rp_errorf(RP_ERR_RANGE, "gpu: GPU layers [%d, %d) of %d", gl0, gl1, o->n_gl);
+    head = head && o->out_on_gpu && gl1 == o->n_gl;
     const rp_hparams *hp = &o->m->hp;
     const size_t E = (size_t)hp->n_embd, n = (size_t)b->n;
     *n_out = -1;
@@ -536,7 +545,7 @@ rp_status rp_gpu_fwd_run(rp_gpu_fwd *f, const rp_batch *b, rp_kv *const *kvs, fl
     RP_TRY(rp_gpu_buf_write(f->x_host ? f->x_host : f->x, 0, x, sizeof(float) * n * E));
     RP_TRY(rp_gpu_rec_begin(f->rec));
     f->n_disp = 0;
-    rp_status st = record(f, b, kvs, n_runs, head);
+    rp_status st = record(f, b, kvs, n_runs, gl0, gl1, head);
     if (st != RP_OK) {   /* close the recording; what it holds is harmless to run */
         char msg[400];
         snprintf(msg, sizeof msg, "%s", rp_last_error());

@@ -744,9 +744,18 @@ static int32_t cpu_layers(const rp_ctx *c) { return c->gpu ? c->m->gpu_first : c
  * output head there when `head` and the model has it there (c->n_out set; else -1 and c->x holds the final
  * hidden states for the CPU). */
 static rp_status gpu_layers(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, bool head) {
-    for (int32_t l = c->m->gpu_first; l < c->m->hp.n_layer; l++) rp_ctx_layer_begin(c, l);
+    return rp_fwd_gpu_range(c, b, kvs, c->m->gpu_first, c->m->hp.n_layer, head);
+}
+
+int32_t rp_ctx_cpu_layers(const rp_ctx *c) { return cpu_layers(c); }
+
+rp_status rp_fwd_gpu_range(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l0, int32_t l1, bool head) {
+    if (!c->gpu || l0 < c->m->gpu_first || l1 > c->m->hp.n_layer || l0 > l1)
+        return rp_errorf(RP_ERR_RANGE, "forward: layers [%d, %d) are not GPU layers", l0, l1);
+    for (int32_t l = l0; l < l1; l++) rp_ctx_layer_begin(c, l);
     int32_t n_out = -1;
-    RP_TRY(rp_gpu_fwd_run(c->gpu, b, kvs, c->x, c->rope_cs, head, c->xo, c->logits, &n_out));
+    const int32_t g0 = c->m->gpu_first;
+    RP_TRY(rp_gpu_fwd_run_range(c->gpu, b, kvs, c->x, c->rope_cs, l0 - g0, l1 - g0, head, c->xo, c->logits, &n_out));
     c->n_out = n_out;
     for (int32_t i = 0; i < b->n; i++) {   /* what rp_fwd_store records, when no CPU layer did */
         rp_kv *kv = kvs[b->seq[i]];

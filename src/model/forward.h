@@ -83,6 +83,14 @@ rp_status rp_fwd_begin(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t 
 /* Whether layers [0, n) run on the CPU: the steps below are CPU-only, so a caller stepping through layers a GPU
  * holds (the model's offload, gpu/gpu_offload.h) must refuse (blend, self-speculative drafting). */
 bool rp_ctx_layers_on_cpu(const rp_ctx *c, int32_t n);
+/* The layers the CPU runs, [0, n) (n_layer without a GPU offload); the rest are the GPU's. */
+int32_t rp_ctx_cpu_layers(const rp_ctx *c);
+/* Model layers [l0, l1) of the batch on the GPU (l0 >= rp_ctx_cpu_layers): the rows' hidden states go up and
+ * (without the head) come back, their K / V are stored in their cells' GPU KV, kv->pos / n follow the rows. With
+ * head, l1 = n_layer and the model's output on the GPU, the flagged rows' logits are computed there
+ * (rp_ctx_logits; rp_ctx_n_outputs >= 0 then, and rp_fwd_end must not run; -1: it must). The blend driver's GPU
+ * part. */
+rp_status rp_fwd_gpu_range(rp_ctx *c, const rp_batch *b, rp_kv *const *kvs, int32_t l0, int32_t l1, bool head);
 void rp_fwd_qkv(rp_ctx *c, const rp_batch *b, int32_t layer);
 const float *rp_fwd_q(const rp_ctx *c);   /* [n x n_head*head_dim], post-RoPE, after qkv */
 const float *rp_fwd_k(const rp_ctx *c);

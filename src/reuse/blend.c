@@ -54,12 +54,12 @@ void rp_blend_ws_free(rp_blend_ws *ws) {
     free(ws->keep);
     free(ws->score);
     free(ws->tmp);
+    free(ws->gpu_rows);
     memset(ws, 0, sizeof *ws);
 }
 
-/* squared distance between a fresh row and the cached row in a cell */
-static float row_dev(const rp_kv *kv, rp_kv_part part, int32_t layer, int32_t cell, const float *fresh, float *tmp) {
-    rp_kv_load_row(kv, part, layer, cell, tmp);
+/* squared distance between a fresh row and a cached one (tmp) */
+static float dev_of(const rp_kv *kv, const float *fresh, const float *tmp) {
     /* per KV head, squared error relative to the head's cached energy, summed:
      * heads with large activations would otherwise drown the others */
     double s = 0;
@@ -73,6 +73,12 @@ static float row_dev(const rp_kv *kv, rp_kv_part part, int32_t layer, int32_t ce
         s += e2 / c2;
     }
     return (float)s;
+}
+
+/* ... and the cached row in a cell */
+static float row_dev(const rp_kv *kv, rp_kv_part part, int32_t layer, int32_t cell, const float *fresh, float *tmp) {
+    rp_kv_load_row(kv, part, layer, cell, tmp);
+    return dev_of(kv, fresh, tmp);
 }
 
 static int by_rank_desc(const void *a, const void *b) {
@@ -191,18 +197,88 @@ static void select_rows(const rp_blend_params *p, rp_blend_ws *ws, int32_t n_can
     }
 }
 
+/* The check layer's choice, from ws->rank[0..n_cand) (deviations in ws->dev): the budget's best reuse rows (q / fk:
+ * the layer's fresh queries and keys for the attention-weighted rules; NULL q: deviation alone), then every forced
+ * row and the static shapes' PAD fillers, listed in ws->keep[0..nk) in row order. Returns nk. */
+static int32_t choose(const rp_model *m, const rp_kv *kv, const rp_batch *b, const uint8_t *kinds, int32_t l,
+                      const float *q, const float *fk, int32_t n_cand, int32_t budget, const rp_blend_params *p,
+                      rp_blend_ws *ws, rp_blend_stats *st) {
+    int32_t take = budget < n_cand ? (budget > 0 ? budget : 0) : n_cand;
+    rp_blend_params sp = *p;
+    if (p->select != RP_SELECT_DEV && take > 0 && take < n_cand &&
+        (!q || attention_paid(m, kv, b, kinds, l, q, fk, ws) == 0))
+        sp.select = RP_SELECT_DEV;   /* nothing in this call attends (or no queries here): deviation alone */
+    /* mark the chosen rows, then list survivors in row order (nk <= i, so in place) */
+    for (int32_t i = 0; i < b->n; i++) ws->keep[i] = 0;
+    if (take < n_cand) select_rows(&sp, ws, n_cand, take);
+    else for (int32_t k = 0; k < n_cand; k++) ws->keep[ws->rank[k].i] = 1;
+    for (int32_t i = 0; i < b->n; i++)
+        st->n_forced += is_forced(b, kinds, i);
+    /* static shapes: PAD rows (never ranked above) fill the call up to
+     * fixed_rows; their KV goes to cells past the prompt, dropped after */
+    int32_t fill = p->fixed_rows > 0 ? p->fixed_rows - st->n_forced - take : 0;
+    int32_t nk = 0;
+    for (int32_t i = 0; i < b->n; i++) {
+        bool forced = is_forced(b, kinds, i);
+        bool filler = kinds[i] == RP_ROW_PAD && st->n_pad_kept < fill;
+        st->n_pad_kept += filler;
+        if (forced || filler || ws->keep[i]) ws->keep[nk++] = i;
+    }
+    st->n_selected = take;
+    return nk;
+}
+
+/* The check layer on the GPU (the model's offload): layers [l0, check] run there for every row (they store fresh
+ * KV at the check layer for every row, as the CPU path does), the deviation compares the check layer's cached rows,
+ * read before, with the fresh ones read after, and the chosen rows are compacted for the layers after it. The
+ * check layer's queries stay on the device, so the selection is by deviation alone (RP_SELECT_DEV). */
+static rp_status gpu_check(rp_ctx *c, rp_kv *kv, rp_batch *b, const uint8_t *kinds, int32_t budget,
+                           const rp_blend_params *p, rp_blend_ws *ws, rp_blend_stats *st, int32_t l0, int32_t check,
+                           int32_t *nk) {
+    const rp_model *m = rp_ctx_model(c);
+    rp_kv *kvs[1] = {kv};
+    const size_t rb = kv->row_bytes;
+    if (!ws->gpu_rows) {   /* the first blend over GPU layers: the check layer's cached rows, a fresh one decoded */
+        ws->gpu_rows = malloc(2 * rb * (size_t)ws->cap + rb + sizeof(float) * (size_t)kv->kv_dim + 16);
+        if (!ws->gpu_rows) return rp_errorf(RP_ERR_NOMEM, "blend: out of memory");
+    }
+    uint8_t *cached = ws->gpu_rows, *fresh = ws->gpu_rows + 2 * rb * (size_t)ws->cap;
+    float *fv = (float *)(((uintptr_t)(fresh + rb) + 15) & ~(uintptr_t)15);
+    for (int32_t l = l0; l <= check; l++) rp_ctx_layer_begin(c, l);   /* the cached rows in place before reading */
+    int32_t n_cand = 0;
+    for (int32_t i = 0; i < b->n; i++) {
+        if (kinds[i] != RP_ROW_REUSE || b->logits[i]) continue;
+        for (int part = 0; part < 2; part++)
+            rp_kv_read_rows(kv, (rp_kv_part)part, check, b->cell[i], 1, cached + (2 * (size_t)n_cand + part) * rb);
+        ws->rank[n_cand++] = (rp_blend_rank){0, i};
+    }
+    RP_TRY(rp_fwd_gpu_range(c, b, kvs, l0, check + 1, false));
+    for (int32_t k = 0; k < n_cand; k++) {
+        const int32_t i = ws->rank[k].i;
+        float d = 0;
+        for (int part = 0; part < 2; part++) {
+            if (!(p->dev & (part == 0 ? RP_DEV_K : RP_DEV_V))) continue;
+            rp_kv_read_rows(kv, (rp_kv_part)part, check, b->cell[i], 1, fresh);
+            rp_kv_decode_row(kv, fresh, fv);
+            rp_kv_decode_row(kv, cached + (2 * (size_t)k + (size_t)part) * rb, ws->tmp);
+            d += dev_of(kv, fv, ws->tmp);
+        }
+        ws->dev[i] = d;
+        ws->rank[k].v = d;
+    }
+    *nk = choose(m, kv, b, kinds, check, NULL, NULL, n_cand, budget, p, ws, st);
+    if (*nk > 0) rp_fwd_compact(c, b, ws->keep, *nk);
+    return RP_OK;
+}
+
 rp_status rp_blend_run(rp_ctx *c, rp_kv *kv, rp_batch *b, const uint8_t *kinds, int32_t budget,
                        const rp_blend_params *p, rp_blend_ws *ws, rp_blend_stats *st) {
     const rp_model *m = rp_ctx_model(c);
-    const int32_t n_layer = m->hp.n_layer, n = b->n;
+    const int32_t n_layer = m->hp.n_layer, n = b->n, cpu_n = rp_ctx_cpu_layers(c);
     if (n > ws->cap) return rp_errorf(RP_ERR_RANGE, "blend: %d rows exceed the workspace's %d", n, ws->cap);
     if (m->hp.n_head > ws->n_head)
         return rp_errorf(RP_ERR_INVALID_ARG, "blend: workspace sized for %d heads, model has %d", ws->n_head, m->hp.n_head);
     if (p->check_layer < 0) return rp_errorf(RP_ERR_INVALID_ARG, "blend: check layer %d negative", p->check_layer);
-    if (!rp_ctx_layers_on_cpu(c, n_layer))
-        return rp_errorf(RP_ERR_UNSUPPORTED, "reuse: blend's selective recompute runs on the CPU only, and %d layers "
-                                             "are on the GPU: use --reuse prefix or full, or --no-gpu / -ngl 0",
-                         rp_model_gpu_layers(m));
     memset(st, 0, sizeof *st);
     st->n_rows = n;
     for (int32_t i = 0; i < n; i++) {
@@ -215,8 +291,9 @@ rp_status rp_blend_run(rp_ctx *c, rp_kv *kv, rp_batch *b, const uint8_t *kinds, 
     RP_TRY(rp_fwd_begin(c, b, kvs, 1));
     const int32_t check = p->check_layer < n_layer ? p->check_layer : n_layer - 1;
     const int32_t KD = kv->kv_dim;
+    bool checked = false;
 
-    for (int32_t l = 0; l < n_layer; l++) {
+    for (int32_t l = 0; l < cpu_n; l++) {
         rp_ctx_layer_begin(c, l);   /* the load pipeline may still be placing this layer */
         rp_fwd_qkv(c, b, l);
         if (l == check) {
@@ -231,28 +308,8 @@ rp_status rp_blend_run(rp_ctx *c, rp_kv *kv, rp_batch *b, const uint8_t *kinds, 
                 ws->dev[i] = d;
                 ws->rank[n_cand++] = (rp_blend_rank){d, i};
             }
-            int32_t take = budget < n_cand ? (budget > 0 ? budget : 0) : n_cand;
-            rp_blend_params sp = *p;
-            if (p->select != RP_SELECT_DEV && take > 0 && take < n_cand &&
-                attention_paid(m, kv, b, kinds, l, rp_fwd_q(c), fk, ws) == 0)
-                sp.select = RP_SELECT_DEV;   /* nothing in this call attends: deviation alone */
-            /* mark the chosen rows, then list survivors in row order (nk <= i, so in place) */
-            for (int32_t i = 0; i < b->n; i++) ws->keep[i] = 0;
-            if (take < n_cand) select_rows(&sp, ws, n_cand, take);
-            else for (int32_t k = 0; k < n_cand; k++) ws->keep[ws->rank[k].i] = 1;
-            for (int32_t i = 0; i < b->n; i++)
-                st->n_forced += is_forced(b, kinds, i);
-            /* static shapes: PAD rows (never ranked above) fill the call up to
-             * fixed_rows; their KV goes to cells past the prompt, dropped after */
-            int32_t fill = p->fixed_rows > 0 ? p->fixed_rows - st->n_forced - take : 0;
-            int32_t nk = 0;
-            for (int32_t i = 0; i < b->n; i++) {
-                bool forced = is_forced(b, kinds, i);
-                bool filler = kinds[i] == RP_ROW_PAD && st->n_pad_kept < fill;
-                st->n_pad_kept += filler;
-                if (forced || filler || ws->keep[i]) ws->keep[nk++] = i;
-            }
-            st->n_selected = take;
+            const int32_t nk = choose(m, kv, b, kinds, l, rp_fwd_q(c), fk, n_cand, budget, p, ws, st);
+            checked = true;
             rp_fwd_store(c, b, kvs, l);   /* fresh KV at the check layer for every row */
             if (nk == 0) {                 /* nothing left to compute (cannot happen with a final row) */
                 b->n = 0;
@@ -265,6 +322,17 @@ rp_status rp_blend_run(rp_ctx *c, rp_kv *kv, rp_batch *b, const uint8_t *kinds, 
         }
         rp_fwd_store(c, b, kvs, l);
         rp_fwd_attn_ffn(c, b, kvs, l);
+    }
+    if (cpu_n < n_layer && b->n > 0) {   /* the GPU layers (the model's offload) */
+        int32_t l0 = cpu_n;
+        if (!checked) {
+            int32_t nk = 0;
+            RP_TRY(gpu_check(c, kv, b, kinds, budget, p, ws, st, cpu_n, check, &nk));
+            if (nk == 0) return RP_OK;
+            l0 = check + 1;
+        }
+        RP_TRY(rp_fwd_gpu_range(c, b, kvs, l0, n_layer, true));
+        if (rp_ctx_n_outputs(c) >= 0) return RP_OK;   /* the output head ran on the GPU */
     }
     /* padding rows wrote KV into their cells (placed past the prompt by the
      * caller, who resets them afterwards) */

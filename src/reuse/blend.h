@@ -73,6 +73,8 @@ typedef struct rp_blend_ws {
     int32_t *keep;     /* [cap] */
     float *score;      /* [n_head * n_cells] attention scores of one query row */
     float *tmp;        /* [kv_dim] dequantized cached row */
+    uint8_t *gpu_rows; /* a GPU check layer's cached K / V rows ([2 * cap * row_bytes]) and one fresh row, raw and
+                          decoded (made on first use) */
 } rp_blend_ws;
 
 /* cap: rows per run; n_cells: cells of the KV a run may touch (bounds the

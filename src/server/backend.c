@@ -64,11 +64,6 @@ rp_status rp_backend_create(const rp_backend_config *cfg, rp_backend **out) {
         if (gn[0] && (rp_model_gpu_layers(b->m) > 0 || asked || strncmp(gn, "gpu: CPU only (", 15) != 0))
             fprintf(stderr, "reprise serve: %s\n", gn);
     }
-    if (rp_model_gpu_layers(b->m) > 0 && b->cfg.reuse_mode == RP_REUSE_BLEND) {
-        /* blend's selective recompute runs on the CPU only (a request asking for it is refused, naming why) */
-        b->cfg.reuse_mode = RP_REUSE_PREFIX;
-        fprintf(stderr, "reprise serve: gpu: default reuse prefix (blend runs on the CPU only: --no-gpu for it)\n");
-    }
     const rp_model_desc md = rp_model_describe(b->m);
     if (!md.has_tokenizer) {
         st = rp_errorf(RP_ERR_UNSUPPORTED, "'%s' has no tokenizer", cfg->model_path);

@@ -1,7 +1,7 @@
 #!/bin/bash
 # gpu_run.sh — the GPU offload end to end on lavapipe (Mesa's Vulkan on the CPU): `reprise run -ngl all --device
 # llvmpipe` prints the device and layer line and the same greedy text as the CPU (stories260K's golden text),
-# a split (-ngl 2) too; blend is refused by name when asked for explicitly and the default becomes prefix;
+# a split (-ngl 2) too; the default reuse (blend) and an explicit --reuse blend run through the GPU layers;
 # --no-gpu and the default (lavapipe is never picked unless named) stay on the CPU; `bench model -ngl all` runs
 # and reports the layers. Skips (77) without the backend, without a llvmpipe device, or without ../shared.
 set -u
@@ -18,15 +18,15 @@ got=$(env -u RP_GPU_DEVICE "$BIN" run -m "$M" -p "Once upon a time" -n 48 --temp
 check "run -ngl all --device llvmpipe exits 0" '[ $rc -eq 0 ]'
 check "the start-up line names the device and 5 of 5 layers" 'grep -q "^reprise run: gpu: llvmpipe.*5 of 5 layers on the GPU, output head on the GPU" "$TMP/err"'
 check "greedy text on the GPU equals the golden (the CPU's)" '[ "Once upon a time$got" = "$want" ]'
-check "the default reuse becomes prefix, and says so" 'grep -q "gpu: reuse prefix (blend" "$TMP/err"'
+check "the default reuse stays blend (nothing said about it)" '! grep -q "reuse prefix" "$TMP/err"'
 
 got=$(env -u RP_GPU_DEVICE "$BIN" run -m "$M" -p "Once upon a time" -n 48 --temp 0 -ngl 2 --device llvmpipe 2>"$TMP/err2"); rc=$?
 check "run -ngl 2 exits 0" '[ $rc -eq 0 ]'
 check "split: 2 of 5 layers on the GPU, 0-2 on the CPU" 'grep -q "2 of 5 layers on the GPU (3-4), 0-2 on the CPU, output head on the CPU" "$TMP/err2"'
 check "split: greedy text equals the golden" '[ "Once upon a time$got" = "$want" ]'
 
-RP_GPU_DEVICE=llvmpipe "$BIN" run -m "$M" -p "Once upon a time" -n 4 --temp 0 --reuse blend >/dev/null 2>"$TMP/err3"; rc=$?
-check "an explicit --reuse blend with GPU layers fails, naming the options" '[ $rc -ne 0 ] && grep -q "blend runs on the CPU only" "$TMP/err3" && grep -q -- "--reuse prefix" "$TMP/err3"'
+got=$(RP_GPU_DEVICE=llvmpipe "$BIN" run -m "$M" -p "Once upon a time" -n 48 --temp 0 --reuse blend 2>"$TMP/err3"); rc=$?
+check "--reuse blend with every layer on the GPU: exits 0 with the golden text" '[ $rc -eq 0 ] && [ "Once upon a time$got" = "$want" ]'
 
 env -u RP_GPU_DEVICE "$BIN" run -m "$M" -p "Once upon a time" -n 4 --temp 0 --no-gpu >/dev/null 2>"$TMP/err4"; rc=$?
 check "--no-gpu: CPU only, said once" '[ $rc -eq 0 ] && [ "$(grep -c "gpu:" "$TMP/err4")" -eq 1 ] && grep -q "gpu: off" "$TMP/err4"'

@@ -3,8 +3,9 @@
  * goldens' logits at the last prompt position (a GPU prefill of the whole prompt in one call) and greedy decoding
  * token for token against the CPU's (the same token unless the CPU's top two are closer than the tolerance); a
  * multi-sequence batch equal to its sequences run alone; prefix reuse exact through the engine (chunks exported
- * from and imported into the GPU layers' cells); truncation and fork; blend, self-drafting through GPU layers
- * and a non-F16 KV cache refused by name; lavapipe never picked by default. Skips (77) without a Vulkan device
+ * from and imported into the GPU layers' cells); truncation and fork; blend through GPU layers (r = 1 equals
+ * prefill, static equals dynamic, r = 0.25 recomputes a share) with its check layer on either side; self-drafting
+ * through GPU layers and a non-F16 KV cache refused by name; lavapipe never picked by default. Skips (77) without a Vulkan device
  * or without ../shared's models. */
 #include <jansson.h>
 #include <math.h>
@@ -317,14 +318,137 @@ static void test_engine(void **state) {
     rp_seq_free(f);
     rp_engine_free(pre);
     rp_engine_free(none);
-    /* blend runs on the CPU only: refused by name */
-    rp_engine_params ep = rp_engine_default_params();
-    ep.reuse = RP_REUSE_BLEND;
-    rp_engine *e = NULL;
-    assert_int_equal(rp_engine_create(m, &ep, &e), RP_ERR_UNSUPPORTED);
-    assert_non_null(strstr(rp_last_error(), "blend"));
-    assert_null(e);
     rp_model_free(m);
+}
+
+/* ---- blend through GPU layers ---- */
+
+static rp_engine *blend_engine(rp_model *m, float ratio, bool stat, rp_select_kind sel) {
+    rp_engine_params ep = rp_engine_default_params();
+    ep.select = sel;
+    ep.n_ctx = 256;
+    ep.reuse = RP_REUSE_BLEND;
+    ep.recompute_ratio = ratio;
+    ep.static_mode = stat;
+    ep.n_threads = 1;
+    rp_engine *e = NULL;
+    assert_int_equal(rp_engine_create(m, &ep, &e), RP_OK);
+    return e;
+}
+
+/* Documents A and B cached alone, then the prompt B A tail: A is reused at a new position (re-rotated) and blend
+ * recomputes a share of its rows past the check layer (layer 1). ratio 1 recomputes them all: the logits of a
+ * full prefill. *reused: the non-prefix tokens reused. */
+static void blend_prompt(rp_engine *e, const rp_token *a, const rp_token *b, float *logits, rp_gen_stats *out) {
+    rp_seq *s = NULL;
+    assert_int_equal(rp_seq_create(e, &s), RP_OK);
+    rp_gen_opts o = rp_gen_default_opts();
+    rp_gen_stats st;
+    rp_token bos = 1;
+    for (int d = 0; d < 2; d++) {   /* each document after BOS, committed */
+        rp_prompt *p = NULL;
+        assert_int_equal(rp_prompt_create(&p), RP_OK);
+        assert_int_equal(rp_prompt_add_tokens(p, &bos, 1, false), RP_OK);
+        assert_int_equal(rp_prompt_add_tokens(p, d ? b : a, 48, true), RP_OK);
+        assert_int_equal(rp_seq_prefill(s, p, &o, &st), RP_OK);
+        assert_int_equal(rp_seq_commit(s), RP_OK);
+        rp_prompt_free(p);
+    }
+    static const rp_token tail[6] = {70, 71, 72, 73, 74, 75};
+    rp_prompt *p = NULL;
+    assert_int_equal(rp_prompt_create(&p), RP_OK);
+    assert_int_equal(rp_prompt_add_tokens(p, &bos, 1, false), RP_OK);
+    assert_int_equal(rp_prompt_add_tokens(p, b, 48, true), RP_OK);
+    assert_int_equal(rp_prompt_add_tokens(p, a, 48, true), RP_OK);
+    assert_int_equal(rp_prompt_add_tokens(p, tail, 6, true), RP_OK);
+    assert_int_equal(rp_seq_prefill(s, p, &o, out), RP_OK);
+    memcpy(logits, rp_seq_logits(s), sizeof(float) * 512);
+    rp_prompt_free(p);
+    rp_seq_free(s);
+}
+
+static void full_prefill(rp_model *m, const rp_token *a, const rp_token *b, float *logits) {
+    rp_engine *none = engine(m, RP_REUSE_NONE);
+    rp_seq *s = NULL;
+    assert_int_equal(rp_seq_create(none, &s), RP_OK);
+    rp_token t[103];
+    t[0] = 1;
+    memcpy(t + 1, b, sizeof(rp_token) * 48);
+    memcpy(t + 49, a, sizeof(rp_token) * 48);
+    for (int i = 0; i < 6; i++) t[97 + i] = (rp_token)(70 + i);
+    assert_int_equal(rp_seq_feed(s, t, 103), RP_OK);
+    memcpy(logits, rp_seq_logits(s), sizeof(float) * 512);
+    rp_seq_free(s);
+    rp_engine_free(none);
+}
+
+static double max_diff(const float *x, const float *y, int n) {
+    double d = 0;
+    for (int i = 0; i < n; i++) d = fmax(d, fabs((double)x[i] - y[i]));
+    return d;
+}
+
+/* blend at r = 1 equals a full prefill, static mode equals dynamic, and r = 0.25 recomputes a quarter of the reused
+ * rows and gives what the CPU's blend gives (the same rows chosen); with the check layer on the CPU (-ngl 2, 3),
+ * and on the GPU (-ngl all and -ngl 4, layer 0 on the CPU: the deviation rule, as the check layer's queries stay on
+ * the device — the CPU's blend with select dev is the reference there). */
+static void test_blend(void **state) {
+    (void)state;
+    rp_token a[48], b[48];
+    for (int i = 0; i < 48; i++) {
+        a[i] = (rp_token)(3 + (i * 37) % 400);
+        b[i] = (rp_token)(5 + (i * 53) % 400);
+    }
+    static const int32_t k_ngl[4] = {-1, 4, 3, 2};
+    float *want = malloc(sizeof(float) * 512 * 6), *got = want + 512, *got_s = want + 1024, *got_q = want + 1536;
+    float *cpu_dev = want + 2048, *cpu_hyb = want + 2560;
+    assert_non_null(want);
+    {   /* the CPU's blend at r = 0.25, both rules */
+        LOAD(mc, "models/stories260K.gguf", 0);
+        rp_gen_stats sc;
+        rp_engine *ed = blend_engine(mc, 0.25f, false, RP_SELECT_DEV), *eh = blend_engine(mc, 0.25f, false, RP_SELECT_HYBRID);
+        blend_prompt(ed, a, b, cpu_dev, &sc);
+        blend_prompt(eh, a, b, cpu_hyb, &sc);
+        rp_engine_free(ed);
+        rp_engine_free(eh);
+        full_prefill(mc, a, b, want);
+        print_message("  CPU blend r=0.25 vs prefill: dev %.3g, hybrid %.3g\n", max_diff(cpu_dev, want, 512),
+                      max_diff(cpu_hyb, want, 512));
+        rp_model_free(mc);
+    }
+    for (int k = 0; k < 4; k++) {
+        LOAD(m, "models/stories260K.gguf", k_ngl[k]);
+        assert_int_equal(m->hp.n_vocab, 512);
+        full_prefill(m, a, b, want);
+        rp_gen_stats st;
+        rp_engine *e1 = blend_engine(m, 1.0f, false, RP_SELECT_HYBRID), *es = blend_engine(m, 1.0f, true, RP_SELECT_HYBRID);
+        blend_prompt(e1, a, b, got, &st);
+        assert_true(st.reused_nonprefix >= 48);
+        assert_int_equal(st.recomputed, st.reused_nonprefix);
+        rp_gen_stats ss;
+        blend_prompt(es, a, b, got_s, &ss);
+        assert_true(ss.static_shapes);   /* fixed call shapes, padded, through the GPU layers */
+        const double d1 = max_diff(got, want, 512), ds = max_diff(got_s, got, 512);
+        rp_engine *eq = blend_engine(m, 0.25f, false, RP_SELECT_HYBRID);
+        rp_gen_stats sq;
+        blend_prompt(eq, a, b, got_q, &sq);
+        const bool check_on_gpu = m->hp.n_layer - rp_model_gpu_layers(m) <= 1;
+        const float *ref = check_on_gpu ? cpu_dev : cpu_hyb;
+        const double dq = max_diff(got_q, ref, 512), dp = max_diff(got_q, want, 512);
+        print_message("  -ngl %d (CPU layers %d): blend r=1 vs prefill %.3g, static vs dynamic %.3g; r=0.25 recomputed "
+                      "%d of %d reused, vs the CPU's blend (%s) %.3g, vs prefill %.3g\n",
+                      k_ngl[k], m->hp.n_layer - rp_model_gpu_layers(m), d1, ds, sq.recomputed, sq.reused_nonprefix,
+                      check_on_gpu ? "dev" : "hybrid", dq, dp);
+        assert_true(d1 < 1e-3);
+        assert_true(ds < 1e-3);
+        assert_true(sq.recomputed > 0 && sq.recomputed < sq.reused_nonprefix);
+        assert_true(dq < 0.05);   /* the goldens' GPU-vs-CPU differences are up to ~0.02 (F32 weights) */
+        rp_engine_free(e1);
+        rp_engine_free(es);
+        rp_engine_free(eq);
+        rp_model_free(m);
+    }
+    free(want);
 }
 
 /* Self-speculative drafting steps through the first layers on the CPU: refused when they are on the GPU, allowed
@@ -376,6 +500,7 @@ int main(void) {
         cmocka_unit_test(test_golden_q8_0_all),  cmocka_unit_test(test_golden_q8_0_split),
         cmocka_unit_test(test_golden_q4_0_all),  cmocka_unit_test(test_golden_q4_0_split),
         cmocka_unit_test(test_multi_sequence),   cmocka_unit_test(test_engine),
+        cmocka_unit_test(test_blend),
         cmocka_unit_test(test_self_draft),       cmocka_unit_test(test_default_skips_cpu_devices),
     };
     return rp_test_main(tests, NULL, gpu_teardown);
