@@ -154,7 +154,7 @@ static void victim(const char *model_path, const char *dir, uint64_t seed) {
  * what a prefill computes: a torn, stale or misfiled row, or an approximate
  * chunk passed off as exact, shows in the logits. (Not blend at r = 1: blend
  * deliberately reuses approximate chunks along an identical token path,
- * see resolve() in src/reuse/engine.c, so it repeats the earlier blended
+ * see rp_reuse_resolve() in src/reuse/engine_match.c, so it repeats the earlier blended
  * result rather than a prefill.) Writes "reused_prefix reused_nonprefix
  * flash_hits worst_diff" to `out`; exit 0 if every logit is within
  * LOGIT_TOL, 1 if not. */
