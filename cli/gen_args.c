@@ -70,7 +70,7 @@ void cli_gpu_params(const cli_gpu *g, int kv_type, rp_model_params *mp) {
     mp->gpu_device = g->device;
     /* a named device with no -ngl: every layer there */
     if (g->device && !g->ngl_set) mp->n_gpu_layers = -1;
-    if (kv_type != RP_KV_F16 && !g->ngl_set && !g->device) mp->n_gpu_layers = 0;
+    if (kv_type == RP_KV_F32 && !g->ngl_set && !g->device) mp->n_gpu_layers = 0;   /* GPU caches: f16, q8_0 */
 }
 
 void cli_gpu_note(const char *cmd, const rp_model *m, const cli_gpu *g) {

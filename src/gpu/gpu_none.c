@@ -127,8 +127,8 @@ rp_status rp_gpu_fwd_run_range(rp_gpu_fwd *f, const struct rp_batch *b, struct r
     *n_out = -1;
     return NOT_BUILT;
 }
-rp_status rp_gpu_kv_create(rp_gpu_offload *o, int32_t n_ctx, rp_gpu_kv **out) {
-    (void)o; (void)n_ctx;
+rp_status rp_gpu_kv_create(rp_gpu_offload *o, int32_t n_ctx, rp_type type, rp_gpu_kv **out) {
+    (void)o; (void)n_ctx; (void)type;
     *out = NULL;
     return NOT_BUILT;
 }

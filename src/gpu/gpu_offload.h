@@ -9,8 +9,8 @@
  * layer offloaded the output norm and head run there too and only the logits come back; otherwise the hidden
  * state comes back and the CPU computes the logits.
  *
- * Each rp_kv of such a model holds an rp_gpu_kv: F16 K and V cells of the GPU layers, row-major per layer
- * ([layer][cell][kv_dim] halves, the chunk format's rows), read and written by kv.c's accessors (the reuse
+ * Each rp_kv of such a model holds an rp_gpu_kv: F16 or Q8_0 K and V cells of the GPU layers, row-major per layer
+ * ([layer][cell][row]: kv_dim halves or its Q8_0 blocks, the chunk format's rows), read and written by kv.c's accessors (the reuse
  * engine's chunk export / import, truncation, fork, context shift). */
 #ifndef RP_GPU_GPU_OFFLOAD_H
 #define RP_GPU_GPU_OFFLOAD_H
@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "reprise.h"
+#include "kernels/types.h"
 
 struct rp_model;
 struct rp_batch;
@@ -61,11 +62,11 @@ rp_status rp_gpu_fwd_run_range(rp_gpu_fwd *f, const struct rp_batch *b, struct r
                                const float *rope_cs, int32_t gl0, int32_t gl1, bool head, float *xo, float *logits,
                                int32_t *n_out);
 
-/* A sequence's GPU KV: n_ctx cells of every GPU layer. Errors are sticky: a failed transfer in a void accessor
+/* A sequence's GPU KV: n_ctx cells of every GPU layer, F16 or Q8_0 (n_head_kv * head_dim a multiple of 32). Errors are sticky: a failed transfer in a void accessor
  * below is reported by the next forward that uses the cache. */
-rp_status rp_gpu_kv_create(rp_gpu_offload *o, int32_t n_ctx, rp_gpu_kv **out);
+rp_status rp_gpu_kv_create(rp_gpu_offload *o, int32_t n_ctx, rp_type type, rp_gpu_kv **out);
 void rp_gpu_kv_free(rp_gpu_kv *k);
-/* layer: the GPU layer index (model layer - first). part: 0 K, 1 V. Rows are kv_dim halves. */
+/* layer: the GPU layer index (model layer - first). part: 0 K, 1 V. Rows are the cache type's rows of kv_dim. */
 void rp_gpu_kv_read(rp_gpu_kv *k, int part, int32_t layer, int32_t cell0, int32_t n, void *dst);
 void rp_gpu_kv_write(rp_gpu_kv *k, int part, int32_t layer, int32_t cell0, int32_t n, const void *src);
 /* Cells [src, src + n) to [dst, dst + n) of one layer (the ranges may overlap). */

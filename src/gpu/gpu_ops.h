@@ -62,6 +62,12 @@ rp_status rp_gpu_op_kv_store_f16_rows(rp_gpu_ops *o, rp_gpu_rec *r, rp_gpu_buf *
                                       uint32_t r0, uint32_t n, uint32_t kd, rp_gpu_buf *cells, rp_gpu_buf *k,
                                       uint32_t k_off);
 
+/* F32 rows r0 + i, i < n, of kd (a multiple of 32, <= 8192) into a Q8_0 cache k at cell cells[r0 + i]: ggml's
+ * Q8_0 blocks (kd / 32 * 34 bytes per cell, from k_off bytes, even), as quantize_row_q8_0. */
+rp_status rp_gpu_op_kv_store_q8_0_rows(rp_gpu_ops *o, rp_gpu_rec *r, rp_gpu_buf *x, uint32_t x_off, uint32_t ldx,
+                                       uint32_t r0, uint32_t n, uint32_t kd, rp_gpu_buf *cells, rp_gpu_buf *k,
+                                       uint32_t k_off);
+
 /* Attention over an F16 KV cache with GQA: q rows i < n_rows (ldq apart) of n_head heads of head_dim; K and V
  * cells of kd = n_head_kv * head_dim halves (from k_off / v_off halves); row i attends cells [0, n_cells[i])
  * (int32 buffer, each >= 1); out like q (ldo apart). With r0 > 0 the rows are r0 + i (of q, n_cells and out): one run of
@@ -74,5 +80,9 @@ typedef struct rp_gpu_attn {
     uint32_t r0;
 } rp_gpu_attn;
 rp_status rp_gpu_op_attn_f16(rp_gpu_ops *o, rp_gpu_rec *r, const rp_gpu_attn *a);
+/* The same over a Q8_0 cache: each cell ggml's Q8_0 blocks of its n_head_kv * head_dim elements (34 bytes per 32),
+ * k_off / v_off in bytes (even); the query rounded to Q8_0 first when its heads sit on whole blocks, as the CPU
+ * does (rp_attn_q8_query). */
+rp_status rp_gpu_op_attn_q8_0(rp_gpu_ops *o, rp_gpu_rec *r, const rp_gpu_attn *a);
 
 #endif /* RP_GPU_GPU_OPS_H */

@@ -37,9 +37,10 @@ struct rp_gpu_offload {
 
 struct rp_gpu_kv {
     rp_gpu_offload *o;
-    rp_gpu_buf *buf[2];          /* K, V: [n_gl][n_ctx][kv_dim] halves */
+    rp_gpu_buf *buf[2];          /* K, V: [n_gl][n_ctx][row_bytes]: kv_dim halves, or its Q8_0 blocks */
     int32_t n_ctx;
-    size_t row_bytes;            /* kv_dim halves */
+    rp_type type;                /* RP_TYPE_F16 or RP_TYPE_Q8_0 */
+    size_t row_bytes;            /* kv_dim halves, or kv_dim / 32 Q8_0 blocks of 34 bytes */
     rp_status err;               /* sticky: a failed transfer in a void accessor */
     char why[256];
 };
@@ -253,20 +254,31 @@ bool rp_gpu_offload_has_output(const rp_gpu_offload *o) { return o->out_on_gpu; 
 
 /* ---- the sequences' KV cells ---- */
 
-rp_status rp_gpu_kv_create(rp_gpu_offload *o, int32_t n_ctx, rp_gpu_kv **out) {
+rp_status rp_gpu_kv_create(rp_gpu_offload *o, int32_t n_ctx, rp_type type, rp_gpu_kv **out) {
     *out = NULL;
     const size_t KD = (size_t)o->m->hp.n_head_kv * (size_t)o->m->hp.head_dim;
-    const size_t halves = (size_t)o->n_gl * (size_t)n_ctx * KD;
-    if (halves > UINT32_MAX)
+    if (type != RP_TYPE_F16 && type != RP_TYPE_Q8_0)
+        return rp_errorf(RP_ERR_UNSUPPORTED, "gpu: the GPU layers' KV cache is f16 or q8_0 (use --kv-type f16 / q8_0, "
+                                             "or -ngl 0 / --no-gpu for an f32 cache)");
+    if (type == RP_TYPE_Q8_0 && (KD % 32 || KD > 8192))
+        return rp_errorf(RP_ERR_UNSUPPORTED, "gpu: a q8_0 KV cache on the GPU needs n_head_kv * head_dim a multiple "
+                                             "of 32 (<= 8192); this model has %d x %d: use --kv-type f16",
+                         o->m->hp.n_head_kv, o->m->hp.head_dim);
+    const size_t row_bytes = type == RP_TYPE_Q8_0 ? KD / 32 * 34 : KD * 2;
+    const size_t bytes = (size_t)o->n_gl * (size_t)n_ctx * row_bytes;
+    /* F16 offsets are in halves, Q8_0 ones in bytes: both 32-bit in the kernels */
+    if ((type == RP_TYPE_Q8_0 ? bytes : bytes / 2) > UINT32_MAX)
         return rp_errorf(RP_ERR_UNSUPPORTED, "gpu: a KV cache of %d cells x %d GPU layers exceeds the kernels' 32-bit "
                                              "offsets (lower -c or -ngl)", n_ctx, o->n_gl);
     rp_gpu_kv *k = calloc(1, sizeof *k);
     if (!k) return rp_errorf(RP_ERR_NOMEM, "gpu: out of memory");
     k->o = o;
     k->n_ctx = n_ctx;
-    k->row_bytes = KD * 2;
-    rp_status st = rp_gpu_buf_create(o->g, halves * 2, RP_GPU_MEM_DEVICE, &k->buf[0]);
-    if (st == RP_OK) st = rp_gpu_buf_create(o->g, halves * 2, RP_GPU_MEM_DEVICE, &k->buf[1]);
+    k->type = type;
+    k->row_bytes = row_bytes;
+    const size_t halves = bytes / 2;
+    rp_status st = rp_gpu_buf_create(o->g, bytes, RP_GPU_MEM_DEVICE, &k->buf[0]);
+    if (st == RP_OK) st = rp_gpu_buf_create(o->g, bytes, RP_GPU_MEM_DEVICE, &k->buf[1]);
     if (st != RP_OK) {
         char msg[300];
         snprintf(msg, sizeof msg, "%s", rp_last_error());
@@ -321,7 +333,7 @@ void rp_gpu_kv_move(rp_gpu_kv *k, int part, int32_t layer, int32_t dst, int32_t 
 }
 
 rp_status rp_gpu_kv_copy(rp_gpu_kv *dst, const rp_gpu_kv *src, int32_t n) {
-    if (dst->o != src->o || dst->n_ctx < n)
+    if (dst->o != src->o || dst->n_ctx < n || dst->type != src->type)
         return rp_errorf(RP_ERR_INVALID_ARG, "gpu: KV copy of %d cells between caches of other models or sizes", n);
     if (src->err != RP_OK) return rp_errorf(src->err, "%s", src->why);
     const size_t bytes = (size_t)n * src->row_bytes;
@@ -428,6 +440,12 @@ static rp_status mm(rp_gpu_fwd *f, const gweight *w, rp_gpu_buf *x, uint32_t x_o
     return RP_OK;
 }
 
+/* Where GPU layer gl's cells start in a cache's buffers, in the kernels' units: halves (F16) or bytes (Q8_0). */
+static uint32_t layer_units(const rp_gpu_kv *k, int32_t gl) {
+    const size_t bytes = (size_t)gl * (size_t)k->n_ctx * k->row_bytes;
+    return (uint32_t)(k->type == RP_TYPE_Q8_0 ? bytes : bytes / 2);
+}
+
 static rp_status record(rp_gpu_fwd *f, const rp_batch *b, rp_kv *const *kvs, int32_t n_runs, int32_t gl0,
                         int32_t gl1, bool head) {
     rp_gpu_offload *o = f->o;
@@ -456,18 +474,24 @@ static rp_status record(rp_gpu_fwd *f, const rp_batch *b, rp_kv *const *kvs, int
         for (int32_t ru = 0; ru < n_runs; ru++) {
             const uint32_t r0 = (uint32_t)f->runs[3 * ru], nr = (uint32_t)f->runs[3 * ru + 1];
             rp_gpu_kv *gk = kvs[f->runs[3 * ru + 2]]->gpu;
-            const uint32_t off = (uint32_t)((size_t)gl * (size_t)gk->n_ctx * KD);
-            OP(rp_gpu_op_kv_store_f16_rows(ops, r, f->k, 0, KD, r0, nr, KD, f->cells, gk->buf[0], off));
-            OP(rp_gpu_op_kv_store_f16_rows(ops, r, f->v, 0, KD, r0, nr, KD, f->cells, gk->buf[1], off));
+            const uint32_t off = layer_units(gk, gl);
+            if (gk->type == RP_TYPE_Q8_0) {
+                OP(rp_gpu_op_kv_store_q8_0_rows(ops, r, f->k, 0, KD, r0, nr, KD, f->cells, gk->buf[0], off));
+                OP(rp_gpu_op_kv_store_q8_0_rows(ops, r, f->v, 0, KD, r0, nr, KD, f->cells, gk->buf[1], off));
+            } else {
+                OP(rp_gpu_op_kv_store_f16_rows(ops, r, f->k, 0, KD, r0, nr, KD, f->cells, gk->buf[0], off));
+                OP(rp_gpu_op_kv_store_f16_rows(ops, r, f->v, 0, KD, r0, nr, KD, f->cells, gk->buf[1], off));
+            }
         }
         for (int32_t ru = 0; ru < n_runs; ru++) {
             const uint32_t r0 = (uint32_t)f->runs[3 * ru], nr = (uint32_t)f->runs[3 * ru + 1];
             rp_gpu_kv *gk = kvs[f->runs[3 * ru + 2]]->gpu;
-            const uint32_t off = (uint32_t)((size_t)gl * (size_t)gk->n_ctx * KD);
+            const uint32_t off = layer_units(gk, gl);
             const rp_gpu_attn at = {.q = f->q, .k = gk->buf[0], .v = gk->buf[1], .n_cells = f->n_cells, .out = f->att,
                                     .n_rows = nr, .n_head = H, .n_head_kv = HK, .head_dim = HD, .ldq = QD, .ldo = QD,
                                     .k_off = off, .v_off = off, .scale = scale, .r0 = r0};
-            OP(rp_gpu_op_attn_f16(ops, r, &at));
+            if (gk->type == RP_TYPE_Q8_0) OP(rp_gpu_op_attn_q8_0(ops, r, &at));
+            else OP(rp_gpu_op_attn_f16(ops, r, &at));
         }
         RP_TRY(mm(f, &G->wo, f->att, 0, f->xb, 0, n));
         /* x += att·Woᵀ; xn = norm(x) (the FFN's input) */

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "gpu/gpu_ops.h"
+#include "kernels/kernels.h"
 #include "kernels/types.h"
 
 #define WG 64u
@@ -23,6 +24,7 @@ struct rp_gpu_ops {
     rp_gpu *g;
     rp_gpu_kernel *mm[MM_N], *rows[MM_N];
     rp_gpu_kernel *rmsnorm, *rmsnorm_add, *rope, *rope_neox, *swiglu, *softmax, *kv_store_f16, *attn_f16;
+    rp_gpu_kernel *kv_store_q8_0, *attn_q8_0;
 };
 
 static int wslot(rp_type t) {
@@ -50,6 +52,8 @@ rp_status rp_gpu_ops_create(rp_gpu *g, rp_gpu_ops **out) {
     if (st == RP_OK) st = rp_gpu_kernel_create(g, "softmax", 1, 3 * 4, wg, 1, &o->softmax);
     if (st == RP_OK) st = rp_gpu_kernel_create(g, "kv_store_f16", 3, 6 * 4, wg, 1, &o->kv_store_f16);
     if (st == RP_OK) st = rp_gpu_kernel_create(g, "attn_f16", 5, 11 * 4, wg, 1, &o->attn_f16);
+    if (st == RP_OK) st = rp_gpu_kernel_create(g, "kv_store_q8_0", 3, 6 * 4, wg, 1, &o->kv_store_q8_0);
+    if (st == RP_OK) st = rp_gpu_kernel_create(g, "attn_q8_0", 5, 12 * 4, wg, 1, &o->attn_q8_0);
     if (st != RP_OK) {
         rp_gpu_ops_free(o);
         return st;
@@ -72,6 +76,8 @@ void rp_gpu_ops_free(rp_gpu_ops *o) {
     rp_gpu_kernel_free(o->softmax);
     rp_gpu_kernel_free(o->kv_store_f16);
     rp_gpu_kernel_free(o->attn_f16);
+    rp_gpu_kernel_free(o->kv_store_q8_0);
+    rp_gpu_kernel_free(o->attn_q8_0);
     free(o);
 }
 
@@ -206,7 +212,20 @@ rp_status rp_gpu_op_kv_store_f16(rp_gpu_ops *o, rp_gpu_rec *r, rp_gpu_buf *x, ui
     return rp_gpu_op_kv_store_f16_rows(o, r, x, x_off, ldx, 0, n, kd, cells, k, k_off);
 }
 
-rp_status rp_gpu_op_attn_f16(rp_gpu_ops *o, rp_gpu_rec *r, const rp_gpu_attn *a) {
+rp_status rp_gpu_op_kv_store_q8_0_rows(rp_gpu_ops *o, rp_gpu_rec *r, rp_gpu_buf *x, uint32_t x_off, uint32_t ldx,
+                                       uint32_t r0, uint32_t n, uint32_t kd, rp_gpu_buf *cells, rp_gpu_buf *k,
+                                       uint32_t k_off) {
+    if (!n || !kd || kd % 32 || kd > 8192 || k_off % 2 || ldx < kd)
+        return rp_errorf(RP_ERR_INVALID_ARG, "gpu: kv_store q8_0: %u rows of %u (a multiple of 32, <= 8192; k_off %u "
+                                             "even)", n, kd, k_off);
+    if (!fits(x, F4 * x_off, F4 * ((uint64_t)(r0 + n - 1) * ldx + kd)) || !fits(cells, 0, F4 * ((uint64_t)r0 + n)))
+        return rp_errorf(RP_ERR_RANGE, "gpu: kv_store q8_0: a buffer is smaller than its shape");
+    const uint32_t p[6] = {n, kd, ldx, x_off, k_off, r0};
+    rp_gpu_buf *b[3] = {x, cells, k};
+    return rp_gpu_rec_dispatch(r, o->kv_store_q8_0, b, p, n, 1, 1);
+}
+
+static rp_status attn(rp_gpu_ops *o, rp_gpu_rec *r, const rp_gpu_attn *a, bool q8) {
     if (!a->n_rows || !a->n_head || !a->n_head_kv || a->n_head % a->n_head_kv || !a->head_dim || a->head_dim > 256 ||
         a->ldq < a->n_head * a->head_dim || a->ldo < a->n_head * a->head_dim)
         return rp_errorf(RP_ERR_INVALID_ARG, "gpu: attention: %u rows, %u / %u heads of %u (head_dim <= 256)",
@@ -217,9 +236,17 @@ rp_status rp_gpu_op_attn_f16(rp_gpu_ops *o, rp_gpu_rec *r, const rp_gpu_attn *a)
         !fits(a->out, 0, F4 * (last * a->ldo + (uint64_t)a->n_head * a->head_dim)) || !a->k ||
         !a->v)
         return rp_errorf(RP_ERR_RANGE, "gpu: attention: a buffer is smaller than its shape");
-    struct { uint32_t n_rows, n_head, n_head_kv, head_dim, ldq, ldo, kd, k_off, v_off; float scale; uint32_t r0; } p = {
-        a->n_rows, a->n_head, a->n_head_kv, a->head_dim, a->ldq, a->ldo, a->n_head_kv * a->head_dim,
-        a->k_off, a->v_off, a->scale, a->r0};
+    const uint32_t kd = a->n_head_kv * a->head_dim, cell = q8 ? kd / 32 * 34 : kd;   /* halves, or Q8_0 bytes */
+    if (q8 && (kd % 32 || a->k_off % 2 || a->v_off % 2))
+        return rp_errorf(RP_ERR_INVALID_ARG, "gpu: attention over a Q8_0 cache: n_head_kv * head_dim %u is not whole "
+                                             "32-element blocks (or an odd offset)", kd);
+    /* q8q: the query rounded to Q8_0 (rp_attn_q8_query: heads on whole blocks) */
+    struct { uint32_t n_rows, n_head, n_head_kv, head_dim, ldq, ldo, kd, k_off, v_off; float scale; uint32_t r0, q8q; } p = {
+        a->n_rows, a->n_head, a->n_head_kv, a->head_dim, a->ldq, a->ldo, cell, a->k_off, a->v_off, a->scale, a->r0,
+        rp_attn_q8_query(RP_TYPE_Q8_0, (int32_t)a->head_dim)};
     rp_gpu_buf *b[5] = {a->q, a->k, a->v, a->n_cells, a->out};
-    return rp_gpu_rec_dispatch(r, o->attn_f16, b, &p, a->n_rows, a->n_head, 1);
+    return rp_gpu_rec_dispatch(r, q8 ? o->attn_q8_0 : o->attn_f16, b, &p, a->n_rows, a->n_head, 1);
 }
+
+rp_status rp_gpu_op_attn_f16(rp_gpu_ops *o, rp_gpu_rec *r, const rp_gpu_attn *a) { return attn(o, r, a, false); }
+rp_status rp_gpu_op_attn_q8_0(rp_gpu_ops *o, rp_gpu_rec *r, const rp_gpu_attn *a) { return attn(o, r, a, true); }

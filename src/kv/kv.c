@@ -118,11 +118,11 @@ rp_status rp_kv_create_swa(const rp_model *m, int32_t n_ctx, rp_type type, int32
         free(w);
         return rp_errorf(RP_ERR_UNSUPPORTED, "kv: sliding-window layers cannot be offloaded to the GPU");
     }
-    if (m->gpu && type != RP_TYPE_F16) {
+    if (m->gpu && type != RP_TYPE_F16 && type != RP_TYPE_Q8_0) {
         free(w);
-        return rp_errorf(RP_ERR_UNSUPPORTED, "kv: the GPU layers' KV cache is f16 only (%d layers offloaded): use "
-                                             "--kv-type f16, or -ngl 0 / --no-gpu for a %s cache",
-                         m->hp.n_layer - m->gpu_first, type == RP_TYPE_Q8_0 ? "q8_0" : "f32");
+        return rp_errorf(RP_ERR_UNSUPPORTED, "kv: the GPU layers' KV cache is f16 or q8_0 (%d layers offloaded): use "
+                                             "--kv-type f16 / q8_0, or -ngl 0 / --no-gpu for an f32 cache",
+                         m->hp.n_layer - m->gpu_first);
     }
     rp_kv *kv = NULL;
     rp_status st = create(m->hp.n_layer, m->hp.n_head_kv, m->hp.head_dim, n_ctx, type, (rp_cpu_level)m->cpu_level,
@@ -133,7 +133,7 @@ rp_status rp_kv_create_swa(const rp_model *m, int32_t n_ctx, rp_type type, int32
         *out = kv;
         return st;
     }
-    st = rp_gpu_kv_create(m->gpu, n_ctx, &kv->gpu);
+    st = rp_gpu_kv_create(m->gpu, n_ctx, type, &kv->gpu);
     if (st == RP_OK) {
         kv->gpu_enc = malloc(kv->row_bytes);
         if (!kv->gpu_enc) st = rp_errorf(RP_ERR_NOMEM, "kv: out of memory");

@@ -338,7 +338,93 @@ static void test_kv_store_f16(void **state) {
     free(want); free(got);
 }
 
+/* kv_store_q8_0: ggml's Q8_0 blocks of each row, byte for byte as rp_quantize_row (runs too) */
+static void test_kv_store_q8_0(void **state) {
+    (void)state;
+    GPU_REQUIRE();
+    rp_test_rng r = {19};
+    const uint32_t kd = 3 * 64, n = 5, ldx = kd + 3, n_cells = 9, k_off = 8, rb = kd / 32 * 34;
+    float x[5 * (3 * 64 + 3)];
+    fill_gauss(&r, x, sizeof x / sizeof x[0], 2.0f);
+    for (uint32_t e = 0; e < 32; e++) x[ldx + e] = 0.0f;   /* an all-zero block: d = 0 */
+    x[2 * ldx + 5] = 300.0f;                                /* a block dominated by one value */
+    const int32_t cells[5] = {8, 0, 3, 4, 6};
+    const size_t bytes = k_off + (size_t)n_cells * rb;
+    uint8_t *want = calloc(bytes, 1), *got = calloc(bytes, 1);
+    assert_true(want && got);
+    for (uint32_t i = 0; i < n; i++) assert_true(rp_quantize_row(RP_TYPE_Q8_0, x + i * ldx, want + k_off + (size_t)cells[i] * rb, kd));
+    rp_gpu_buf *bx = gbuf(x, sizeof x), *bc = gbuf(cells, sizeof cells), *bk = gbuf(NULL, bytes);
+    rec_begin();
+    assert_int_equal(rp_gpu_op_kv_store_q8_0_rows(gt.ops, gt.rec, bx, 0, ldx, 0, 2, kd, bc, bk, k_off), RP_OK);
+    assert_int_equal(rp_gpu_op_kv_store_q8_0_rows(gt.ops, gt.rec, bx, 0, ldx, 2, 3, kd, bc, bk, k_off), RP_OK);
+    rec_run();
+    gread(bk, got, bytes);
+    for (size_t i = 0; i < bytes; i++)
+        if (want[i] != got[i]) fail_msg("kv_store_q8_0: byte %zu: want 0x%02x got 0x%02x", i, want[i], got[i]);
+    /* rows of an odd number of blocks (34 bytes: not word-aligned, neighbours share words) at an odd k_off / 2,
+     * every cell written at once: the shared words' bytes from both rows */
+    const uint32_t kd1 = 32, rb1 = 34, n1 = 9;
+    int32_t all[9];
+    for (uint32_t c = 0; c < n1; c++) all[c] = (int32_t)((c * 4) % n1);
+    const size_t bytes1 = 6 + (size_t)n1 * rb1;
+    memset(want, 0xA5, bytes1);   /* the bytes before the first row stay as they were */
+    for (uint32_t i = 0; i < n1; i++) assert_true(rp_quantize_row(RP_TYPE_Q8_0, x + i * 33, want + 6 + (size_t)all[i] * rb1, kd1));
+    rp_gpu_buf *bc1 = gbuf(all, sizeof all), *bk1 = gbuf(want, bytes1);   /* prefilled: the prefix bytes */
+    rec_begin();
+    assert_int_equal(rp_gpu_op_kv_store_q8_0_rows(gt.ops, gt.rec, bx, 0, 33, 0, n1, kd1, bc1, bk1, 6), RP_OK);
+    rec_run();
+    gread(bk1, got, bytes1);
+    for (size_t i = 0; i < bytes1; i++)
+        if (want[i] != got[i]) fail_msg("kv_store_q8_0 (unaligned rows): byte %zu: want 0x%02x got 0x%02x", i, want[i], got[i]);
+    rec_begin();   /* shapes it cannot take: kd not whole blocks, an odd offset */
+    assert_int_equal(rp_gpu_op_kv_store_q8_0_rows(gt.ops, gt.rec, bx, 0, ldx, 0, 2, 48, bc, bk, k_off), RP_ERR_INVALID_ARG);
+    assert_int_equal(rp_gpu_op_kv_store_q8_0_rows(gt.ops, gt.rec, bx, 0, ldx, 0, 2, kd, bc, bk, 3), RP_ERR_INVALID_ARG);
+    rec_run();
+    rp_gpu_buf_free(bx); rp_gpu_buf_free(bc); rp_gpu_buf_free(bk); rp_gpu_buf_free(bc1); rp_gpu_buf_free(bk1);
+    free(want); free(got);
+}
+
 typedef struct { uint32_t n_rows, H, HK, D, n_ctx; } attn_shape;
+
+/* attention over a Q8_0 cache (each cell's row ggml's Q8_0 blocks) against rp_attn_ref on the same bytes */
+static void attn_q8_case(attn_shape s, const int32_t *n_cells, rp_test_rng *r) {
+    const uint32_t KD = s.HK * s.D, QD = s.H * s.D, G = s.H / s.HK, rb = KD / 32 * 34;
+    const size_t nkv = (size_t)s.n_ctx * KD;
+    float *q = malloc(sizeof(float) * s.n_rows * QD), *want = malloc(sizeof(float) * s.n_rows * QD);
+    float *got = malloc(sizeof(float) * s.n_rows * QD), *tmp = malloc(sizeof(float) * nkv);
+    uint8_t *k = malloc((size_t)s.n_ctx * rb), *v = malloc((size_t)s.n_ctx * rb);
+    assert_true(q && want && got && tmp && k && v);
+    fill_gauss(r, q, s.n_rows * QD, 1.0f);
+    fill_gauss(r, tmp, nkv, 1.5f);
+    for (uint32_t c = 0; c < s.n_ctx; c++) assert_true(rp_quantize_row(RP_TYPE_Q8_0, tmp + (size_t)c * KD, k + (size_t)c * rb, KD));
+    fill_gauss(r, tmp, nkv, 1.0f);
+    for (uint32_t c = 0; c < s.n_ctx; c++) assert_true(rp_quantize_row(RP_TYPE_Q8_0, tmp + (size_t)c * KD, v + (size_t)c * rb, KD));
+    void *scratch = malloc(rp_attn_scratch_bytes((int32_t)s.D, (int32_t)G, (int32_t)s.n_rows));
+    assert_non_null(scratch);
+    const float scale = 1.0f / sqrtf((float)s.D);
+    /* the whole row as one group of HK heads: head hk at element hk * D (whole blocks) */
+    for (uint32_t hk = 0; hk < s.HK; hk++) {
+        rp_attn_args a = {.q = q, .q_stride = QD, .out = want, .out_stride = QD, .n_rows = (int32_t)s.n_rows,
+                          .n_cells = n_cells, .head_begin = (int32_t)(hk * G), .n_heads = (int32_t)G,
+                          .head_dim = (int32_t)s.D, .k = k, .v = v, .kv_row_bytes = rb, .kv_type = RP_TYPE_Q8_0,
+                          .kv_head = (int32_t)hk, .scale = scale, .scratch = scratch};
+        rp_attn_ref(&a);
+    }
+    rp_gpu_buf *bq = gbuf(q, sizeof(float) * s.n_rows * QD), *bk = gbuf(k, (size_t)s.n_ctx * rb);
+    rp_gpu_buf *bv = gbuf(v, (size_t)s.n_ctx * rb), *bn = gbuf(n_cells, 4 * s.n_rows);
+    rp_gpu_buf *bo = gbuf(NULL, sizeof(float) * s.n_rows * QD);
+    rp_gpu_attn a = {.q = bq, .k = bk, .v = bv, .n_cells = bn, .out = bo, .n_rows = s.n_rows, .n_head = s.H,
+                     .n_head_kv = s.HK, .head_dim = s.D, .ldq = QD, .ldo = QD, .scale = scale};
+    rec_begin();
+    assert_int_equal(rp_gpu_op_attn_q8_0(gt.ops, gt.rec, &a), RP_OK);
+    rec_run();
+    gread(bo, got, sizeof(float) * s.n_rows * QD);
+    char what[96];
+    snprintf(what, sizeof what, "attention (q8_0 cache) rows %u heads %u/%u dim %u", s.n_rows, s.H, s.HK, s.D);
+    expect_near(what, want, got, s.n_rows * QD, 2e-5, 1e-4);
+    rp_gpu_buf_free(bq); rp_gpu_buf_free(bk); rp_gpu_buf_free(bv); rp_gpu_buf_free(bn); rp_gpu_buf_free(bo);
+    free(q); free(want); free(got); free(tmp); free(k); free(v); free(scratch);
+}
 
 static void attn_case(attn_shape s, const int32_t *n_cells, rp_test_rng *r) {
     const uint32_t KD = s.HK * s.D, QD = s.H * s.D, G = s.H / s.HK;
@@ -410,6 +496,12 @@ static void test_attention(void **state) {
     attn_case((attn_shape){4, 8, 8, 80, 40}, few, &r);       /* a few causal rows, no grouping */
     attn_case((attn_shape){3, 32, 8, 128, 200}, span, &r);   /* llama-shaped heads, GQA 4 */
     attn_case((attn_shape){2, 4, 1, 6, 65}, span, &r);       /* tiny heads, multi-query */
+    attn_q8_case((attn_shape){1, 6, 2, 64, 1}, one, &r);
+    attn_q8_case((attn_shape){1, 6, 2, 64, 130}, dec, &r);
+    attn_q8_case((attn_shape){4, 8, 8, 96, 40}, few, &r);
+    attn_q8_case((attn_shape){3, 32, 8, 128, 200}, span, &r);
+    attn_q8_case((attn_shape){2, 4, 1, 256, 65}, span, &r);   /* 256-wide heads (gemma's), multi-query */
+    attn_q8_case((attn_shape){2, 8, 4, 8, 65}, span, &r);     /* stories260K's: 4 heads of 8 in one block, odd cells */
 }
 
 int main(void) {
@@ -417,6 +509,7 @@ int main(void) {
         cmocka_unit_test(test_mul_mat),  cmocka_unit_test(test_mul_mat_rejects), cmocka_unit_test(test_get_rows),
         cmocka_unit_test(test_rmsnorm),  cmocka_unit_test(test_rope),            cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_softmax),  cmocka_unit_test(test_kv_store_f16),    cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_kv_store_q8_0),
     };
     return rp_test_main(tests, NULL, gpu_teardown);
 }
