@@ -68,6 +68,8 @@ static void compute_ref(problem *p) {
     const size_t es = elem_size(t);
     const rp_mm_kernel *ref = rp_mm_kernel_select(t, RP_CPU_SCALAR);
     assert_non_null(ref);
+    /* F16 weights: the activations rounded to F16 first, as every F16 kernel's quant_act does (ggml's vec_dot_type) */
+    if (t == RP_TYPE_F16) rp_round_row(RP_TYPE_F16, p->x, p->x, n * cols);
     ref->gemm(p->w, (size_t)cols * es, rows, cols, p->x, sizeof(float) * (size_t)cols, n, 0, rows, p->ref, rows,
               NULL);
     for (int64_t i = 0; i < n; i++)

@@ -21,7 +21,8 @@
  *   BF16: the RB halves of column k form FX_W 32-bit lanes; lane j carries
  *     row j in its low half and row j + FX_W in its high half, so `x << 16`
  *     and `x & 0xffff0000` are the two exact F32 vectors (no shuffles).
- * Activations are plain F32 rows (act_type F32, copied by quant_act).
+ * Activations are F32 rows (act_type F32, copied by quant_act; for F16 weights rounded to F16 first, as ggml's
+ * vec_dot_type is).
  * ===================================================================== */
 #if defined(RP_FX_MM_WT)
 
@@ -81,8 +82,14 @@ static void rp_fx_mm_pack(const void *src, size_t src_row_bytes, int64_t rows, i
 }
 
 static size_t rp_fx_mm_act_size(int64_t cols) { return (size_t)cols * sizeof(float); }
+/* F16 weights: the activations rounded to F16, as ggml's vec_dot_type for F16 is (so F16 files give llama.cpp's
+ * logits; BF16 weights keep exact F32 activations, as the AMX kernel's three BF16 planes do) */
 static void rp_fx_mm_act_copy(const float *x, void *dst, int64_t cols) {
+#if RP_FX_MM_WT == 1
+    rp_round_row(RP_TYPE_F16, x, (float *)dst, cols);
+#else
     memcpy(dst, x, (size_t)cols * sizeof(float));
+#endif
 }
 
 /* The two weight vectors (rows j < FX_W and j >= FX_W) of column k of a panel. */

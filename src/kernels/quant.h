@@ -22,6 +22,11 @@ bool rp_dequantize_row(rp_type t, const void *src, float *dst, int64_t k);
  * Supported: the types rp_dequantize_row supports. */
 bool rp_quantize_row(rp_type t, const float *src, void *dst, int64_t k);
 
+/* dst[i] = src[i] rounded to F16 (t RP_TYPE_F16) or BF16 (RP_TYPE_BF16), round to nearest even, kept as floats (in
+ * place allowed): e.g. the activations of F16 weights, which ggml rounds to its vec_dot_type (F16) before the dot
+ * product; any other t copies. */
+void rp_round_row(rp_type t, const float *src, float *dst, int64_t n);
+
 /* The activation type a weight type's integer dot product consumes
  * (ggml's vec_dot_type, except Q8_0 for Q4_1/Q5_1 where ggml uses Q8_1): Q8_0
  * for the 32-element types, Q8_K for the 256-element ones, F32 for

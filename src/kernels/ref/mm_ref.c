@@ -10,6 +10,8 @@ static size_t act_f32(int64_t cols) { return (size_t)cols * sizeof(float); }
 static void quant_q8_0(const float *x, void *dst, int64_t cols) { rp_quantize_row(RP_TYPE_Q8_0, x, dst, cols); }
 static void quant_q8_k(const float *x, void *dst, int64_t cols) { rp_quantize_row(RP_TYPE_Q8_K, x, dst, cols); }
 static void copy_f32(const float *x, void *dst, int64_t cols) { memcpy(dst, x, (size_t)cols * sizeof(float)); }
+/* F16 weights: activations rounded to F16 (ggml's vec_dot_type for F16), kept as floats */
+static void round_f16(const float *x, void *dst, int64_t cols) { rp_round_row(RP_TYPE_F16, x, dst, cols); }
 
 #define REF_GEMM(NAME, TYPE)                                                                                     \
     static void NAME(const void *w, size_t w_row_bytes, int64_t rows, int64_t cols, const void *act,            \
@@ -42,7 +44,7 @@ REF_GEMM(gemm_iq4_xs, RP_TYPE_IQ4_XS)
     const rp_mm_kernel VAR = {NAME, WT, RP_CPU_SCALAR, AT, 1, NULL, NULL, ACTSZ, QUANT, NULL, GEMM}
 
 REF_KERNEL(rp_mm_ref_f32, "f32/ref", RP_TYPE_F32, RP_TYPE_F32, act_f32, copy_f32, gemm_f32);
-REF_KERNEL(rp_mm_ref_f16, "f16/ref", RP_TYPE_F16, RP_TYPE_F32, act_f32, copy_f32, gemm_f16);
+REF_KERNEL(rp_mm_ref_f16, "f16/ref", RP_TYPE_F16, RP_TYPE_F32, act_f32, round_f16, gemm_f16);
 REF_KERNEL(rp_mm_ref_bf16, "bf16/ref", RP_TYPE_BF16, RP_TYPE_F32, act_f32, copy_f32, gemm_bf16);
 REF_KERNEL(rp_mm_ref_q8_0, "q8_0/ref", RP_TYPE_Q8_0, RP_TYPE_Q8_0, act_q8_0, quant_q8_0, gemm_q8_0);
 REF_KERNEL(rp_mm_ref_q4_0, "q4_0/ref", RP_TYPE_Q4_0, RP_TYPE_Q8_0, act_q8_0, quant_q8_0, gemm_q4_0);

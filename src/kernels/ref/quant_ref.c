@@ -527,3 +527,12 @@ bool rp_quantize_row(rp_type t, const float *src, void *dst, int64_t k) {
     default: return false;
     }
 }
+
+void rp_round_row(rp_type t, const float *src, float *dst, int64_t n) {
+    if (t == RP_TYPE_F16)
+        for (int64_t i = 0; i < n; i++) dst[i] = rp_fp16_to_fp32(rp_fp32_to_fp16(src[i]));
+    else if (t == RP_TYPE_BF16)
+        for (int64_t i = 0; i < n; i++) dst[i] = rp_bf16_to_fp32(rp_fp32_to_bf16(src[i]));
+    else if (dst != src)
+        memmove(dst, src, sizeof(float) * (size_t)n);
+}
