@@ -23,7 +23,8 @@ typedef enum rp_cpu_level {
     RP_CPU_DOTPROD = 2,  /* NEON + SDOT/UDOT (Armv8.2 DotProd: Cortex-A55/A76 and later, Neoverse N1) */
     RP_CPU_I8MM = 3,     /* DOTPROD + SMMLA (Armv8.6 I8MM: Neoverse V1/N2, Cortex-X2/A710 and later) */
     RP_CPU_SVE2 = 4,     /* I8MM + SVE2 (Armv9: Neoverse N2/V2, Cortex-X2 and later) */
-    RP_CPU_SME = 5,      /* SVE2 + SME (streaming mode, ZA tiles: Cortex-X925/A725 and later) */
+    RP_CPU_SME = 5,      /* SME (streaming mode, ZA tiles: Apple M4, Arm C1 (Lumex) cores and later; Cortex-X925 /
+                            A725 have none) */
     RP_CPU_LEVEL_COUNT = 6   /* bound of every chain (array sizes); rp_cpu_level_top() is this build's top */
 } rp_cpu_level;
 
