@@ -115,11 +115,11 @@ static void gset_clear(gset *s) {
 
 static void gset_add(gset *s, const int32_t *stk, int32_t len) {
     for (int32_t i = 0; i < s->n; i++)
-        if (s->off[i + 1] - s->off[i] == len && memcmp(s->data + s->off[i], stk, (size_t)len * sizeof *stk) == 0)
+        if (s->off[i + 1] - s->off[i] == len && (len == 0 || memcmp(s->data + s->off[i], stk, (size_t)len * sizeof *stk) == 0))
             return;
     if (s->n >= RP_GRAMMAR_MAX_STACKS || !gset_reserve(s, len)) return;
     if (s->n == 0) s->off[0] = 0;
-    memcpy(s->data + s->off[s->n], stk, (size_t)len * sizeof *stk);
+    if (len > 0) memcpy(s->data + s->off[s->n], stk, (size_t)len * sizeof *stk);   /* an empty stack: no data */
     s->off[s->n + 1] = s->off[s->n] + len;
     s->n++;
 }
@@ -516,8 +516,8 @@ static uint64_t set_hash(const gset *x) {
 static bool set_equal(const gset *a, const gset *b) {
     if (a->n != b->n) return false;
     if (a->n == 0) return true;
-    return !memcmp(a->off, b->off, (size_t)(a->n + 1) * sizeof *a->off) &&
-           !memcmp(a->data, b->data, (size_t)a->off[a->n] * sizeof *a->data);
+    const size_t nd = (size_t)a->off[a->n] * sizeof *a->data;   /* 0: no data (the pointers may be NULL) */
+    return !memcmp(a->off, b->off, (size_t)(a->n + 1) * sizeof *a->off) && (nd == 0 || !memcmp(a->data, b->data, nd));
 }
 
 static void gdfa_clear(struct gdfa *d) {
