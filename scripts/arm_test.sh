@@ -3,17 +3,23 @@
 # (cmake/aarch64-linux-gnu.cmake, Debian's gcc-aarch64-linux-gnu and the arm64 -dev packages) and runs the unit
 # tests that matter under qemu-aarch64-static at several emulated CPU models, one per dispatch level:
 #   max (SME, SVE2, I8MM, DotProd)   every kernel test (each checks every ARM kernel at or below the level
-#                                    against the scalar reference: SME, I8MM, DotProd, NEON)
-#   max,sve=off,sme=off (I8MM)       dispatch
-#   neoverse-n1 (DotProd, no I8MM)   dispatch, the element-wise kernels
-#   cortex-a72 (NEON only)           dispatch, the element-wise kernels
-# and with RP_ARM_GOLDENS=1 the stories260K goldens at each of the four (slow under qemu: not in CI).
+#                                    against the scalar reference: SME, I8MM, DotProd, NEON), the goldens
+#   max,sve=off,sme=off (I8MM)       dispatch, the goldens
+#   neoverse-n1 (DotProd, no I8MM)   dispatch, the element-wise kernels, the goldens
+#   cortex-a72 (NEON only)           dispatch, the element-wise kernels, the goldens
 # test_cpu checks each model's detected level (RP_TEST_EXPECT_CPU), lib_static_registry the kernels each level
-# selects from libreprise.a, test_model the stories260K goldens at the model's best level (RP_TEST_LEVELS=best;
-# RP_POOL_SPIN=0: the thread pool's spin-waits are what made it take minutes under qemu). Emulation proves
-# correctness, not speed: qemu runs these 10-50x slower than native (more for the multi-threaded ones), hence
-# the short list and a time budget; the rest of the suite runs natively (test_threadpool, test_reuse and
-# test_sched took minutes each under qemu on two busy cores).
+# selects from libreprise.a, test_model the stories260K goldens (F32, Q8_0 and Q4_0 weights; F32, F16 and Q8_0
+# KV) at the model's best level (RP_TEST_LEVELS=best): a few seconds a level (RP_ARM_GOLDENS=0 leaves them out).
+# The guest's dynamic loader and libc come from one package, libc6:arm64 (-L /, see `sysroot` below): with
+# Debian's cross loader (/usr/aarch64-linux-gnu, libc6-arm64-cross 2.36-8) the loader picks up the multiarch
+# libc.so.6 (2.36-9+deb12uN, pulled in by the arm64 -dev packages) first, and the first pthread_create of any
+# program then loops forever in pthread_create's walk of the stack cache (libc reads it from the loader's private
+# _rtld_global, whose layout the two builds need not share): that, not emulation speed, is why test_model "took
+# over 27 minutes without finishing its first golden" before (test_cpu, lib_static_registry and the kernel tests
+# start no thread).
+# Emulation proves correctness, not speed: qemu runs these 10-50x slower than native, hence the short list and
+# a time budget; the rest of the suite runs natively (test_forward's flash-decoding check at depth 1,500 takes
+# ~100 s a level under qemu, test_threadpool, test_reuse and test_sched minutes each).
 #
 # Then the portable target: a cross build for a CPU with no SIMD kernels of ours (ppc64le,
 # cmake/ppc64le-linux-gnu.cmake: any architecture but x86-64 and aarch64 builds only the scalar references) and
@@ -21,7 +27,8 @@
 # -dev packages in Debian 12's archive — it is a release architecture from Debian 13 on — so the dependencies
 # could not be had; ppc64el has them.) riscv64 still gets the kernels: tests/portable/kernels_portable.c, built
 # from the kernel sources alone with gcc-riscv64-linux-gnu and run under qemu-riscv64-static. RP_PORTABLE=0
-# leaves both out; the ppc64le part is opt-in (RP_PPC64LE=1) until its start-up abort is understood.
+# leaves both out, RP_PPC64LE=0 the ppc64le part (its "stack smashing detected" abort at start-up under qemu was the
+# same loader / libc mismatch as aarch64's hang: it runs with -L / too).
 #
 # usage: sh scripts/arm_test.sh [--install]
 #   --install: apt-get what is missing (dpkg --add-architecture arm64 / ppc64el; needs root or passwordless sudo)
@@ -72,6 +79,12 @@ skip() { echo "arm_test: SKIP: $*"; exit 77; }
 
 ensure arm64 "$(pkgs gcc-aarch64-linux-gnu arm64)" || skip "$why"
 qemu=$(command -v qemu-aarch64-static) || skip "qemu-aarch64-static not on PATH"
+# The guest's root for qemu -L: "/" where libc6:arm64 (multiarch, a dependency of the -dev packages) provides
+# /lib/ld-linux-aarch64.so.1, so the loader matches the libc.so.6 it loads from /lib/aarch64-linux-gnu. The cross
+# root /usr/aarch64-linux-gnu only where that package is absent: its loader 2.36-8 with the multiarch libc
+# 2.36-9+deb12uN hangs in the first pthread_create (see the top).
+sysroot=/
+[ -e /lib/ld-linux-aarch64.so.1 ] || sysroot="/usr/$triple"
 
 # ---- build: only the test programs run below (the library, CLI and the rest build natively) ----
 t0=$(date +%s)
@@ -90,7 +103,7 @@ echo "arm_test: cross build (aarch64) $(($(date +%s) - t0)) s"
 # apt configuration of its own under $dir/qemu13 (the system's sources and state are not touched) and only the
 # qemu-aarch64 binary is kept. Where that is not possible the `max` (SME) runs are skipped, said so, not failed.
 "$triple-gcc" -O2 -o "$dir/sme_probe" tests/portable/sme_probe.c
-probe() { "$1" -L "/usr/$triple" -cpu max "$dir/sme_probe"; }
+probe() { "$1" -L "$sysroot" -cpu max "$dir/sme_probe"; }
 fetch_qemu13() {
   q="$src/$dir/qemu13"
   [ -x "$q/qemu-aarch64" ] && return 0
@@ -117,21 +130,16 @@ fi
 # Every kernel test checks every kernel at or below the machine's level, so the max run covers the NEON, DotProd
 # and I8MM kernels; the other models check that dispatch picks what they have (test_cpu, lib_static_registry) and
 # run what their level selects.
-RUNS="cortex-a72|neon|test_cpu lib_static_registry test_ew
-neoverse-n1|dotprod|test_cpu lib_static_registry test_ew
-max,sve=off,sme=off|i8mm|test_cpu lib_static_registry
-max|sme|test_cpu lib_static_registry test_quant test_ew test_mm_q4_0_q8_0 test_mm_float test_attn
+# The stories260K goldens at each model's best level (test_model, RP_TEST_LEVELS=best, 5-10 s each) come right
+# after the dispatch checks, before the kernel tests, so the time budget does not skip them; RP_ARM_GOLDENS=0
+# leaves them out.
+g=test_model
+[ "${RP_ARM_GOLDENS:-1}" != 0 ] || g=""
+RUNS="cortex-a72|neon|test_cpu lib_static_registry test_ew $g
+neoverse-n1|dotprod|test_cpu lib_static_registry test_ew $g
+max,sve=off,sme=off|i8mm|test_cpu lib_static_registry $g
+max|sme|test_cpu lib_static_registry $g test_quant test_ew test_mm_q4_0_q8_0 test_mm_float test_attn
 max|sme|test_mm_kquants"
-# The stories260K goldens at each model's best level (test_model, RP_TEST_LEVELS=best): opt-in with
-# RP_ARM_GOLDENS=1 — under qemu on a loaded 2-core machine one level took over 27 minutes of wall clock (10 of CPU)
-# without finishing its first golden, too long for CI's budget; run them by hand or on a quiet machine.
-if [ "${RP_ARM_GOLDENS:-0}" = 1 ]; then
-  RUNS="$RUNS
-max|sme|test_model
-max,sve=off,sme=off|i8mm|test_model
-neoverse-n1|dotprod|test_model
-cortex-a72|neon|test_model"
-fi
 # CI budget: runs that would start after this many seconds are skipped (listed as such, not failed)
 budget=${RP_ARM_BUDGET:-600}
 
@@ -158,7 +166,8 @@ while IFS='|' read -r model level tests; do
       skipped=$((skipped + 1))
       continue
     fi
-    RP_POOL_SPIN=0 RP_TEST_EXPECT_CPU=$level RP_TEST_LEVELS=best timeout 900 "$qemu" -L "/usr/$triple" -cpu "$model" "$bin" >"$log" 2>&1 || rc=$?
+    # RP_POOL_SPIN=0: no spin-waits in the thread pool (its setting for emulators: a spinner takes a core)
+    RP_POOL_SPIN=0 RP_TEST_EXPECT_CPU=$level RP_TEST_LEVELS=best timeout 900 "$qemu" -L "$sysroot" -cpu "$model" "$bin" >"$log" 2>&1 || rc=$?
     runs=$((runs + 1))
     summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log" | tail -1)
     case $rc in
@@ -177,18 +186,20 @@ echo "arm_test: $runs runs, $fails failed, $skipped skipped, $(($(date +%s) - t0
 if [ "${RP_PORTABLE:-1}" != 0 ]; then
   pdir=build-ppc64le
   ptriple=powerpc64le-linux-gnu
-  # opt-in (RP_PPC64LE=1) until fixed: on 2026-12-03 every ppc64le binary, `reprise --version` included, died at
-  # start-up under Debian 12's qemu-ppc64le-static with "*** stack smashing detected ***" (cause not found yet: a
-  # bug of ours on a non-x86 / non-ARM target, or of qemu 7.2); the riscv64 kernel run below stays on
-  if [ "${RP_PPC64LE:-0}" != 1 ]; then
-    echo "arm_test: portable target (ppc64le) skipped: opt-in with RP_PPC64LE=1 (its binaries abort at start-up" \
-         "under qemu-ppc64le 7.2, not yet understood)"
+  # RP_PPC64LE=0 leaves it out (the riscv64 kernel run below stays on)
+  if [ "${RP_PPC64LE:-1}" = 0 ]; then
+    echo "arm_test: portable target (ppc64le) skipped: RP_PPC64LE=0"
   elif ! ensure ppc64el "$(pkgs gcc-powerpc64le-linux-gnu ppc64el)"; then
     echo "arm_test: portable target (ppc64le) skipped: $why"
   elif ! pqemu=$(command -v qemu-ppc64le-static); then
     echo "arm_test: portable target (ppc64le) skipped: qemu-ppc64le-static not on PATH"
   else
     p0=$(date +%s)
+    # the guest's root as for aarch64 (see `sysroot`): the multiarch libc6:ppc64el's /lib64/ld64.so.2 with its own
+    # libc; the cross loader (/usr/powerpc64le-linux-gnu, 2.36-8) with the multiarch libc.so.6 aborts every program
+    # at start-up with "*** stack smashing detected ***"
+    psysroot=/
+    [ -e /lib64/ld64.so.2 ] || psysroot="/usr/$ptriple"
     PTESTS="test_cpu test_quant test_model"
     [ -f "$pdir/CMakeCache.txt" ] ||
       cmake -S . -B "$pdir" -DCMAKE_TOOLCHAIN_FILE="$src/cmake/ppc64le-linux-gnu.cmake" -DCMAKE_BUILD_TYPE=Release \
@@ -205,7 +216,7 @@ if [ "${RP_PORTABLE:-1}" != 0 ]; then
         rc=0
         # the only level is scalar: test_cpu expects it, the SIMD-kernel tests skip what has no kernel here
         RP_TEST_TMP="$src/$pdir/testtmp" RP_POOL_SPIN=0 RP_TEST_EXPECT_CPU=scalar timeout 900 "$pqemu" \
-          -L "/usr/$ptriple" "$pdir/$t" >"$log" 2>&1 || rc=$?
+          -L "$psysroot" "$pdir/$t" >"$log" 2>&1 || rc=$?
         summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log" | tail -1)
         case $rc in
           0) res="passed" ;;
