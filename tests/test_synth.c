@@ -108,8 +108,10 @@ static int argmax(const float *a, int n) {
 
 /* For each architecture and weight type:
  *  (1) the quantized model's logits equal those of an F32 model holding its
- *      dequantized weights: to 1e-4 of the logit scale for f16/bf16 (exact up
- *      to rounding order), to 3% for integer types (int8 activations);
+ *      dequantized weights: to 1e-4 of the logit scale for bf16 (exact up to
+ *      rounding order), 2e-3 for f16 (its activations rounded to F16, as
+ *      ggml's vec_dot_type: 3.6e-4 seen), to 3% for integer types (int8
+ *      activations);
  *  (2) quantization error vs. the unquantized weights stays within a
  *      per-type bound of the logit scale (f16/bf16 tight, 8-bit, 6-bit, 4-bit looser). */
 static void check_arch(rp_arch arch) {
@@ -141,10 +143,10 @@ static void check_arch(rp_arch arch) {
         float e_exact = max_diff(q, dq, nv) / scale, e_quant = max_diff(q, ref, nv) / scale;
         print_message("  %s %-6s: |q - dequant(q)| %.2e, |q - f32| %.3f of logit scale %.2f, argmax %d vs %d\n",
                       rp_arch_name(arch), types[i].type, e_exact, e_quant, scale, argmax(q, nv), argmax(ref, nv));
-        /* float types are computed exactly; integer kernels quantize activations
-         * to int8 blocks (as ggml does), which moves logits by ~1% of their scale */
+        /* bf16 is computed exactly; f16 rounds activations to F16 and integer kernels quantize them to int8
+         * blocks (both as ggml does), which moves logits by ~0.04% / ~1% of their scale */
         bool is_q = types[i].type[0] == 'q' || types[i].type[0] == 'i';
-        assert_true(e_exact < (is_q ? 0.03f : 1e-4f));
+        assert_true(e_exact < (is_q ? 0.03f : !strcmp(types[i].type, "f16") ? 2e-3f : 1e-4f));
         assert_true(e_quant < types[i].tol_vs_f32);
         free(q);
         free(dq);

@@ -18,6 +18,7 @@ bench/main.c bench/bench.h bench/bench_model.c bench/bench_sweep.c bench/bench_f
 bench/bench_all.c bench/workload.c bench/workload.h bench/report.c bench/report.h bench/answer_score.c
 bench/answer_score.h bench/bandwidth.h bench/svg.h bench/busy.c bench/busy.h bench/bench_ablation.c
 bench/bench_agents.c bench/bench_grammar.c bench/grammar_schema.h bench/trace.c bench/trace.h bench/svg.c bench/bench_error.h
+bench/retrieve_embed.c bench/retrieve_embed.h
 bench/parity/reprise_logits.c
 "
 
