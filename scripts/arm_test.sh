@@ -5,7 +5,9 @@
 #   max (SME, SVE2, I8MM, DotProd)   every kernel test (each checks every ARM kernel at or below the level
 #                                    against the scalar reference: SME, I8MM, DotProd, NEON), the goldens
 #   max,sve=off,sme=off (I8MM)       dispatch, the goldens
-#   neoverse-n1 (DotProd, no I8MM)   dispatch, the element-wise kernels, the goldens
+#   neoverse-n1 (DotProd, no I8MM)   dispatch, the element-wise kernels, the goldens; last, the thread pool, the
+#                                    reuse engine and the scheduler (RP_TEST_SKIP leaves out test_sched's sampled
+#                                    speculation distribution: minutes of sampling under qemu; ~280 s in all)
 #   cortex-a72 (NEON only)           dispatch, the element-wise kernels, the goldens
 # test_cpu checks each model's detected level (RP_TEST_EXPECT_CPU), lib_static_registry the kernels each level
 # selects from libreprise.a, test_model the stories260K goldens (F32, Q8_0 and Q4_0 weights; F32, F16 and Q8_0
@@ -89,7 +91,7 @@ sysroot=/
 # ---- build: only the test programs run below (the library, CLI and the rest build natively) ----
 t0=$(date +%s)
 KERNEL_TESTS="test_quant test_ew test_attn test_mm_float test_mm_q4_0_q8_0 test_mm_kquants"
-OTHER_TESTS="test_model"   # the stories260K goldens
+OTHER_TESTS="test_model test_threadpool test_reuse test_sched"   # the stories260K goldens; pool, reuse, scheduler
 [ -f "$dir/CMakeCache.txt" ] ||
   cmake -S . -B "$dir" -DCMAKE_TOOLCHAIN_FILE="$src/cmake/$triple.cmake" -DCMAKE_BUILD_TYPE=Release >/dev/null
 # shellcheck disable=SC2086
@@ -139,9 +141,12 @@ RUNS="cortex-a72|neon|test_cpu lib_static_registry test_ew $g
 neoverse-n1|dotprod|test_cpu lib_static_registry test_ew $g
 max,sve=off,sme=off|i8mm|test_cpu lib_static_registry $g
 max|sme|test_cpu lib_static_registry $g test_quant test_ew test_mm_q4_0_q8_0 test_mm_float test_attn
-max|sme|test_mm_kquants"
+max|sme|test_mm_kquants
+neoverse-n1|dotprod|test_threadpool test_reuse test_sched"
 # CI budget: runs that would start after this many seconds are skipped (listed as such, not failed)
-budget=${RP_ARM_BUDGET:-600}
+budget=${RP_ARM_BUDGET:-900}
+# the statistical test that samples for minutes under emulation (it runs natively)
+export RP_TEST_SKIP="${RP_TEST_SKIP-*distribution*}"
 
 export RP_SHARED_DIR="${RP_SHARED_DIR:-$src/../shared}"
 export RP_TEST_TMP="$src/$dir/testtmp"

@@ -1,6 +1,7 @@
 /* testutil.c — helpers shared by the cmocka tests. */
 #include "testutil.h"
 
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,17 @@ char *rp_test_read_file(const char *path, size_t *len) {
 static int g_skipped;
 
 void rp_test_count_skip(void) { g_skipped++; }
+
+void rp_test_filter(const struct CMUnitTest *tests, int n) {
+    const char *pat = getenv("RP_TEST_SKIP");
+    if (!pat || !*pat) return;
+    cmocka_set_skip_filter(pat);
+    for (int i = 0; i < n; i++)
+        if (tests[i].name && fnmatch(pat, tests[i].name, 0) == 0) {
+            printf("SKIP: %s (RP_TEST_SKIP=%s)\n", tests[i].name, pat);
+            g_skipped++;
+        }
+}
 
 int rp_test_finish(int n_failed, int n_tests) {
     const int passed = n_tests - n_failed - g_skipped;
