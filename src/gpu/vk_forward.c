@@ -7,17 +7,7 @@
 #include "gpu/gpu_forward.h"
 #include "gpu/gpu_ops.h"
 #include "kernels/quant.h"
-
-typedef struct {
-    rp_gpu_buf *b;
-    rp_type type;
-    uint32_t rows, cols, row_bytes;
-} gweight;
-
-typedef struct {
-    rp_gpu_buf *attn_norm, *ffn_norm, *q_norm, *k_norm;
-    gweight wq, wk, wv, wo, gate, up, down;
-} glayer;
+#include "gpu/vk_weights.h"
 
 struct rp_gpu_model {
     rp_gpu *g;
@@ -48,15 +38,11 @@ static rp_status up_weight(rp_gpu_model *gm, const rp_weight *w, const char *wha
     }
     if (w->row_bytes > UINT32_MAX || w->rows > UINT32_MAX || w->cols > UINT32_MAX)
         return rp_errorf(RP_ERR_UNSUPPORTED, "gpu: %s (layer %d) is too large for 32-bit offsets", what, layer);
-    *out = (gweight){NULL, w->type, (uint32_t)w->rows, (uint32_t)w->cols, (uint32_t)w->row_bytes};
-    const size_t bytes = (size_t)w->rows * w->row_bytes;
-    RP_TRY(rp_gpu_buf_create(gm->g, bytes, RP_GPU_MEM_DEVICE, &out->b));
-    return rp_gpu_buf_write(out->b, 0, w->data, bytes);
+    return rp_vkw_upload(gm->g, w, out);
 }
 
 static rp_status up_floats(rp_gpu_model *gm, const float *src, size_t n, rp_gpu_buf **out) {
-    RP_TRY(rp_gpu_buf_create(gm->g, n * sizeof(float), RP_GPU_MEM_DEVICE, out));
-    return rp_gpu_buf_write(*out, 0, src, n * sizeof(float));
+    return rp_vkw_floats(gm->g, src, n, out);
 }
 
 static rp_status dev(rp_gpu_model *gm, size_t floats, rp_gpu_mem mem, rp_gpu_buf **out) {
@@ -147,13 +133,7 @@ void rp_gpu_model_free(rp_gpu_model *gm) {
     if (!gm) return;
     rp_gpu_rec_free(gm->rec);   /* waits for its last submission */
     if (gm->layers)
-        for (int32_t l = 0; l < gm->m->hp.n_layer; l++) {
-            glayer *G = &gm->layers[l];
-            rp_gpu_buf_free(G->attn_norm); rp_gpu_buf_free(G->ffn_norm);
-            rp_gpu_buf_free(G->q_norm); rp_gpu_buf_free(G->k_norm);
-            free_w(&G->wq); free_w(&G->wk); free_w(&G->wv); free_w(&G->wo);
-            free_w(&G->gate); free_w(&G->up); free_w(&G->down);
-        }
+        for (int32_t l = 0; l < gm->m->hp.n_layer; l++) rp_vkw_layer_free(&gm->layers[l]);
     free(gm->layers);
     if (gm->tok_embd.b != gm->output.b) free_w(&gm->tok_embd);
     free_w(&gm->output);

@@ -12,17 +12,7 @@
 #include "kv/kv.h"
 #include "model/forward.h"
 #include "model/model.h"
-
-typedef struct {
-    rp_gpu_buf *b;
-    rp_type type;
-    uint32_t rows, cols, row_bytes;
-} gweight;
-
-typedef struct {
-    rp_gpu_buf *attn_norm, *ffn_norm, *q_norm, *k_norm;
-    gweight wq, wk, wv, wo, gate, up, down;
-} glayer;
+#include "gpu/vk_weights.h"
 
 struct rp_gpu_offload {
     rp_gpu *g;
@@ -114,16 +104,12 @@ static bool gpu_node_present(void) {
 /* ---- uploads ---- */
 
 static rp_status up_weight(rp_gpu_offload *o, const rp_weight *w, gweight *out) {
-    *out = (gweight){NULL, w->type, (uint32_t)w->rows, (uint32_t)w->cols, (uint32_t)w->row_bytes};
     RP_TRY(rp_gpu_ops_prepare(o->ops, w->type));   /* the ops are shared by contexts on any thread */
-    const size_t bytes = (size_t)w->rows * w->row_bytes;
-    RP_TRY(rp_gpu_buf_create(o->g, bytes, RP_GPU_MEM_DEVICE, &out->b));
-    return rp_gpu_buf_write(out->b, 0, w->data, bytes);
+    return rp_vkw_upload(o->g, w, out);
 }
 
 static rp_status up_floats(rp_gpu_offload *o, const float *src, size_t n, rp_gpu_buf **out) {
-    RP_TRY(rp_gpu_buf_create(o->g, n * sizeof(float), RP_GPU_MEM_DEVICE, out));
-    return rp_gpu_buf_write(*out, 0, src, n * sizeof(float));
+    return rp_vkw_floats(o->g, src, n, out);
 }
 
 static rp_status upload(rp_gpu_offload *o) {
@@ -234,13 +220,7 @@ static void free_w(gweight *w) { rp_gpu_buf_free(w->b); }
 void rp_gpu_offload_free(rp_gpu_offload *o) {
     if (!o) return;
     if (o->layers)
-        for (int32_t i = 0; i < o->n_gl; i++) {
-            glayer *G = &o->layers[i];
-            rp_gpu_buf_free(G->attn_norm); rp_gpu_buf_free(G->ffn_norm);
-            rp_gpu_buf_free(G->q_norm); rp_gpu_buf_free(G->k_norm);
-            free_w(&G->wq); free_w(&G->wk); free_w(&G->wv); free_w(&G->wo);
-            free_w(&G->gate); free_w(&G->up); free_w(&G->down);
-        }
+        for (int32_t i = 0; i < o->n_gl; i++) rp_vkw_layer_free(&o->layers[i]);
     free(o->layers);
     free_w(&o->output);
     rp_gpu_buf_free(o->out_norm);
